@@ -1,0 +1,201 @@
+"""The argument rules of DESIGN.md §5 (pure).
+
+Every public entry point calls these before touching a store, so bad input raises
+`InvalidArgument` naming the argument and the rule, and the store is left unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import unicodedata
+from collections.abc import Iterable
+from datetime import timedelta
+from typing import Any
+
+from .errors import InvalidArgument
+
+__all__ = [
+    "DEFAULT_PAYLOAD_LIMIT",
+    "MAX_GENERATION",
+    "MAX_ID_LENGTH",
+    "MAX_TTL",
+    "MIN_TTL",
+    "encode_json",
+    "validate_attempts",
+    "validate_delay",
+    "validate_generation",
+    "validate_id",
+    "validate_limit",
+    "validate_queues",
+    "validate_ttl",
+]
+
+MAX_ID_LENGTH = 255
+MIN_TTL = 0.01
+MAX_TTL = 7 * 24 * 3600.0
+MAX_DELAY = 366 * 24 * 3600.0
+MAX_ATTEMPTS = 1_000_000
+DEFAULT_PAYLOAD_LIMIT = 1024 * 1024
+MAX_ERROR_LENGTH = 16_384
+MAX_QUEUES = 64
+MAX_BATCH = 1000
+# Signed 64-bit: what PostgreSQL BIGINT, SQLite INTEGER and Redis HINCRBY all hold exactly.
+MAX_GENERATION = 2**63 - 1
+_MAX_DEPTH = 64
+
+
+def validate_id(argument: str, value: object) -> str:
+    """Ids (job ids, owners, queues): 1-255 characters of text, no control characters."""
+    if not isinstance(value, str):
+        raise InvalidArgument(argument, f"must be a str, not {type(value).__name__}")
+    if not value:
+        raise InvalidArgument(argument, "must not be empty (1-255 characters)")
+    if len(value) > MAX_ID_LENGTH:
+        raise InvalidArgument(
+            argument, f"must be at most {MAX_ID_LENGTH} characters, got {len(value)}"
+        )
+    if not value.isprintable() or not value.isascii():
+        # isprintable() is False for spaces other than ' ' too: allow those, refuse Cc/Cs/Cn.
+        for position, char in enumerate(value):
+            category = unicodedata.category(char)
+            if category == "Cc":
+                raise InvalidArgument(
+                    argument, f"must not contain control characters ({char!r} at {position})"
+                )
+            if category == "Cs":
+                raise InvalidArgument(
+                    argument, f"must be valid Unicode text (lone surrogate at {position})"
+                )
+    return value
+
+
+def _seconds(argument: str, value: object) -> float:
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidArgument(
+            argument, f"must be a number of seconds or a timedelta, not {type(value).__name__}"
+        )
+    seconds = float(value)
+    if not math.isfinite(seconds):
+        raise InvalidArgument(argument, f"must be a finite number of seconds, got {value!r}")
+    return seconds
+
+
+def validate_ttl(value: object, argument: str = "ttl") -> float:
+    seconds = _seconds(argument, value)
+    if not MIN_TTL <= seconds <= MAX_TTL:
+        raise InvalidArgument(
+            argument, f"must be from {MIN_TTL} seconds to 7 days ({MAX_TTL:.0f} s), got {value!r}"
+        )
+    return seconds
+
+
+def validate_delay(value: object, argument: str = "delay") -> float:
+    seconds = _seconds(argument, value)
+    if not 0.0 <= seconds <= MAX_DELAY:
+        raise InvalidArgument(argument, f"must be from 0 seconds to 366 days, got {value!r}")
+    return seconds
+
+
+def validate_attempts(value: object, argument: str = "max_attempts") -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgument(argument, f"must be an int, not {type(value).__name__}")
+    if not 1 <= value <= MAX_ATTEMPTS:
+        raise InvalidArgument(argument, f"must be from 1 to {MAX_ATTEMPTS}, got {value}")
+    return value
+
+
+def validate_limit(value: object, argument: str = "limit") -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgument(argument, f"must be an int, not {type(value).__name__}")
+    if not 1 <= value <= MAX_BATCH:
+        raise InvalidArgument(argument, f"must be from 1 to {MAX_BATCH}, got {value}")
+    return value
+
+
+def validate_generation(argument: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgument(argument, f"must be an int, not {type(value).__name__}")
+    if not 1 <= value <= MAX_GENERATION:
+        raise InvalidArgument(argument, f"must be from 1 to 2**63-1, got {value}")
+    return value
+
+
+def validate_queues(value: object, argument: str = "queues") -> tuple[str, ...]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise InvalidArgument(
+            argument, "must be a tuple or list of queue names (a bare string is not accepted)"
+        )
+    queues = tuple(value)
+    if not 1 <= len(queues) <= MAX_QUEUES:
+        raise InvalidArgument(argument, f"must name 1 to {MAX_QUEUES} queues, got {len(queues)}")
+    for queue in queues:
+        validate_id(f"{argument} item", queue)
+    return tuple(dict.fromkeys(queues))
+
+
+def _check_json(argument: str, value: object, depth: int) -> None:
+    if depth > _MAX_DEPTH:
+        raise InvalidArgument(argument, f"must not nest deeper than {_MAX_DEPTH} levels")
+    if value is None or isinstance(value, (bool, int)):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidArgument(argument, f"must be JSON: {value!r} has no JSON form")
+        return
+    if isinstance(value, str):
+        return
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            _check_json(argument, item, depth + 1)
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise InvalidArgument(
+                    argument, f"must be JSON: object keys must be str, got {type(key).__name__}"
+                )
+            _check_json(argument, item, depth + 1)
+        return
+    raise InvalidArgument(
+        argument, f"must be JSON-serialisable, got a {type(value).__name__}"
+    )
+
+
+def encode_json(argument: str, value: Any, limit: int = DEFAULT_PAYLOAD_LIMIT) -> str | None:
+    """Encode a payload or result as JSON text, refusing what would not round-trip."""
+    if value is None:
+        return None
+    _check_json(argument, value, 0)
+    text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise InvalidArgument(argument, "must be valid Unicode text (lone surrogate)") from exc
+    if size > limit:
+        raise InvalidArgument(
+            argument, f"must encode to at most {limit} bytes of JSON, got {size} bytes"
+        )
+    return text
+
+
+def decode_json(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+def error_text(error: object) -> str:
+    """Turn what a worker passes to ``fail`` into a bounded string."""
+    if isinstance(error, BaseException):
+        text = f"{type(error).__name__}: {error}"
+    elif isinstance(error, str):
+        text = error
+    else:
+        raise InvalidArgument(
+            "error", f"must be a str or an exception, not {type(error).__name__}"
+        )
+    text = text.encode("utf-8", "replace").decode("utf-8")
+    if len(text) > MAX_ERROR_LENGTH:
+        text = text[: MAX_ERROR_LENGTH - 15] + " …[truncated]"
+    return text

@@ -1,0 +1,320 @@
+"""The store API, async. This file is the source of truth for `tenure.Store` too.
+
+``tools/async_to_sync.py`` generates ``tenure/_store.py`` from it; CI checks the two agree.
+Keep everything that is not I/O in `tenure._protocol` and `tenure._validate`.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from .._clock import Clock, LeaseTiming, SystemClock
+from .._concurrency import pause
+from .._protocol import (
+    ClaimVerdict,
+    LeaseMaker,
+    Outcome,
+    RetryPolicy,
+    Status,
+    claim_verdict,
+    ended_by_same_lease,
+    hash_secret,
+    job_from_row,
+    lease_lost,
+    new_secret,
+)
+from .._validate import (
+    DEFAULT_PAYLOAD_LIMIT,
+    encode_json,
+    error_text,
+    validate_attempts,
+    validate_delay,
+    validate_id,
+    validate_limit,
+    validate_queues,
+    validate_ttl,
+)
+from ..errors import InvalidArgument, JobNotFound, StoreUnavailable
+from ..models import Job, JobState, Lease
+from ..stores._driver import AsyncDriver
+
+__all__ = ["AsyncStore"]
+
+T = TypeVar("T")
+
+DEFAULT_MAX_ATTEMPTS = 5
+_STATES = ("ready", "leased", "done", "dead")
+
+
+class AsyncStore:
+    """A lease store: submit jobs, claim them under leases, renew, complete, release, fail.
+
+    Create one with `tenure.aio.connect`. Every method validates its arguments first (bad
+    input raises `InvalidArgument` and leaves the store unchanged) and then runs one atomic
+    operation in the store.
+    """
+
+    def __init__(
+        self,
+        driver: AsyncDriver,
+        *,
+        clock: Clock | None = None,
+        timing: LeaseTiming | None = None,
+        retry_policy: RetryPolicy | None = None,
+        payload_limit: int = DEFAULT_PAYLOAD_LIMIT,
+        retries: int = 2,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._driver = driver
+        self._clock = clock or SystemClock()
+        self._leases = LeaseMaker(driver.store_id, timing or LeaseTiming())
+        self._retry_policy = retry_policy or RetryPolicy()
+        self._payload_limit = payload_limit
+        self._retries = retries
+        self._rng = rng or random.Random()
+
+    @property
+    def url(self) -> str:
+        """The store's URL, without any password."""
+        return self._driver.url
+
+    @property
+    def store_id(self) -> str:
+        """A random id the store was given when it was created; leases carry it."""
+        return self._driver.store_id
+
+    @property
+    def clock(self) -> Clock:
+        """The client clock local deadlines are measured on."""
+        return self._clock
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.url}>"
+
+    async def __aenter__(self) -> AsyncStore:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._driver.close()
+
+    async def _call(self, operation: str, call: Callable[[], Awaitable[T]]) -> T:
+        # Every operation is safe to repeat (see tenure.errors), so a transient failure is
+        # retried a few times before it reaches the caller.
+        for attempt in range(self._retries + 1):
+            try:
+                return await call()
+            except StoreUnavailable as exc:
+                # A claim_next whose reply was lost may have taken a job: repeating it would
+                # take another, so that one error goes to the caller as it is.
+                if attempt == self._retries or (operation == "claim_next" and exc.outcome_unknown):
+                    raise
+                await pause(0.05 * (4**attempt) * (0.5 + self._rng.random()))
+        raise AssertionError("unreachable")
+
+    # -- jobs -------------------------------------------------------------------------
+
+    async def now(self) -> float:
+        """The store's time, in seconds since the epoch."""
+        return await self._call("now", self._driver.now)
+
+    async def submit(
+        self,
+        job_id: str,
+        payload: Any = None,
+        *,
+        queue: str = "default",
+        delay: float | timedelta = 0,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    ) -> Job:
+        """Add a job, ready ``delay`` seconds from now. An existing ``job_id`` is left as it is
+        and its current snapshot returned (submit is idempotent)."""
+        job_id = validate_id("job_id", job_id)
+        queue = validate_id("queue", queue)
+        delay_s = validate_delay(delay)
+        max_attempts = validate_attempts(max_attempts)
+        payload_json = encode_json("payload", payload, self._payload_limit)
+
+        async def call() -> Outcome:
+            return await self._driver.submit(job_id, queue, payload_json, delay_s, max_attempts)
+
+        outcome = await self._call("submit", call)
+        assert outcome.row is not None
+        return job_from_row(outcome.row, outcome.now)
+
+    async def get(self, job_id: str) -> Job:
+        """A snapshot of the job; raises `JobNotFound`."""
+        job_id = validate_id("job_id", job_id)
+
+        async def call() -> Outcome:
+            return await self._driver.get(job_id)
+
+        outcome = await self._call("get", call)
+        if outcome.row is None:
+            raise JobNotFound(job_id)
+        return job_from_row(outcome.row, outcome.now)
+
+    async def jobs(
+        self, *, queue: str | None = None, state: JobState | None = None, limit: int = 100
+    ) -> list[Job]:
+        """Snapshots of jobs, oldest first, optionally only one queue and/or state."""
+        if queue is not None:
+            queue = validate_id("queue", queue)
+        if state is not None and state not in _STATES:
+            raise InvalidArgument("state", f"must be one of {', '.join(_STATES)}, got {state!r}")
+        limit = validate_limit(limit)
+
+        async def call() -> tuple[float, list[Any]]:
+            return await self._driver.list_jobs(queue, state, limit)
+
+        now, rows = await self._call("jobs", call)
+        return [job_from_row(row, now) for row in rows]
+
+    # -- leases -----------------------------------------------------------------------
+
+    async def claim(self, job_id: str, owner: str, ttl: float | timedelta) -> Lease | None:
+        """Claim one job by id. Returns None when someone else holds it or it is not
+        claimable (not due yet, done, dead). Raises `JobNotFound`, `GenerationExhausted`."""
+        job_id = validate_id("job_id", job_id)
+        owner = validate_id("owner", owner)
+        ttl_s = validate_ttl(ttl)
+        # The secret is drawn once, before the first try: a retry after a lost reply finds
+        # its own secret in the store and gets the same lease back, not a new generation.
+        secret, secret_hash = new_secret()
+        sent_at = self._clock.monotonic()
+
+        async def call() -> Outcome:
+            return await self._driver.claim(job_id, owner, ttl_s, secret_hash)
+
+        outcome = await self._call("claim", call)
+        verdict = claim_verdict(outcome, owner, secret_hash)
+        if verdict in (ClaimVerdict.CLAIMED, ClaimVerdict.ALREADY_YOURS):
+            assert outcome.row is not None
+            return self._leases.lease(outcome.row, owner, ttl_s, secret, sent_at)
+        return None
+
+    async def claim_next(
+        self, owner: str, ttl: float | timedelta, *, queues: Sequence[str] = ("default",)
+    ) -> Lease | None:
+        """Claim the oldest claimable job of ``queues``: ready and due, or leased with an
+        expired lease. Returns None when there is none."""
+        leases = await self.claim_many(owner, ttl, 1, queues=queues)
+        return leases[0] if leases else None
+
+    async def claim_many(
+        self,
+        owner: str,
+        ttl: float | timedelta,
+        limit: int,
+        *,
+        queues: Sequence[str] = ("default",),
+    ) -> list[Lease]:
+        """Claim up to ``limit`` jobs at once, oldest first, in one store operation."""
+        owner = validate_id("owner", owner)
+        ttl_s = validate_ttl(ttl)
+        limit = validate_limit(limit)
+        queue_names = validate_queues(queues)
+        secrets_ = [new_secret() for _ in range(limit)]
+        hashes = [secret_hash for _, secret_hash in secrets_]
+        sent_at = self._clock.monotonic()
+
+        async def call() -> list[Outcome]:
+            return await self._driver.claim_next(owner, ttl_s, queue_names, hashes)
+
+        outcomes = await self._call("claim_next", call)
+        by_hash = dict(zip(hashes, (secret for secret, _ in secrets_)))
+        leases = []
+        for outcome in outcomes:
+            row = outcome.row
+            if outcome.status == Status.APPLIED and row is not None and row.secret_hash:
+                leases.append(
+                    self._leases.lease(row, owner, ttl_s, by_hash[row.secret_hash], sent_at)
+                )
+        return leases
+
+    async def renew(self, lease: Lease, ttl: float | timedelta | None = None) -> Lease:
+        """Extend the lease to ``ttl`` (default: the lease's own) from now by store time.
+        Raises `LeaseLost` when the lease is no longer current or has expired."""
+        lease = self._leases.check(lease)
+        ttl_s = lease.ttl if ttl is None else validate_ttl(ttl)
+        secret_hash = hash_secret(lease.secret)
+        sent_at = self._clock.monotonic()
+
+        async def call() -> Outcome:
+            return await self._driver.renew(
+                lease.job_id, lease.owner, lease.generation, secret_hash, ttl_s
+            )
+
+        outcome = await self._call("renew", call)
+        if outcome.status != Status.APPLIED or outcome.row is None:
+            raise lease_lost("renew", lease, outcome)
+        return self._leases.lease(outcome.row, lease.owner, ttl_s, lease.secret, sent_at)
+
+    async def complete(self, lease: Lease, result: Any = None) -> None:
+        """Mark the job done with ``result``. Raises `LeaseLost` when the lease is stale;
+        repeating a completion that already took effect succeeds and changes nothing."""
+        lease = self._leases.check(lease)
+        result_json = encode_json("result", result, self._payload_limit)
+        secret_hash = hash_secret(lease.secret)
+
+        async def call() -> Outcome:
+            return await self._driver.complete(
+                lease.job_id, lease.owner, lease.generation, secret_hash, result_json
+            )
+
+        outcome = await self._call("complete", call)
+        self._settled("complete", lease, secret_hash, outcome, ("done",))
+
+    async def release(self, lease: Lease) -> None:
+        """Give the job back now, claimable at once by anyone; the attempt is not counted."""
+        lease = self._leases.check(lease)
+        secret_hash = hash_secret(lease.secret)
+
+        async def call() -> Outcome:
+            return await self._driver.release(
+                lease.job_id, lease.owner, lease.generation, secret_hash
+            )
+
+        outcome = await self._call("release", call)
+        self._settled("release", lease, secret_hash, outcome, ("ready", "dead"))
+
+    async def fail(
+        self, lease: Lease, error: str | BaseException, *, retry_in: float | timedelta | None = None
+    ) -> None:
+        """Record a failed attempt. The job is retried after ``retry_in`` (default:
+        exponential backoff with jitter) or becomes ``dead`` once ``max_attempts`` is used."""
+        lease = self._leases.check(lease)
+        error_message = error_text(error)
+        if retry_in is None:
+            retry_s = self._retry_policy.delay(lease.attempt, self._rng)
+        else:
+            retry_s = validate_delay(retry_in, "retry_in")
+        secret_hash = hash_secret(lease.secret)
+
+        async def call() -> Outcome:
+            return await self._driver.fail(
+                lease.job_id, lease.owner, lease.generation, secret_hash, error_message, retry_s
+            )
+
+        outcome = await self._call("fail", call)
+        self._settled("fail", lease, secret_hash, outcome, ("ready", "dead"))
+
+    def _settled(
+        self,
+        operation: str,
+        lease: Lease,
+        secret_hash: str,
+        outcome: Outcome,
+        end_states: tuple[str, ...],
+    ) -> None:
+        if outcome.status == Status.APPLIED:
+            return
+        row = outcome.row
+        if row is not None and ended_by_same_lease(row, lease, secret_hash, end_states):
+            return  # a repeat of a call that already took effect
+        raise lease_lost(operation, lease, outcome)

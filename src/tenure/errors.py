@@ -1,0 +1,125 @@
+"""Every error tenure raises, in one tree::
+
+    TenureError
+     ├── LeaseLost             the lease is no longer yours: renew/complete/release/fail
+     │                         was rejected by the store and changed nothing
+     ├── StaleToken            a fenced destination refused an effect: its fencing token
+     │                         is older than one the destination already accepted
+     ├── JobNotFound           no job with that id exists in the store
+     ├── GenerationExhausted   the job's generation reached the largest representable
+     │                         value; it refuses new claims instead of wrapping
+     ├── InvalidArgument       (also a ValueError) an argument broke a documented rule;
+     │                         nothing was sent to the store
+     └── StoreUnavailable      the store could not be reached or did not answer in time;
+                               the outcome of the operation may be unknown
+
+What is safe to retry after `StoreUnavailable`: ``renew``, ``complete``, ``release`` and
+``fail`` with the same lease (a repeat of an operation that already took effect answers
+success again and changes nothing), ``claim`` (the store methods retry internally with the
+same lease secret, so a lost reply does not burn a second generation), ``submit`` (it is
+idempotent by job id) and every read. ``claim_next``/``claim_many`` are safe in the sense
+that matters: a claim whose reply was lost leaves a lease nobody holds, which expires after
+its TTL and the job is claimed again with the next generation.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "GenerationExhausted",
+    "InvalidArgument",
+    "JobNotFound",
+    "LeaseLost",
+    "StaleToken",
+    "StoreUnavailable",
+    "TenureError",
+]
+
+
+class TenureError(Exception):
+    """Base class of every error raised by tenure."""
+
+
+class LeaseLost(TenureError):
+    """The store rejected an operation made with a lease that is no longer current.
+
+    The job was left unchanged. Stop working on it: another worker may hold it now.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        job_id: str,
+        generation: int,
+        current_generation: int | None = None,
+        current_owner: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.job_id = job_id
+        self.generation = generation
+        self.current_generation = current_generation
+        self.current_owner = current_owner
+
+
+class StaleToken(TenureError):
+    """A fenced destination refused an effect because its token is stale or invalid."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        job_id: str,
+        generation: int | None,
+        highest_seen: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.job_id = job_id
+        self.generation = generation
+        self.highest_seen = highest_seen
+
+
+class JobNotFound(TenureError, LookupError):
+    """No job with that id exists in the store."""
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(
+            f"job {job_id!r} does not exist in this store; submit it first "
+            "(store.submit) or check the id and the store URL"
+        )
+        self.job_id = job_id
+
+
+class GenerationExhausted(TenureError):
+    """The job's generation cannot grow any further, so it can never be claimed again."""
+
+    def __init__(self, job_id: str, generation: int) -> None:
+        super().__init__(
+            f"job {job_id!r} is at generation {generation}, the largest fencing token this "
+            "store can represent; it refuses new claims rather than reuse a token. "
+            "Submit the work again under a new job id."
+        )
+        self.job_id = job_id
+        self.generation = generation
+
+
+class InvalidArgument(TenureError, ValueError):
+    """An argument broke a documented rule. Nothing was sent to the store."""
+
+    def __init__(self, argument: str, rule: str) -> None:
+        super().__init__(f"{argument}: {rule}")
+        self.argument = argument
+        self.rule = rule
+
+
+class StoreUnavailable(TenureError):
+    """The store could not be reached, or did not answer in time.
+
+    ``operation`` names what was being done; ``outcome_unknown`` is True when the request
+    may have reached the store and taken effect (see this module's docstring for what is
+    safe to retry).
+    """
+
+    def __init__(self, message: str, *, operation: str, outcome_unknown: bool) -> None:
+        super().__init__(message)
+        self.operation = operation
+        self.outcome_unknown = outcome_unknown

@@ -1,0 +1,142 @@
+"""Frozen values handed to users: `Lease`, `Job`, `FencingToken`."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from urllib.parse import quote, unquote
+
+from ._clock import Clock, SystemClock
+
+__all__ = ["FencingToken", "Job", "JobState", "Lease"]
+
+JobState = Literal["ready", "leased", "done", "dead"]
+
+_SYSTEM_CLOCK = SystemClock()
+
+
+@dataclass(frozen=True, slots=True)
+class FencingToken:
+    """What a destination needs to fence an effect: the job and its generation.
+
+    Never contains the lease secret, so it can be shown to any destination.
+    ``str(token)`` is ``"<generation>:<percent-encoded job id>"``, the form used in HTTP
+    headers and logs; `FencingToken.parse` reads it back.
+    """
+
+    job_id: str
+    generation: int
+
+    def __str__(self) -> str:
+        return f"{self.generation}:{quote(self.job_id, safe='')}"
+
+    @classmethod
+    def parse(cls, text: str) -> FencingToken:
+        from ._validate import validate_generation, validate_id
+
+        generation_text, sep, job_text = text.partition(":")
+        if not sep or not generation_text.isdigit():
+            from .errors import InvalidArgument
+
+            raise InvalidArgument("token", "must look like '<generation>:<job id>'")
+        return cls(
+            validate_id("token job id", unquote(job_text, errors="strict")),
+            validate_generation("token generation", int(generation_text)),
+        )
+
+
+def lease_seal(
+    store_id: str, job_id: str, owner: str, generation: int, secret: str, ttl: float
+) -> str:
+    """Digest binding a lease's fields together, so an altered copy is detected locally."""
+    material = json.dumps([store_id, job_id, owner, generation, secret, ttl])
+    return hashlib.blake2b(material.encode(), digest_size=12).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """Temporary ownership of one job, as granted by a store.
+
+    ``lease_until`` is in *store* time and is informative only; decisions on the client use
+    ``local_deadline``, a value on the client's monotonic clock (see `tenure._clock`).
+    ``secret`` proves authority to renew/complete/release/fail; it never leaves the holder
+    except to go back to the store, and it is hidden from ``repr``.
+    """
+
+    job_id: str
+    owner: str
+    generation: int
+    lease_until: float
+    ttl: float
+    attempt: int
+    local_deadline: float
+    secret: str = field(repr=False)
+    store_id: str = field(repr=False)
+    seal: str = field(repr=False, compare=False)
+
+    @property
+    def token(self) -> FencingToken:
+        return FencingToken(self.job_id, self.generation)
+
+    def remaining(self, clock: Clock | None = None) -> float:
+        """Seconds left before the local deadline (negative once past it)."""
+        return self.local_deadline - (clock or _SYSTEM_CLOCK).monotonic()
+
+    def expired_locally(self, clock: Clock | None = None) -> bool:
+        """True once the holder must assume the lease is gone."""
+        return self.remaining(clock) <= 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A snapshot of one job, read at store time ``as_of``.
+
+    ``owner`` is the holder of the current or most recent lease (None if never claimed).
+    A ``leased`` job whose ``lease_until`` is not after ``as_of`` has an expired lease and is
+    claimable (`lease_expired`). ``available_at`` is the store time from which the job can be
+    claimed: its run time when ``ready``, the end of its lease when ``leased``.
+    """
+
+    job_id: str
+    queue: str
+    state: JobState
+    owner: str | None
+    generation: int
+    lease_until: float | None
+    attempts: int
+    max_attempts: int
+    payload: Any
+    result: Any
+    error: str | None
+    available_at: float
+    created_at: float
+    updated_at: float
+    as_of: float
+
+    @property
+    def lease_expired(self) -> bool:
+        return (
+            self.state == "leased" and self.lease_until is not None and self.lease_until <= self.as_of
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "job_id": self.job_id,
+            "queue": self.queue,
+            "state": self.state,
+            "owner": self.owner,
+            "generation": self.generation,
+            "lease_until": self.lease_until,
+            "lease_expired": self.lease_expired,
+            "attempts": self.attempts,
+            "max_attempts": self.max_attempts,
+            "payload": self.payload,
+            "result": self.result,
+            "error": self.error,
+            "available_at": self.available_at,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "as_of": self.as_of,
+        }

@@ -1,0 +1,65 @@
+"""Store URLs and the drivers behind them.
+
+``connect(url)`` picks a driver by the URL's scheme. Drivers of optional backends are
+imported only when used, so ``tenure`` without extras never imports psycopg or redis.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from types import ModuleType
+from urllib.parse import urlsplit
+
+from .._clock import Clock
+from ..errors import InvalidArgument
+from ._driver import AsyncDriver, SyncDriver
+
+__all__ = ["DEFAULT_URL", "open_async_driver", "open_sync_driver", "resolve_url"]
+
+DEFAULT_URL = "sqlite:///tenure.db"
+
+# scheme -> (module, the extra that installs its client library)
+_BACKENDS: dict[str, tuple[str, str | None]] = {
+    "sqlite": ("tenure.stores.sqlite", None),
+    "postgresql": ("tenure.stores.postgres", "postgres"),
+    "postgres": ("tenure.stores.postgres", "postgres"),
+    "redis": ("tenure.stores.redis", "redis"),
+    "rediss": ("tenure.stores.redis", "redis"),
+}
+
+
+def resolve_url(url: str | None) -> str:
+    """The URL to use: the argument, else ``TENURE_STORE_URL``, else ``./tenure.db``."""
+    if url is None:
+        url = os.environ.get("TENURE_STORE_URL") or DEFAULT_URL
+    if not isinstance(url, str):
+        raise InvalidArgument("url", f"must be a str, not {type(url).__name__}")
+    scheme = urlsplit(url).scheme
+    if scheme not in _BACKENDS:
+        known = ", ".join(f"{s}://" for s in _BACKENDS)
+        raise InvalidArgument("url", f"unknown store scheme {scheme + '://' if scheme else url!r} (known: {known})")
+    return url
+
+
+def _backend(url: str) -> ModuleType:
+    module_name, extra = _BACKENDS[urlsplit(url).scheme]
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if extra is None or (exc.name or "").startswith("tenure"):
+            raise
+        raise ImportError(
+            f"the {urlsplit(url).scheme}:// store needs the {exc.name} package: "
+            f"pip install 'tenure[{extra}]'"
+        ) from exc
+
+
+def open_sync_driver(url: str, clock: Clock | None = None) -> SyncDriver:
+    driver: SyncDriver = _backend(url).open_sync(url, clock)
+    return driver
+
+
+async def open_async_driver(url: str, clock: Clock | None = None) -> AsyncDriver:
+    driver: AsyncDriver = await _backend(url).open_async(url, clock)
+    return driver

@@ -1,0 +1,361 @@
+"""SQLite driver: each operation is one ``BEGIN IMMEDIATE`` transaction.
+
+``BEGIN IMMEDIATE`` takes the database's write lock before anything is read, so the store
+time read at the start (host clock, floored) and the conditional update that uses it are
+atomic with respect to every other process using the file.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from ..._clock import Clock, SystemClock
+from ..._protocol import JobRow, Outcome, Status
+from ..._validate import MAX_GENERATION
+from ...errors import InvalidArgument, StoreUnavailable
+from .._resources import load_text, migrations
+
+__all__ = ["SQLiteDriver", "parse_sqlite_url"]
+
+T = TypeVar("T")
+_PACKAGE = __package__ or "tenure.stores.sqlite"
+_SYNCHRONOUS = ("full", "normal", "extra")
+
+
+def _sql(name: str) -> str:
+    return load_text(_PACKAGE, f"sql/{name}.sql")
+
+
+def parse_sqlite_url(url: str) -> dict[str, Any]:
+    """``sqlite:///relative.db``, ``sqlite:////absolute.db``, ``sqlite:///:memory:``;
+    query options ``timeout`` (seconds to wait for the write lock, default 30) and
+    ``synchronous`` (``full``, the default, or ``normal``/``extra``)."""
+    parts = urlsplit(url)
+    if parts.scheme != "sqlite":
+        raise InvalidArgument("url", f"must start with sqlite://, got {url!r}")
+    if parts.netloc:
+        raise InvalidArgument(
+            "url", "a sqlite URL has no host: use sqlite:///relative.db or sqlite:////abs.db"
+        )
+    path = unquote(parts.path[1:] if parts.path.startswith("/") else parts.path)
+    if not path:
+        raise InvalidArgument("url", "must name a database file, e.g. sqlite:///tenure.db")
+    options: dict[str, Any] = {"path": path}
+    for key, values in parse_qs(parts.query, keep_blank_values=True).items():
+        value = values[-1]
+        if key == "timeout":
+            try:
+                options["busy_timeout"] = float(value)
+            except ValueError:
+                raise InvalidArgument("url", f"timeout must be a number of seconds, got {value!r}") from None
+            if not 0 <= options["busy_timeout"] <= 3600:
+                raise InvalidArgument("url", "timeout must be from 0 to 3600 seconds")
+        elif key == "synchronous":
+            if value.lower() not in _SYNCHRONOUS:
+                raise InvalidArgument("url", f"synchronous must be one of {', '.join(_SYNCHRONOUS)}")
+            options["synchronous"] = value.lower()
+        else:
+            raise InvalidArgument("url", f"unknown sqlite option {key!r} (known: timeout, synchronous)")
+    return options
+
+
+class SQLiteDriver:
+    """The store operations of `tenure.stores._driver.SyncDriver` over one SQLite file."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        clock: Clock | None = None,
+        busy_timeout: float = 30.0,
+        synchronous: str = "full",
+    ) -> None:
+        self.path = str(path)
+        self.url = f"sqlite:///{self.path}"
+        self._clock = clock or SystemClock()
+        self._lock = threading.Lock()
+        self._closed = False
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._conn = sqlite3.connect(
+                self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
+            )
+            if self.path != ":memory:":
+                self._conn.execute("PRAGMA journal_mode=WAL")
+            # FULL: a committed generation survives power loss. With NORMAL a crash can
+            # roll back the last commits and hand out a generation a second time.
+            self._conn.execute(f"PRAGMA synchronous={synchronous.upper()}")
+            self.store_id = self._migrate()
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(
+                f"cannot open SQLite store {self.path!r}: {exc}",
+                operation="connect",
+                outcome_unknown=False,
+            ) from exc
+
+    # -- plumbing ----------------------------------------------------------------------
+
+    def _migrate(self) -> str:
+        known = migrations(_PACKAGE)
+        latest = known[-1][0] if known else 0
+        with self._transaction("migrate") as cur:
+            version = cur.execute("PRAGMA user_version").fetchone()[0]
+            if version > latest:
+                raise StoreUnavailable(
+                    f"SQLite store {self.path!r} has schema version {version}, newer than this "
+                    f"tenure understands ({latest}); upgrade tenure",
+                    operation="connect",
+                    outcome_unknown=False,
+                )
+            for number, _name, text in known:
+                if number > version:
+                    for statement in _statements(text):
+                        cur.execute(statement)
+                    cur.execute(f"PRAGMA user_version = {number:d}")
+            row = cur.execute("SELECT value FROM tenure_meta WHERE key = 'store_id'").fetchone()
+            if row is None:
+                store_id = uuid.uuid4().hex
+                cur.execute(
+                    "INSERT INTO tenure_meta (key, value) VALUES ('store_id', ?)", (store_id,)
+                )
+                return store_id
+            return str(row[0])
+
+    @property
+    def schema_version(self) -> int:
+        with self._lock:
+            return int(self._conn.execute("PRAGMA user_version").fetchone()[0])
+
+    @contextmanager
+    def _transaction(self, operation: str) -> Iterator[sqlite3.Cursor]:
+        with self._lock:
+            if self._closed:
+                raise StoreUnavailable(
+                    f"{operation}: this store was closed", operation=operation, outcome_unknown=False
+                )
+            cur = self._conn.cursor()
+            try:
+                cur.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                raise StoreUnavailable(
+                    f"{operation}: SQLite store {self.path!r} is busy or unreadable ({exc}); "
+                    "nothing was changed, retry later",
+                    operation=operation,
+                    outcome_unknown=False,
+                ) from exc
+            try:
+                yield cur
+            except BaseException:
+                self._conn.rollback()
+                raise
+            try:
+                cur.execute("COMMIT")
+            except sqlite3.Error as exc:
+                self._conn.rollback()
+                raise StoreUnavailable(
+                    f"{operation}: SQLite commit failed ({exc}); the operation did not take "
+                    "effect",
+                    operation=operation,
+                    outcome_unknown=False,
+                ) from exc
+
+    def _write(self, operation: str, body: Callable[[sqlite3.Cursor, float], T]) -> T:
+        with self._transaction(operation) as cur:
+            now = cur.execute(_sql("clock"), {"host_now": self._clock.time()}).fetchone()[0]
+            return body(cur, now)
+
+    @staticmethod
+    def _row(cur: sqlite3.Cursor, statement: str, params: dict[str, Any]) -> JobRow | None:
+        found = cur.execute(statement, params).fetchone()
+        return None if found is None else JobRow._make(found)
+
+    def _settle(
+        self, cur: sqlite3.Cursor, now: float, job_id: str, applied: JobRow | None
+    ) -> Outcome:
+        if applied is not None:
+            return Outcome(Status.APPLIED, applied, now)
+        current = self._row(cur, _sql("get"), {"job_id": job_id})
+        return Outcome(Status.MISSING if current is None else Status.MISSED, current, now)
+
+    # -- operations --------------------------------------------------------------------
+
+    def now(self) -> float:
+        with self._lock:
+            found = self._conn.execute(_sql("read_clock"), {"host_now": self._clock.time()})
+            return float(found.fetchone()[0])
+
+    def submit(
+        self, job_id: str, queue: str, payload: str | None, delay: float, max_attempts: int
+    ) -> Outcome:
+        params = {
+            "job_id": job_id,
+            "queue": queue,
+            "payload": payload,
+            "delay": delay,
+            "max_attempts": max_attempts,
+        }
+
+        def body(cur: sqlite3.Cursor, now: float) -> Outcome:
+            created = self._row(cur, _sql("submit"), {**params, "now": now})
+            return self._settle(cur, now, job_id, created)
+
+        return self._write("submit", body)
+
+    def _claim_one(
+        self, cur: sqlite3.Cursor, now: float, job_id: str, owner: str, ttl: float, secret_hash: str
+    ) -> JobRow | None:
+        params = {
+            "job_id": job_id,
+            "owner": owner,
+            "ttl": ttl,
+            "secret_hash": secret_hash,
+            "now": now,
+            "max_generation": MAX_GENERATION,
+        }
+        return self._row(cur, _sql("claim"), params)
+
+    def claim(self, job_id: str, owner: str, ttl: float, secret_hash: str) -> Outcome:
+        def body(cur: sqlite3.Cursor, now: float) -> Outcome:
+            claimed = self._claim_one(cur, now, job_id, owner, ttl, secret_hash)
+            if claimed is None:
+                buried = self._row(cur, _sql("bury"), {"job_id": job_id, "now": now})
+                if buried is not None:
+                    return Outcome(Status.BURIED, buried, now)
+            return self._settle(cur, now, job_id, claimed)
+
+        return self._write("claim", body)
+
+    def claim_next(
+        self, owner: str, ttl: float, queues: Sequence[str], secret_hashes: Sequence[str]
+    ) -> list[Outcome]:
+        pick = _sql("pick")
+
+        def body(cur: sqlite3.Cursor, now: float) -> list[Outcome]:
+            claimed: list[Outcome] = []
+            for secret_hash in secret_hashes:
+                while True:
+                    candidates = [
+                        found
+                        for queue in queues
+                        if (
+                            found := cur.execute(
+                                pick,
+                                {"queue": queue, "now": now, "max_generation": MAX_GENERATION},
+                            ).fetchone()
+                        )
+                        is not None
+                    ]
+                    if not candidates:
+                        return claimed
+                    job_id, state, attempts, max_attempts, _, _ = min(
+                        candidates, key=lambda c: (c[4], c[5])
+                    )
+                    if state == "leased" and attempts >= max_attempts:
+                        cur.execute(_sql("bury"), {"job_id": job_id, "now": now}).fetchall()
+                        continue
+                    row = self._claim_one(cur, now, job_id, owner, ttl, secret_hash)
+                    if row is not None:
+                        claimed.append(Outcome(Status.APPLIED, row, now))
+                    break
+            return claimed
+
+        return self._write("claim_next", body)
+
+    def _holder_update(
+        self, operation: str, job_id: str, owner: str, generation: int, secret_hash: str, **extra: Any
+    ) -> Outcome:
+        params = {
+            "job_id": job_id,
+            "owner": owner,
+            "generation": generation,
+            "secret_hash": secret_hash,
+            **extra,
+        }
+
+        def body(cur: sqlite3.Cursor, now: float) -> Outcome:
+            applied = self._row(cur, _sql(operation), {**params, "now": now})
+            return self._settle(cur, now, job_id, applied)
+
+        return self._write(operation, body)
+
+    def renew(
+        self, job_id: str, owner: str, generation: int, secret_hash: str, ttl: float
+    ) -> Outcome:
+        return self._holder_update("renew", job_id, owner, generation, secret_hash, ttl=ttl)
+
+    def complete(
+        self, job_id: str, owner: str, generation: int, secret_hash: str, result: str | None
+    ) -> Outcome:
+        return self._holder_update(
+            "complete", job_id, owner, generation, secret_hash, result=result
+        )
+
+    def release(self, job_id: str, owner: str, generation: int, secret_hash: str) -> Outcome:
+        return self._holder_update("release", job_id, owner, generation, secret_hash)
+
+    def fail(
+        self,
+        job_id: str,
+        owner: str,
+        generation: int,
+        secret_hash: str,
+        error: str,
+        retry_in: float,
+    ) -> Outcome:
+        return self._holder_update(
+            "fail", job_id, owner, generation, secret_hash, error=error, retry_in=retry_in
+        )
+
+    def get(self, job_id: str) -> Outcome:
+        with self._lock:
+            now = self._conn.execute(_sql("read_clock"), {"host_now": self._clock.time()})
+            as_of = float(now.fetchone()[0])
+            row = self._row(self._conn.cursor(), _sql("get"), {"job_id": job_id})
+        return Outcome(Status.MISSING if row is None else Status.APPLIED, row, as_of)
+
+    def list_jobs(
+        self, queue: str | None, state: str | None, limit: int
+    ) -> tuple[float, list[JobRow]]:
+        with self._lock:
+            now = self._conn.execute(_sql("read_clock"), {"host_now": self._clock.time()})
+            as_of = float(now.fetchone()[0])
+            found = self._conn.execute(
+                _sql("list"), {"queue": queue, "state": state, "limit": limit}
+            ).fetchall()
+        return as_of, [JobRow._make(row) for row in found]
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._conn.close()
+
+
+def _statements(script: str) -> Iterator[str]:
+    """Split a migration script into complete statements (triggers included)."""
+    pending = ""
+    for line in script.splitlines(keepends=True):
+        pending += line
+        if sqlite3.complete_statement(pending):
+            if pending.strip() and not all(
+                part.strip().startswith("--") or not part.strip() for part in pending.splitlines()
+            ):
+                yield pending
+            pending = ""
+    if pending.strip() and not all(
+        part.strip().startswith("--") or not part.strip() for part in pending.splitlines()
+    ):
+        raise ValueError(f"incomplete SQL statement at the end of a migration: {pending!r}")
+
+
+def open_sync(url: str, clock: Clock | None) -> SQLiteDriver:
+    return SQLiteDriver(clock=clock, **parse_sqlite_url(url))

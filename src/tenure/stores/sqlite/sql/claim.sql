@@ -1,0 +1,16 @@
+-- Claim when free or expired by store time; every claim is a new generation and an attempt.
+UPDATE tenure_jobs
+SET state = 'leased',
+    owner = :owner,
+    generation = generation + 1,
+    secret_hash = :secret_hash,
+    lease_until = :now + :ttl,
+    available_at = :now + :ttl,
+    attempts = attempts + 1,
+    updated_at = :now
+WHERE job_id = :job_id
+  AND state IN ('ready', 'leased')
+  AND available_at <= :now
+  AND attempts < max_attempts
+  AND generation < :max_generation
+RETURNING job_id, queue, state, owner, generation, secret_hash, lease_until, available_at, attempts, max_attempts, payload, result, error, created_at, updated_at
