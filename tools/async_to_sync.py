@@ -20,6 +20,7 @@ PACKAGE = ROOT / "src" / "tenure"
 # (async source, generated sync file)
 FILES = [
     ("aio/_store.py", "_store.py"),
+    ("stores/_async_driver.py", "stores/_sync_driver.py"),
 ]
 
 RULES: list[tuple[str, str]] = [
@@ -32,6 +33,7 @@ RULES: list[tuple[str, str]] = [
     (r"\baclose\b", "close"),
     (r"\bAsyncStore\b", "Store"),
     (r"\bAsyncDriver\b", "SyncDriver"),
+    (r"\b_async_driver\b", "_sync_driver"),
     (r"\bAsyncConnectionPool\b", "ConnectionPool"),
     (r"\bAsyncConnection\b", "Connection"),
     (r"\bAsyncCursor\b", "Cursor"),
@@ -40,8 +42,9 @@ RULES: list[tuple[str, str]] = [
     (r"\bAwaitable, ", ""),
     (r"\bredis\.asyncio\b", "redis"),
     (r"\btenure\.aio\.connect\b", "tenure.connect"),
-    (r"from \.\.", "from ."),  # aio/x.py -> x.py sits one package level up
 ]
+# Applied when the generated file sits one package level above its source (aio/x.py -> x.py).
+RELOCATE = (r"from \.\.", "from .")
 
 
 def header(source: str) -> str:
@@ -56,9 +59,7 @@ def convert(source: str, text: str, relocate: bool) -> str:
     # Replace the module docstring with the generated-file notice.
     match = re.match(r'\s*""".*?"""\n', text, re.DOTALL)
     body = text[match.end() :] if match else text
-    for pattern, replacement in RULES:
-        if pattern == r"from \.\." and not relocate:
-            continue
+    for pattern, replacement in [*RULES, RELOCATE] if relocate else RULES:
         body = re.sub(pattern, replacement, body)
     return header(source) + body
 

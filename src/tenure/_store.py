@@ -236,6 +236,19 @@ class Store:
                 )
         return leases
 
+    def wait_for_jobs(
+        self, *, queues: Sequence[str] = ("default",), timeout: float | timedelta = 1.0
+    ) -> None:
+        """Wait until jobs may be claimable in ``queues`` or ``timeout`` passes; for idle
+        workers between empty ``claim_next`` calls. Notified stores wake early."""
+        queue_names = validate_queues(queues)
+        timeout_s = validate_delay(timeout, "timeout")
+
+        def call() -> None:
+            self._driver.wait_for_jobs(queue_names, timeout_s)
+
+        self._call("wait_for_jobs", call)
+
     def renew(self, lease: Lease, ttl: float | timedelta | None = None) -> Lease:
         """Extend the lease to ``ttl`` (default: the lease's own) from now by store time.
         Raises `LeaseLost` when the lease is no longer current or has expired."""

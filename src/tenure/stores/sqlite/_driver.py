@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -83,6 +84,7 @@ class SQLiteDriver:
         self._clock = clock or SystemClock()
         self._lock = threading.Lock()
         self._closed = False
+        self.poll_interval = 0.02
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -332,6 +334,29 @@ class SQLiteDriver:
                 _sql("list"), {"queue": queue, "state": state, "limit": limit}
             ).fetchall()
         return as_of, [JobRow._make(row) for row in found]
+
+    def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
+        # SQLite cannot notify: watch PRAGMA data_version, which changes when another
+        # connection commits, and wake up when the earliest pending job falls due.
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            version = self._conn.execute("PRAGMA data_version").fetchone()[0]
+            now = float(
+                self._conn.execute(_sql("read_clock"), {"host_now": self._clock.time()}).fetchone()[0]
+            )
+            for queue in queues:
+                due = self._conn.execute(
+                    _sql("next_due"), {"queue": queue, "max_generation": MAX_GENERATION}
+                ).fetchone()
+                if due is not None:
+                    deadline = min(deadline, time.monotonic() + max(0.0, float(due[0]) - now))
+        while (remaining := deadline - time.monotonic()) > 0:
+            time.sleep(min(self.poll_interval, remaining))
+            with self._lock:
+                if self._closed:
+                    return
+                if self._conn.execute("PRAGMA data_version").fetchone()[0] != version:
+                    return
 
     def close(self) -> None:
         with self._lock:

@@ -1,0 +1,66 @@
+"""Generated from tenure/stores/_async_driver.py by tools/async_to_sync.py: do not edit.
+
+Edit the async source and run ``python tools/async_to_sync.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from .._protocol import JobRow, Outcome
+
+__all__ = ["SyncDriver"]
+
+
+class SyncDriver(Protocol):
+    store_id: str
+    url: str
+
+    def now(self) -> float: ...
+
+    def submit(
+        self, job_id: str, queue: str, payload: str | None, delay: float, max_attempts: int
+    ) -> Outcome: ...
+
+    def claim(self, job_id: str, owner: str, ttl: float, secret_hash: str) -> Outcome: ...
+
+    def claim_next(
+        self, owner: str, ttl: float, queues: Sequence[str], secret_hashes: Sequence[str]
+    ) -> list[Outcome]: ...
+
+    def renew(
+        self, job_id: str, owner: str, generation: int, secret_hash: str, ttl: float
+    ) -> Outcome: ...
+
+    def complete(
+        self, job_id: str, owner: str, generation: int, secret_hash: str, result: str | None
+    ) -> Outcome: ...
+
+    def release(
+        self, job_id: str, owner: str, generation: int, secret_hash: str
+    ) -> Outcome: ...
+
+    def fail(
+        self,
+        job_id: str,
+        owner: str,
+        generation: int,
+        secret_hash: str,
+        error: str,
+        retry_in: float,
+    ) -> Outcome: ...
+
+    def get(self, job_id: str) -> Outcome: ...
+
+    def list_jobs(
+        self, queue: str | None, state: str | None, limit: int
+    ) -> tuple[float, list[JobRow]]: ...
+
+    def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
+        """Return when jobs may have become claimable in ``queues``, or after ``timeout``
+        seconds. Stores that can be notified (PostgreSQL LISTEN/NOTIFY, Redis) return early;
+        others simply wait. Never raises on timeout."""
+        ...
+
+    def close(self) -> None: ...

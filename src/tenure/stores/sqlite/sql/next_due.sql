@@ -1,0 +1,6 @@
+-- When the next job of one queue becomes claimable (NULL when the queue has none pending).
+SELECT available_at
+FROM tenure_jobs
+WHERE queue = :queue AND state IN ('ready', 'leased') AND generation < :max_generation
+ORDER BY available_at, seq
+LIMIT 1

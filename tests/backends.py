@@ -1,0 +1,63 @@
+"""The stores every conformance test runs against.
+
+Each backend knows how to make an isolated store URL for one test (its own file, schema,
+key prefix or database) and offers the few test hooks that reach under the public API.
+A backend whose server is not reachable is skipped with a one-line reason, except in CI
+(``CI=true``), where it fails: a skipped backend in CI would be a check that cannot fail.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def unavailable(reason: str) -> None:
+    """Skip locally, fail in CI."""
+    if IN_CI:
+        pytest.fail(f"{reason} (CI=true: a missing backend is a failure, not a skip)")
+    pytest.skip(reason)
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str
+    # tmp_path -> a context manager yielding a fresh, isolated store URL
+    isolated_url: Callable[[Path], AbstractContextManager[str]]
+    # (url, job_id, generation): force a job's generation (to test the top of the range)
+    set_generation: Callable[[str, str, int], None]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+# -- SQLite ------------------------------------------------------------------------------
+
+
+@contextmanager
+def _sqlite_url(tmp_path: Path) -> Iterator[str]:
+    yield f"sqlite:///{tmp_path / f'tenure-{uuid.uuid4().hex[:8]}.db'}"
+
+
+def _sqlite_set_generation(url: str, job_id: str, generation: int) -> None:
+    path = urlsplit(url).path[1:]
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "UPDATE tenure_jobs SET generation = ? WHERE job_id = ?", (generation, job_id)
+        )
+
+
+SQLITE = Backend("sqlite", _sqlite_url, _sqlite_set_generation)
+
+# PostgreSQL and Redis append themselves here when their drivers land.
+BACKENDS: list[Backend] = [SQLITE]
