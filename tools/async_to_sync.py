@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -61,7 +62,20 @@ def convert(source: str, text: str, relocate: bool) -> str:
     body = text[match.end() :] if match else text
     for pattern, replacement in [*RULES, RELOCATE] if relocate else RULES:
         body = re.sub(pattern, replacement, body)
-    return header(source) + body
+    return _format(header(source) + body, source)
+
+
+def _format(text: str, source: str) -> str:
+    # Removing "async"/"await" shortens lines; let the formatter join them as it would.
+    done = subprocess.run(
+        [sys.executable, "-m", "ruff", "format", "--stdin-filename", source, "-"],
+        input=text,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=True,
+    )
+    return done.stdout
 
 
 def main(argv: list[str]) -> int:
@@ -78,7 +92,10 @@ def main(argv: list[str]) -> int:
         if check:
             sys.stdout.writelines(
                 difflib.unified_diff(
-                    current.splitlines(True), expected.splitlines(True), target, f"{target} (expected)"
+                    current.splitlines(True),
+                    expected.splitlines(True),
+                    target,
+                    f"{target} (expected)",
                 )
             )
         else:

@@ -288,9 +288,7 @@ class Store:
         secret_hash = hash_secret(lease.secret)
 
         def call() -> Outcome:
-            return self._driver.release(
-                lease.job_id, lease.owner, lease.generation, secret_hash
-            )
+            return self._driver.release(lease.job_id, lease.owner, lease.generation, secret_hash)
 
         outcome = self._call("release", call)
         self._settled("release", lease, secret_hash, outcome, ("ready", "dead"))

@@ -159,9 +159,7 @@ def _check_json(argument: str, value: object, depth: int) -> None:
                 )
             _check_json(argument, item, depth + 1)
         return
-    raise InvalidArgument(
-        argument, f"must be JSON-serialisable, got a {type(value).__name__}"
-    )
+    raise InvalidArgument(argument, f"must be JSON-serialisable, got a {type(value).__name__}")
 
 
 def encode_json(argument: str, value: Any, limit: int = DEFAULT_PAYLOAD_LIMIT) -> str | None:
@@ -192,9 +190,7 @@ def error_text(error: object) -> str:
     elif isinstance(error, str):
         text = error
     else:
-        raise InvalidArgument(
-            "error", f"must be a str or an exception, not {type(error).__name__}"
-        )
+        raise InvalidArgument("error", f"must be a str or an exception, not {type(error).__name__}")
     text = text.encode("utf-8", "replace").decode("utf-8")
     if len(text) > MAX_ERROR_LENGTH:
         text = text[: MAX_ERROR_LENGTH - 15] + " …[truncated]"

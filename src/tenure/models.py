@@ -118,7 +118,9 @@ class Job:
     @property
     def lease_expired(self) -> bool:
         return (
-            self.state == "leased" and self.lease_until is not None and self.lease_until <= self.as_of
+            self.state == "leased"
+            and self.lease_until is not None
+            and self.lease_until <= self.as_of
         )
 
     def to_dict(self) -> dict[str, Any]:

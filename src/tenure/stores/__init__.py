@@ -38,7 +38,9 @@ def resolve_url(url: str | None) -> str:
     scheme = urlsplit(url).scheme
     if scheme not in _BACKENDS:
         known = ", ".join(f"{s}://" for s in _BACKENDS)
-        raise InvalidArgument("url", f"unknown store scheme {scheme + '://' if scheme else url!r} (known: {known})")
+        raise InvalidArgument(
+            "url", f"unknown store scheme {scheme + '://' if scheme else url!r} (known: {known})"
+        )
     return url
 
 

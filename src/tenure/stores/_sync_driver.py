@@ -37,9 +37,7 @@ class SyncDriver(Protocol):
         self, job_id: str, owner: str, generation: int, secret_hash: str, result: str | None
     ) -> Outcome: ...
 
-    def release(
-        self, job_id: str, owner: str, generation: int, secret_hash: str
-    ) -> Outcome: ...
+    def release(self, job_id: str, owner: str, generation: int, secret_hash: str) -> Outcome: ...
 
     def fail(
         self,
