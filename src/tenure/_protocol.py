@@ -167,13 +167,13 @@ def job_from_row(row: JobRow, as_of: float) -> Job:
     )
 
 
-def claim_verdict(outcome: Outcome, owner: str, secret_hash: str) -> str:
+def claim_verdict(outcome: Outcome, job_id: str, owner: str, secret_hash: str) -> str:
     """Classify a claim answer; raises for missing jobs and exhausted generations."""
     if outcome.status == Status.APPLIED:
         return ClaimVerdict.CLAIMED
     row = outcome.row
     if outcome.status == Status.MISSING or row is None:
-        raise JobNotFound("?" if row is None else row.job_id)
+        raise JobNotFound(job_id)
     if outcome.status == Status.BURIED:
         log.info(
             "job buried: its last attempt's lease expired",

@@ -191,7 +191,7 @@ class Store:
             return self._driver.claim(job_id, owner, ttl_s, secret_hash)
 
         outcome = self._call("claim", call)
-        verdict = claim_verdict(outcome, owner, secret_hash)
+        verdict = claim_verdict(outcome, job_id, owner, secret_hash)
         if verdict in (ClaimVerdict.CLAIMED, ClaimVerdict.ALREADY_YOURS):
             assert outcome.row is not None
             return self._leases.lease(outcome.row, owner, ttl_s, secret, sent_at)
