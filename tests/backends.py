@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -61,3 +62,61 @@ SQLITE = Backend("sqlite", _sqlite_url, _sqlite_set_generation)
 
 # PostgreSQL and Redis append themselves here when their drivers land.
 BACKENDS: list[Backend] = [SQLITE]
+
+# -- Redis -------------------------------------------------------------------------------
+# Each test gets its own key prefix (its own hash tag) on the server named by
+# TENURE_TEST_REDIS_URL; the prefix's keys are deleted afterwards.
+
+REDIS_URL = os.environ.get("TENURE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+_redis_reachable: list[str] = []  # "" once reached; the reason when not
+
+
+def _redis_client() -> Any:
+    """A plain redis-py client of the test server, or `unavailable`."""
+    try:
+        import redis
+    except ImportError:
+        unavailable("redis-py is not installed: pip install -e '.[redis]'")
+    if _redis_reachable and _redis_reachable[0]:
+        unavailable(_redis_reachable[0])
+    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2, socket_timeout=5)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        _redis_reachable[:] = [f"Redis is not reachable at {REDIS_URL} ({exc})"]
+        unavailable(_redis_reachable[0])
+    _redis_reachable[:] = [""]
+    return client
+
+
+@contextmanager
+def _redis_url(tmp_path: Path) -> Iterator[str]:
+    client = _redis_client()
+    prefix = f"tenure-test-{uuid.uuid4().hex[:12]}"
+    separator = "&" if urlsplit(REDIS_URL).query else "?"
+    try:
+        yield f"{REDIS_URL}{separator}prefix={prefix}"
+    finally:
+        keys = list(client.scan_iter(match="{" + prefix + "}:*", count=1000))
+        if keys:
+            client.delete(*keys)
+        client.close()
+
+
+def _redis_set_generation(url: str, job_id: str, generation: int) -> None:
+    from tenure.stores.redis import Keys, parse_redis_url
+
+    client = _redis_client()
+    try:
+        key = Keys(parse_redis_url(url).prefix).job(job_id)
+        if not client.exists(key):
+            raise LookupError(f"no job {job_id!r} at {url}")
+        client.hset(key, "g", str(generation))
+    finally:
+        client.close()
+
+
+REDIS = Backend("redis", _redis_url, _redis_set_generation)
+BACKENDS.append(REDIS)

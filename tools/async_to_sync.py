@@ -22,6 +22,7 @@ PACKAGE = ROOT / "src" / "tenure"
 FILES = [
     ("aio/_store.py", "_store.py"),
     ("stores/_async_driver.py", "stores/_sync_driver.py"),
+    ("stores/redis/_aio.py", "stores/redis/_sync.py"),
 ]
 
 RULES: list[tuple[str, str]] = [
@@ -43,6 +44,9 @@ RULES: list[tuple[str, str]] = [
     (r"\bAwaitable, ", ""),
     (r"\bredis\.asyncio\b", "redis"),
     (r"\btenure\.aio\.connect\b", "tenure.connect"),
+    # Redis driver
+    (r"\bAsyncRedisDriver\b", "RedisDriver"),
+    (r"\buncancellable\b", "uncancellable_sync"),
 ]
 # Applied when the generated file sits one package level above its source (aio/x.py -> x.py).
 RELOCATE = (r"from \.\.", "from .")

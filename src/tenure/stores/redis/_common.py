@@ -1,0 +1,447 @@
+"""What the sync and async Redis drivers share: URL options, key layout, scripts, replies.
+
+Nothing here does I/O. The key layout is documented in ``docs/redis.md``; in short, every
+key of one store starts with the hash tag ``{prefix}`` (so the whole store lives in one
+Cluster slot and every script touches one slot), and job ids and queue names enter key
+names only percent-encoded, so no id can be mistaken for key syntax.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import threading
+from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+
+import anyio
+
+from ..._protocol import JobRow, Outcome, Status
+from ...errors import InvalidArgument, StoreUnavailable
+from .._resources import load_text
+
+__all__ = [
+    "LAYOUT_VERSION",
+    "SCRIPTS",
+    "Keys",
+    "RedisOptions",
+    "Script",
+    "decode_float",
+    "decode_outcome",
+    "decode_row",
+    "decode_text",
+    "encode",
+    "note_persistence",
+    "parse_redis_url",
+    "persistence_risk",
+    "refused",
+    "uncancellable",
+    "uncancellable_sync",
+    "unreachable",
+]
+
+log = logging.getLogger("tenure")
+
+_PACKAGE = __package__ or "tenure.stores.redis"
+
+# Bumped when the key layout changes incompatibly; stored in {prefix}:meta.
+LAYOUT_VERSION = 1
+DEFAULT_PREFIX = "tenure"
+DEFAULT_TIMEOUT = 5.0
+_PREFIX = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
+# Passed through to redis-py (TLS settings of rediss:// URLs, client name).
+_PASSTHROUGH = frozenset(
+    {"ssl_cert_reqs", "ssl_ca_certs", "ssl_ca_path", "ssl_certfile", "ssl_keyfile", "client_name"}
+)
+
+
+# -- URL ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RedisOptions:
+    redis_url: str  # what redis-py is given (tenure's own options removed)
+    public_url: str  # the store URL without its password
+    prefix: str
+    timeout: float | None
+    connect_timeout: float | None
+    max_connections: int | None
+    address: str = field(default="")  # host:port/db, for log records
+
+
+def _seconds(name: str, value: str) -> float | None:
+    if value.lower() in ("none", "0"):
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise InvalidArgument("url", f"{name} must be a number of seconds, got {value!r}") from None
+    if not 0 < seconds <= 3600:
+        raise InvalidArgument("url", f"{name} must be from 0 to 3600 seconds, got {value!r}")
+    return seconds
+
+
+def parse_redis_url(url: str) -> RedisOptions:
+    """``redis://[[user]:password@]host[:port][/db][?prefix=tenure&timeout=5]``, or
+    ``rediss://`` for TLS. Options: ``prefix`` (the store's key prefix, default ``tenure``;
+    letters, digits, ``_.-``), ``timeout`` and ``connect_timeout`` (seconds, default 5;
+    ``none`` waits forever), ``max_connections``, and redis-py's TLS options."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("redis", "rediss"):
+        raise InvalidArgument("url", f"must start with redis:// or rediss://, got {url!r}")
+    if not parts.hostname:
+        raise InvalidArgument("url", "must name a host, e.g. redis://127.0.0.1:6379/0")
+    try:
+        port = parts.port or 6379
+    except ValueError:
+        raise InvalidArgument("url", f"has an invalid port: {url!r}") from None
+    path = parts.path.strip("/")
+    if path and not path.isdigit():
+        raise InvalidArgument("url", f"the path must be a database number, got {parts.path!r}")
+    prefix = DEFAULT_PREFIX
+    timeout: float | None = DEFAULT_TIMEOUT
+    connect_timeout: float | None = DEFAULT_TIMEOUT
+    max_connections: int | None = None
+    passthrough: list[tuple[str, str]] = []
+    for key, value in parse_qsl(parts.query, keep_blank_values=True):
+        if key == "prefix":
+            if not _PREFIX.fullmatch(value):
+                raise InvalidArgument(
+                    "url",
+                    "prefix must be 1-64 letters, digits or '_.-' (it becomes the hash tag "
+                    f"of every key), got {value!r}",
+                )
+            prefix = value
+        elif key == "timeout":
+            timeout = _seconds("timeout", value)
+        elif key == "connect_timeout":
+            connect_timeout = _seconds("connect_timeout", value)
+        elif key == "max_connections":
+            if not value.isdigit() or int(value) < 1:
+                raise InvalidArgument("url", f"max_connections must be a positive int: {value!r}")
+            max_connections = int(value)
+        elif key in _PASSTHROUGH:
+            passthrough.append((key, value))
+        else:
+            known = ", ".join(["prefix", "timeout", "connect_timeout", "max_connections"])
+            raise InvalidArgument("url", f"unknown redis option {key!r} (known: {known})")
+    redis_url = urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(passthrough), ""))
+    netloc = parts.netloc.rpartition("@")[2]
+    if parts.username:
+        netloc = f"{parts.username}@{netloc}"
+    public_query = urlencode([("prefix", prefix), *passthrough])
+    public_url = urlunsplit((parts.scheme, netloc, parts.path, public_query, ""))
+    return RedisOptions(
+        redis_url=redis_url,
+        public_url=public_url,
+        prefix=prefix,
+        timeout=timeout,
+        connect_timeout=connect_timeout,
+        max_connections=max_connections,
+        address=f"{parts.hostname}:{port}/{path or '0'}",
+    )
+
+
+# -- keys -----------------------------------------------------------------------------
+
+
+def encode(name: str) -> str:
+    """A job id or queue name as it appears inside key names and set members: UTF-8,
+    percent-encoded except ``A-Z a-z 0-9 _ . - ~``. Injective, so distinct ids never
+    share a key, and free of ``{``, ``}``, ``:``, ``*``, spaces and other key syntax."""
+    return quote(name, safe="")
+
+
+@dataclass(frozen=True)
+class Keys:
+    """The key names of one store (see docs/redis.md)."""
+
+    prefix: str
+
+    @property
+    def tag(self) -> str:
+        return "{" + self.prefix + "}"
+
+    @property
+    def meta(self) -> str:
+        return f"{self.tag}:meta"
+
+    @property
+    def clock(self) -> str:
+        return f"{self.tag}:clock"
+
+    @property
+    def seq(self) -> str:
+        return f"{self.tag}:seq"
+
+    @property
+    def jobs(self) -> str:
+        return f"{self.tag}:jobs"
+
+    @property
+    def job_prefix(self) -> str:
+        return f"{self.tag}:j:"
+
+    def job(self, job_id: str) -> str:
+        return self.job_prefix + encode(job_id)
+
+    def candidates(self, queue: str) -> str:
+        return f"{self.tag}:q:{encode(queue)}"
+
+    def listing(self, queue: str) -> str:
+        return f"{self.tag}:l:{encode(queue)}"
+
+    def wake(self, queue: str) -> str:
+        return f"{self.tag}:w:{encode(queue)}"
+
+
+# -- scripts --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Script:
+    name: str
+    text: str
+    sha: str
+
+
+def _script(name: str) -> Script:
+    text = load_text(_PACKAGE, "lua/_lib.lua") + load_text(_PACKAGE, f"lua/{name}.lua")
+    return Script(name, text, hashlib.sha1(text.encode()).hexdigest())
+
+
+SCRIPTS: dict[str, Script] = {
+    name: _script(name)
+    for name in (
+        "init",
+        "now",
+        "submit",
+        "claim",
+        "claim_next",
+        "renew",
+        "complete",
+        "release",
+        "fail",
+        "get",
+        "list",
+        "wait",
+    )
+}
+
+
+# -- replies --------------------------------------------------------------------------
+
+_STATUS = {
+    "applied": Status.APPLIED,
+    "missed": Status.MISSED,
+    "missing": Status.MISSING,
+    "buried": Status.BURIED,
+}
+
+
+def _text(value: Any) -> str | None:
+    # RESP2 answers nil for Lua's false, RESP3 may answer False.
+    if value is None or value is False:
+        return None
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _float(value: Any) -> float | None:
+    text = _text(value)
+    return None if text is None else float(text)
+
+
+def _required(value: Any) -> str:
+    text = _text(value)
+    if text is None:
+        raise ValueError("a job field that is never NULL is missing")
+    return text
+
+
+def decode_row(fields: Sequence[Any]) -> JobRow:
+    """A JobRow from the 15 fields a script answers (JOB_COLUMNS order)."""
+    lease_until = _float(fields[6])
+    return JobRow(
+        job_id=_required(fields[0]),
+        queue=_required(fields[1]),
+        state=_required(fields[2]),
+        owner=_text(fields[3]),
+        generation=int(_required(fields[4])),
+        secret_hash=_text(fields[5]),
+        lease_until=lease_until,
+        available_at=float(_required(fields[7])),
+        attempts=int(_required(fields[8])),
+        max_attempts=int(_required(fields[9])),
+        payload=_text(fields[10]),
+        result=_text(fields[11]),
+        error=_text(fields[12]),
+        created_at=float(_required(fields[13])),
+        updated_at=float(_required(fields[14])),
+    )
+
+
+def decode_outcome(reply: Sequence[Any]) -> Outcome:
+    """``{status, now}`` or ``{status, now, <row>}`` as an Outcome."""
+    status = _STATUS[_text(reply[0]) or ""]
+    now = _float(reply[1])
+    assert now is not None
+    row = decode_row(reply[2:]) if len(reply) > 2 else None
+    return Outcome(status, row, now)
+
+
+def decode_float(value: Any) -> float | None:
+    return _float(value)
+
+
+def decode_text(value: Any) -> str | None:
+    return _text(value)
+
+
+# -- cancellation ---------------------------------------------------------------------
+
+
+def uncancellable() -> anyio.CancelScope:
+    """Async code: shield cleanup (disconnect, return to the pool) from cancellation."""
+    return anyio.CancelScope(shield=True)
+
+
+def uncancellable_sync() -> AbstractContextManager[None]:
+    """The sync twin of `uncancellable`: nothing to shield."""
+    return nullcontext()
+
+
+# -- errors ---------------------------------------------------------------------------
+
+# Answers with which the server refuses a command without running it.
+_REFUSALS = (
+    "LOADING",
+    "BUSY",
+    "READONLY",
+    "MASTERDOWN",
+    "MISCONF",
+    "OOM",
+    "TRYAGAIN",
+    "CLUSTERDOWN",
+    "NOAUTH",
+    "WRONGPASS",
+    "NOPERM",
+    "MOVED",
+    "ASK",
+)
+
+
+def unreachable(operation: str, address: str, exc: BaseException, sent: bool) -> StoreUnavailable:
+    """The error for a lost or refused connection. ``sent``: the request may have reached
+    the server, so the operation may have taken effect."""
+    if sent:
+        what = "the connection was lost after the request was sent: it may have taken effect"
+    else:
+        what = "the request was not sent: nothing changed"
+    return StoreUnavailable(
+        f"{operation}: Redis at {address} is unavailable ({type(exc).__name__}: {exc}); {what}",
+        operation=operation,
+        outcome_unknown=sent,
+    )
+
+
+def refused(operation: str, address: str, exc: BaseException) -> StoreUnavailable:
+    """The error for an error answer from the server."""
+    message = str(exc)
+    code = getattr(exc, "status_code", None) or message.split(" ", 1)[0]
+    if code in _REFUSALS or type(exc).__name__ in ("BusyLoadingError", "ReadOnlyError"):
+        hint = ""
+        if code in ("MOVED", "ASK"):
+            hint = " (this driver talks to one Redis node; see docs/redis.md on Cluster)"
+        elif code == "READONLY":
+            hint = " (connected to a replica: point the URL at the primary)"
+        return StoreUnavailable(
+            f"{operation}: Redis at {address} refused the request ({code} {message}){hint}; "
+            "nothing changed",
+            operation=operation,
+            outcome_unknown=False,
+        )
+    # A script that failed while running may have made some of its writes.
+    return StoreUnavailable(
+        f"{operation}: a tenure script failed in Redis at {address}: {message}. Are other "
+        "programs writing to this store's keys? (the outcome is unknown)",
+        operation=operation,
+        outcome_unknown=True,
+    )
+
+
+# -- persistence ----------------------------------------------------------------------
+
+_warned: set[str] = set()
+_warned_lock = threading.Lock()
+
+
+def _config_value(reply: Any, name: str) -> str | None:
+    if isinstance(reply, dict):
+        for key, value in reply.items():
+            if _text(key) == name:
+                return _text(value)
+        return None
+    items = list(reply or ())
+    for key, value in zip(items[::2], items[1::2], strict=False):
+        if _text(key) == name:
+            return _text(value)
+    return None
+
+
+def persistence_risk(appendonly: Any, appendfsync: Any, save: Any) -> tuple[int, str] | None:
+    """What a restart of a server with this configuration would do to fencing tokens, as
+    a (log level, message), or None when every acknowledged write is on disk. Arguments
+    are ``CONFIG GET`` replies."""
+    aof = (_config_value(appendonly, "appendonly") or "").lower() == "yes"
+    fsync = (_config_value(appendfsync, "appendfsync") or "").lower()
+    rdb = bool((_config_value(save, "save") or "").strip())
+    if aof and fsync == "always":
+        return None
+    if aof:
+        return (
+            logging.INFO,
+            f"Redis persistence is appendonly yes with appendfsync {fsync or '?'}: a crash "
+            "can lose the last second of writes, and with them generations already handed "
+            "out (a restarted server could hand the same fencing token out twice); use "
+            "appendfsync always where that matters (see docs/redis.md)",
+        )
+    if rdb:
+        return (
+            logging.WARNING,
+            "Redis keeps only RDB snapshots (appendonly no): a restart loses every write since "
+            "the last snapshot, so generations handed out since then can be handed out "
+            "again; set appendonly yes and appendfsync always (see docs/redis.md)",
+        )
+    return (
+        logging.WARNING,
+        "Redis keeps nothing on disk (appendonly no, no save points): a restart empties the "
+        "store and resets every job's generation, so fencing tokens would be handed out "
+        "again; set appendonly yes and appendfsync always (see docs/redis.md)",
+    )
+
+
+def note_persistence(
+    address: str, appendonly: Any, appendfsync: Any, save: Any, *, unchecked: str = ""
+) -> None:
+    """Log the persistence risk of the server at ``address``, once per process.
+    ``unchecked``: why the configuration could not be read (then nothing is known)."""
+    if unchecked:
+        risk: tuple[int, str] | None = (
+            logging.INFO,
+            f"could not read Redis persistence settings ({unchecked}); make sure the server "
+            "runs with appendonly yes and appendfsync always (see docs/redis.md)",
+        )
+    else:
+        risk = persistence_risk(appendonly, appendfsync, save)
+    if risk is None:
+        return
+    with _warned_lock:
+        if address in _warned:
+            return
+        _warned.add(address)
+    level, message = risk
+    log.log(level, message, extra={"store": "redis", "address": address})

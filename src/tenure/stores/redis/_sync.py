@@ -1,0 +1,304 @@
+"""Generated from tenure/stores/redis/_aio.py by tools/async_to_sync.py: do not edit.
+
+Edit the async source and run ``python tools/async_to_sync.py``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from redis.connection import ConnectionPool
+from redis.exceptions import BusyLoadingError, NoScriptError, ResponseError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from ..._clock import Clock
+from ..._protocol import JobRow, Outcome, Status
+from ...errors import StoreUnavailable
+from ._common import (
+    LAYOUT_VERSION,
+    SCRIPTS,
+    Keys,
+    decode_float,
+    decode_outcome,
+    decode_row,
+    decode_text,
+    encode,
+    note_persistence,
+    parse_redis_url,
+    refused,
+    uncancellable_sync,
+    unreachable,
+)
+
+__all__ = ["RedisDriver"]
+
+# Jobs a list call examines per script run (bounds how long one run holds the server).
+_LIST_BUDGET = 500
+
+
+class RedisDriver:
+    """The store operations of `tenure.stores._driver.SyncDriver` over one Redis server.
+
+    Create it with ``RedisDriver(url, store_clock)`` and ``driver.open()``.
+    """
+
+    def __init__(self, url: str, store_clock: Clock | None = None) -> None:
+        options = parse_redis_url(url)
+        self.url = options.public_url
+        self.keys = Keys(options.prefix)
+        self.store_id = ""
+        self._address = options.address
+        self._store_clock = store_clock
+        self._closed = False
+        # BLPOP blocks at most this long per request, well inside the socket timeout.
+        self._block = (options.timeout or 10.0) / 2
+        pool_options: dict[str, Any] = {
+            "socket_timeout": options.timeout,
+            "socket_connect_timeout": options.connect_timeout,
+            "decode_responses": True,
+            "protocol": 2,
+        }
+        if options.max_connections is not None:
+            pool_options["max_connections"] = options.max_connections
+        # redis-py's pool and connections are not fully typed.
+        self._pool: Any = ConnectionPool.from_url(options.redis_url, **pool_options)
+
+    def open(self) -> None:
+        """Register this store in the server (or find it) and check its persistence."""
+        try:
+            store_id, layout = self._eval(
+                "connect", "init", [self.keys.meta], [uuid.uuid4().hex, str(LAYOUT_VERSION)]
+            )
+            if int(layout) > LAYOUT_VERSION:
+                raise StoreUnavailable(
+                    f"the Redis store {self.url} has key layout version {layout}, newer than "
+                    f"this tenure understands ({LAYOUT_VERSION}); upgrade tenure",
+                    operation="connect",
+                    outcome_unknown=False,
+                )
+            self.store_id = str(store_id)
+            self._check_persistence()
+        except BaseException:
+            self.close()
+            raise
+
+    def _check_persistence(self) -> None:
+        try:
+            replies = [
+                self._send("connect", ("CONFIG", "GET", name))
+                for name in ("appendonly", "appendfsync", "save")
+            ]
+        except StoreUnavailable as exc:
+            if not isinstance(exc.__cause__, ResponseError):
+                raise
+            # Managed services often refuse CONFIG: say that persistence is unchecked.
+            note_persistence(self._address, None, None, None, unchecked=str(exc.__cause__))
+            return
+        note_persistence(self._address, *replies)
+
+    # -- plumbing ----------------------------------------------------------------------
+
+    def _now_arg(self) -> str:
+        # '' tells a script to use the server's TIME; the test hook passes its own now.
+        return "" if self._store_clock is None else repr(float(self._store_clock.time()))
+
+    def _send(self, operation: str, command: Sequence[Any]) -> Any:
+        """One request and its answer on a pooled connection; errors as StoreUnavailable
+        (NoScriptError is passed through: the call did not run)."""
+        if self._closed:
+            raise StoreUnavailable(
+                f"{operation}: this store was closed", operation=operation, outcome_unknown=False
+            )
+        try:
+            conn = self._pool.get_connection()
+        except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+            raise unreachable(operation, self._address, exc, sent=False) from exc
+        sent = broken = False
+        try:
+            conn.send_command(*command)
+            sent = True
+            return conn.read_response()
+        except NoScriptError:
+            raise
+        except BusyLoadingError as exc:  # an answer: the server is loading its data
+            raise refused(operation, self._address, exc) from exc
+        except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+            broken = True
+            raise unreachable(operation, self._address, exc, sent) from exc
+        except ResponseError as exc:
+            raise refused(operation, self._address, exc) from exc
+        except Exception as exc:
+            broken = True
+            if self._closed:  # closed by another thread or task while the request was out
+                raise StoreUnavailable(
+                    f"{operation}: this store was closed", operation=operation, outcome_unknown=sent
+                ) from exc
+            raise
+        except BaseException:
+            broken = True  # cancelled between request and answer: the connection is unusable
+            raise
+        finally:
+            with uncancellable_sync():
+                if broken:
+                    conn.disconnect()
+                self._pool.release(conn)
+
+    def _eval(
+        self, operation: str, script_name: str, keys: Sequence[str], args: Sequence[str]
+    ) -> Any:
+        script = SCRIPTS[script_name]
+        call = ("EVALSHA", script.sha, len(keys), *keys, *args)
+        try:
+            return self._send(operation, call)
+        except NoScriptError:
+            # The server's script cache was emptied and the call did not run: load, resend.
+            self._send(operation, ("SCRIPT", "LOAD", script.text))
+            return self._send(operation, call)
+
+    # -- operations --------------------------------------------------------------------
+
+    def now(self) -> float:
+        return float(self._eval("now", "now", [self.keys.clock], [self._now_arg()]))
+
+    def submit(
+        self, job_id: str, queue: str, payload: str | None, delay: float, max_attempts: int
+    ) -> Outcome:
+        k = self.keys
+        keys = [
+            k.job(job_id),
+            k.candidates(queue),
+            k.listing(queue),
+            k.jobs,
+            k.seq,
+            k.clock,
+            k.wake(queue),
+        ]
+        args = [
+            self._now_arg(),
+            job_id,
+            queue,
+            encode(job_id),
+            payload or "",
+            "0" if payload is None else "1",
+            repr(float(delay)),
+            str(max_attempts),
+        ]
+        return decode_outcome(self._eval("submit", "submit", keys, args))
+
+    def claim(self, job_id: str, owner: str, ttl: float, secret_hash: str) -> Outcome:
+        keys = [self.keys.job(job_id), self.keys.clock]
+        args = [self._now_arg(), owner, repr(float(ttl)), secret_hash]
+        return decode_outcome(self._eval("claim", "claim", keys, args))
+
+    def claim_next(
+        self, owner: str, ttl: float, queues: Sequence[str], secret_hashes: Sequence[str]
+    ) -> list[Outcome]:
+        if not secret_hashes:
+            return []
+        k = self.keys
+        keys = [k.clock, *(k.candidates(queue) for queue in queues)]
+        args = [self._now_arg(), owner, repr(float(ttl)), k.job_prefix, *secret_hashes]
+        reply = self._eval("claim_next", "claim_next", keys, args)
+        now = float(reply[0])
+        return [Outcome(Status.APPLIED, decode_row(row), now) for row in reply[1:]]
+
+    def _holder(
+        self,
+        operation: str,
+        job_id: str,
+        owner: str,
+        generation: int,
+        secret_hash: str,
+        *extra: str,
+    ) -> Outcome:
+        keys = [self.keys.job(job_id), self.keys.clock]
+        args = [self._now_arg(), owner, str(generation), secret_hash, *extra]
+        return decode_outcome(self._eval(operation, operation, keys, args))
+
+    def renew(
+        self, job_id: str, owner: str, generation: int, secret_hash: str, ttl: float
+    ) -> Outcome:
+        return self._holder("renew", job_id, owner, generation, secret_hash, repr(float(ttl)))
+
+    def complete(
+        self, job_id: str, owner: str, generation: int, secret_hash: str, result: str | None
+    ) -> Outcome:
+        has_result = "0" if result is None else "1"
+        return self._holder(
+            "complete", job_id, owner, generation, secret_hash, result or "", has_result
+        )
+
+    def release(self, job_id: str, owner: str, generation: int, secret_hash: str) -> Outcome:
+        return self._holder("release", job_id, owner, generation, secret_hash)
+
+    def fail(
+        self,
+        job_id: str,
+        owner: str,
+        generation: int,
+        secret_hash: str,
+        error: str,
+        retry_in: float,
+    ) -> Outcome:
+        return self._holder(
+            "fail", job_id, owner, generation, secret_hash, error, repr(float(retry_in))
+        )
+
+    def get(self, job_id: str) -> Outcome:
+        keys = [self.keys.job(job_id), self.keys.clock]
+        return decode_outcome(self._eval("get", "get", keys, [self._now_arg()]))
+
+    def list_jobs(
+        self, queue: str | None, state: str | None, limit: int
+    ) -> tuple[float, list[JobRow]]:
+        # Walks the listing set in bounded steps; the rows of different steps are not one
+        # atomic snapshot (each row is), and their as-of time is that of the first step.
+        k = self.keys
+        index = k.jobs if queue is None else k.listing(queue)
+        now_arg = self._now_arg()
+        rows: list[JobRow] = []
+        cursor = ""
+        as_of: float | None = None
+        while True:
+            args = [now_arg, state or "", cursor, str(limit - len(rows)), str(_LIST_BUDGET)]
+            reply = self._eval("list_jobs", "list", [k.clock, index], [*args, k.job_prefix])
+            if as_of is None:
+                as_of = float(reply[0])
+            rows.extend(decode_row(row) for row in reply[2:])
+            next_cursor = decode_text(reply[1])
+            if len(rows) >= limit or next_cursor is None:
+                return as_of, rows
+            cursor = next_cursor
+
+    def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
+        # Writers that make a job claimable at once (submit, release, fail without delay)
+        # push a wake-up onto their queue's list; idle clients block on the lists with
+        # BLPOP, at most until the next delayed job or lease expiry falls due.
+        deadline = time.monotonic() + timeout
+        k = self.keys
+        wake_keys = [k.wake(queue) for queue in queues]
+        keys = [k.clock, *(k.candidates(queue) for queue in queues), *wake_keys]
+        try:
+            reply = self._eval("wait_for_jobs", "wait", keys, [self._now_arg(), str(len(queues))])
+            now, due = decode_float(reply[0]), decode_float(reply[1])
+            if now is not None and due is not None:
+                deadline = min(deadline, time.monotonic() + max(0.0, due - now))
+            while (remaining := deadline - time.monotonic()) >= 0.001:
+                block = math.ceil(min(remaining, self._block) * 1000) / 1000
+                if self._send("wait_for_jobs", ("BLPOP", *wake_keys, f"{block:.3f}")):
+                    return
+        except StoreUnavailable:
+            if self._closed:
+                return
+            raise
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            with uncancellable_sync():
+                self._pool.disconnect()

@@ -1,0 +1,113 @@
+-- tenure: the code every script shares. The driver registers each operation as this file
+-- followed by the operation's own file, so each operation is one script with one SHA.
+--
+-- Conventions (docs/redis.md has the key layout):
+--   * Store time is seconds since the epoch as a double, read inside the script from the
+--     server's TIME (or from ARGV[1] when the test hook `store_clock` is set; '' means use
+--     TIME), and never earlier than the persisted floor, as in the SQLite store.
+--   * Times are written with %.17g, so they read back (in Lua and in Python) as the very same
+--     double; a candidate set's score is the same double as the job's `av` field.
+--   * Generations are decimal strings changed only by HINCRBY and compared as strings: they
+--     are never turned into Lua numbers (doubles are exact only up to 2^53).
+--   * An absent hash field is NULL; replies carry false for NULL.
+
+if redis.replicate_commands then
+  redis.replicate_commands() -- Redis < 5: replicate effects, so TIME may precede writes
+end
+
+local MAX_GENERATION = '9223372036854775807' -- 2^63-1: HINCRBY's ceiling
+local COLUMNS = { 'id', 'q', 's', 'o', 'g', 'h', 'lu', 'av', 'a', 'm', 'p', 'r', 'e', 'c', 'u' }
+local WAKE_CAP = 256
+
+local function fmt(x)
+  return string.format('%.17g', x)
+end
+
+local function store_now(clock_key, override, write)
+  local now
+  if override ~= '' then
+    now = tonumber(override)
+  else
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+  end
+  local floor = redis.call('GET', clock_key)
+  if floor then
+    floor = tonumber(floor)
+    if floor >= now then
+      return floor
+    end
+  end
+  if write then
+    redis.call('SET', clock_key, fmt(now))
+  end
+  return now
+end
+
+-- A non-negative decimal integer string below 2^63-1, compared without Lua numbers.
+local function below_max(generation)
+  if not generation then
+    return false
+  end
+  if #generation ~= #MAX_GENERATION then
+    return #generation < #MAX_GENERATION
+  end
+  return generation < MAX_GENERATION
+end
+
+local function row(job)
+  return redis.call('HMGET', job, unpack(COLUMNS))
+end
+
+local function answer(status, now, job)
+  local reply = row(job)
+  table.insert(reply, 1, fmt(now))
+  table.insert(reply, 1, status)
+  return reply
+end
+
+local function wake(wake_key)
+  if redis.call('LPUSH', wake_key, '1') > WAKE_CAP then
+    redis.call('LTRIM', wake_key, 0, WAKE_CAP - 1)
+  end
+end
+
+-- claim.sql's condition; f = HMGET job s g av a m
+local function claimable(f, now)
+  return (f[1] == 'ready' or f[1] == 'leased')
+    and tonumber(f[3]) <= now
+    and tonumber(f[4]) < tonumber(f[5])
+    and below_max(f[2])
+end
+
+-- claim.sql's update: a new generation and an attempt, leased until now + ttl.
+local function take(job, member, candidates, owner, ttl, secret_hash, now)
+  local lease_until = fmt(now + ttl)
+  redis.call('HINCRBY', job, 'g', 1)
+  redis.call('HINCRBY', job, 'a', 1)
+  redis.call('HSET', job, 's', 'leased', 'o', owner, 'h', secret_hash,
+    'lu', lease_until, 'av', lease_until, 'u', fmt(now))
+  redis.call('ZADD', candidates, lease_until, member)
+end
+
+-- bury.sql: an expired lease on the last allowed attempt; the secret hash is cleared so
+-- that the late holder's complete/fail cannot pass for a repeat.
+local function bury(job, member, candidates, now)
+  redis.call('HSET', job, 's', 'dead', 'u', fmt(now))
+  redis.call('HDEL', job, 'h', 'lu')
+  redis.call('HSETNX', job, 'e', 'lease expired during the last allowed attempt')
+  redis.call('ZREM', candidates, member)
+end
+
+-- The condition of renew/complete/release/fail: the caller's lease is the current one and
+-- has not expired by store time. Returns the job's candidate set, member and wake list.
+local function held(job, owner, generation, secret_hash, now)
+  local f = redis.call('HMGET', job, 's', 'o', 'g', 'h', 'lu', 'z', 'k', 'w')
+  if f[1] == 'leased' and f[2] == owner and f[3] == generation and f[4] == secret_hash
+    and f[5] and tonumber(f[5]) > now then
+    return f[6], f[7], f[8]
+  end
+  return nil
+end
+
+-- ---------------------------------------------------------------------------------------

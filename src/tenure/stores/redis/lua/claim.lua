@@ -1,0 +1,19 @@
+-- claim: take one job by id when it is free or its lease expired by store time (claim.sql);
+-- an expired lease on the last allowed attempt buries the job instead (bury.sql).
+-- KEYS: job, clock
+-- ARGV: now override, owner, ttl, secret hash
+local job = KEYS[1]
+local now = store_now(KEYS[2], ARGV[1], true)
+if redis.call('EXISTS', job) == 0 then
+  return { 'missing', fmt(now) }
+end
+local f = redis.call('HMGET', job, 's', 'g', 'av', 'a', 'm', 'z', 'k')
+if claimable(f, now) then
+  take(job, f[7], f[6], ARGV[2], tonumber(ARGV[3]), ARGV[4], now)
+  return answer('applied', now, job)
+end
+if f[1] == 'leased' and tonumber(f[3]) <= now and tonumber(f[4]) >= tonumber(f[5]) then
+  bury(job, f[7], f[6], now)
+  return answer('buried', now, job)
+end
+return answer('missed', now, job)

@@ -1,0 +1,179 @@
+"""Connection loss, lost replies, lost scripts, persistence warnings, layout versions."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+
+import tenure
+from tenure._protocol import hash_secret
+from tenure.stores.redis import _common
+from tests.redis._proxy import Proxy
+
+
+@pytest.fixture
+def proxy(url: str) -> Iterator[Proxy]:
+    parts = urlsplit(url)
+    running = Proxy(parts.hostname or "127.0.0.1", parts.port or 6379)
+    yield running
+    running.close()
+
+
+@pytest.fixture
+def proxied_url(url: str, proxy: Proxy) -> str:
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(netloc=f"127.0.0.1:{proxy.port}"))
+
+
+def test_unreachable_server_at_connect() -> None:
+    with pytest.raises(tenure.StoreUnavailable) as caught:
+        tenure.connect("redis://127.0.0.1:1/0?prefix=nowhere&connect_timeout=1")
+    assert caught.value.outcome_unknown is False
+    assert caught.value.operation == "connect"
+
+
+def test_lost_reply_to_complete_is_unknown_and_safe_to_retry(
+    open_store: Callable[..., tenure.Store], proxied_url: str, proxy: Proxy
+) -> None:
+    store = open_store(url=proxied_url)
+    store.submit("J")
+    lease = store.claim("J", "A", 10)
+    assert lease is not None
+    driver: Any = store._driver
+    proxy.lose_next_reply.set()
+    with pytest.raises(tenure.StoreUnavailable) as caught:
+        driver.complete("J", "A", lease.generation, hash_secret(lease.secret), '"r"')
+    assert caught.value.outcome_unknown is True
+    assert proxy.replies_lost == 1
+    assert store.get("J").state == "done"  # it did take effect
+    store.complete(lease, "r")  # the retry answers success and changes nothing
+    assert store.get("J").result == "r"
+
+
+def test_store_retries_renew_and_claim_through_lost_replies(
+    open_store: Callable[..., tenure.Store], proxied_url: str, proxy: Proxy
+) -> None:
+    store = open_store(url=proxied_url)
+    store.submit("J")
+    proxy.lose_next_reply.set()
+    lease = store.claim("J", "A", 10)  # retried with the same secret: the same lease
+    assert proxy.replies_lost == 1
+    assert lease is not None
+    assert lease.generation == 1
+    proxy.lose_next_reply.set()
+    renewed = store.renew(lease)
+    assert proxy.replies_lost == 2
+    assert renewed.generation == 1
+    proxy.lose_next_reply.set()
+    store.complete(renewed)
+    assert proxy.replies_lost == 3
+    job = store.get("J")
+    assert (job.state, job.generation) == ("done", 1)
+
+
+def test_lost_reply_to_claim_next_is_not_repeated(
+    open_store: Callable[..., tenure.Store], proxied_url: str, proxy: Proxy
+) -> None:
+    store = open_store(url=proxied_url)
+    store.submit("J")
+    store.submit("K")
+    proxy.lose_next_reply.set()
+    with pytest.raises(tenure.StoreUnavailable) as caught:
+        store.claim_next("A", 10)
+    assert caught.value.outcome_unknown is True
+    # The lost claim took J (its lease will simply expire); K was not taken behind our back.
+    assert store.get("J").state == "leased"
+    assert store.get("K").state == "ready"
+
+
+def test_server_gone_after_connect_is_known_not_applied(
+    open_store: Callable[..., tenure.Store], proxied_url: str, proxy: Proxy
+) -> None:
+    store = open_store(url=proxied_url)
+    store.submit("J")
+    proxy.close()
+    for call in (lambda: store.claim_next("A", 10), lambda: store.submit("K")):
+        with pytest.raises(tenure.StoreUnavailable) as caught:
+            call()
+        assert caught.value.outcome_unknown is False
+
+
+def test_scripts_reload_after_script_flush(store: tenure.Store, raw: Any) -> None:
+    store.submit("J")
+    raw.script_flush()
+    lease = store.claim_next("A", 10)
+    assert lease is not None
+    raw.script_flush()
+    store.complete(lease)
+    assert store.get("J").state == "done"
+
+
+def test_closed_store_refuses(url: str) -> None:
+    store = tenure.connect(url)
+    store.close()
+    with pytest.raises(tenure.StoreUnavailable) as caught:
+        store.submit("J")
+    assert caught.value.outcome_unknown is False
+    store.close()  # twice is fine
+
+
+def test_newer_layout_is_refused(url: str, raw: Any, prefix: str) -> None:
+    raw.hset("{" + prefix + "}:meta", mapping={"store_id": "x", "layout": "99"})
+    with pytest.raises(tenure.StoreUnavailable, match="layout version 99"):
+        tenure.connect(url)
+
+
+def test_store_id_is_kept(open_store: Callable[..., tenure.Store]) -> None:
+    assert open_store().store_id == open_store().store_id != ""
+
+
+def test_warns_when_redis_keeps_nothing_on_disk(
+    url: str, raw: Any, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_common, "_warned", set())
+    expected = _common.persistence_risk(
+        raw.config_get("appendonly"), raw.config_get("appendfsync"), raw.config_get("save")
+    )
+    with caplog.at_level(logging.INFO, logger="tenure"):
+        tenure.connect(url).close()
+        tenure.connect(url).close()  # once per server and process
+    records = [
+        r
+        for r in caplog.records
+        if "persistence" in r.getMessage().lower() or "disk" in r.getMessage()
+    ]
+    if expected is None:
+        assert records == []
+    else:
+        assert len(records) == 1
+        assert records[0].levelno == expected[0]
+        assert records[0].name == "tenure"
+
+
+@pytest.mark.parametrize(
+    ("appendonly", "appendfsync", "save", "level", "words"),
+    [
+        ("no", "everysec", "", logging.WARNING, "keeps nothing on disk"),
+        ("no", "everysec", "3600 1", logging.WARNING, "only RDB snapshots"),
+        ("yes", "everysec", "", logging.INFO, "appendfsync everysec"),
+        ("yes", "no", "3600 1", logging.INFO, "appendfsync no"),
+        ("yes", "always", "", None, None),
+    ],
+)
+def test_persistence_risk(
+    appendonly: str, appendfsync: str, save: str, level: int | None, words: str | None
+) -> None:
+    risk = _common.persistence_risk(
+        ["appendonly", appendonly], {"appendfsync": appendfsync}, ["save", save]
+    )
+    if level is None:
+        assert risk is None
+    else:
+        assert risk is not None
+        assert risk[0] == level
+        assert words is not None
+        assert words in risk[1]
