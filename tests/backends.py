@@ -53,9 +53,7 @@ def _sqlite_url(tmp_path: Path) -> Iterator[str]:
 def _sqlite_set_generation(url: str, job_id: str, generation: int) -> None:
     path = urlsplit(url).path[1:]
     with sqlite3.connect(path) as conn:
-        conn.execute(
-            "UPDATE tenure_jobs SET generation = ? WHERE job_id = ?", (generation, job_id)
-        )
+        conn.execute("UPDATE tenure_jobs SET generation = ? WHERE job_id = ?", (generation, job_id))
 
 
 SQLITE = Backend("sqlite", _sqlite_url, _sqlite_set_generation)
@@ -120,3 +118,70 @@ def _redis_set_generation(url: str, job_id: str, generation: int) -> None:
 
 REDIS = Backend("redis", _redis_url, _redis_set_generation)
 BACKENDS.append(REDIS)
+
+# -- PostgreSQL --------------------------------------------------------------------------
+# Each test gets its own schema (created by the store on first connect, ?schema=...) on the
+# server named by TENURE_TEST_POSTGRES_URL; the schema is dropped afterwards.
+
+POSTGRES_URL = os.environ.get(
+    "TENURE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
+_postgres_reachable: list[str] = []  # "" once reached; the reason when not
+
+
+def _postgres_admin() -> Any:
+    """An autocommit connection to the test server, or `unavailable`."""
+    try:
+        import psycopg
+    except ImportError:
+        unavailable("psycopg is not installed: pip install -e '.[postgres]'")
+    if _postgres_reachable and _postgres_reachable[0]:
+        unavailable(_postgres_reachable[0])
+    try:
+        conn = psycopg.connect(POSTGRES_URL, autocommit=True, connect_timeout=3)
+    except psycopg.OperationalError as exc:
+        _postgres_reachable[:] = [f"PostgreSQL is not reachable at {POSTGRES_URL} ({exc})"]
+        unavailable(_postgres_reachable[0])
+    _postgres_reachable[:] = [""]
+    return conn
+
+
+def postgres_schema_url(schema: str) -> str:
+    separator = "&" if urlsplit(POSTGRES_URL).query else "?"
+    return f"{POSTGRES_URL}{separator}schema={schema}"
+
+
+@contextmanager
+def postgres_schema(prefix: str = "t") -> Iterator[str]:
+    """A fresh schema name on the test server, dropped (with everything in it) afterwards."""
+    admin = _postgres_admin()
+    admin.close()
+    schema = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    try:
+        yield schema
+    finally:
+        with _postgres_admin() as admin:
+            admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@contextmanager
+def _postgres_url(tmp_path: Path) -> Iterator[str]:
+    with postgres_schema() as schema:
+        yield postgres_schema_url(schema)
+
+
+def _postgres_set_generation(url: str, job_id: str, generation: int) -> None:
+    from tenure.stores.postgres import parse_postgres_url
+
+    schema = parse_postgres_url(url).schema
+    with _postgres_admin() as admin:
+        done = admin.execute(
+            f'UPDATE "{schema}".tenure_jobs SET generation = %s WHERE job_id = %s',
+            (generation, job_id),
+        )
+        if done.rowcount != 1:
+            raise LookupError(f"no job {job_id!r} at {url}")
+
+
+POSTGRES = Backend("postgres", _postgres_url, _postgres_set_generation)
+BACKENDS.append(POSTGRES)

@@ -22,6 +22,7 @@ PACKAGE = ROOT / "src" / "tenure"
 FILES = [
     ("aio/_store.py", "_store.py"),
     ("stores/_async_driver.py", "stores/_sync_driver.py"),
+    ("stores/postgres/_async.py", "stores/postgres/_sync.py"),
     ("stores/redis/_aio.py", "stores/redis/_sync.py"),
 ]
 
@@ -35,6 +36,7 @@ RULES: list[tuple[str, str]] = [
     (r"\baclose\b", "close"),
     (r"\bAsyncStore\b", "Store"),
     (r"\bAsyncDriver\b", "SyncDriver"),
+    (r"\bAsyncPostgresDriver\b", "PostgresDriver"),
     (r"\b_async_driver\b", "_sync_driver"),
     (r"\bAsyncConnectionPool\b", "ConnectionPool"),
     (r"\bAsyncConnection\b", "Connection"),

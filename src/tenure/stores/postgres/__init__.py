@@ -1,0 +1,36 @@
+"""The PostgreSQL store: ``postgresql://user@host/db?schema=app``.
+
+The store's clock is the server's (``clock_timestamp()``, read inside each statement), so
+client clocks do not matter. Tables live in one schema (``public`` unless ``?schema=``),
+created or upgraded on first connect (or with ``tenure migrate``). See docs/postgres.md.
+
+Bring your own pool::
+
+    pool = psycopg_pool.ConnectionPool(conninfo, kwargs={"autocommit": True}, open=True)
+    store = tenure.Store(PostgresDriver.open(pool=pool, schema="app"))
+"""
+
+from __future__ import annotations
+
+from ..._clock import Clock
+from ._async import AsyncPostgresDriver
+from ._common import PostgresOptions, migration_script, parse_postgres_url
+from ._sync import PostgresDriver
+
+__all__ = [
+    "AsyncPostgresDriver",
+    "PostgresDriver",
+    "PostgresOptions",
+    "migration_script",
+    "open_async",
+    "open_sync",
+    "parse_postgres_url",
+]
+
+
+def open_sync(url: str, clock: Clock | None) -> PostgresDriver:
+    return PostgresDriver.open(url, store_clock=clock)
+
+
+async def open_async(url: str, clock: Clock | None) -> AsyncPostgresDriver:
+    return await AsyncPostgresDriver.open(url, store_clock=clock)

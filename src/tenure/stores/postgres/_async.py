@@ -1,0 +1,483 @@
+"""PostgreSQL driver, async (the source of truth: ``_sync.py`` is generated from this file).
+
+Each operation is one statement (see ``sql/*.sql``) run in autocommit on a pooled
+connection: its condition is evaluated by PostgreSQL against ``clock_timestamp()`` read
+once inside the statement, so there is no read-then-write race and nothing to retry at
+SERIALIZABLE. psycopg prepares each statement on a connection after a few uses.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+from psycopg import AsyncConnection
+from psycopg.rows import tuple_row
+from psycopg_pool import AsyncConnectionPool
+
+from ..._clock import Clock
+from ..._concurrency import pause
+from ..._protocol import JobRow, Outcome, Status
+from ..._validate import MAX_GENERATION
+from ...errors import StoreUnavailable
+from ._common import (
+    PostgresOptions,
+    SqlSet,
+    closed_error,
+    connection_is_stale,
+    job_rows,
+    latest_version,
+    migration_steps,
+    outcome,
+    parse_postgres_url,
+    redact,
+    render,
+    sql_text,
+    store_unavailable,
+    validate_schema,
+)
+
+__all__ = ["AsyncPostgresDriver", "migrate", "schema_version"]
+
+log = logging.getLogger("tenure")
+
+Row = tuple[Any, ...]
+
+
+async def schema_version(conn: AsyncConnection[Any], schema: str) -> int | None:
+    """The schema's tenure version: None when tenure was never installed there, 0 when
+    only the bookkeeping exists. Raises StoreUnavailable for a schema tenure cannot use."""
+    cur = conn.cursor(row_factory=tuple_row)
+    await cur.execute(render(sql_text("migrate_status"), schema).encode())
+    found = await cur.fetchone()
+    assert found is not None
+    _, has_bookkeeping, has_jobs = found
+    if not has_bookkeeping:
+        if has_jobs:
+            raise StoreUnavailable(
+                f"schema {schema!r} has a tenure_jobs table but no tenure_migrations: it was "
+                "not created by tenure; use another schema",
+                operation="connect",
+                outcome_unknown=False,
+            )
+        return None
+    await cur.execute(render(sql_text("migrate_version"), schema).encode())
+    version = await cur.fetchone()
+    assert version is not None
+    return int(version[0])
+
+
+async def migrate(conn: AsyncConnection[Any], schema: str, *, dry_run: bool = False) -> list[str]:
+    """Bring ``schema`` to the latest version under an advisory lock, in one transaction.
+    Returns the names of what was (or, with ``dry_run``, would be) applied."""
+    applied: list[str] = []
+    async with conn.transaction(force_rollback=dry_run):
+        cur = conn.cursor(row_factory=tuple_row)
+        await cur.execute(render(sql_text("migrate_lock"), schema).encode())
+        await cur.execute(render(sql_text("migrate_status"), schema).encode())
+        status = await cur.fetchone()
+        assert status is not None
+        if not status[0]:
+            await cur.execute(render(sql_text("migrate_schema"), schema).encode())
+        current = await schema_version(conn, schema)
+        if current is None:
+            await cur.execute(render(sql_text("migrate_bookkeeping"), schema).encode())
+            current = 0
+        latest = latest_version()
+        if current > latest:
+            raise StoreUnavailable(
+                f"schema {schema!r} is at tenure schema version {current}, newer than this "
+                f"tenure understands ({latest}); upgrade tenure",
+                operation="migrate",
+                outcome_unknown=False,
+            )
+        for description, statement in migration_steps(schema, current):
+            await cur.execute(statement.encode())
+            if not description.startswith("record "):
+                applied.append(description)
+    if applied and not dry_run:
+        log.info(
+            "tenure schema migrated",
+            extra={"schema": schema, "applied": applied, "version": latest_version()},
+        )
+    return applied
+
+
+class AsyncPostgresDriver:
+    """The store operations of `tenure.stores._driver.AsyncDriver` over PostgreSQL.
+
+    Open one with `AsyncPostgresDriver.open` (from a URL, or around your own
+    `psycopg_pool.AsyncConnectionPool`) and hand it to ``AsyncStore(driver)``.
+    """
+
+    def __init__(
+        self,
+        pool: AsyncConnectionPool[Any],
+        *,
+        schema: str,
+        store_id: str,
+        url: str,
+        store_clock: Clock | None,
+        owns_pool: bool,
+        listen: bool,
+    ) -> None:
+        self._pool = pool
+        self.schema = schema
+        self.store_id = store_id
+        self.url = url
+        self._store_clock = store_clock
+        self._owns_pool = owns_pool
+        self._listen = listen
+        self._sql = SqlSet(schema)
+        self._listeners: list[AsyncConnection[Any]] = []
+        self._closed = False
+
+    @classmethod
+    async def open(
+        cls,
+        url: str | None = None,
+        *,
+        pool: AsyncConnectionPool[Any] | None = None,
+        schema: str | None = None,
+        store_clock: Clock | None = None,
+        auto_migrate: bool | None = None,
+        listen: bool | None = None,
+    ) -> AsyncPostgresDriver:
+        """Connect by ``url`` (see `parse_postgres_url`), or use ``pool`` (yours: it is
+        opened if needed and never closed by tenure). ``schema`` overrides the URL's.
+        With ``auto_migrate`` (the default) a missing or older schema is created or
+        upgraded; otherwise it must be current (run ``tenure migrate``)."""
+        if (url is None) == (pool is None):
+            raise TypeError("give either url or pool")
+        if url is not None:
+            options = parse_postgres_url(url)
+            pool = AsyncConnectionPool(
+                options.conninfo,
+                kwargs={"autocommit": True, **options.kwargs},
+                min_size=options.pool_min,
+                max_size=options.pool_max,
+                timeout=options.pool_timeout,
+                name=f"tenure:{options.schema}",
+                open=False,
+            )
+            owns_pool = True
+        else:
+            assert pool is not None
+            conninfo = pool.conninfo if isinstance(pool.conninfo, str) else ""
+            options = PostgresOptions(conninfo=conninfo, display_url=redact(conninfo))
+            owns_pool = False
+        schema = options.schema if schema is None else validate_schema(schema)
+        auto_migrate = options.auto_migrate if auto_migrate is None else auto_migrate
+        listen = options.listen if listen is None else listen
+        display_url = options.display_url
+        if url is None or schema != options.schema:
+            separator = "&" if "?" in display_url else "?"
+            display_url = f"{display_url}{separator}schema={schema}"
+        try:
+            if owns_pool or pool.closed:
+                await pool.open(wait=True, timeout=max(options.pool_timeout, 1.0))
+            async with pool.connection(timeout=options.pool_timeout) as conn:
+                store_id = await cls._prepare_schema(conn, schema, auto_migrate)
+        except BaseException as exc:
+            if owns_pool:
+                await pool.close()
+            if isinstance(exc, psycopg.Error):
+                error = store_unavailable("connect", exc, sent=False)
+                if error is not None:
+                    raise StoreUnavailable(
+                        f"cannot open the PostgreSQL store {display_url}: {exc}",
+                        operation="connect",
+                        outcome_unknown=False,
+                    ) from exc
+            raise
+        return cls(
+            pool,
+            schema=schema,
+            store_id=store_id,
+            url=display_url,
+            store_clock=store_clock,
+            owns_pool=owns_pool,
+            listen=listen,
+        )
+
+    @staticmethod
+    async def _prepare_schema(conn: AsyncConnection[Any], schema: str, auto_migrate: bool) -> str:
+        version = await schema_version(conn, schema)
+        latest = latest_version()
+        if version is None or version < latest:
+            if not auto_migrate:
+                raise StoreUnavailable(
+                    f"schema {schema!r} is at tenure schema version {version or 0}, this tenure "
+                    f"needs {latest}: run `tenure migrate`",
+                    operation="connect",
+                    outcome_unknown=False,
+                )
+            await migrate(conn, schema)
+        elif version > latest:
+            raise StoreUnavailable(
+                f"schema {schema!r} is at tenure schema version {version}, newer than this "
+                f"tenure understands ({latest}); upgrade tenure",
+                operation="connect",
+                outcome_unknown=False,
+            )
+        cur = conn.cursor(row_factory=tuple_row)
+        await cur.execute(render(sql_text("store_id"), schema).encode())
+        found = await cur.fetchone()
+        assert found is not None
+        return str(found[0])
+
+    # -- plumbing ----------------------------------------------------------------------
+
+    def _now(self) -> float | None:
+        # None: the server's clock decides. A store_clock is the conformance suite's hook.
+        return None if self._store_clock is None else self._store_clock.time()
+
+    async def _connection(self, operation: str) -> AsyncConnection[Any]:
+        if self._closed:
+            raise closed_error(operation)
+        # A pooled connection the server has closed meanwhile (restart, terminated backend)
+        # is recognised before anything is sent on it, so that no request is lost on it.
+        for _ in range((self._pool.max_size or 1) + 1):
+            try:
+                conn: AsyncConnection[Any] = await self._pool.getconn()
+            except psycopg.Error as exc:
+                error = store_unavailable(operation, exc, sent=False)
+                if error is None:
+                    raise
+                raise error from exc
+            if not connection_is_stale(conn):
+                return conn
+            await conn.close()
+            await self._pool.putconn(conn)
+        raise StoreUnavailable(
+            f"{operation}: every pooled PostgreSQL connection was found closed; retry later",
+            operation=operation,
+            outcome_unknown=False,
+        )
+
+    async def _rows(self, operation: str, statement: bytes, params: dict[str, Any]) -> list[Row]:
+        conn = await self._connection(operation)
+        try:
+            cur = conn.cursor(row_factory=tuple_row)
+            await cur.execute(statement, params)
+            rows = await cur.fetchall()
+            if not conn.autocommit:
+                await conn.commit()
+            return rows
+        except psycopg.Error as exc:
+            error = store_unavailable(operation, exc, sent=True)
+            if error is None:
+                raise
+            raise error from exc
+        finally:
+            await self._pool.putconn(conn)
+
+    async def _one(self, operation: str, params: dict[str, Any]) -> Outcome:
+        rows = await self._rows(operation, self._sql[operation], {**params, "now": self._now()})
+        return outcome(rows[0])
+
+    # -- operations --------------------------------------------------------------------
+
+    async def now(self) -> float:
+        rows = await self._rows("now", self._sql["clock"], {"now": self._now()})
+        return float(rows[0][0])
+
+    async def submit(
+        self, job_id: str, queue: str, payload: str | None, delay: float, max_attempts: int
+    ) -> Outcome:
+        params = {
+            "job_id": job_id,
+            "queue": queue,
+            "payload": payload,
+            "delay": delay,
+            "max_attempts": max_attempts,
+            "now": self._now(),
+        }
+        rows = await self._rows("submit", self._sql["submit"], params)
+        if rows:
+            return outcome(rows[0])
+        # A concurrent submit of the same id won after this statement's snapshot was taken.
+        existing = await self.get(job_id)
+        return Outcome(Status.MISSED, existing.row, existing.now)
+
+    async def claim(self, job_id: str, owner: str, ttl: float, secret_hash: str) -> Outcome:
+        params = {
+            "job_id": job_id,
+            "owner": owner,
+            "ttl": ttl,
+            "secret_hash": secret_hash,
+            "max_generation": MAX_GENERATION,
+        }
+        return await self._one("claim", params)
+
+    async def claim_next(
+        self, owner: str, ttl: float, queues: Sequence[str], secret_hashes: Sequence[str]
+    ) -> list[Outcome]:
+        claimed: list[Outcome] = []
+        wanted = list(secret_hashes)
+        while wanted:
+            params = {
+                "owner": owner,
+                "ttl": ttl,
+                "queues": list(queues),
+                "secret_hashes": wanted,
+                "limit": len(wanted),
+                "max_generation": MAX_GENERATION,
+                "now": self._now(),
+            }
+            rows = await self._rows("claim_next", self._sql["claim_next"], params)
+            outcomes = [outcome(row) for row in rows]
+            won = [o for o in outcomes if o.status == Status.APPLIED]
+            claimed.extend(won)
+            buried = len(outcomes) - len(won)
+            for o in outcomes:
+                if o.status == Status.BURIED and o.row is not None:
+                    log.info(
+                        "job buried: its last attempt's lease expired",
+                        extra={"job_id": o.row.job_id, "generation": o.row.generation},
+                    )
+            # Jobs buried on the way took places in the pick: look again for the rest.
+            if not buried:
+                break
+            wanted = wanted[len(won) :]
+        return claimed
+
+    def _holder(self, job_id: str, owner: str, generation: int, secret_hash: str) -> dict[str, Any]:
+        return {
+            "job_id": job_id,
+            "owner": owner,
+            "generation": generation,
+            "secret_hash": secret_hash,
+        }
+
+    async def renew(
+        self, job_id: str, owner: str, generation: int, secret_hash: str, ttl: float
+    ) -> Outcome:
+        params = self._holder(job_id, owner, generation, secret_hash)
+        return await self._one("renew", {**params, "ttl": ttl})
+
+    async def complete(
+        self, job_id: str, owner: str, generation: int, secret_hash: str, result: str | None
+    ) -> Outcome:
+        params = self._holder(job_id, owner, generation, secret_hash)
+        return await self._one("complete", {**params, "result": result})
+
+    async def release(self, job_id: str, owner: str, generation: int, secret_hash: str) -> Outcome:
+        return await self._one("release", self._holder(job_id, owner, generation, secret_hash))
+
+    async def fail(
+        self,
+        job_id: str,
+        owner: str,
+        generation: int,
+        secret_hash: str,
+        error: str,
+        retry_in: float,
+    ) -> Outcome:
+        params = self._holder(job_id, owner, generation, secret_hash)
+        return await self._one("fail", {**params, "error": error, "retry_in": retry_in})
+
+    async def get(self, job_id: str) -> Outcome:
+        rows = await self._rows("get", self._sql["get"], {"job_id": job_id, "now": self._now()})
+        now, *job = rows[0]
+        if job[0] is None:
+            return Outcome(Status.MISSING, None, float(now))
+        return Outcome(Status.APPLIED, JobRow._make(job), float(now))
+
+    async def list_jobs(
+        self, queue: str | None, state: str | None, limit: int
+    ) -> tuple[float, list[JobRow]]:
+        params = {"queue": queue, "state": state, "limit": limit, "now": self._now()}
+        rows = await self._rows("list", self._sql["list"], params)
+        return float(rows[0][0]), job_rows(rows)
+
+    async def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        if not self._listen:
+            await self._poll(queues, deadline)
+            return
+        conn = await self._listener()
+        reusable = False
+        try:
+            cur = conn.cursor(row_factory=tuple_row)
+            # LISTEN first, then look: a job submitted in between is seen by one or the other.
+            await cur.execute(self._sql["listen"])
+            params = {"queues": list(queues), "max_generation": MAX_GENERATION, "now": self._now()}
+            await cur.execute(self._sql["next_due"], params)
+            found = await cur.fetchone()
+            deadline = self._due_deadline(found, deadline)
+            wanted = set(queues)
+            woken = False
+            while not woken and (remaining := deadline - time.monotonic()) > 0:
+                async for notify in conn.notifies(timeout=remaining, stop_after=1):
+                    woken = woken or notify.payload in wanted
+            await cur.execute(self._sql["unlisten"])
+            reusable = True
+        except psycopg.Error as exc:
+            error = store_unavailable("wait_for_jobs", exc, sent=False)
+            if error is None:
+                raise
+            raise error from exc
+        finally:
+            if reusable and not self._closed:
+                self._listeners.append(conn)
+            else:
+                await conn.close()
+
+    async def _poll(self, queues: Sequence[str], deadline: float) -> None:
+        # Without LISTEN (e.g. behind PgBouncer in transaction mode): sleep until the next
+        # job falls due or the timeout, whichever is first. A sleep here is the wait itself.
+        params = {"queues": list(queues), "max_generation": MAX_GENERATION, "now": self._now()}
+        rows = await self._rows("wait_for_jobs", self._sql["next_due"], params)
+        deadline = self._due_deadline(rows[0], deadline)
+        while not self._closed and (remaining := deadline - time.monotonic()) > 0:
+            await pause(min(remaining, 0.05))
+
+    @staticmethod
+    def _due_deadline(found: Row | None, deadline: float) -> float:
+        if found is None or found[1] is None:
+            return deadline
+        now, due = float(found[0]), float(found[1])
+        return min(deadline, time.monotonic() + max(0.0, due - now))
+
+    async def _listener(self) -> AsyncConnection[Any]:
+        # Each concurrent waiter has its own connection outside the pool (a waiter must
+        # never hold a pooled connection that renewals need). Kept for reuse, not listening.
+        if self._closed:
+            raise closed_error("wait_for_jobs")
+        while self._listeners:
+            conn = self._listeners.pop()
+            if not connection_is_stale(conn):
+                return conn
+            await conn.close()
+        try:
+            conninfo: Any = self._pool.conninfo
+            kwargs: Any = self._pool.kwargs
+            # psycopg_pool also accepts callables (possibly async) for both.
+            if callable(conninfo):
+                conninfo = conninfo()
+                if inspect.isawaitable(conninfo):
+                    conninfo = await conninfo
+            if callable(kwargs):
+                kwargs = kwargs()
+                if inspect.isawaitable(kwargs):
+                    kwargs = await kwargs
+            return await AsyncConnection.connect(conninfo, **{**(kwargs or {}), "autocommit": True})
+        except psycopg.Error as exc:
+            error = store_unavailable("wait_for_jobs", exc, sent=False)
+            if error is None:
+                raise
+            raise error from exc
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        while self._listeners:
+            await self._listeners.pop().close()
+        if self._owns_pool:
+            await self._pool.close()

@@ -1,0 +1,400 @@
+"""What the sync and async PostgreSQL drivers share, without I/O: URL options, SQL text,
+schema naming, migration scripts, and turning psycopg errors and rows into tenure's terms."""
+
+from __future__ import annotations
+
+import os
+import re
+import select
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+
+import psycopg
+from psycopg import pq
+from psycopg.conninfo import conninfo_to_dict
+
+from ..._protocol import JobRow, Outcome
+from ...errors import InvalidArgument, StoreUnavailable
+from .._resources import load_text, migrations
+
+__all__ = [
+    "DEFAULT_SCHEMA",
+    "Migration",
+    "PostgresOptions",
+    "SqlSet",
+    "connection_is_stale",
+    "latest_version",
+    "migration_script",
+    "outcome",
+    "parse_postgres_url",
+    "pending_migrations",
+    "redact",
+    "store_unavailable",
+    "validate_schema",
+]
+
+_PACKAGE = __package__ or "tenure.stores.postgres"
+DEFAULT_SCHEMA = "public"
+
+# Schema names are plain identifiers so that they can be quoted without surprises and the
+# notification channel "tenure_<schema>" fits PostgreSQL's 63-byte limit.
+_SCHEMA_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,47}")
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+# libpq connection parameters tenure sets when neither the URL nor the environment does.
+_LIBPQ_DEFAULTS: dict[str, tuple[str | None, int]] = {
+    # parameter: (environment variable that also sets it, value)
+    "connect_timeout": ("PGCONNECT_TIMEOUT", 10),
+    # A dead peer is noticed in about a minute instead of the OS's two hours.
+    "keepalives_idle": (None, 30),
+    "keepalives_interval": (None, 10),
+    "keepalives_count": (None, 3),
+}
+
+# SQLSTATEs after which the statement certainly did not take effect: it was rolled back.
+_NOT_APPLIED = {
+    "57014": "the statement was cancelled (statement_timeout?)",
+    "40001": "serialization failure",
+    "40P01": "deadlock detected",
+    "55P03": "lock not available (lock_timeout)",
+    "25006": "the server is read-only (a standby, or during failover)",
+    "53300": "too many connections",
+    "57P03": "the server is starting up or shutting down",
+    "53100": "the server's disk is full",
+    "53200": "the server is out of memory",
+}
+
+
+@dataclass(frozen=True)
+class PostgresOptions:
+    """A ``postgresql://`` URL split into what libpq gets and what tenure keeps."""
+
+    conninfo: str  # for libpq: the URL without tenure's own query options
+    display_url: str  # the URL as given, without any password
+    schema: str = DEFAULT_SCHEMA
+    pool_min: int = 1
+    pool_max: int = 10
+    pool_timeout: float = 10.0
+    auto_migrate: bool = True
+    listen: bool = True
+    kwargs: dict[str, Any] = field(default_factory=dict)  # extra connection parameters
+
+
+def validate_schema(schema: object, argument: str = "schema") -> str:
+    if not isinstance(schema, str):
+        raise InvalidArgument(argument, f"must be a str, not {type(schema).__name__}")
+    if not _SCHEMA_RE.fullmatch(schema):
+        raise InvalidArgument(
+            argument,
+            "must be 1-48 characters of letters, digits and _, not starting with a digit, "
+            f"got {schema!r}",
+        )
+    if schema.lower().startswith("pg_") or schema.lower() == "information_schema":
+        raise InvalidArgument(argument, f"{schema!r} is reserved by PostgreSQL")
+    return schema
+
+
+def _number(name: str, text: str, low: float, high: float, kind: type[float] | type[int]) -> Any:
+    try:
+        value = kind(text)
+    except ValueError:
+        raise InvalidArgument("url", f"{name} must be a number, got {text!r}") from None
+    if not low <= value <= high:
+        raise InvalidArgument("url", f"{name} must be from {low:g} to {high:g}, got {text!r}")
+    return value
+
+
+def _flag(name: str, text: str) -> bool:
+    if text.lower() in _TRUE:
+        return True
+    if text.lower() in _FALSE:
+        return False
+    raise InvalidArgument("url", f"{name} must be true or false, got {text!r}")
+
+
+def redact(url: str) -> str:
+    """The URL without a password (in the authority or as a query parameter)."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, _, hosts = netloc.rpartition("@")
+        user = userinfo.split(":", 1)[0]
+        netloc = f"{user}@{hosts}" if user else hosts
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "password"]
+    return urlunsplit((parts.scheme, netloc, parts.path, urlencode(query, quote_via=quote), ""))
+
+
+def parse_postgres_url(url: str) -> PostgresOptions:
+    """``postgresql://[user[:password]@][host][:port][/dbname][?param=value&...]``.
+
+    libpq parameters (``sslmode``, ``application_name``, ...) and the ``PG*`` environment
+    variables work as with ``psql``. tenure's own options, removed before libpq sees the
+    URL: ``schema`` (default ``public``), ``pool_min`` (1), ``pool_max`` (10),
+    ``pool_timeout`` (seconds to wait for a connection, 10), ``auto_migrate`` (true: create
+    or upgrade the schema on connect) and ``listen`` (true: idle workers wait on
+    LISTEN/NOTIFY; false: they poll, e.g. behind PgBouncer in transaction mode).
+    """
+    parts = urlsplit(url)
+    if parts.scheme not in ("postgresql", "postgres"):
+        raise InvalidArgument("url", f"must start with postgresql://, got {redact(url)!r}")
+    if parts.fragment:
+        raise InvalidArgument("url", "must not have a #fragment")
+    options: dict[str, Any] = {}
+    libpq_query: list[tuple[str, str]] = []
+    for key, value in parse_qsl(parts.query, keep_blank_values=True):
+        if key == "schema":
+            options["schema"] = validate_schema(value, "url")
+        elif key == "pool_min":
+            options["pool_min"] = _number(key, value, 0, 1000, int)
+        elif key == "pool_max":
+            options["pool_max"] = _number(key, value, 1, 1000, int)
+        elif key == "pool_timeout":
+            options["pool_timeout"] = _number(key, value, 0.1, 3600, float)
+        elif key == "auto_migrate":
+            options["auto_migrate"] = _flag(key, value)
+        elif key == "listen":
+            options["listen"] = _flag(key, value)
+        else:
+            libpq_query.append((key, value))
+    if options.get("pool_min", 1) > options.get("pool_max", 10):
+        raise InvalidArgument("url", "pool_min must not exceed pool_max")
+    conninfo = urlunsplit(
+        (parts.scheme, parts.netloc, parts.path, urlencode(libpq_query, quote_via=quote), "")
+    )
+    try:
+        given = conninfo_to_dict(conninfo)
+    except psycopg.ProgrammingError as exc:
+        raise InvalidArgument("url", f"not a valid PostgreSQL URL: {exc}") from None
+    kwargs: dict[str, Any] = {}
+    for name, (env, default) in _LIBPQ_DEFAULTS.items():
+        if name not in given and not (env and os.environ.get(env)):
+            kwargs[name] = default
+    kwargs["fallback_application_name"] = "tenure"
+    return PostgresOptions(conninfo=conninfo, display_url=redact(url), kwargs=kwargs, **options)
+
+
+# -- SQL -----------------------------------------------------------------------------------
+
+
+def quote_ident(name: str) -> str:
+    return '"' + validate_schema(name) + '"'
+
+
+def quote_literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def render(text: str, schema: str, **values: str) -> str:
+    """Fill the placeholders of a SQL file: ``{schema}`` (the quoted schema name),
+    ``{schema_name}`` (it as a string literal), ``{channel}`` (the quoted LISTEN channel)
+    and any ``values`` (already SQL: numbers or quoted literals)."""
+    quoted = quote_ident(schema)
+    filled = {
+        "schema": quoted,
+        "schema_name": quote_literal(schema),
+        "channel": quote_ident_any(channel_name(schema)),
+        "migrations_table": quote_literal(f"{quoted}.tenure_migrations"),
+        "jobs_table": quote_literal(f"{quoted}.tenure_jobs"),
+        **values,
+    }
+    for key, value in filled.items():
+        text = text.replace("{" + key + "}", value)
+    return text
+
+
+def quote_ident_any(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def channel_name(schema: str) -> str:
+    """The NOTIFY channel of a schema (what the trigger in schema.sql computes)."""
+    return f"tenure_{schema}"
+
+
+def sql_text(name: str) -> str:
+    return load_text(_PACKAGE, f"sql/{name}.sql")
+
+
+class SqlSet:
+    """The statements of one schema, rendered once (bytes: psycopg sends them as they are)."""
+
+    OPERATIONS = (
+        "clock",
+        "get",
+        "list",
+        "next_due",
+        "submit",
+        "claim",
+        "claim_next",
+        "renew",
+        "complete",
+        "release",
+        "fail",
+        "listen",
+        "unlisten",
+    )
+
+    def __init__(self, schema: str) -> None:
+        self.schema = schema
+        self._statements = {
+            name: render(sql_text(name), schema).encode() for name in self.OPERATIONS
+        }
+
+    def __getitem__(self, name: str) -> bytes:
+        return self._statements[name]
+
+
+# -- migrations ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    text: str  # with placeholders
+
+
+@cache
+def _all_migrations() -> tuple[Migration, ...]:
+    found = tuple(Migration(v, name, text) for v, name, text in migrations(_PACKAGE))
+    for position, migration in enumerate(found, start=1):
+        if migration.version != position:
+            raise RuntimeError(f"tenure migrations are not numbered 1, 2, 3...: {migration.name}")
+    return found
+
+
+def latest_version() -> int:
+    known = _all_migrations()
+    return known[-1].version if known else 0
+
+
+def pending_migrations(current: int) -> list[Migration]:
+    return [m for m in _all_migrations() if m.version > current]
+
+
+def migration_steps(schema: str, current: int) -> list[tuple[str, str]]:
+    """(description, SQL) to bring a schema from ``current`` to the latest version:
+    ``schema.sql`` for a fresh install, else each pending migration; each followed by its
+    bookkeeping row. Run them in one transaction after ``migrate_lock.sql``."""
+    steps: list[tuple[str, str]] = []
+    if current == 0:
+        steps.append(("schema.sql", render(sql_text("schema"), schema)))
+        recorded = _all_migrations()
+    else:
+        recorded = tuple(pending_migrations(current))
+        steps.extend((m.name, render(m.text, schema)) for m in recorded)
+    for m in recorded:
+        steps.append(
+            (
+                f"record {m.name}",
+                render(
+                    sql_text("migrate_record"),
+                    schema,
+                    version=str(m.version),
+                    name=quote_literal(m.name),
+                ),
+            )
+        )
+    return steps
+
+
+def migration_script(schema: str, current: int) -> str:
+    """A standalone SQL script (for psql, Flyway, Liquibase...) doing what ``tenure
+    migrate`` does: lock, create the schema and bookkeeping table if needed, migrate."""
+    latest = latest_version()
+    lines = [
+        f"-- tenure: schema {quote_ident(schema)} from version {current} to {latest}",
+        "BEGIN;",
+        render(sql_text("migrate_lock"), schema).strip() + ";",
+        render(sql_text("migrate_schema"), schema).strip() + ";",
+        render(sql_text("migrate_bookkeeping"), schema).strip() + ";",
+    ]
+    if current >= latest:
+        lines.append("-- nothing to do: the schema is up to date")
+    for description, statement in migration_steps(schema, current):
+        if not description.startswith("record "):
+            lines.append(f"-- {description}")
+        lines.append(statement.strip().rstrip(";") + ";")
+    lines.append("COMMIT;")
+    return "\n".join(lines) + "\n"
+
+
+# -- results and errors --------------------------------------------------------------------
+
+
+def outcome(row: Sequence[Any]) -> Outcome:
+    """A result row ``(status, <JOB_COLUMNS>, now, ...)`` as an Outcome."""
+    job = None if row[1] is None else JobRow._make(row[1:16])
+    return Outcome(row[0], job, float(row[16]))
+
+
+def job_rows(rows: Iterable[Sequence[Any]]) -> list[JobRow]:
+    return [JobRow._make(row[1:16]) for row in rows if row[1] is not None]
+
+
+def store_unavailable(operation: str, exc: psycopg.Error, *, sent: bool) -> StoreUnavailable | None:
+    """The StoreUnavailable an error means, or None when it is not about availability (a
+    bug, or a schema someone changed: those propagate as they are).
+
+    ``sent``: whether the statement may have reached the server. A connection lost after
+    that leaves the outcome unknown (it may have committed before the reply was lost).
+    """
+    sqlstate = getattr(exc, "sqlstate", None)
+    if sqlstate in _NOT_APPLIED:
+        reason = _NOT_APPLIED[sqlstate]
+        return StoreUnavailable(
+            f"{operation}: PostgreSQL refused it: {reason} ({exc}); it did not take effect, "
+            "retry later",
+            operation=operation,
+            outcome_unknown=False,
+        )
+    if not isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)):
+        return None
+    if not sent:
+        return StoreUnavailable(
+            f"{operation}: no PostgreSQL connection available ({exc}); nothing was sent, "
+            "retry later",
+            operation=operation,
+            outcome_unknown=False,
+        )
+    return StoreUnavailable(
+        f"{operation}: the PostgreSQL connection was lost during the operation ({exc}); it "
+        "may or may not have taken effect",
+        operation=operation,
+        outcome_unknown=True,
+    )
+
+
+def closed_error(operation: str) -> StoreUnavailable:
+    return StoreUnavailable(
+        f"{operation}: this store was closed", operation=operation, outcome_unknown=False
+    )
+
+
+def connection_is_stale(conn: psycopg.BaseConnection[Any]) -> bool:
+    """True when an idle pooled connection is known dead before any request is sent on it:
+    the server closed it (restart, pg_terminate_backend, idle timeout). One ``select`` with
+    no wait; an idle autocommit connection normally has nothing to read."""
+    pgconn = conn.pgconn
+    if pgconn.status != pq.ConnStatus.OK or pgconn.transaction_status != pq.TransactionStatus.IDLE:
+        return True
+    for _ in range(3):
+        try:
+            readable, _, _ = select.select([pgconn.socket], [], [], 0)
+        except (OSError, ValueError, psycopg.OperationalError):
+            return True
+        if not readable:
+            return False
+        try:
+            # Reads what arrived: a notice, or the FATAL message and end of stream of a
+            # terminated backend (the latter raises).
+            pgconn.consume_input()
+        except psycopg.OperationalError:
+            return True
+        if pgconn.status != pq.ConnStatus.OK:
+            return True
+    return False

@@ -1,0 +1,1 @@
+INSERT INTO {schema}.tenure_migrations (version, name) VALUES ({version}, {name})

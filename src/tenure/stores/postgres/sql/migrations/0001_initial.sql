@@ -1,0 +1,59 @@
+-- tenure schema, version 1. {schema} is replaced by the quoted schema name.
+CREATE TABLE {schema}.tenure_meta (
+    key   text PRIMARY KEY,
+    value text NOT NULL
+);
+INSERT INTO {schema}.tenure_meta (key, value)
+VALUES ('store_id', replace(gen_random_uuid()::text, '-', ''));
+
+-- The floor of store time when a store_clock stands in for the server's clock (the
+-- conformance suite's deterministic clock): that time never runs backwards. Production
+-- uses the server's clock_timestamp() and never touches this row.
+CREATE TABLE {schema}.tenure_clock (
+    id    integer PRIMARY KEY CHECK (id = 0),
+    floor double precision NOT NULL
+);
+INSERT INTO {schema}.tenure_clock (id, floor) VALUES (0, '-infinity');
+
+CREATE TABLE {schema}.tenure_jobs (
+    job_id       text COLLATE "C" PRIMARY KEY,
+    -- Submission order, the FIFO tie-break.
+    seq          bigint GENERATED ALWAYS AS IDENTITY,
+    queue        text COLLATE "C" NOT NULL,
+    state        text NOT NULL CHECK (state IN ('ready', 'leased', 'done', 'dead')),
+    owner        text,
+    generation   bigint NOT NULL DEFAULT 0 CHECK (generation >= 0),
+    secret_hash  text,
+    -- Times are seconds since the epoch by the store's clock (clock_timestamp()).
+    lease_until  double precision,
+    -- When the job can next be claimed: its run time when ready, its lease's end when leased.
+    available_at double precision NOT NULL,
+    attempts     integer NOT NULL DEFAULT 0,
+    max_attempts integer NOT NULL,
+    payload      text,
+    result       text,
+    error        text,
+    created_at   double precision NOT NULL,
+    updated_at   double precision NOT NULL
+);
+
+-- claim_next walks this index from the start of one queue: the pick is O(log n) whatever
+-- the backlog, and finished jobs leave it.
+CREATE INDEX tenure_jobs_claimable
+    ON {schema}.tenure_jobs (queue, available_at, seq)
+    WHERE state IN ('ready', 'leased');
+
+-- Idle workers LISTEN on "tenure_<schema>"; a job that becomes ready (submitted, released,
+-- failed with a retry) notifies its queue's name. Any writer is covered, SQL ones included.
+CREATE FUNCTION {schema}.tenure_notify_ready() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('tenure_' || TG_TABLE_SCHEMA, NEW.queue);
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER tenure_jobs_ready
+    AFTER INSERT OR UPDATE OF state, available_at ON {schema}.tenure_jobs
+    FOR EACH ROW WHEN (NEW.state = 'ready')
+    EXECUTE FUNCTION {schema}.tenure_notify_ready();

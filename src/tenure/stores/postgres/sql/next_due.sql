@@ -1,0 +1,23 @@
+-- Store time now, and when the next job of these queues becomes claimable (NULL: none pending).
+WITH clock AS MATERIALIZED (
+    -- Store time, read once: the server's clock (or the test hook's, floored).
+    SELECT coalesce(
+        (SELECT greatest(floor, %(now)s::float8) FROM {schema}.tenure_clock
+         WHERE %(now)s::float8 IS NOT NULL),
+        extract(epoch FROM clock_timestamp())::float8
+    ) AS now
+)
+SELECT clock.now, (
+    SELECT min(due.available_at)
+    FROM unnest(%(queues)s::text[]) AS q (queue)
+    CROSS JOIN LATERAL (
+        SELECT j.available_at
+        FROM {schema}.tenure_jobs AS j
+        WHERE j.queue = q.queue
+          AND j.state IN ('ready', 'leased')
+          AND j.generation < %(max_generation)s::bigint
+        ORDER BY j.available_at
+        LIMIT 1
+    ) AS due
+)
+FROM clock

@@ -1,0 +1,1 @@
+SELECT value FROM {schema}.tenure_meta WHERE key = 'store_id'
