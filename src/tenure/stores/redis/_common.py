@@ -15,6 +15,7 @@ import threading
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
@@ -149,10 +150,15 @@ def parse_redis_url(url: str) -> RedisOptions:
 # -- keys -----------------------------------------------------------------------------
 
 
+_PLAIN = re.compile(r"[A-Za-z0-9_.~-]+")
+
+
 def encode(name: str) -> str:
     """A job id or queue name as it appears inside key names and set members: UTF-8,
     percent-encoded except ``A-Z a-z 0-9 _ . - ~``. Injective, so distinct ids never
     share a key, and free of ``{``, ``}``, ``:``, ``*``, spaces and other key syntax."""
+    if _PLAIN.fullmatch(name):  # the common case, and what quote() would answer
+        return name
     return quote(name, safe="")
 
 
@@ -187,16 +193,22 @@ class Keys:
         return f"{self.tag}:j:"
 
     def job(self, job_id: str) -> str:
-        return self.job_prefix + encode(job_id)
+        return "{" + self.prefix + "}:j:" + encode(job_id)
 
     def candidates(self, queue: str) -> str:
-        return f"{self.tag}:q:{encode(queue)}"
+        return _queue_key(self.prefix, "q", queue)
 
     def listing(self, queue: str) -> str:
-        return f"{self.tag}:l:{encode(queue)}"
+        return _queue_key(self.prefix, "l", queue)
 
     def wake(self, queue: str) -> str:
-        return f"{self.tag}:w:{encode(queue)}"
+        return _queue_key(self.prefix, "w", queue)
+
+
+@lru_cache(maxsize=1024)
+def _queue_key(prefix: str, kind: str, queue: str) -> str:
+    # Queues are few and named on every claim: their keys are worth remembering.
+    return "{" + prefix + "}:" + kind + ":" + encode(queue)
 
 
 # -- scripts --------------------------------------------------------------------------
@@ -255,42 +267,36 @@ def _float(value: Any) -> float | None:
     return None if text is None else float(text)
 
 
-def _required(value: Any) -> str:
-    text = _text(value)
-    if text is None:
-        raise ValueError("a job field that is never NULL is missing")
-    return text
-
-
 def decode_row(fields: Sequence[Any]) -> JobRow:
-    """A JobRow from the 15 fields a script answers (JOB_COLUMNS order)."""
-    lease_until = _float(fields[6])
+    """A JobRow from the 15 fields a script answers (JOB_COLUMNS order).
+
+    The connection decodes bulk strings to str and (RESP2) Lua's false to None; this is
+    the hot path of every operation, so it converts the few numeric fields and no more."""
+    (job_id, queue, state, owner, generation, secret_hash, lease_until, available_at,
+     attempts, max_attempts, payload, result, error, created_at, updated_at) = fields  # fmt: skip
     return JobRow(
-        job_id=_required(fields[0]),
-        queue=_required(fields[1]),
-        state=_required(fields[2]),
-        owner=_text(fields[3]),
-        generation=int(_required(fields[4])),
-        secret_hash=_text(fields[5]),
-        lease_until=lease_until,
-        available_at=float(_required(fields[7])),
-        attempts=int(_required(fields[8])),
-        max_attempts=int(_required(fields[9])),
-        payload=_text(fields[10]),
-        result=_text(fields[11]),
-        error=_text(fields[12]),
-        created_at=float(_required(fields[13])),
-        updated_at=float(_required(fields[14])),
+        job_id,
+        queue,
+        state,
+        owner,
+        int(generation),
+        secret_hash,
+        None if lease_until is None else float(lease_until),
+        float(available_at),
+        int(attempts),
+        int(max_attempts),
+        payload,
+        result,
+        error,
+        float(created_at),
+        float(updated_at),
     )
 
 
 def decode_outcome(reply: Sequence[Any]) -> Outcome:
     """``{status, now}`` or ``{status, now, <row>}`` as an Outcome."""
-    status = _STATUS[_text(reply[0]) or ""]
-    now = _float(reply[1])
-    assert now is not None
     row = decode_row(reply[2:]) if len(reply) > 2 else None
-    return Outcome(status, row, now)
+    return Outcome(_STATUS[reply[0]], row, float(reply[1]))
 
 
 def decode_float(value: Any) -> float | None:
