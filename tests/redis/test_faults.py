@@ -134,24 +134,31 @@ def test_store_id_is_kept(open_store: Callable[..., tenure.Store]) -> None:
 def test_warns_when_redis_keeps_nothing_on_disk(
     url: str, raw: Any, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # This machine's Redis keeps nothing on disk: the warning fires here.
     monkeypatch.setattr(_common, "_warned", set())
-    expected = _common.persistence_risk(
-        raw.config_get("appendonly"), raw.config_get("appendfsync"), raw.config_get("save")
-    )
+    config = [raw.config_get(name) for name in _common.CHECKED_CONFIG]
+    expected = [
+        risk
+        for risk in (_common.persistence_risk(*config[:3]), _common.eviction_risk(config[3]))
+        if risk is not None
+    ]
     with caplog.at_level(logging.INFO, logger="tenure"):
         tenure.connect(url).close()
         tenure.connect(url).close()  # once per server and process
-    records = [
-        r
-        for r in caplog.records
-        if "persistence" in r.getMessage().lower() or "disk" in r.getMessage()
-    ]
-    if expected is None:
-        assert records == []
-    else:
-        assert len(records) == 1
-        assert records[0].levelno == expected[0]
-        assert records[0].name == "tenure"
+    records = [record for record in caplog.records if record.name == "tenure"]
+    assert [(record.levelno, record.getMessage()) for record in records] == expected
+    if config[0] == {"appendonly": "no"} and not config[2].get("save"):
+        assert "keeps nothing on disk" in records[0].getMessage()
+        assert records[0].levelno == logging.WARNING
+
+
+@pytest.mark.parametrize(
+    ("policy", "warns"),
+    [("noeviction", False), ("volatile-lru", False), ("allkeys-lru", True)],
+)
+def test_eviction_risk(policy: str, warns: bool) -> None:
+    risk = _common.eviction_risk({"maxmemory-policy": policy})
+    assert (risk is not None) == warns
 
 
 @pytest.mark.parametrize(

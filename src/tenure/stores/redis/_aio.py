@@ -27,6 +27,7 @@ from ..._clock import Clock
 from ..._protocol import JobRow, Outcome, Status
 from ...errors import StoreUnavailable
 from ._common import (
+    CHECKED_CONFIG,
     LAYOUT_VERSION,
     SCRIPTS,
     Keys,
@@ -35,7 +36,7 @@ from ._common import (
     decode_row,
     decode_text,
     encode,
-    note_persistence,
+    note_server_config,
     parse_redis_url,
     refused,
     uncancellable,
@@ -97,16 +98,15 @@ class AsyncRedisDriver:
     async def _check_persistence(self) -> None:
         try:
             replies = [
-                await self._send("connect", ("CONFIG", "GET", name))
-                for name in ("appendonly", "appendfsync", "save")
+                await self._send("connect", ("CONFIG", "GET", name)) for name in CHECKED_CONFIG
             ]
         except StoreUnavailable as exc:
             if not isinstance(exc.__cause__, ResponseError):
                 raise
             # Managed services often refuse CONFIG: say that persistence is unchecked.
-            note_persistence(self._address, None, None, None, unchecked=str(exc.__cause__))
+            note_server_config(self._address, [], unchecked=str(exc.__cause__))
             return
-        note_persistence(self._address, *replies)
+        note_server_config(self._address, replies)
 
     # -- plumbing ----------------------------------------------------------------------
 

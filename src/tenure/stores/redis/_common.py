@@ -36,7 +36,9 @@ __all__ = [
     "decode_row",
     "decode_text",
     "encode",
-    "note_persistence",
+    "CHECKED_CONFIG",
+    "eviction_risk",
+    "note_server_config",
     "parse_redis_url",
     "persistence_risk",
     "refused",
@@ -162,38 +164,22 @@ def encode(name: str) -> str:
     return quote(name, safe="")
 
 
-@dataclass(frozen=True)
 class Keys:
     """The key names of one store (see docs/redis.md)."""
 
-    prefix: str
+    __slots__ = ("clock", "job_prefix", "jobs", "meta", "prefix", "seq", "tag")
 
-    @property
-    def tag(self) -> str:
-        return "{" + self.prefix + "}"
-
-    @property
-    def meta(self) -> str:
-        return f"{self.tag}:meta"
-
-    @property
-    def clock(self) -> str:
-        return f"{self.tag}:clock"
-
-    @property
-    def seq(self) -> str:
-        return f"{self.tag}:seq"
-
-    @property
-    def jobs(self) -> str:
-        return f"{self.tag}:jobs"
-
-    @property
-    def job_prefix(self) -> str:
-        return f"{self.tag}:j:"
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self.tag = "{" + prefix + "}"
+        self.meta = self.tag + ":meta"
+        self.clock = self.tag + ":clock"
+        self.seq = self.tag + ":seq"
+        self.jobs = self.tag + ":jobs"
+        self.job_prefix = self.tag + ":j:"
 
     def job(self, job_id: str) -> str:
-        return "{" + self.prefix + "}:j:" + encode(job_id)
+        return self.job_prefix + encode(job_id)
 
     def candidates(self, queue: str) -> str:
         return _queue_key(self.prefix, "q", queue)
@@ -430,24 +416,51 @@ def persistence_risk(appendonly: Any, appendfsync: Any, save: Any) -> tuple[int,
     )
 
 
-def note_persistence(
-    address: str, appendonly: Any, appendfsync: Any, save: Any, *, unchecked: str = ""
-) -> None:
-    """Log the persistence risk of the server at ``address``, once per process.
-    ``unchecked``: why the configuration could not be read (then nothing is known)."""
+def eviction_risk(maxmemory_policy: Any) -> tuple[int, str] | None:
+    """An ``allkeys-*`` eviction policy may drop a job's hash (and its generation) when
+    memory runs short; tenure sets no expiry, so ``volatile-*`` policies never touch it."""
+    policy = (_config_value(maxmemory_policy, "maxmemory-policy") or "").lower()
+    if not policy.startswith("allkeys"):
+        return None
+    return (
+        logging.WARNING,
+        f"Redis evicts keys under memory pressure (maxmemory-policy {policy}): an evicted "
+        "job loses its generation, and a fencing token could then be handed out twice; use "
+        "maxmemory-policy noeviction for tenure's server (see docs/redis.md)",
+    )
+
+
+# The CONFIG parameters the driver reads at connect.
+CHECKED_CONFIG = ("appendonly", "appendfsync", "save", "maxmemory-policy")
+
+
+def note_server_config(address: str, replies: Sequence[Any], *, unchecked: str = "") -> None:
+    """Log what the server's configuration (``CONFIG GET`` replies, CHECKED_CONFIG order)
+    risks for fencing tokens, once per server and process. ``unchecked``: why the
+    configuration could not be read (then nothing is known)."""
+    risks: list[tuple[int, str]] = []
     if unchecked:
-        risk: tuple[int, str] | None = (
-            logging.INFO,
-            f"could not read Redis persistence settings ({unchecked}); make sure the server "
-            "runs with appendonly yes and appendfsync always (see docs/redis.md)",
+        risks.append(
+            (
+                logging.INFO,
+                f"could not read Redis persistence settings ({unchecked}); make sure the "
+                "server runs with appendonly yes, appendfsync always and maxmemory-policy "
+                "noeviction (see docs/redis.md)",
+            )
         )
     else:
-        risk = persistence_risk(appendonly, appendfsync, save)
-    if risk is None:
+        appendonly, appendfsync, save, maxmemory_policy = replies
+        for risk in (
+            persistence_risk(appendonly, appendfsync, save),
+            eviction_risk(maxmemory_policy),
+        ):
+            if risk is not None:
+                risks.append(risk)
+    if not risks:
         return
     with _warned_lock:
         if address in _warned:
             return
         _warned.add(address)
-    level, message = risk
-    log.log(level, message, extra={"store": "redis", "address": address})
+    for level, message in risks:
+        log.log(level, message, extra={"store": "redis", "address": address})
