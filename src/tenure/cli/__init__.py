@@ -1,0 +1,211 @@
+"""The ``tenure`` command line (also ``python -m tenure``).
+
+Commands live in small modules and are listed in `COMMANDS` as ``"module:attribute"``; a
+command is imported only when it runs (or when ``--help`` lists it). Adding one is one line
+here plus its module, e.g. ``"worker": "tenure.cli._worker:worker"``.
+
+Shared by every command (`CliState`, `common_options`):
+
+* ``--store URL`` (``TENURE_STORE_URL``, default ``sqlite:///tenure.db``) and ``--json``
+  (``TENURE_JSON``), accepted before or after the command name;
+* every other option is mirrored by an environment variable ``TENURE_<COMMAND>_<OPTION>``
+  (``tenure jobs list --queue`` ← ``TENURE_JOBS_LIST_QUEUE``), shown in ``--help``;
+* errors: a `TenureError` prints one line on stderr (a JSON object with ``--json``) and exits
+  with 2 for `InvalidArgument` (like a usage error) or 1 for the others; no traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import IO, Any, TypeVar
+
+import click
+
+from .. import __version__
+from .._store import Store
+from ..errors import InvalidArgument, TenureError
+from ..stores import DEFAULT_URL
+from ._output import Output
+
+__all__ = ["COMMANDS", "CliError", "CliState", "CliUsageError", "common_options", "main"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# command name -> "module:attribute" of its click command
+COMMANDS: dict[str, str] = {
+    "demo": "tenure.cli._demo:demo",
+    "jobs": "tenure.cli._jobs:jobs",
+    "now": "tenure.cli._jobs:now",
+}
+
+
+@dataclass
+class CliState:
+    """What the global options decided; commands get it with ``@click.pass_obj``."""
+
+    store_url: str = DEFAULT_URL
+    json: bool = False
+    _store: Store | None = field(default=None, repr=False)
+
+    def output(self) -> Output:
+        return Output(json_mode=self.json)
+
+    def store(self) -> Store:
+        """The store of ``--store``, opened on first use and closed when the command ends."""
+        if self._store is None:
+            from .. import connect
+
+            try:
+                self._store = connect(self.store_url)
+            except ImportError as exc:  # a backend whose client library is not installed
+                raise CliError(str(exc), json_mode=self.json) from exc
+            click.get_current_context().call_on_close(self.close)
+        return self._store
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+
+class CliError(click.ClickException):
+    """An expected failure: one line on stderr (JSON with ``--json``), no traceback.
+
+    Exit code 1 unless ``exit_code`` says otherwise; bad input (`CliUsageError`, or
+    ``exit_code=2``) exits with 2, like click's usage errors."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        exit_code: int | None = None,
+        json_mode: bool = False,
+        kind: str = "Error",
+    ) -> None:
+        super().__init__(message)
+        if exit_code is not None:
+            self.exit_code = exit_code  # type: ignore[misc]  # click declares a ClassVar
+        self.json_mode = json_mode
+        self.kind = kind
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        message = " ".join(self.format_message().split())  # one line, always
+        if self.json_mode:
+            text = json.dumps({"error": self.kind, "message": message}, ensure_ascii=False)
+        else:
+            text = f"Error: {message}"
+        click.echo(text, file=file, err=file is None)
+
+    @staticmethod
+    def from_tenure_error(exc: TenureError, *, json_mode: bool) -> CliError:
+        kind = CliUsageError if isinstance(exc, InvalidArgument) else CliError
+        return kind(str(exc), json_mode=json_mode, kind=type(exc).__name__)
+
+
+class CliUsageError(CliError):
+    """Bad input (`InvalidArgument`): exit code 2."""
+
+    exit_code = 2
+
+
+def _set_store(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        ctx.ensure_object(CliState).store_url = value
+
+
+def _set_json(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:
+        ctx.ensure_object(CliState).json = True
+
+
+def common_options(command: F) -> F:
+    """``--store`` and ``--json`` after the command name too (``tenure jobs list --json``).
+
+    Given here they override the global ones; they read no environment variable themselves
+    (the global options do), so an explicit ``tenure --store X jobs list`` is never
+    overridden by ``TENURE_STORE_URL``.
+    """
+    command = click.option(
+        "--json",
+        "json_",
+        is_flag=True,
+        default=False,
+        expose_value=False,
+        allow_from_autoenv=False,
+        callback=_set_json,
+        help="Print JSON for scripts (same as the global --json).",
+    )(command)
+    command = click.option(
+        "--store",
+        metavar="URL",
+        default=None,
+        expose_value=False,
+        allow_from_autoenv=False,
+        callback=_set_store,
+        help="Store URL (same as the global --store).",
+    )(command)
+    return command
+
+
+class TenureGroup(click.Group):
+    """Loads commands from `COMMANDS` on demand and turns `TenureError` into `CliError`."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        if command is None and cmd_name in COMMANDS:
+            module_name, _, attribute = COMMANDS[cmd_name].partition(":")
+            command = getattr(importlib.import_module(module_name), attribute)
+            assert isinstance(command, click.Command), COMMANDS[cmd_name]
+        return command
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except TenureError as exc:
+            state = ctx.find_object(CliState)
+            raise CliError.from_tenure_error(exc, json_mode=bool(state and state.json)) from exc
+
+
+@click.group(
+    cls=TenureGroup,
+    context_settings={
+        "auto_envvar_prefix": "TENURE",
+        "help_option_names": ["-h", "--help"],
+        "show_default": True,
+    },
+)
+@click.option(
+    "--store",
+    "store_url",
+    metavar="URL",
+    envvar="TENURE_STORE_URL",
+    show_envvar=True,
+    default=DEFAULT_URL,
+    help="The store: sqlite:///path.db, postgresql://..., redis://...",
+)
+@click.option(
+    "--json",
+    "json_",
+    is_flag=True,
+    envvar="TENURE_JSON",
+    show_envvar=True,
+    default=False,
+    help="Print JSON for scripts instead of tables.",
+)
+@click.version_option(__version__, "--version", "-V", prog_name="tenure")
+@click.pass_context
+def main(ctx: click.Context, store_url: str, json_: bool) -> None:
+    """tenure: jobs on distributed workers under expiring leases with fencing tokens.
+
+    Start with `tenure demo`: it shows, in a few lines, a stalled worker whose late write
+    and completion are both refused.
+    """
+    state = ctx.ensure_object(CliState)
+    state.store_url = store_url
+    state.json = json_

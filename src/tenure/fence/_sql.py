@@ -1,0 +1,403 @@
+"""The SQL fence: a fence table in the destination database, advanced in the same
+transaction as the guarded writes.
+
+The table ``tenure_fence(job_id, generation, updated_at)`` holds, per job, the highest
+generation this database has accepted a write for. A guard opens one transaction, advances
+that row with a single atomic upsert that only moves the generation forward (or keeps it),
+runs the caller's writes and commits; when the presented generation is lower than the
+highest seen, the upsert changes nothing, the guard rolls back and raises `StaleToken`
+before any of the caller's writes run.
+
+Connections: `sqlite3` (any isolation mode) and DB-API 2 drivers with the ``qmark`` or
+``format`` parameter style (``pyformat`` drivers such as psycopg accept ``format``).
+The SQL lives in ``sql/*.sql`` (written with ``?`` placeholders), with per-dialect files in
+``sql/<dialect>/`` where the dialects differ.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sqlite3
+import sys
+from functools import cache
+from importlib.resources import files
+from types import TracebackType
+from typing import Any
+
+from ..errors import InvalidArgument, StaleToken
+from ..models import FencingToken
+from ._token import fencing_token
+
+__all__ = [
+    "DIALECTS",
+    "FENCE_TABLE",
+    "PARAMSTYLES",
+    "SQLFenceGuard",
+    "create_fence_table",
+    "fence_generation",
+    "sql_fence",
+]
+
+log = logging.getLogger("tenure")
+
+FENCE_TABLE = "tenure_fence"
+DIALECTS = ("sqlite", "postgresql")
+PARAMSTYLES = ("qmark", "format")
+
+_PACKAGE = __package__ or "tenure.fence"
+# Top-level module of a connection's class -> the SQL dialect it speaks.
+_DIALECT_OF_MODULE = {
+    "sqlite3": "sqlite",
+    "pysqlite3": "sqlite",
+    "psycopg": "postgresql",
+    "psycopg2": "postgresql",
+}
+# A driver module's DB-API ``paramstyle`` -> the placeholder style we write.
+_PLACEHOLDERS_OF_PARAMSTYLE = {"qmark": "qmark", "format": "format", "pyformat": "format"}
+
+
+@cache
+def _statement(dialect: str, name: str, paramstyle: str) -> str:
+    """The text of ``sql/<dialect>/<name>.sql`` (else ``sql/<name>.sql``) for a driver."""
+    root = files(_PACKAGE).joinpath("sql")
+    source = root.joinpath(dialect).joinpath(f"{name}.sql")
+    if not source.is_file():
+        source = root.joinpath(f"{name}.sql")
+    lines = source.read_text(encoding="utf-8").splitlines()
+    text = "\n".join(line for line in lines if not line.lstrip().startswith("--")).strip()
+    if paramstyle == "format":
+        # The files use no '%' and '?' only as placeholders (comments are stripped above).
+        assert "%" not in text, f"{source}: '%' would need escaping for format-style drivers"
+        text = text.replace("?", "%s")
+    return text
+
+
+def _check_connection(conn: object) -> None:
+    for method in ("cursor", "commit", "rollback"):
+        if not callable(getattr(conn, method, None)):
+            raise InvalidArgument(
+                "conn",
+                f"must be a DB-API 2 connection (with .cursor(), .commit() and .rollback()), "
+                f"not {type(conn).__name__}",
+            )
+
+
+def _driver_module(conn: object) -> str:
+    return type(conn).__module__.partition(".")[0]
+
+
+def _dialect(conn: object, dialect: object) -> str:
+    if dialect is None:
+        if isinstance(conn, sqlite3.Connection):
+            return "sqlite"
+        found = _DIALECT_OF_MODULE.get(_driver_module(conn))
+        if found is None:
+            raise InvalidArgument(
+                "dialect",
+                f"cannot tell which SQL a {type(conn).__module__}.{type(conn).__name__} "
+                f"connection speaks; pass dialect= one of {', '.join(DIALECTS)}",
+            )
+        return found
+    if dialect not in DIALECTS:
+        raise InvalidArgument("dialect", f"must be one of {', '.join(DIALECTS)}, got {dialect!r}")
+    return str(dialect)
+
+
+def _paramstyle(conn: object, paramstyle: object) -> str:
+    if paramstyle is None:
+        if isinstance(conn, sqlite3.Connection):
+            return "qmark"
+        module = sys.modules.get(_driver_module(conn))
+        declared = getattr(module, "paramstyle", None)
+        found = _PLACEHOLDERS_OF_PARAMSTYLE.get(declared) if isinstance(declared, str) else None
+        if found is None:
+            raise InvalidArgument(
+                "paramstyle",
+                f"cannot use the driver's paramstyle ({declared!r}); pass paramstyle= "
+                f"one of {', '.join(PARAMSTYLES)} if the driver accepts it",
+            )
+        return found
+    if paramstyle not in PARAMSTYLES:
+        raise InvalidArgument(
+            "paramstyle", f"must be one of {', '.join(PARAMSTYLES)}, got {paramstyle!r}"
+        )
+    return str(paramstyle)
+
+
+def _transaction_status(conn: object) -> int | None:
+    """0 when the connection is idle (no transaction), non-zero when one is open, None when
+    the driver cannot tell (psycopg and psycopg2 expose ``conn.info.transaction_status``)."""
+    if isinstance(conn, sqlite3.Connection):
+        return 1 if conn.in_transaction else 0
+    status = getattr(getattr(conn, "info", None), "transaction_status", None)
+    return int(status) if isinstance(status, int) else None
+
+
+class _Transaction:
+    """Begins, commits and rolls back the one transaction of a guard on one connection.
+
+    sqlite3: ``BEGIN IMMEDIATE`` (the write lock is taken before the fence row is read), then
+    ``COMMIT``/``ROLLBACK`` as statements, which works in every isolation mode; on Python
+    3.12+ with ``autocommit=False`` a transaction is always open and the connection's own
+    commit/rollback are used. Other drivers: the transaction DB-API opens implicitly, ended
+    with ``conn.commit()``/``conn.rollback()``; with ``autocommit=True`` an explicit ``BEGIN``.
+    """
+
+    def __init__(self, conn: Any, cur: Any, *, write: bool) -> None:
+        self._conn = conn
+        self._cur = cur
+        self._write = write
+        self._explicit = False
+        self._joined = False
+
+    def begin(self) -> None:
+        conn = self._conn
+        if isinstance(conn, sqlite3.Connection) and getattr(conn, "autocommit", None) is False:
+            return  # PEP 249 mode (Python 3.12+): sqlite3 keeps a transaction open itself
+        if _transaction_status(conn):
+            if not self._write:
+                self._joined = True  # a read can run inside the caller's transaction
+                return
+            raise InvalidArgument(
+                "conn",
+                "has a transaction in progress; commit or roll back before a fenced write, "
+                "which runs (and commits) its own transaction",
+            )
+        if isinstance(conn, sqlite3.Connection):
+            self._cur.execute("BEGIN IMMEDIATE" if self._write else "BEGIN")
+            self._explicit = True
+        elif getattr(conn, "autocommit", False) is True:
+            self._cur.execute("BEGIN")
+            self._explicit = True
+
+    def commit(self) -> None:
+        if self._explicit:
+            self._cur.execute("COMMIT")
+        else:
+            self._conn.commit()
+
+    def rollback(self) -> None:
+        """Roll back; never raises (it runs while another error is on its way out)."""
+        if self._joined:
+            return
+        try:
+            if not self._explicit:
+                self._conn.rollback()
+            elif _transaction_status(self._conn) != 0:
+                self._cur.execute("ROLLBACK")
+        except Exception as exc:
+            log.warning(
+                "fence: rollback failed: %s", exc, extra={"error": f"{type(exc).__name__}: {exc}"}
+            )
+
+
+def _close(cur: Any) -> None:
+    with contextlib.suppress(Exception):  # a broken connection's cursor: nothing to free
+        cur.close()
+
+
+def _ensure_table(cur: Any, dialect: str, paramstyle: str) -> None:
+    cur.execute(_statement(dialect, "exists", paramstyle))
+    if cur.fetchone() is None:
+        cur.execute(_statement(dialect, "create", paramstyle))
+
+
+def _read_generation(cur: Any, dialect: str, paramstyle: str, job_id: str) -> int | None:
+    cur.execute(_statement(dialect, "read", paramstyle), (job_id,))
+    row = cur.fetchone()
+    return None if row is None else int(row[0])
+
+
+def _stale(token: FencingToken, highest: int | None, strict: bool) -> StaleToken:
+    job_id, generation = token.job_id, token.generation
+    if highest is None:
+        why = "the fence refused it"
+    elif strict and highest == generation:
+        why = (
+            f"this destination already accepted generation {highest} for that job and the "
+            "fence is strict (one transaction per generation)"
+        )
+    else:
+        why = (
+            f"this destination already accepted generation {highest} for that job, so "
+            "another worker has taken it over since this lease was granted"
+        )
+    log.warning(
+        "fence: stale token refused",
+        extra={"job_id": job_id, "generation": generation, "highest_seen": highest},
+    )
+    return StaleToken(
+        f"fenced write for job {job_id!r} refused: its token has generation {generation} but "
+        f"{why}. Nothing was written. Stop working on this job and do not retry with this "
+        "token; the current lease holder's writes stand.",
+        job_id=job_id,
+        generation=generation,
+        highest_seen=highest,
+    )
+
+
+class SQLFenceGuard:
+    """One fenced transaction; create it with `sql_fence` and use it in a ``with`` block.
+
+    ``__enter__`` begins the transaction, creates the fence table if it is missing, advances
+    the job's fence row and returns a cursor for the guarded writes; a stale token raises
+    `StaleToken` there, after rolling back, so the block never runs. Leaving the block
+    normally commits the fence row and the writes together; an exception rolls both back.
+    Do not commit or roll back the connection inside the block. A guard is single-use.
+    """
+
+    def __init__(
+        self, conn: Any, token: FencingToken, *, dialect: str, paramstyle: str, strict: bool
+    ) -> None:
+        self.conn = conn
+        self.token = token
+        self.dialect = dialect
+        self.paramstyle = paramstyle
+        self.strict = strict
+        self._used = False
+        self._cur: Any = None
+        self._txn: _Transaction | None = None
+
+    def __repr__(self) -> str:
+        return f"<SQLFenceGuard {self.token} {self.dialect}{' strict' if self.strict else ''}>"
+
+    def __enter__(self) -> Any:
+        if self._used:
+            raise InvalidArgument(
+                "guard", "is single-use: call sql_fence() again for another transaction"
+            )
+        self._used = True
+        cur = self.conn.cursor()
+        txn = _Transaction(self.conn, cur, write=True)
+        try:
+            txn.begin()
+        except BaseException:
+            _close(cur)
+            raise
+        try:
+            self._advance(cur)
+        except BaseException:
+            txn.rollback()
+            _close(cur)
+            raise
+        self._cur, self._txn = cur, txn
+        return cur
+
+    def _advance(self, cur: Any) -> None:
+        dialect, style, token = self.dialect, self.paramstyle, self.token
+        _ensure_table(cur, dialect, style)
+        advance = "advance_strict" if self.strict else "advance"
+        cur.execute(_statement(dialect, advance, style), (token.job_id, token.generation))
+        changed = cur.rowcount
+        if changed == 1:
+            return
+        highest = _read_generation(cur, dialect, style, token.job_id)
+        if changed == -1 and not self.strict and highest == token.generation:
+            return  # a driver that does not count rows: the row now holds our generation
+        raise _stale(token, highest, self.strict)
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        cur, txn = self._cur, self._txn
+        assert cur is not None, "__exit__ without a successful __enter__"
+        assert txn is not None
+        self._cur = self._txn = None
+        try:
+            if exc_type is None:
+                try:
+                    txn.commit()
+                except BaseException:
+                    txn.rollback()
+                    raise
+            else:
+                txn.rollback()
+        finally:
+            _close(cur)
+
+
+def sql_fence(
+    conn: Any,
+    token: object,
+    *,
+    dialect: str | None = None,
+    paramstyle: str | None = None,
+    strict: bool = False,
+) -> SQLFenceGuard:
+    """Guard writes to ``conn`` with ``token`` (a `FencingToken`, or a `Lease`)::
+
+        with tenure.fence.sql_fence(conn, lease.token) as cur:
+            cur.execute("UPDATE reports SET body = ? WHERE id = ?", (body, report_id))
+
+    In one transaction: the job's row of the fence table is advanced to the token's
+    generation, the block's writes run, and everything commits. A token older than the
+    highest generation this database accepted for the job raises `StaleToken` (rolled back,
+    the block does not run). The same generation again is accepted (several writes of one
+    run) unless ``strict=True``.
+
+    ``conn`` must have no transaction in progress. ``dialect`` (``sqlite`` or
+    ``postgresql``) and ``paramstyle`` (``qmark`` or ``format``) are found from the
+    connection's driver when not given. Errors of the database itself (locked, connection
+    lost) propagate unchanged after a rollback.
+    """
+    _check_connection(conn)
+    fenced = fencing_token(token)
+    if not isinstance(strict, bool):
+        raise InvalidArgument("strict", f"must be True or False, not {type(strict).__name__}")
+    return SQLFenceGuard(
+        conn,
+        fenced,
+        dialect=_dialect(conn, dialect),
+        paramstyle=_paramstyle(conn, paramstyle),
+        strict=strict,
+    )
+
+
+def create_fence_table(
+    conn: Any, *, dialect: str | None = None, paramstyle: str | None = None
+) -> None:
+    """Create the fence table now if it is missing (guards also create it on first use;
+    doing it at deploy time spares a busy PostgreSQL database a race on first use)."""
+    _check_connection(conn)
+    dialect_, style = _dialect(conn, dialect), _paramstyle(conn, paramstyle)
+    cur = conn.cursor()
+    txn = _Transaction(conn, cur, write=True)
+    try:
+        txn.begin()
+        try:
+            _ensure_table(cur, dialect_, style)
+            txn.commit()
+        except BaseException:
+            txn.rollback()
+            raise
+    finally:
+        _close(cur)
+
+
+def fence_generation(
+    conn: Any, job_id: str, *, dialect: str | None = None, paramstyle: str | None = None
+) -> int | None:
+    """The highest generation ``conn``'s fence table accepted for ``job_id`` (None: none,
+    or no fence table yet). Reads in its own transaction, which it ends."""
+    from .._validate import validate_id
+
+    _check_connection(conn)
+    job_id = validate_id("job_id", job_id)
+    dialect_, style = _dialect(conn, dialect), _paramstyle(conn, paramstyle)
+    cur = conn.cursor()
+    txn = _Transaction(conn, cur, write=False)
+    try:
+        txn.begin()
+        try:
+            cur.execute(_statement(dialect_, "exists", style))
+            if cur.fetchone() is None:
+                return None
+            return _read_generation(cur, dialect_, style, job_id)
+        finally:
+            txn.rollback()
+    finally:
+        _close(cur)

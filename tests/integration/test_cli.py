@@ -1,0 +1,402 @@
+"""The ``tenure`` command line: CliRunner for the details, real subprocesses for the
+installed entry points (``python -m tenure`` and the ``tenure`` script)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+import pytest
+from click.testing import CliRunner, Result
+
+import tenure
+import tenure.fence
+from tenure.cli import COMMANDS, main
+from tenure.cli._demo import DemoResult, render, run_demo
+from tenure.cli._output import Output
+
+DEMO_LINES = (
+    "The clock is simulated",
+    "claims report-42 -> generation 7",
+    "claims report-42 -> generation 8",
+    "fenced with 8 -> accepted",
+    "REJECTED by the destination: StaleToken",
+    "REJECTED by the store: LeaseLost",
+    "OK: every step behaved as the story says.",
+)
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'cli.db'}"
+
+
+@pytest.fixture
+def cli(monkeypatch: pytest.MonkeyPatch, url: str) -> Any:
+    """Run the CLI in-process with a clean TENURE_* environment pointing at ``url``."""
+    for name in list(os.environ):
+        if name.startswith("TENURE_"):
+            monkeypatch.delenv(name)
+    runner = CliRunner()
+
+    def invoke(*args: str, env: dict[str, str] | None = None, stdin: str | None = None) -> Result:
+        environment = {"TENURE_STORE_URL": url, **(env or {})}
+        return runner.invoke(main, list(args), env=environment, input=stdin)
+
+    return invoke
+
+
+def ok(result: Result) -> Result:
+    assert result.exit_code == 0, (result.exit_code, result.stdout, result.stderr)
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    return result
+
+
+def as_json(result: Result) -> Any:
+    return json.loads(ok(result).stdout)
+
+
+# -- demo --------------------------------------------------------------------------------
+
+
+def test_demo_tells_the_story_and_exits_0(cli: Any) -> None:
+    out = ok(cli("demo")).stdout
+    for line in DEMO_LINES:
+        assert line in out, line
+    assert "\x1b[" not in out  # not a terminal: plain text, no colours
+    assert "FAILED" not in out
+    # the timeline is in order
+    positions = [out.index(line) for line in DEMO_LINES[1:]]
+    assert positions == sorted(positions)
+    assert "reports[report-42] = 'total 1234 (by worker-b)'" in out
+    assert "tenure_fence[report-42] = 8" in out
+
+
+def test_demo_json(cli: Any) -> None:
+    report = as_json(cli("demo", "--json"))
+    assert report["ok"] is True
+    assert report["failure"] is None
+    assert "simulated" in report["clock"]
+    steps = report["steps"]
+    assert [(s["actor"], s["action"]) for s in steps] == [
+        ("store", "job report-42"),
+        ("worker-a", "claim"),
+        ("worker-a", "stall"),
+        ("store", "expire"),
+        ("worker-b", "claim"),
+        ("worker-b", "write"),
+        ("worker-b", "complete"),
+        ("worker-a", "wake"),
+        ("worker-a", "write"),
+        ("worker-a", "complete"),
+    ]
+    assert all(s["ok"] for s in steps)
+    assert [s["t"] for s in steps] == [None, 0, 1, 31, 31, 32, 33, 45, 45, 45]
+    job = report["final"]["job"]
+    assert (job["state"], job["owner"], job["generation"], job["result"]) == (
+        "done",
+        "worker-b",
+        8,
+        {"total": 1234},
+    )
+    assert [(r["written_by"], r["generation"]) for r in report["final"]["destination"]] == [
+        ("worker-b", 8)
+    ]
+    assert [(f["job_id"], f["generation"]) for f in report["final"]["fence"]] == [("report-42", 8)]
+
+
+def test_demo_json_from_the_global_option_and_the_environment(cli: Any) -> None:
+    assert as_json(cli("--json", "demo"))["ok"] is True
+    assert as_json(cli("demo", env={"TENURE_JSON": "1"}))["ok"] is True
+    assert not ok(cli("demo", env={"TENURE_JSON": "0"})).stdout.startswith("{")
+
+
+def test_demo_is_deterministic(tmp_path: Path) -> None:
+    def steps(name: str) -> list[Any]:
+        (tmp_path / name).mkdir()
+        steps: list[Any] = run_demo(tmp_path / name).to_dict()["steps"]
+        return steps
+
+    assert steps("one") == steps("two")
+
+
+class _Unfenced:
+    """A broken fence: it records every token without comparing it to the highest seen."""
+
+    def __init__(self, conn: Any, token: tenure.FencingToken) -> None:
+        self.conn = conn
+        self.token = token
+
+    def __enter__(self) -> Any:
+        self.conn.execute("BEGIN IMMEDIATE")
+        self.conn.execute(
+            "INSERT OR REPLACE INTO tenure_fence (job_id, generation) VALUES (?, ?)",
+            (self.token.job_id, self.token.generation),
+        )
+        return self.conn.cursor()
+
+    def __exit__(self, *exc: object) -> None:
+        self.conn.execute("COMMIT")
+
+
+def test_demo_fails_loudly_when_a_step_misbehaves(
+    cli: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tenure.fence, "sql_fence", _Unfenced)
+    result = cli("demo")
+    assert result.exit_code == 1
+    assert "FAILED" in result.stdout
+    assert "OK: every step" not in result.stdout
+    assert result.stderr.count("\n") == 1
+    assert "demo failed at step 9 (worker-a: write)" in result.stderr
+    assert "ACCEPTED the stale write" in result.stderr
+    report = json.loads(cli("demo", "--json").stdout)
+    assert report["ok"] is False
+    assert report["steps"][-1]["ok"] is False
+    assert len(report["steps"]) == 9  # the story stops at the first broken step
+
+
+def test_demo_renders_with_rich_on_a_terminal(tmp_path: Path) -> None:
+    rich_console = pytest.importorskip("rich.console")
+    buffer = io.StringIO()
+    console = rich_console.Console(file=buffer, force_terminal=True, width=100)
+    render(Output(rich=True, console=console), run_demo(tmp_path))
+    text = buffer.getvalue()
+    assert "\x1b[" in text  # styled
+    assert "REJECTED by the destination" in text
+    assert "OK: every step behaved as the story says." in text
+
+
+def test_a_failed_demo_result_is_not_ok() -> None:
+    assert DemoResult().ok is False  # no steps: nothing was shown to work
+
+
+# -- jobs and now ------------------------------------------------------------------------
+
+
+def test_submit_show_list_json(cli: Any) -> None:
+    job = as_json(
+        cli(
+            "jobs", "submit", "report-1", "--payload", '{"month": "2026-11"}', "--queue",
+            "reports", "--max-attempts", "3", "--json",
+        )
+    )  # fmt: skip
+    assert (job["job_id"], job["queue"], job["state"], job["generation"]) == (
+        "report-1",
+        "reports",
+        "ready",
+        0,
+    )
+    assert (job["payload"], job["max_attempts"], job["attempts"]) == ({"month": "2026-11"}, 3, 0)
+    assert as_json(cli("jobs", "show", "report-1", "--json")) | {"as_of": 0} == job | {"as_of": 0}
+    ok(cli("jobs", "submit", "later", "--delay", "60", "--json"))
+    listed = as_json(cli("jobs", "list", "--json"))
+    assert [j["job_id"] for j in listed] == ["report-1", "later"]
+    later = listed[1]
+    assert later["available_at"] - later["as_of"] == pytest.approx(60, abs=1)
+    assert [j["job_id"] for j in as_json(cli("jobs", "list", "--queue", "reports", "--json"))] == [
+        "report-1"
+    ]
+    assert as_json(cli("jobs", "list", "--state", "done", "--json")) == []
+    assert len(as_json(cli("jobs", "list", "--limit", "1", "--json"))) == 1
+
+
+def test_list_reflects_claims_made_through_the_library(cli: Any, url: str) -> None:
+    ok(cli("jobs", "submit", "a"))
+    with tenure.connect(url) as store:
+        lease = store.claim("a", "worker-1", 60)
+        assert lease is not None
+    listed = as_json(cli("jobs", "list", "--state", "leased", "--json"))
+    assert [(j["job_id"], j["owner"], j["generation"]) for j in listed] == [("a", "worker-1", 1)]
+    table = ok(cli("jobs", "list")).stdout.splitlines()
+    assert table[0].split() == ["JOB", "QUEUE", "STATE", "GEN", "OWNER", "ATTEMPTS", "WHEN"]
+    assert table[1].split()[:6] == ["a", "default", "leased", "1", "worker-1", "1/5"]
+    assert "lease ends in" in table[1]
+
+
+def test_human_output_is_plain_text(cli: Any) -> None:
+    out = ok(cli("jobs", "submit", "a", "--payload", "[1, 2]")).stdout
+    assert out.startswith("submitted a to queue default: due now\n")
+    assert "\x1b[" not in out
+    shown = ok(cli("jobs", "show", "a")).stdout
+    fields = dict(line.split(None, 1) for line in shown.splitlines() if " " in line.strip())
+    assert fields["state"].strip() == "ready"
+    assert fields["payload"].strip() == "[1, 2]"
+    again = ok(cli("jobs", "submit", "a", "--payload", '"other"')).stdout
+    assert again.startswith("a already exists (submit is idempotent): left unchanged")
+    assert "[1, 2]" in again
+    assert ok(cli("jobs", "list", "--state", "dead")).stdout.startswith("no jobs with state dead")
+
+
+def test_payload_from_stdin(cli: Any) -> None:
+    job = as_json(cli("jobs", "submit", "s", "--payload", "-", "--json", stdin='{"a": [1]}'))
+    assert job["payload"] == {"a": [1]}
+
+
+def test_now(cli: Any) -> None:
+    before = time.time()
+    report = as_json(cli("now", "--json"))
+    assert before - 1 <= report["now"] <= time.time() + 1
+    assert report["iso"].endswith("Z")
+    assert report["store"].startswith("sqlite:///")
+    assert "store time of sqlite:///" in ok(cli("now")).stdout
+
+
+# -- options and environment -------------------------------------------------------------
+
+
+def test_environment_mirrors_options(cli: Any, tmp_path: Path) -> None:
+    other = f"sqlite:///{tmp_path / 'other.db'}"
+    ok(cli("jobs", "submit", "in-other", env={"TENURE_STORE_URL": other}))
+    ok(cli("jobs", "submit", "in-default"))
+    ids = [
+        j["job_id"] for j in as_json(cli("jobs", "list", "--json", env={"TENURE_STORE_URL": other}))
+    ]
+    assert ids == ["in-other"]
+    # an explicit --store (global or after the command) beats TENURE_STORE_URL
+    assert [j["job_id"] for j in as_json(cli("--store", other, "jobs", "list", "--json"))] == ids
+    assert [j["job_id"] for j in as_json(cli("jobs", "list", "--store", other, "--json"))] == ids
+    # TENURE_JSON, and per-command options as TENURE_<COMMAND>_<OPTION>
+    env = {
+        "TENURE_JSON": "true",
+        "TENURE_JOBS_SUBMIT_QUEUE": "q2",
+        "TENURE_JOBS_SUBMIT_MAX_ATTEMPTS": "9",
+    }
+    job = json.loads(ok(cli("jobs", "submit", "from-env", env=env)).stdout)
+    assert (job["queue"], job["max_attempts"]) == ("q2", 9)
+    listed = json.loads(
+        ok(cli("jobs", "list", env={"TENURE_JSON": "1", "TENURE_JOBS_LIST_QUEUE": "q2"})).stdout
+    )
+    assert [j["job_id"] for j in listed] == ["from-env"]
+
+
+def test_help_lists_every_registered_command(cli: Any) -> None:
+    out = ok(cli("--help")).stdout
+    for name in COMMANDS:
+        assert name in out
+    assert "TENURE_STORE_URL" in out
+    assert "TENURE_JSON" in out
+    assert tenure.__version__ in ok(cli("--version")).stdout
+    for name, target in COMMANDS.items():
+        module, _, attribute = target.partition(":")
+        assert isinstance(
+            getattr(__import__(module, fromlist=[attribute]), attribute), click.Command
+        ), name
+
+
+# -- errors ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (("jobs", "show", "missing"), 1, "job 'missing' does not exist"),
+        (("jobs", "submit", ""), 2, "job_id: must not be empty"),
+        (("jobs", "submit", "a\x01b"), 2, "job_id: must not contain control characters"),
+        (("jobs", "submit", "x" * 256), 2, "job_id: must be at most 255 characters"),
+        (("jobs", "submit", "a", "--payload", "{bad"), 2, "--payload: must be JSON text"),
+        (("jobs", "submit", "a", "--payload", "NaN"), 2, "--payload: must be JSON text"),
+        (("jobs", "submit", "a", "--delay", "nan"), 2, "delay: must be a finite number"),
+        (("jobs", "submit", "a", "--delay", "-1"), 2, "delay: must be from 0 seconds"),
+        (("jobs", "submit", "a", "--max-attempts", "0"), 2, "max_attempts: must be from 1"),
+        (("jobs", "list", "--limit", "0"), 2, "limit: must be from 1 to 1000"),
+        (("--store", "nosuch://x", "now"), 2, "url: unknown store scheme 'nosuch://'"),
+        (("jobs", "list", "--state", "bogus"), 2, "'bogus' is not one of"),
+        (("jobs", "frobnicate"), 2, "No such command 'frobnicate'"),
+    ],
+)
+def test_errors_are_one_line_with_an_exit_code(
+    cli: Any, args: tuple[str, ...], code: int, message: str
+) -> None:
+    result = cli(*args)
+    assert result.exit_code == code, (result.stdout, result.stderr)
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    assert not isinstance(result.exception, tenure.TenureError)
+    if isinstance(result.exception, SystemExit) and "Usage:" not in result.stderr:
+        assert result.stderr.count("\n") == 1, result.stderr
+
+
+def test_errors_are_json_with_json(cli: Any) -> None:
+    result = cli("--json", "jobs", "show", "missing")
+    assert result.exit_code == 1
+    error = json.loads(result.stderr)
+    assert error["error"] == "JobNotFound"
+    assert "missing" in error["message"]
+    result = cli("jobs", "submit", "", "--json")
+    assert result.exit_code == 2
+    assert json.loads(result.stderr)["error"] == "InvalidArgument"
+    assert result.stdout == ""
+
+
+def test_bad_input_leaves_the_store_unchanged(cli: Any) -> None:
+    ok(cli("jobs", "submit", "kept"))
+    assert cli("jobs", "submit", "bad", "--delay", "inf").exit_code == 2
+    assert cli("jobs", "submit", "bad", "--payload", "{").exit_code == 2
+    assert [j["job_id"] for j in as_json(cli("jobs", "list", "--json"))] == ["kept"]
+
+
+# -- the installed entry points, as real processes ---------------------------------------
+
+
+def _clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TENURE_")}
+    env.update(extra)
+    return env
+
+
+def _run(argv: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        argv, cwd=cwd, env=_clean_env(**env), capture_output=True, text=True, timeout=120
+    )
+
+
+def test_python_dash_m_tenure_demo(tmp_path: Path) -> None:
+    done = _run([sys.executable, "-m", "tenure", "demo"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    for line in DEMO_LINES:
+        assert line in done.stdout, line
+    assert done.stderr == ""
+    assert list(tmp_path.iterdir()) == []  # throwaway: nothing left behind
+
+
+def _script() -> str:
+    found = Path(sys.executable).with_name("tenure")
+    if found.exists():
+        return str(found)
+    on_path = shutil.which("tenure")
+    if on_path is None:
+        pytest.fail("the tenure console script is not installed: pip install -e .")
+    return on_path
+
+
+def test_tenure_script(tmp_path: Path) -> None:
+    script = _script()
+    demo = _run([script, "demo", "--json"], tmp_path)
+    assert demo.returncode == 0, demo.stderr
+    assert json.loads(demo.stdout)["ok"] is True
+    url = f"sqlite:///{tmp_path / 'jobs.db'}"
+    submitted = _run(
+        [script, "jobs", "submit", "j1", "--payload", '{"n": 1}'],
+        tmp_path,
+        TENURE_STORE_URL=url,
+        TENURE_JSON="1",
+    )
+    assert submitted.returncode == 0, submitted.stderr
+    assert json.loads(submitted.stdout)["payload"] == {"n": 1}
+    shown = _run([script, "--store", url, "jobs", "show", "j1"], tmp_path)
+    assert shown.returncode == 0
+    assert "generation    0" in shown.stdout
+    missing = _run([script, "--store", url, "jobs", "show", "nope"], tmp_path)
+    assert missing.returncode == 1
+    assert missing.stderr.startswith("Error: job 'nope' does not exist")
+    assert "Traceback" not in missing.stderr
+    assert not (tmp_path / "tenure.db").exists()  # every call used the URL it was given
