@@ -154,7 +154,10 @@ class _Transaction:
     def begin(self) -> None:
         conn = self._conn
         if isinstance(conn, sqlite3.Connection) and getattr(conn, "autocommit", None) is False:
-            return  # PEP 249 mode (Python 3.12+): sqlite3 keeps a transaction open itself
+            # PEP 249 mode (Python 3.12+): sqlite3 always keeps a transaction open, so a
+            # read joins it and a guard commits or rolls back the connection's transaction.
+            self._joined = not self._write
+            return
         if _transaction_status(conn):
             if not self._write:
                 self._joined = True  # a read can run inside the caller's transaction
