@@ -38,6 +38,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 COMMANDS: dict[str, str] = {
     "demo": "tenure.cli._demo:demo",
     "jobs": "tenure.cli._jobs:jobs",
+    "migrate": "tenure.cli._migrate:migrate",
     "now": "tenure.cli._jobs:now",
 }
 

@@ -46,6 +46,9 @@ __all__ = ["AsyncPostgresDriver", "migrate", "schema_version"]
 log = logging.getLogger("tenure")
 
 Row = tuple[Any, ...]
+# A job changed by someone else between a statement's snapshot and its update: run again.
+# Each run takes a new snapshot, so this only repeats while the job keeps changing.
+_RACE_RETRIES = 5
 
 
 async def schema_version(conn: AsyncConnection[Any], schema: str) -> int | None:
@@ -107,6 +110,30 @@ async def migrate(conn: AsyncConnection[Any], schema: str, *, dry_run: bool = Fa
     return applied
 
 
+async def _usable_connection(
+    pool: AsyncConnectionPool[Any], operation: str
+) -> AsyncConnection[Any]:
+    """A connection from the pool, checked: one the server closed meanwhile (restart,
+    terminated backend) is recognised before anything is sent on it, and replaced."""
+    for _ in range((pool.max_size or 1) + 1):
+        try:
+            conn: AsyncConnection[Any] = await pool.getconn()
+        except psycopg.Error as exc:
+            error = store_unavailable(operation, exc, sent=False)
+            if error is None:
+                raise
+            raise error from exc
+        if not connection_is_stale(conn):
+            return conn
+        await conn.close()
+        await pool.putconn(conn)
+    raise StoreUnavailable(
+        f"{operation}: every pooled PostgreSQL connection was found closed; retry later",
+        operation=operation,
+        outcome_unknown=False,
+    )
+
+
 class AsyncPostgresDriver:
     """The store operations of `tenure.stores._driver.AsyncDriver` over PostgreSQL.
 
@@ -162,6 +189,7 @@ class AsyncPostgresDriver:
                 max_size=options.pool_max,
                 timeout=options.pool_timeout,
                 name=f"tenure:{options.schema}",
+                configure=cls.configure,
                 open=False,
             )
             owns_pool = True
@@ -180,8 +208,13 @@ class AsyncPostgresDriver:
         try:
             if owns_pool or pool.closed:
                 await pool.open(wait=True, timeout=max(options.pool_timeout, 1.0))
-            async with pool.connection(timeout=options.pool_timeout) as conn:
+            conn = await _usable_connection(pool, "connect")
+            try:
                 store_id = await cls._prepare_schema(conn, schema, auto_migrate)
+                if not conn.autocommit:
+                    await conn.commit()
+            finally:
+                await pool.putconn(conn)
         except BaseException as exc:
             if owns_pool:
                 await pool.close()
@@ -203,6 +236,14 @@ class AsyncPostgresDriver:
             owns_pool=owns_pool,
             listen=listen,
         )
+
+    @staticmethod
+    async def configure(conn: AsyncConnection[Any]) -> None:
+        """Session settings for a connection tenure uses: pass as ``configure=`` when you
+        build the pool yourself (it changes the session: best use a pool for tenure alone)."""
+        await conn.execute(sql_text("configure").encode())
+        if not conn.autocommit:
+            await conn.commit()
 
     @staticmethod
     async def _prepare_schema(conn: AsyncConnection[Any], schema: str, auto_migrate: bool) -> str:
@@ -239,25 +280,7 @@ class AsyncPostgresDriver:
     async def _connection(self, operation: str) -> AsyncConnection[Any]:
         if self._closed:
             raise closed_error(operation)
-        # A pooled connection the server has closed meanwhile (restart, terminated backend)
-        # is recognised before anything is sent on it, so that no request is lost on it.
-        for _ in range((self._pool.max_size or 1) + 1):
-            try:
-                conn: AsyncConnection[Any] = await self._pool.getconn()
-            except psycopg.Error as exc:
-                error = store_unavailable(operation, exc, sent=False)
-                if error is None:
-                    raise
-                raise error from exc
-            if not connection_is_stale(conn):
-                return conn
-            await conn.close()
-            await self._pool.putconn(conn)
-        raise StoreUnavailable(
-            f"{operation}: every pooled PostgreSQL connection was found closed; retry later",
-            operation=operation,
-            outcome_unknown=False,
-        )
+        return await _usable_connection(self._pool, operation)
 
     async def _rows(self, operation: str, statement: bytes, params: dict[str, Any]) -> list[Row]:
         conn = await self._connection(operation)
@@ -277,7 +300,14 @@ class AsyncPostgresDriver:
             await self._pool.putconn(conn)
 
     async def _one(self, operation: str, params: dict[str, Any]) -> Outcome:
-        rows = await self._rows(operation, self._sql[operation], {**params, "now": self._now()})
+        """Run a single-job statement. When it did not apply only because a concurrent
+        writer changed the job after the statement's snapshot (the row reports ``raced``),
+        run it again: the answer must describe the job as it is, not a version that is gone
+        (e.g. a retried complete whose first try was still committing)."""
+        for _ in range(_RACE_RETRIES):
+            rows = await self._rows(operation, self._sql[operation], {**params, "now": self._now()})
+            if not rows[0][17]:
+                break
         return outcome(rows[0])
 
     # -- operations --------------------------------------------------------------------

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
-from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 import psycopg
 from psycopg import pq
@@ -85,16 +85,17 @@ class PostgresOptions:
 
 
 def validate_schema(schema: object, argument: str = "schema") -> str:
+    what = "" if argument == "schema" else "schema "  # e.g. "url: schema must be ..."
     if not isinstance(schema, str):
-        raise InvalidArgument(argument, f"must be a str, not {type(schema).__name__}")
+        raise InvalidArgument(argument, f"{what}must be a str, not {type(schema).__name__}")
     if not _SCHEMA_RE.fullmatch(schema):
         raise InvalidArgument(
             argument,
-            "must be 1-48 characters of letters, digits and _, not starting with a digit, "
-            f"got {schema!r}",
+            f"{what}must be 1-48 characters of letters, digits and _, not starting with a "
+            f"digit, got {schema!r}",
         )
     if schema.lower().startswith("pg_") or schema.lower() == "information_schema":
-        raise InvalidArgument(argument, f"{schema!r} is reserved by PostgreSQL")
+        raise InvalidArgument(argument, f"{what}{schema!r} is reserved by PostgreSQL")
     return schema
 
 
@@ -125,7 +126,13 @@ def redact(url: str) -> str:
         user = userinfo.split(":", 1)[0]
         netloc = f"{user}@{hosts}" if user else hosts
     query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "password"]
-    return urlunsplit((parts.scheme, netloc, parts.path, urlencode(query, quote_via=quote), ""))
+    return _unsplit(parts.scheme, netloc, parts.path, query)
+
+
+def _unsplit(scheme: str, netloc: str, path: str, query: list[tuple[str, str]]) -> str:
+    # Always scheme://...: libpq reads "postgresql:" alone as a key=value string.
+    url = f"{scheme}://{netloc}{path}"
+    return f"{url}?{urlencode(query, quote_via=quote)}" if query else url
 
 
 def parse_postgres_url(url: str) -> PostgresOptions:
@@ -162,9 +169,7 @@ def parse_postgres_url(url: str) -> PostgresOptions:
             libpq_query.append((key, value))
     if options.get("pool_min", 1) > options.get("pool_max", 10):
         raise InvalidArgument("url", "pool_min must not exceed pool_max")
-    conninfo = urlunsplit(
-        (parts.scheme, parts.netloc, parts.path, urlencode(libpq_query, quote_via=quote), "")
-    )
+    conninfo = _unsplit(parts.scheme, parts.netloc, parts.path, libpq_query)
     try:
         given = conninfo_to_dict(conninfo)
     except psycopg.ProgrammingError as exc:

@@ -43,6 +43,9 @@ __all__ = ["PostgresDriver", "migrate", "schema_version"]
 log = logging.getLogger("tenure")
 
 Row = tuple[Any, ...]
+# A job changed by someone else between a statement's snapshot and its update: run again.
+# Each run takes a new snapshot, so this only repeats while the job keeps changing.
+_RACE_RETRIES = 5
 
 
 def schema_version(conn: Connection[Any], schema: str) -> int | None:
@@ -104,6 +107,28 @@ def migrate(conn: Connection[Any], schema: str, *, dry_run: bool = False) -> lis
     return applied
 
 
+def _usable_connection(pool: ConnectionPool[Any], operation: str) -> Connection[Any]:
+    """A connection from the pool, checked: one the server closed meanwhile (restart,
+    terminated backend) is recognised before anything is sent on it, and replaced."""
+    for _ in range((pool.max_size or 1) + 1):
+        try:
+            conn: Connection[Any] = pool.getconn()
+        except psycopg.Error as exc:
+            error = store_unavailable(operation, exc, sent=False)
+            if error is None:
+                raise
+            raise error from exc
+        if not connection_is_stale(conn):
+            return conn
+        conn.close()
+        pool.putconn(conn)
+    raise StoreUnavailable(
+        f"{operation}: every pooled PostgreSQL connection was found closed; retry later",
+        operation=operation,
+        outcome_unknown=False,
+    )
+
+
 class PostgresDriver:
     """The store operations of `tenure.stores._driver.SyncDriver` over PostgreSQL.
 
@@ -159,6 +184,7 @@ class PostgresDriver:
                 max_size=options.pool_max,
                 timeout=options.pool_timeout,
                 name=f"tenure:{options.schema}",
+                configure=cls.configure,
                 open=False,
             )
             owns_pool = True
@@ -177,8 +203,13 @@ class PostgresDriver:
         try:
             if owns_pool or pool.closed:
                 pool.open(wait=True, timeout=max(options.pool_timeout, 1.0))
-            with pool.connection(timeout=options.pool_timeout) as conn:
+            conn = _usable_connection(pool, "connect")
+            try:
                 store_id = cls._prepare_schema(conn, schema, auto_migrate)
+                if not conn.autocommit:
+                    conn.commit()
+            finally:
+                pool.putconn(conn)
         except BaseException as exc:
             if owns_pool:
                 pool.close()
@@ -200,6 +231,14 @@ class PostgresDriver:
             owns_pool=owns_pool,
             listen=listen,
         )
+
+    @staticmethod
+    def configure(conn: Connection[Any]) -> None:
+        """Session settings for a connection tenure uses: pass as ``configure=`` when you
+        build the pool yourself (it changes the session: best use a pool for tenure alone)."""
+        conn.execute(sql_text("configure").encode())
+        if not conn.autocommit:
+            conn.commit()
 
     @staticmethod
     def _prepare_schema(conn: Connection[Any], schema: str, auto_migrate: bool) -> str:
@@ -236,25 +275,7 @@ class PostgresDriver:
     def _connection(self, operation: str) -> Connection[Any]:
         if self._closed:
             raise closed_error(operation)
-        # A pooled connection the server has closed meanwhile (restart, terminated backend)
-        # is recognised before anything is sent on it, so that no request is lost on it.
-        for _ in range((self._pool.max_size or 1) + 1):
-            try:
-                conn: Connection[Any] = self._pool.getconn()
-            except psycopg.Error as exc:
-                error = store_unavailable(operation, exc, sent=False)
-                if error is None:
-                    raise
-                raise error from exc
-            if not connection_is_stale(conn):
-                return conn
-            conn.close()
-            self._pool.putconn(conn)
-        raise StoreUnavailable(
-            f"{operation}: every pooled PostgreSQL connection was found closed; retry later",
-            operation=operation,
-            outcome_unknown=False,
-        )
+        return _usable_connection(self._pool, operation)
 
     def _rows(self, operation: str, statement: bytes, params: dict[str, Any]) -> list[Row]:
         conn = self._connection(operation)
@@ -274,7 +295,14 @@ class PostgresDriver:
             self._pool.putconn(conn)
 
     def _one(self, operation: str, params: dict[str, Any]) -> Outcome:
-        rows = self._rows(operation, self._sql[operation], {**params, "now": self._now()})
+        """Run a single-job statement. When it did not apply only because a concurrent
+        writer changed the job after the statement's snapshot (the row reports ``raced``),
+        run it again: the answer must describe the job as it is, not a version that is gone
+        (e.g. a retried complete whose first try was still committing)."""
+        for _ in range(_RACE_RETRIES):
+            rows = self._rows(operation, self._sql[operation], {**params, "now": self._now()})
+            if not rows[0][17]:
+                break
         return outcome(rows[0])
 
     # -- operations --------------------------------------------------------------------

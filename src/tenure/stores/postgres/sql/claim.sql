@@ -13,13 +13,6 @@ clock AS MATERIALIZED (
     SELECT coalesce((SELECT floor FROM floored), extract(epoch FROM clock_timestamp())::float8)
         AS now
 ),
-job AS MATERIALIZED (
-    -- The job as it is now, locked: a concurrent writer is waited for, not raced.
-    SELECT job_id, queue, state, owner, generation, secret_hash, lease_until, available_at, attempts, max_attempts, payload, result, error, created_at, updated_at
-    FROM {schema}.tenure_jobs
-    WHERE job_id = %(job_id)s
-    FOR NO KEY UPDATE
-),
 applied AS (
     UPDATE {schema}.tenure_jobs AS j
     SET state = 'leased',
@@ -30,12 +23,12 @@ applied AS (
         available_at = clock.now + %(ttl)s::float8,
         attempts = j.attempts + 1,
         updated_at = clock.now
-    FROM job AS c, clock
-    WHERE j.job_id = c.job_id
-      AND c.state IN ('ready', 'leased')
-      AND c.available_at <= clock.now
-      AND c.attempts < c.max_attempts
-      AND c.generation < %(max_generation)s::bigint
+    FROM clock
+    WHERE j.job_id = %(job_id)s
+      AND j.state IN ('ready', 'leased')
+      AND j.available_at <= clock.now
+      AND j.attempts < j.max_attempts
+      AND j.generation < %(max_generation)s::bigint
     RETURNING j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at
 ),
 buried AS (
@@ -45,17 +38,30 @@ buried AS (
         lease_until = NULL,
         error = coalesce(j.error, 'lease expired during the last allowed attempt'),
         updated_at = clock.now
-    FROM job AS c, clock
-    WHERE j.job_id = c.job_id
-      AND c.state = 'leased'
-      AND c.available_at <= clock.now
-      AND c.attempts >= c.max_attempts
+    FROM clock
+    WHERE j.job_id = %(job_id)s
+      AND j.state = 'leased'
+      AND j.available_at <= clock.now
+      AND j.attempts >= j.max_attempts
+      AND NOT EXISTS (SELECT FROM applied)
     RETURNING j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at
 )
-SELECT 'applied' AS status, a.*, clock.now FROM applied AS a, clock
+SELECT 'applied' AS status, a.*, clock.now, false AS raced FROM applied AS a, clock
 UNION ALL
-SELECT 'buried', b.*, clock.now FROM buried AS b, clock
+SELECT 'buried', b.*, clock.now, false FROM buried AS b, clock
 UNION ALL
-SELECT CASE WHEN j.job_id IS NULL THEN 'missing' ELSE 'missed' END, j.*, clock.now
-FROM clock LEFT JOIN job AS j ON true
+-- Not applied: the job as this statement's snapshot saw it. When that version would have
+-- matched, a concurrent writer changed the job meanwhile (raced): the driver runs the
+-- statement again rather than report a version that is already gone.
+SELECT CASE WHEN j.job_id IS NULL THEN 'missing' ELSE 'missed' END, j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at, clock.now,
+    coalesce(
+        j.state IN ('ready', 'leased')
+        AND j.available_at <= clock.now
+        AND (
+            (j.attempts < j.max_attempts AND j.generation < %(max_generation)s::bigint)
+            OR (j.state = 'leased' AND j.attempts >= j.max_attempts)
+        ),
+        false
+    )
+FROM clock LEFT JOIN {schema}.tenure_jobs AS j ON j.job_id = %(job_id)s
 WHERE NOT EXISTS (SELECT FROM applied) AND NOT EXISTS (SELECT FROM buried)

@@ -11,29 +11,33 @@ clock AS MATERIALIZED (
     SELECT coalesce((SELECT floor FROM floored), extract(epoch FROM clock_timestamp())::float8)
         AS now
 ),
-job AS MATERIALIZED (
-    -- The job as it is now, locked: a concurrent writer is waited for, not raced.
-    SELECT job_id, queue, state, owner, generation, secret_hash, lease_until, available_at, attempts, max_attempts, payload, result, error, created_at, updated_at
-    FROM {schema}.tenure_jobs
-    WHERE job_id = %(job_id)s
-    FOR NO KEY UPDATE
-),
 applied AS (
     UPDATE {schema}.tenure_jobs AS j
     SET lease_until = clock.now + %(ttl)s::float8,
         available_at = clock.now + %(ttl)s::float8,
         updated_at = clock.now
-    FROM job AS c, clock
-    WHERE j.job_id = c.job_id
-      AND c.state = 'leased'
-      AND c.owner = %(owner)s
-      AND c.generation = %(generation)s::bigint
-      AND c.secret_hash = %(secret_hash)s
-      AND c.lease_until > clock.now
+    FROM clock
+    WHERE j.job_id = %(job_id)s
+      AND j.state = 'leased'
+      AND j.owner = %(owner)s
+      AND j.generation = %(generation)s::bigint
+      AND j.secret_hash = %(secret_hash)s
+      AND j.lease_until > clock.now
     RETURNING j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at
 )
-SELECT 'applied' AS status, a.*, clock.now FROM applied AS a, clock
+SELECT 'applied' AS status, a.*, clock.now, false AS raced FROM applied AS a, clock
 UNION ALL
-SELECT CASE WHEN j.job_id IS NULL THEN 'missing' ELSE 'missed' END, j.*, clock.now
-FROM clock LEFT JOIN job AS j ON true
+-- Not applied: the job as this statement's snapshot saw it. When that version would have
+-- matched, a concurrent writer changed the job meanwhile (raced): the driver runs the
+-- statement again rather than report a version that is already gone.
+SELECT CASE WHEN j.job_id IS NULL THEN 'missing' ELSE 'missed' END, j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at, clock.now,
+    coalesce(
+        j.state = 'leased'
+        AND j.owner = %(owner)s
+        AND j.generation = %(generation)s::bigint
+        AND j.secret_hash = %(secret_hash)s
+        AND j.lease_until > clock.now,
+        false
+    )
+FROM clock LEFT JOIN {schema}.tenure_jobs AS j ON j.job_id = %(job_id)s
 WHERE NOT EXISTS (SELECT FROM applied)

@@ -1,0 +1,181 @@
+"""``tenure migrate``: create or upgrade a store's schema.
+
+PostgreSQL: the versioned SQL files shipped in ``tenure/stores/postgres/sql/migrations``,
+applied in one transaction under an advisory lock (concurrent runs wait, then find the work
+done). ``--dry-run`` lists what would run; ``--sql`` prints it as a script for your own
+tooling (psql, Flyway, Liquibase...). SQLite migrates when opened; Redis has no schema.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+from urllib.parse import urlsplit
+
+import click
+
+from ..errors import InvalidArgument, StoreUnavailable
+from . import CliState, common_options
+
+__all__ = ["migrate"]
+
+
+@click.command()
+@click.option(
+    "--dry-run", is_flag=True, help="Show the current version and what would run; change nothing."
+)
+@click.option("--sql", "print_sql", is_flag=True, help="Print the SQL that would run; run nothing.")
+@click.option(
+    "--from-version",
+    type=int,
+    default=None,
+    metavar="N",
+    help="With --sql: the schema's current version (0: empty), so no connection is needed.",
+)
+@click.option(
+    "--schema",
+    default=None,
+    metavar="NAME",
+    help="PostgreSQL schema (overrides the URL's ?schema=, default public).",
+)
+@common_options
+@click.pass_obj
+def migrate(
+    state: CliState,
+    dry_run: bool,
+    print_sql: bool,
+    from_version: int | None,
+    schema: str | None,
+) -> None:
+    """Create or upgrade the store's schema to this tenure's version."""
+    scheme = urlsplit(state.store_url).scheme
+    if from_version is not None and not print_sql:
+        raise InvalidArgument("--from-version", "is only used with --sql")
+    if scheme in ("postgresql", "postgres"):
+        report = _postgres(state.store_url, dry_run, print_sql, from_version, schema)
+    elif scheme == "sqlite":
+        if schema is not None:
+            raise InvalidArgument("--schema", "is for PostgreSQL stores only")
+        report = _sqlite(state, dry_run, print_sql, from_version)
+    else:
+        from ..stores import resolve_url
+
+        resolve_url(state.store_url)  # unknown schemes: the usual InvalidArgument
+        report = {"store": state.store_url, "message": f"{scheme}:// stores have no schema"}
+    if print_sql:
+        click.echo(report.pop("sql"), nl=False)
+        return
+    out = state.output()
+    if out.json_mode:
+        out.json(report)
+        return
+    if "message" in report:
+        out.line(report["message"])
+        return
+    where = f"{report['store']}" + (f" (schema {report['schema']})" if "schema" in report else "")
+    if dry_run:
+        pending = report["pending"]
+        out.line(f"{where}: at version {report['version']}, this tenure has {report['latest']}")
+        out.line(f"would apply: {', '.join(pending)}" if pending else "nothing to do")
+    elif report["applied"]:
+        applied = ", ".join(report["applied"])
+        out.line(f"{where}: applied {applied}; now at version {report['version']}", "good")
+    else:
+        out.line(f"{where}: up to date at version {report['version']}")
+
+
+def _postgres(
+    url: str, dry_run: bool, print_sql: bool, from_version: int | None, schema: str | None
+) -> dict[str, Any]:
+    try:
+        import psycopg
+
+        from ..stores.postgres import parse_postgres_url
+        from ..stores.postgres._common import (
+            latest_version,
+            migration_script,
+            pending_migrations,
+            redact,
+            validate_schema,
+        )
+        from ..stores.postgres._sync import migrate as apply
+        from ..stores.postgres._sync import schema_version
+    except ImportError as exc:
+        raise click.ClickException(
+            f"the postgresql:// store needs psycopg: pip install 'tenure[postgres]' ({exc})"
+        ) from exc
+    options = parse_postgres_url(url)
+    schema = options.schema if schema is None else validate_schema(schema, "--schema")
+    latest = latest_version()
+    report: dict[str, Any] = {"store": redact(url), "schema": schema, "latest": latest}
+    if print_sql and from_version is not None:
+        if not 0 <= from_version <= latest:
+            raise InvalidArgument("--from-version", f"must be from 0 to {latest}")
+        report["sql"] = migration_script(schema, from_version)
+        return report
+    try:
+        with psycopg.connect(options.conninfo, autocommit=True, **options.kwargs) as conn:
+            current = schema_version(conn, schema) or 0
+            if current > latest:
+                raise StoreUnavailable(
+                    f"schema {schema!r} is at version {current}, newer than this tenure "
+                    f"({latest}); upgrade tenure",
+                    operation="migrate",
+                    outcome_unknown=False,
+                )
+            if print_sql:
+                report["sql"] = migration_script(schema, current)
+            elif dry_run:
+                report["version"] = current
+                report["pending"] = (
+                    ["schema.sql"]
+                    if current == 0
+                    else [m.name for m in pending_migrations(current)]
+                )
+            else:
+                report["applied"] = apply(conn, schema)
+                report["version"] = latest
+    except psycopg.OperationalError as exc:
+        raise StoreUnavailable(
+            f"cannot reach PostgreSQL at {redact(url)}: {exc}",
+            operation="migrate",
+            outcome_unknown=False,
+        ) from exc
+    return report
+
+
+def _sqlite(
+    state: CliState, dry_run: bool, print_sql: bool, from_version: int | None
+) -> dict[str, Any]:
+    from ..stores._resources import migrations
+    from ..stores.sqlite import parse_sqlite_url
+
+    known = migrations("tenure.stores.sqlite")
+    latest = known[-1][0] if known else 0
+    path = parse_sqlite_url(state.store_url)["path"]
+    report: dict[str, Any] = {"store": state.store_url, "latest": latest}
+    if print_sql and from_version is not None:
+        if not 0 <= from_version <= latest:
+            raise InvalidArgument("--from-version", f"must be from 0 to {latest}")
+        current = from_version
+    else:
+        try:
+            with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+                current = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        except sqlite3.OperationalError:
+            current = 0  # no database file yet
+    pending = [(number, name, text) for number, name, text in known if number > current]
+    if print_sql:
+        script = "".join(
+            f"-- {name}\n{text.strip()}\nPRAGMA user_version = {number:d};\n"
+            for number, name, text in pending
+        )
+        report["sql"] = "BEGIN;\n" + script + "COMMIT;\n"
+        return report
+    report["version"] = current
+    report["pending"] = [name for _, name, _ in pending]
+    if not dry_run:
+        state.store()  # opening a SQLite store applies its migrations
+        report["applied"] = report.pop("pending")
+        report["version"] = latest
+    return report

@@ -1,0 +1,259 @@
+"""Connections that die: at connect, while idle in the pool, in the middle of an operation,
+and after the server committed but before the reply arrived."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+import tenure
+from tenure._protocol import hash_secret
+from tenure.stores.postgres import PostgresDriver
+from tests.backends import POSTGRES_URL
+from tests.postgres._proxy import Proxy
+from tests.postgres.conftest import backends_of, terminate
+
+
+def _driver(store: tenure.Store) -> PostgresDriver:
+    driver = store._driver
+    assert isinstance(driver, PostgresDriver)
+    return driver
+
+
+def test_unreachable_server_at_connect() -> None:
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    started = time.monotonic()
+    with pytest.raises(tenure.StoreUnavailable) as caught:
+        tenure.connect(f"postgresql://postgres@127.0.0.1:{port}/postgres?pool_timeout=1")
+    assert time.monotonic() - started < 10
+    assert caught.value.operation == "connect"
+    assert caught.value.outcome_unknown is False
+    assert "127.0.0.1" in str(caught.value)
+
+
+def test_closed_store_refuses(store: tenure.Store) -> None:
+    store.close()
+    with pytest.raises(tenure.StoreUnavailable) as caught:
+        store.submit("J")
+    assert caught.value.outcome_unknown is False
+
+
+def test_pool_recovers_from_terminated_idle_connections(
+    open_store: Callable[..., tenure.Store], admin: Any, app_name: str, url: str
+) -> None:
+    """A server restart or pg_terminate_backend kills every pooled connection: the next
+    operations find out before sending anything and go on with fresh connections."""
+    store = open_store(url=url.replace("pool_", "x_") + "&pool_min=3&pool_max=3")
+    store.submit("J")
+    leases = [store.claim_many("A", 30, 1) for _ in range(3)]
+    assert len(leases[0]) == 1
+    deadline = time.monotonic() + 5
+    while len(backends_of(admin, app_name)) < 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    terminate(admin, backends_of(admin, app_name))
+    time.sleep(0.05)  # let the FATAL messages arrive
+    driver = _driver(store)
+    # At the driver: no error at all, not even one that a retry would hide.
+    for _ in range(5):
+        assert driver.get("J").row is not None
+    lease = leases[0][0]
+    store.complete(lease, "ok")
+    assert store.get("J").state == "done"
+
+
+def _blocked_then_killed(
+    admin_url: str,
+    admin: Any,
+    app_name: str,
+    lock_sql: Any,
+    job_id: str,
+    call: Callable[[], Any],
+) -> tuple[Any, BaseException | None]:
+    """Run ``call`` while another transaction holds the job's row lock, so that it is
+    stuck inside its statement; terminate its backend there; then let the lock go."""
+    import psycopg
+
+    result: list[Any] = []
+    error: list[BaseException] = []
+    with psycopg.connect(admin_url) as blocker:  # not autocommit: the lock is kept
+        blocker.execute(lock_sql, (job_id,))
+
+        def run() -> None:
+            try:
+                result.append(call())
+            except BaseException as exc:
+                error.append(exc)
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        deadline = time.monotonic() + 10
+        killed = False
+        while not killed and time.monotonic() < deadline:
+            rows = admin.execute(
+                "SELECT pid FROM pg_stat_activity WHERE application_name = %s "
+                "AND wait_event_type = 'Lock'",
+                (app_name,),
+            ).fetchall()
+            if rows:
+                terminate(admin, [int(rows[0][0])])
+                killed = True
+            else:
+                time.sleep(0.005)
+        assert killed, "the operation never waited for the row lock"
+        time.sleep(0.05)
+        blocker.rollback()
+    thread.join(10)
+    return (result[0] if result else None), (error[0] if error else None)
+
+
+@pytest.fixture
+def killing(schema: str, admin: Any, app_name: str) -> Callable[..., Any]:
+    from psycopg import sql
+
+    lock_sql = sql.SQL("SELECT 1 FROM {}.tenure_jobs WHERE job_id = %s FOR UPDATE").format(
+        sql.Identifier(schema)
+    )
+
+    def kill_during(job_id: str, call: Callable[[], Any]) -> tuple[Any, BaseException | None]:
+        return _blocked_then_killed(POSTGRES_URL, admin, app_name, lock_sql, job_id, call)
+
+    return kill_during
+
+
+def test_killed_during_claim(store: tenure.Store, killing: Callable[..., Any]) -> None:
+    store.submit("J")
+    driver = _driver(store)
+    result, error = killing("J", lambda: driver.claim("J", "A", 30, "h" * 64))
+    assert result is None
+    assert isinstance(error, tenure.StoreUnavailable)
+    assert error.outcome_unknown is True
+    job = store.get("J")
+    assert (job.state, job.generation, job.attempts) == ("ready", 0, 0)  # rolled back
+    # Through the store, the same kill is retried with the same secret: one generation.
+    lease, error = killing("J", lambda: store.claim("J", "A", 30))
+    assert error is None
+    assert lease is not None
+    assert lease.generation == 1
+    assert store.get("J").generation == 1
+
+
+@pytest.mark.parametrize("operation", ["renew", "complete", "release", "fail"])
+def test_killed_during_holder_operation(
+    store: tenure.Store, killing: Callable[..., Any], operation: str
+) -> None:
+    store.submit("J")
+    lease = store.claim("J", "A", 30)
+    assert lease is not None
+    before = store.get("J")
+    calls: dict[str, Callable[[], Any]] = {
+        "renew": lambda: store.renew(lease, 60),
+        "complete": lambda: store.complete(lease, "r"),
+        "release": lambda: store.release(lease),
+        "fail": lambda: store.fail(lease, "boom", retry_in=0),
+    }
+    driver = _driver(store)
+    secret_hash = hash_secret(lease.secret)
+    raw: dict[str, Callable[[], Any]] = {
+        "renew": lambda: driver.renew("J", "A", 1, secret_hash, 60),
+        "complete": lambda: driver.complete("J", "A", 1, secret_hash, '"r"'),
+        "release": lambda: driver.release("J", "A", 1, secret_hash),
+        "fail": lambda: driver.fail("J", "A", 1, secret_hash, "boom", 0),
+    }
+    _, error = killing("J", raw[operation])
+    assert isinstance(error, tenure.StoreUnavailable)
+    assert error.outcome_unknown is True
+    assert store.get("J").updated_at == before.updated_at  # nothing happened
+    _, error = killing("J", calls[operation])  # the store retries with the same lease
+    assert error is None, error
+    job = store.get("J")
+    expected = {"renew": "leased", "complete": "done", "release": "ready", "fail": "ready"}
+    assert (job.state, job.generation) == (expected[operation], 1)
+
+
+@pytest.fixture
+def proxied(schema: str) -> Iterator[tuple[Proxy, str]]:
+    target = urlsplit(POSTGRES_URL)
+    proxy = Proxy(target.hostname or "127.0.0.1", target.port or 5432)
+    user = target.username or "postgres"
+    database = target.path.lstrip("/") or "postgres"
+    url = (
+        f"postgresql://{user}@127.0.0.1:{proxy.port}/{database}"
+        f"?schema={schema}&sslmode=disable&gssencmode=disable"
+    )
+    yield proxy, url
+    proxy.close()
+
+
+def test_lost_reply_to_complete_is_unknown_and_retry_is_safe(
+    proxied: tuple[Proxy, str], open_store: Callable[..., tenure.Store]
+) -> None:
+    proxy, url = proxied
+    store = open_store(url=url)
+    store.submit("J")
+    lease = store.claim("J", "A", 30)
+    assert lease is not None
+    driver = _driver(store)
+    proxy.lose_next_reply()
+    with pytest.raises(tenure.StoreUnavailable) as caught:
+        driver.complete("J", "A", 1, hash_secret(lease.secret), '"first"')
+    assert caught.value.outcome_unknown is True
+    assert proxy.replies_lost == 1
+    job = store.get("J")
+    assert (job.state, job.result) == ("done", "first")  # it did commit
+    # Retrying with the same lease answers success and changes nothing.
+    store.complete(lease, "first")
+    assert store.get("J").updated_at == job.updated_at
+    # Through the store, a lost reply is retried transparently.
+    store.submit("K")
+    lease_k = store.claim("K", "A", 30)
+    assert lease_k is not None
+    proxy.lose_next_reply()
+    store.complete(lease_k, "k")
+    assert proxy.replies_lost == 2
+    assert store.get("K").state == "done"
+
+
+def test_lost_reply_to_claim_gives_the_same_lease(
+    proxied: tuple[Proxy, str], open_store: Callable[..., tenure.Store]
+) -> None:
+    proxy, url = proxied
+    store = open_store(url=url)
+    store.submit("J")
+    proxy.lose_next_reply()
+    lease = store.claim("J", "A", 30)
+    assert proxy.replies_lost == 1
+    assert lease is not None
+    assert lease.generation == 1
+    store.renew(lease)
+    proxy.lose_next_reply()
+    renewed = store.renew(lease, 60)
+    assert proxy.replies_lost == 2
+    assert renewed.generation == 1
+    store.complete(renewed)
+
+
+def test_lost_reply_to_claim_next_is_not_repeated(
+    proxied: tuple[Proxy, str], open_store: Callable[..., tenure.Store]
+) -> None:
+    proxy, url = proxied
+    store = open_store(url=url)
+    store.submit("J")
+    store.submit("K")
+    proxy.lose_next_reply()
+    with pytest.raises(tenure.StoreUnavailable) as caught:
+        store.claim_next("A", 0.3)
+    assert caught.value.outcome_unknown is True
+    # It took J (nobody holds that lease); K was not taken by a blind repeat.
+    assert store.get("J").state == "leased"
+    assert store.get("K").state == "ready"
+    time.sleep(0.35)  # the orphaned lease expires by the server's clock
+    taken = {lease.job_id: lease.generation for lease in store.claim_many("B", 30, 5)}
+    assert taken == {"J": 2, "K": 1}

@@ -1,0 +1,177 @@
+"""The statements' plans, as tenure's connections run them (generic plans, see
+sql/configure.sql): claim_next picks from the partial index whatever the backlog, touching
+about as many pages with 100,000 queued jobs as with 1,000; single-job operations go
+through the primary key."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+import tenure
+from tenure._validate import MAX_GENERATION
+from tenure.stores.postgres._common import SqlSet, render
+from tests.backends import POSTGRES_URL, postgres_schema, postgres_schema_url
+
+pytestmark = pytest.mark.slow
+
+
+def _prepared(sql: bytes) -> tuple[str, list[str]]:
+    """The statement with $1, $2... in place of %(name)s, and the names in order."""
+    names: list[str] = []
+
+    def number(match: re.Match[str]) -> str:
+        if match.group(1) not in names:
+            names.append(match.group(1))
+        return f"${names.index(match.group(1)) + 1}"
+
+    return re.sub(r"%\((\w+)\)s", number, sql.decode()), names
+
+
+def _literal(value: Any) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, list):
+        return "ARRAY[" + ",".join(_literal(v) for v in value) + "]::text[]"
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    return repr(value)
+
+
+def explain(conn: Any, sql: bytes, params: dict[str, Any]) -> dict[str, Any]:
+    """EXPLAIN ANALYZE of the generic plan, in a transaction that is rolled back."""
+    text, names = _prepared(sql)
+    args = ", ".join(_literal(params[name]) for name in names)
+    with conn.transaction(force_rollback=True):
+        conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        conn.execute(f"PREPARE tenure_plan AS {text}")
+        rows = conn.execute(
+            f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE tenure_plan({args})"
+        ).fetchall()
+    conn.execute("DEALLOCATE ALL")
+    value = rows[0][0]
+    plan: dict[str, Any] = (json.loads(value) if isinstance(value, str) else value)[0]
+    return plan
+
+
+def nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    stack = [plan["Plan"]]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(node.get("Plans", []))
+
+
+def scans_of_jobs(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        n
+        for n in nodes(plan)
+        if n.get("Relation Name") == "tenure_jobs" and n["Node Type"] != "ModifyTable"
+    ]
+
+
+def buffers(plan: dict[str, Any]) -> int:
+    top = plan["Plan"]
+    return int(top.get("Shared Hit Blocks", 0)) + int(top.get("Shared Read Blocks", 0))
+
+
+def _fill(conn: Any, schema: str, count: int) -> None:
+    conn.execute(
+        render(
+            "INSERT INTO {schema}.tenure_jobs (job_id, queue, state, available_at, "
+            "max_attempts, created_at, updated_at) "
+            "SELECT 'job-' || g, CASE WHEN g %% 10 = 0 THEN 'other' ELSE 'default' END, "
+            "'ready', 1000 + g, 5, 1000, 1000 FROM generate_series(1, %s) g",
+            schema,
+        ).encode(),
+        (count,),
+    )
+    conn.execute(render("ANALYZE {schema}.tenure_jobs", schema).encode())
+
+
+@pytest.fixture(scope="module")
+def filled() -> Iterator[tuple[Any, dict[int, str]]]:
+    with (
+        psycopg.connect(POSTGRES_URL, autocommit=True) as conn,
+        postgres_schema("tplan") as small,
+        postgres_schema("tplan") as large,
+    ):
+        for schema in (small, large):
+            tenure.connect(postgres_schema_url(schema)).close()
+        _fill(conn, small, 1_000)
+        _fill(conn, large, 100_000)
+        yield conn, {1_000: small, 100_000: large}
+
+
+def _claim_next_params(limit: int, queues: list[str]) -> dict[str, Any]:
+    return {
+        "owner": "w",
+        "ttl": 30.0,
+        "queues": queues,
+        "secret_hashes": [f"h{i}" for i in range(limit)],
+        "limit": limit,
+        "max_generation": MAX_GENERATION,
+        "now": None,
+    }
+
+
+@pytest.mark.parametrize(("limit", "queues"), [(1, ["default"]), (50, ["default", "other"])])
+def test_claim_next_cost_does_not_grow_with_the_backlog(
+    filled: tuple[Any, dict[int, str]], limit: int, queues: list[str]
+) -> None:
+    conn, schemas = filled
+    plans = {
+        size: explain(conn, SqlSet(schema)["claim_next"], _claim_next_params(limit, queues))
+        for size, schema in schemas.items()
+    }
+    for plan in plans.values():
+        scans = scans_of_jobs(plan)
+        assert all(n["Node Type"] != "Seq Scan" for n in scans), scans
+        assert any(n.get("Index Name") == "tenure_jobs_claimable" for n in scans)
+        claimed = [n for n in nodes(plan) if n["Node Type"] == "ModifyTable"]
+        assert sum(n["Actual Rows"] for n in claimed) == limit
+    small, large = buffers(plans[1_000]), buffers(plans[100_000])
+    # Only the B-tree depth grows (one level between these sizes), for each index touched.
+    assert large <= small * 1.3 + 8, (small, large)
+    assert large < 40 * limit + 60, large
+
+
+@pytest.mark.parametrize("operation", ["get", "claim", "renew", "complete", "release", "fail"])
+def test_single_job_operations_use_the_primary_key(
+    filled: tuple[Any, dict[int, str]], operation: str
+) -> None:
+    conn, schemas = filled
+    params = {
+        "job_id": "job-77",
+        "owner": "w",
+        "generation": 0,
+        "secret_hash": "h",
+        "ttl": 30.0,
+        "result": None,
+        "error": "e",
+        "retry_in": 0.0,
+        "max_generation": MAX_GENERATION,
+        "now": None,
+    }
+    plan = explain(conn, SqlSet(schemas[100_000])[operation], params)
+    scans = scans_of_jobs(plan)
+    assert scans
+    assert all(n.get("Index Name") == "tenure_jobs_pkey" for n in scans), [
+        (n["Node Type"], n.get("Index Name"), n.get("Filter")) for n in scans
+    ]
+    assert buffers(plan) < 20
+
+
+def test_wait_lookup_uses_the_partial_index(filled: tuple[Any, dict[int, str]]) -> None:
+    conn, schemas = filled
+    params = {"queues": ["default", "other"], "max_generation": MAX_GENERATION, "now": None}
+    plan = explain(conn, SqlSet(schemas[100_000])["next_due"], params)
+    scans = scans_of_jobs(plan)
+    assert scans
+    assert all(n.get("Index Name") == "tenure_jobs_claimable" for n in scans), scans
+    assert buffers(plan) < 20

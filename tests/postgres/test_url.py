@@ -1,0 +1,96 @@
+"""postgresql:// URLs: tenure's own options are taken out, libpq gets the rest (and the PG*
+environment variables), passwords never show."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+import tenure
+from tenure.stores.postgres import parse_postgres_url
+from tests.backends import POSTGRES_URL, postgres_schema
+
+
+def test_defaults() -> None:
+    options = parse_postgres_url("postgresql://app@db.example:5433/jobs")
+    assert options.conninfo == "postgresql://app@db.example:5433/jobs"
+    assert (options.schema, options.pool_min, options.pool_max) == ("public", 1, 10)
+    assert (options.pool_timeout, options.auto_migrate, options.listen) == (10.0, True, True)
+    assert options.kwargs["connect_timeout"] == 10
+    assert options.kwargs["fallback_application_name"] == "tenure"
+
+
+def test_tenure_options_are_removed_libpq_ones_kept() -> None:
+    options = parse_postgres_url(
+        "postgres://app@h/db?schema=Jobs_2&sslmode=require&pool_max=3&pool_min=0"
+        "&pool_timeout=2.5&auto_migrate=false&listen=off&application_name=billing"
+        "&connect_timeout=3"
+    )
+    assert options.schema == "Jobs_2"
+    assert (options.pool_min, options.pool_max, options.pool_timeout) == (0, 3, 2.5)
+    assert (options.auto_migrate, options.listen) == (False, False)
+    query = urlsplit(options.conninfo).query
+    assert query == "sslmode=require&application_name=billing&connect_timeout=3"
+    assert "connect_timeout" not in options.kwargs  # the URL's own value wins
+
+
+def test_environment_is_not_overridden(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PGCONNECT_TIMEOUT", "4")
+    assert "connect_timeout" not in parse_postgres_url("postgresql://").kwargs
+
+
+def test_password_is_kept_out_of_the_public_url() -> None:
+    options = parse_postgres_url("postgresql://app:s3cret@h/db?password=other&schema=x")
+    assert "s3cret" not in options.display_url
+    assert "other" not in options.display_url
+    assert options.display_url == "postgresql://app@h/db?schema=x"
+    assert "s3cret" in options.conninfo  # libpq still gets it
+
+
+@pytest.mark.parametrize(
+    ("url", "words"),
+    [
+        ("postgresql://h/db?schema=1abc", "schema"),
+        ("postgresql://h/db?schema=a-b", "schema"),
+        ("postgresql://h/db?schema=pg_catalog", "reserved"),
+        ("postgresql://h/db?schema=" + "s" * 49, "1-48"),
+        ("postgresql://h/db?pool_max=0", "pool_max"),
+        ("postgresql://h/db?pool_min=5&pool_max=2", "pool_min"),
+        ("postgresql://h/db?pool_timeout=abc", "pool_timeout"),
+        ("postgresql://h/db?auto_migrate=maybe", "auto_migrate"),
+        ("postgresql://h/db?no_such_libpq_option=1", "not a valid PostgreSQL URL"),
+        ("postgresql://h/db#frag", "fragment"),
+    ],
+)
+def test_bad_urls(url: str, words: str) -> None:
+    with pytest.raises(tenure.InvalidArgument) as caught:
+        parse_postgres_url(url)
+    assert caught.value.argument == "url"
+    assert words in str(caught.value)
+
+
+def test_bad_url_refused_by_connect_before_any_io() -> None:
+    with pytest.raises(tenure.InvalidArgument):
+        tenure.connect("postgresql://127.0.0.1:1/x?schema=no-dashes")
+
+
+def test_pg_environment_variables_are_honoured(monkeypatch: pytest.MonkeyPatch) -> None:
+    target = urlsplit(POSTGRES_URL)
+    monkeypatch.setenv("PGHOST", target.hostname or "127.0.0.1")
+    monkeypatch.setenv("PGPORT", str(target.port or 5432))
+    monkeypatch.setenv("PGUSER", target.username or "postgres")
+    monkeypatch.setenv("PGDATABASE", target.path.lstrip("/") or "postgres")
+    monkeypatch.setenv("PGAPPNAME", "from-the-environment")
+    with postgres_schema("tu") as schema:
+        store = tenure.connect(f"postgresql://?schema={schema}")
+        try:
+            store.submit("J")
+            driver: Any = store._driver
+            with driver._pool.connection() as conn:
+                name = conn.execute("SHOW application_name").fetchone()[0]
+            assert name == "from-the-environment"
+            assert store.url == f"postgresql://?schema={schema}"
+        finally:
+            store.close()

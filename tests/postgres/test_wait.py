@@ -1,0 +1,160 @@
+"""Idle workers wait on LISTEN/NOTIFY: woken by work that becomes ready (from any writer,
+plain SQL included), not by other queues; a delayed job or an expiring lease ends the wait
+when it falls due; without LISTEN (listen=false) the wait polls."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import pytest
+
+import tenure
+import tenure.aio
+from tenure.stores.postgres._common import render
+from tests.postgres.conftest import backends_of
+
+pytestmark = pytest.mark.slow
+
+
+def _timed_wait(store: tenure.Store, timeout: float, **options: Any) -> float:
+    started = time.monotonic()
+    store.wait_for_jobs(timeout=timeout, **options)
+    return time.monotonic() - started
+
+
+def _later(seconds: float, action: Callable[[], object]) -> threading.Thread:
+    def run() -> None:
+        time.sleep(seconds)
+        action()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def test_woken_by_a_submit_from_another_client(open_store: Callable[..., tenure.Store]) -> None:
+    waiter, other = open_store(), open_store()
+    thread = _later(0.2, lambda: other.submit("J"))
+    waited = _timed_wait(waiter, 10)
+    thread.join()
+    assert 0.15 < waited < 2
+    assert waiter.claim_next("A", 30) is not None
+
+
+def test_woken_by_a_release_and_a_fail(open_store: Callable[..., tenure.Store]) -> None:
+    waiter, other = open_store(), open_store()
+    other.submit("J")
+    other.submit("K")
+    lease_j, lease_k = other.claim_many("B", 30, 2)
+    for action in (lambda: other.release(lease_j), lambda: other.fail(lease_k, "x", retry_in=0)):
+        thread = _later(0.2, action)
+        waited = _timed_wait(waiter, 10)
+        thread.join()
+        assert 0.15 < waited < 2
+        assert waiter.claim_next("A", 30) is not None  # take it, so that the next wait waits
+
+
+def test_woken_by_plain_sql_writers(store: tenure.Store, admin: Any, schema: str) -> None:
+    def insert() -> None:
+        admin.execute(
+            render(
+                "INSERT INTO {schema}.tenure_jobs (job_id, queue, state, available_at, "
+                "max_attempts, created_at, updated_at) VALUES ('sql', 'default', 'ready', "
+                "0, 5, 0, 0)",
+                schema,
+            ).encode()
+        )
+
+    thread = _later(0.2, insert)
+    waited = _timed_wait(store, 10)
+    thread.join()
+    assert waited < 2
+
+
+def test_other_queues_do_not_wake(open_store: Callable[..., tenure.Store]) -> None:
+    waiter, other = open_store(), open_store()
+    thread = _later(0.1, lambda: other.submit("J", queue="elsewhere"))
+    waited = _timed_wait(waiter, 0.6, queues=("mine",))
+    thread.join()
+    assert waited >= 0.55
+
+
+def test_returns_at_once_when_work_is_ready(store: tenure.Store) -> None:
+    store.submit("J")
+    assert _timed_wait(store, 10) < 0.5
+
+
+def test_wait_ends_when_a_delayed_job_falls_due(store: tenure.Store) -> None:
+    store.submit("J", delay=0.4)
+    waited = _timed_wait(store, 10)
+    assert 0.3 < waited < 2
+    assert store.claim_next("A", 30) is not None
+
+
+def test_wait_ends_when_a_lease_expires(store: tenure.Store) -> None:
+    store.submit("J")
+    assert store.claim_next("A", 0.4) is not None
+    waited = _timed_wait(store, 10)
+    assert 0.25 < waited < 2
+    assert store.claim_next("B", 30) is not None
+
+
+def test_polling_without_listen(open_store: Callable[..., tenure.Store], url: str) -> None:
+    poller = open_store(url=url + "&listen=false")
+    other = open_store()
+    other.submit("later", delay=0.3)
+    waited = _timed_wait(poller, 10)
+    assert 0.2 < waited < 2
+    assert _timed_wait(poller, 0.3, queues=("empty",)) >= 0.25
+
+
+def test_waiters_hold_no_pooled_connection(
+    open_store: Callable[..., tenure.Store], url: str
+) -> None:
+    """With one pooled connection, a worker's renewals still run while it also waits."""
+    store = open_store(url=url + "&pool_max=1&pool_timeout=1")
+    store.submit("J")
+    lease = store.claim_next("A", 30)
+    assert lease is not None
+    waiters = [threading.Thread(target=store.wait_for_jobs, kwargs={"timeout": 1.0}) for _ in "ab"]
+    for waiter in waiters:
+        waiter.start()
+    time.sleep(0.1)
+    for _ in range(5):
+        lease = store.renew(lease)
+    for waiter in waiters:
+        waiter.join()
+
+
+@pytest.mark.anyio
+async def test_async_wait_woken_and_cancellable(url: str, admin: Any, app_name: str) -> None:
+    waiter = await tenure.aio.connect(url)
+    other = await tenure.aio.connect(url)
+    try:
+        async with anyio.create_task_group() as group:
+
+            async def submit_soon() -> None:
+                await anyio.sleep(0.2)
+                await other.submit("J")
+
+            group.start_soon(submit_soon)
+            with anyio.fail_after(3):
+                await waiter.wait_for_jobs(timeout=10)
+        assert await waiter.claim_next("A", 30) is not None
+        connections = len(backends_of(admin, app_name))
+        with anyio.move_on_after(0.2) as scope:
+            await waiter.wait_for_jobs(queues=("empty",), timeout=10)
+        assert scope.cancelled_caught
+        await anyio.sleep(0.1)
+        # The cancelled wait's connection was closed, not leaked or put back half-used.
+        assert len(backends_of(admin, app_name)) <= connections
+        await waiter.submit("K")
+        with anyio.fail_after(2):
+            await waiter.wait_for_jobs(timeout=10)
+    finally:
+        await waiter.close()
+        await other.close()
