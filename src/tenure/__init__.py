@@ -26,6 +26,7 @@ from .errors import (
     TenureError,
 )
 from .models import FencingToken, Job, JobState, Lease
+from .worker import JobContext, Worker
 
 __version__ = "0.1.0"
 
@@ -39,6 +40,7 @@ __all__ = [
     "GenerationExhausted",
     "InvalidArgument",
     "Job",
+    "JobContext",
     "JobNotFound",
     "JobState",
     "Lease",
@@ -51,6 +53,7 @@ __all__ = [
     "StoreUnavailable",
     "SystemClock",
     "TenureError",
+    "Worker",
     "__version__",
     "connect",
 ]

@@ -215,6 +215,19 @@ class AsyncStore:
         queues: Sequence[str] = ("default",),
     ) -> list[Lease]:
         """Claim up to ``limit`` jobs at once, oldest first, in one store operation."""
+        claimed = await self._claim_jobs(owner, ttl, limit, queues=queues)
+        return [lease for lease, _ in claimed]
+
+    async def _claim_jobs(
+        self,
+        owner: str,
+        ttl: float | timedelta,
+        limit: int,
+        *,
+        queues: Sequence[str] = ("default",),
+    ) -> list[tuple[Lease, Job]]:
+        """`claim_many`, with the snapshot of each job as claimed (for `tenure.Worker`,
+        which needs the payload and queue: saves a ``get`` per job)."""
         owner = validate_id("owner", owner)
         ttl_s = validate_ttl(ttl)
         limit = validate_limit(limit)
@@ -228,14 +241,13 @@ class AsyncStore:
 
         outcomes = await self._call("claim_next", call)
         by_hash = dict(zip(hashes, (secret for secret, _ in secrets_)))
-        leases = []
+        claimed = []
         for outcome in outcomes:
             row = outcome.row
             if outcome.status == Status.APPLIED and row is not None and row.secret_hash:
-                leases.append(
-                    self._leases.lease(row, owner, ttl_s, by_hash[row.secret_hash], sent_at)
-                )
-        return leases
+                lease = self._leases.lease(row, owner, ttl_s, by_hash[row.secret_hash], sent_at)
+                claimed.append((lease, job_from_row(row, outcome.now)))
+        return claimed
 
     async def wait_for_jobs(
         self, *, queues: Sequence[str] = ("default",), timeout: float | timedelta = 1.0

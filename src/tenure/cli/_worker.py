@@ -1,0 +1,200 @@
+"""``tenure worker MODULE:APP``: run the handlers of a `tenure.Worker`."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from ..stores import DEFAULT_URL
+from ..worker import Worker
+from . import CliError, CliState, common_options
+
+__all__ = ["load_app", "worker"]
+
+_RECORD_FIELDS = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
+
+
+def load_app(spec: str) -> Worker:
+    """``module:attribute`` (``module`` alone means ``module:worker``) → a `Worker`; a
+    callable attribute is called without arguments and must return one."""
+    module_name, _, attribute = spec.partition(":")
+    if not module_name:
+        raise CliError(f"MODULE:APP expected, got {spec!r}", exit_code=2)
+    # Like `python -m` and other workers: modules of the current directory are importable.
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        found: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        if exc.name and module_name.startswith(exc.name):
+            raise CliError(
+                f"cannot import {module_name!r}: {exc} (run from the directory that contains "
+                "it, or install it)",
+                exit_code=2,
+            ) from exc
+        raise
+    for part in (attribute or "worker").split("."):
+        try:
+            found = getattr(found, part)
+        except AttributeError:
+            raise CliError(
+                f"{module_name!r} has no attribute {attribute or 'worker'!r}", exit_code=2
+            ) from None
+    if not isinstance(found, Worker) and callable(found):
+        found = found()
+    if not isinstance(found, Worker):
+        raise CliError(f"{spec!r} is a {type(found).__name__}, not a tenure.Worker", exit_code=2)
+    return found
+
+
+class _Formatter(logging.Formatter):
+    """One line per record: time, level, message, then the structured ``extra`` fields."""
+
+    def __init__(self, json_mode: bool) -> None:
+        super().__init__()
+        self.json_mode = json_mode
+
+    def format(self, record: logging.LogRecord) -> str:
+        extra = {k: v for k, v in vars(record).items() if k not in _RECORD_FIELDS}
+        message = record.getMessage()
+        if self.json_mode:
+            data = {
+                "time": record.created,
+                "level": record.levelname.lower(),
+                "message": message,
+                **extra,
+            }
+            if record.exc_info:
+                data["traceback"] = self.formatException(record.exc_info)
+            return json.dumps(data, default=str, ensure_ascii=False)
+        fields = " ".join(f"{k}={v}" for k, v in extra.items())
+        line = f"{self.formatTime(record)} {record.levelname:<7} {message}"
+        if fields:
+            line = f"{line}  {fields}"
+        if record.exc_info:
+            line = f"{line}\n{self.formatException(record.exc_info)}"
+        return line
+
+
+def _configure_logging(level: str, json_mode: bool) -> Callable[[], None]:
+    """Log the 'tenure' logger to stderr, unless the application configured logging;
+    returns how to undo it."""
+    logger = logging.getLogger("tenure")
+    previous_level = logger.level
+    logger.setLevel(level.upper())
+    real = [h for h in logger.handlers if not isinstance(h, logging.NullHandler)]
+    if real or logging.getLogger().handlers:
+        return lambda: logger.setLevel(previous_level)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_Formatter(json_mode))
+    logger.addHandler(handler)
+
+    def undo() -> None:
+        logger.removeHandler(handler)
+        logger.setLevel(previous_level)
+
+    return undo
+
+
+@click.command("worker")
+@click.argument("app", metavar="MODULE:APP")
+@click.option(
+    "-q",
+    "--queue",
+    "queues",
+    multiple=True,
+    metavar="Q",
+    help="Serve only this queue (repeatable). Default: every queue with a handler.",
+)
+@click.option(
+    "-c", "--concurrency", type=click.IntRange(1, 1000), default=None, help="Handlers at once."
+)
+@click.option("--ttl", type=float, default=None, metavar="S", help="Lease length in seconds.")
+@click.option(
+    "--renew-every",
+    type=float,
+    default=None,
+    metavar="S",
+    help="Renewal period (default: a third of the ttl).",
+)
+@click.option(
+    "--grace",
+    type=float,
+    default=None,
+    metavar="S",
+    help="Seconds in-flight handlers get after SIGTERM/SIGINT before their jobs are released.",
+)
+@click.option(
+    "--isolation",
+    type=click.Choice(["thread", "process"]),
+    default=None,
+    help="Default isolation of handlers that do not choose one.",
+)
+@click.option("--poll-interval", type=float, default=None, metavar="S", help="Longest idle wait.")
+@click.option("--owner", default=None, help="Owner id of the leases (default host:pid:random).")
+@click.option("--burst", is_flag=True, default=False, help="Exit once no job is claimable.")
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"]),
+    default="info",
+    help="Logging level of the 'tenure' logger (unless the app configures logging).",
+)
+@common_options
+@click.pass_context
+def worker(
+    ctx: click.Context,
+    app: str,
+    queues: tuple[str, ...],
+    concurrency: int | None,
+    ttl: float | None,
+    renew_every: float | None,
+    grace: float | None,
+    isolation: str | None,
+    poll_interval: float | None,
+    owner: str | None,
+    burst: bool,
+    log_level: str,
+) -> None:
+    """Run the handlers of the tenure.Worker APP until SIGTERM/SIGINT.
+
+    APP is module:attribute (a module alone means module:worker). Options given here
+    override the worker's own settings. The first SIGTERM/SIGINT stops claiming and gives
+    in-flight handlers --grace seconds to finish; a second one releases their jobs at once.
+    """
+    state = ctx.ensure_object(CliState)
+    found = load_app(app)  # first: the app may configure logging as it is imported
+    ctx.call_on_close(_configure_logging(log_level, state.json))
+    changes: dict[str, Any] = {
+        name: value
+        for name, value in (
+            ("concurrency", concurrency),
+            ("ttl", ttl),
+            ("renew_every", renew_every),
+            ("grace", grace),
+            ("isolation", isolation),
+            ("poll_interval", poll_interval),
+            ("owner", owner),
+        )
+        if value is not None
+    }
+    if queues:
+        changes["queues"] = queues
+    if _store_given(ctx, state) or found.url is None:
+        changes["url"] = state.store_url
+    found.configure(**changes)
+    found.run(burst=burst)
+
+
+def _store_given(ctx: click.Context, state: CliState) -> bool:
+    """Whether --store / TENURE_STORE_URL was given (else the app's own URL stands)."""
+    if state.store_url != DEFAULT_URL:
+        return True
+    source = ctx.find_root().get_parameter_source("store_url")
+    return source not in (None, click.core.ParameterSource.DEFAULT)

@@ -1,0 +1,35 @@
+"""The worker runtime: run handlers under leases, renew in the background, stop at loss.
+
+::
+
+    import tenure
+
+    worker = tenure.Worker("sqlite:///jobs.db", concurrency=4, ttl=30)
+
+    @worker.handler("emails")
+    async def send(ctx: tenure.JobContext) -> None:
+        await mailer.send(ctx.payload, idempotency_key=str(ctx.token))
+
+    worker.run()          # or: tenure worker myapp:worker
+
+See docs/worker.md. For fenced destinations: `token_state` / `check_token` tell whether a
+worker of this process still holds the lease behind a token.
+"""
+
+from ._context import JobContext, current_context
+from ._lease import TokenState, check_token, token_state
+from ._stats import COUNTERS
+from ._worker import Handler, Isolation, Worker, default_owner
+
+__all__ = [
+    "COUNTERS",
+    "Handler",
+    "Isolation",
+    "JobContext",
+    "TokenState",
+    "Worker",
+    "check_token",
+    "current_context",
+    "default_owner",
+    "token_state",
+]

@@ -1,0 +1,185 @@
+"""`LeaseKeeper`: renews held leases on a thread of its own and decides loss on another.
+
+* The **renewer** thread sends the renewals, with its own store connection, so a handler
+  that blocks its thread or the event loop (CPU-bound code, blocking calls) cannot starve
+  it, and a slow claim or idle wait on the worker's connection cannot delay it.
+* The **watchdog** thread does no I/O at all: it wakes at each lease's local deadline and
+  declares the lease lost if no renewal was confirmed by then. A renewal that hangs (the
+  store stopped answering) therefore cannot delay the decision.
+
+Both wait on the worker's clock (`Clock.monotonic`), waking at least every `TICK`
+seconds of real time while leases are held, so a `ManualClock` that a test moves is
+noticed promptly.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+
+from .._clock import Clock
+from .._store import Store
+from ..errors import LeaseLost, StoreUnavailable
+from ..models import Lease
+from ._lease import LeaseHandle
+from ._stats import Stats
+
+__all__ = ["TICK", "LeaseKeeper"]
+
+log = logging.getLogger("tenure")
+
+TICK = 0.05  # seconds of real time: the longest the keeper threads sleep while leases exist
+JITTER = (0.75, 1.0)  # each renewal period is the configured one times a factor in this range
+
+
+class LeaseKeeper:
+    """Keeps the leases of one worker alive, and declares them lost when they are not."""
+
+    def __init__(
+        self,
+        store: Store,
+        clock: Clock,
+        stats: Stats,
+        *,
+        renew_every: Callable[[Lease], float],
+        rng: random.Random | None = None,
+    ) -> None:
+        self._store = store
+        self._clock = clock
+        self._stats = stats
+        self._renew_every = renew_every
+        self._rng = rng or random.Random()
+        self._cond = threading.Condition()
+        self._handles: set[LeaseHandle] = set()
+        self._stopped = False
+        self._threads = [
+            threading.Thread(target=self._renew_loop, name="tenure-renewer", daemon=True),
+            threading.Thread(target=self._watch_loop, name="tenure-lease-watchdog", daemon=True),
+        ]
+
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            if thread.is_alive() and thread is not threading.current_thread():
+                thread.join(max(0.0, deadline - time.monotonic()))
+
+    def add(self, handle: LeaseHandle) -> None:
+        lease = handle.lease
+        with self._cond:
+            handle.next_renew_at = self._clock.monotonic() + self._period(lease)
+            self._handles.add(handle)
+            self._cond.notify_all()
+
+    def remove(self, handle: LeaseHandle) -> None:
+        with self._cond:
+            self._handles.discard(handle)
+
+    def _period(self, lease: Lease) -> float:
+        return self._renew_every(lease) * self._rng.uniform(*JITTER)
+
+    def _wait(self, until: float | None) -> None:
+        """Under the lock: sleep until monotonic ``until`` (clock time), at most TICK."""
+        if until is None:
+            self._cond.wait()
+            return
+        delay = until - self._clock.monotonic()
+        if delay > 0:
+            self._cond.wait(min(delay, TICK))
+
+    # -- renewer -------------------------------------------------------------------------
+
+    def _renew_loop(self) -> None:
+        while True:
+            with self._cond:
+                if self._stopped:
+                    return
+                now = self._clock.monotonic()
+                active = [h for h in self._handles if not (h.finished or h.lost_flag)]
+                due = sorted(
+                    (h for h in active if h.next_renew_at <= now),
+                    key=lambda h: h.lease.local_deadline,
+                )
+                if not due:
+                    self._wait(min((h.next_renew_at for h in active), default=None))
+                    continue
+            for handle in due:
+                if self._stopped:
+                    return
+                self._renew(handle)
+
+    def _renew(self, handle: LeaseHandle) -> None:
+        lease = handle.lease_to_renew()
+        if lease is None:
+            return
+        sent_at = self._clock.monotonic()
+        try:
+            renewed = self._store.renew(lease)
+        except LeaseLost as exc:
+            if handle.finished:
+                return  # the job was settled meanwhile; the rejection is expected
+            handle.mark_lost(f"renewal rejected by the store: {exc}", "renewal_rejected")
+            return
+        except Exception as exc:
+            latency = self._clock.monotonic() - sent_at
+            self._stats.incr("renewal_errors")
+            retry_in = max(0.01, min(self._renew_every(lease) / 3, handle.remaining() / 4))
+            with self._cond:
+                handle.next_renew_at = self._clock.monotonic() + retry_in
+            log.warning(
+                "lease renewal failed; retrying in %.3f s",
+                retry_in,
+                exc_info=not isinstance(exc, StoreUnavailable),
+                extra={
+                    "job_id": lease.job_id,
+                    "owner": lease.owner,
+                    "generation": lease.generation,
+                    "latency": round(latency, 6),
+                    "error": str(exc),
+                    "remaining": round(handle.remaining(), 6),
+                },
+            )
+            return
+        latency = self._clock.monotonic() - sent_at
+        if not handle.renewed(renewed):
+            return
+        self._stats.renewal(latency)
+        with self._cond:
+            handle.next_renew_at = sent_at + self._period(renewed)
+        slow = latency > lease.ttl / 10
+        log.log(
+            logging.WARNING if slow else logging.DEBUG,
+            "slow lease renewal" if slow else "lease renewed",
+            extra={
+                "job_id": lease.job_id,
+                "owner": lease.owner,
+                "generation": lease.generation,
+                "latency": round(latency, 6),
+            },
+        )
+
+    # -- watchdog ------------------------------------------------------------------------
+
+    def _watch_loop(self) -> None:
+        while True:
+            with self._cond:
+                if self._stopped:
+                    return
+                now = self._clock.monotonic()
+                active = [h for h in self._handles if not (h.finished or h.lost_flag)]
+                deadlines = [(h.lease.local_deadline, h) for h in active]
+                overdue = [h for deadline, h in deadlines if deadline <= now]
+                if not overdue:
+                    self._wait(min((d for d, _ in deadlines), default=None))
+                    continue
+            for handle in overdue:
+                handle.is_lost()  # decides the loss and runs its callbacks, here

@@ -1,0 +1,294 @@
+"""One held lease as the worker tracks it, and the process-wide registry of held leases.
+
+A `LeaseHandle` answers "is this lease lost?" the same way on every thread: lost once a
+renewal was rejected, once the local deadline has passed without a confirmed renewal
+(checked *when asked*, so a thread that wakes up after a stall sees the truth before any
+watchdog has run), or once the worker revoked it (stopping). Loss is final: a renewal
+answer that arrives after the deadline does not bring the lease back.
+
+The registry lets code that only has a fencing token (the `tenure.fence` helpers) ask
+whether a worker in this process holds that lease, has lost it, or has finished with it:
+see `token_state` and `check_token`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Literal
+
+from .._clock import Clock
+from ..errors import InvalidArgument, LeaseLost
+from ..models import FencingToken, Lease
+
+__all__ = ["LeaseHandle", "LossKind", "TokenState", "check_token", "token_state"]
+
+log = logging.getLogger("tenure")
+
+LossKind = Literal["renewal_rejected", "deadline_passed", "revoked", "rejected_by_store"]
+TokenState = Literal["held", "lost", "ended", "unknown"]
+
+
+class LeaseHandle:
+    """The worker's view of one lease while its handler runs. Thread-safe."""
+
+    def __init__(
+        self,
+        lease: Lease,
+        clock: Clock,
+        on_lost: Callable[[LeaseHandle], None] | None = None,
+    ) -> None:
+        self._lock = threading.Lock()
+        self._lease = lease
+        self._clock = clock
+        self._on_lost = on_lost
+        self._lost_reason: str | None = None
+        self._lost_kind: LossKind | None = None
+        self._lost_at: float | None = None
+        self._finished = False
+        self._callbacks: list[Callable[[], object]] = []
+        self._renew_listeners: list[Callable[[Lease], None]] = []
+        # Owned by the LeaseKeeper (under its lock): when to send the next renewal.
+        self.next_renew_at = 0.0
+
+    def __repr__(self) -> str:
+        state = f"lost: {self._lost_reason}" if self._lost_reason else "held"
+        return f"<LeaseHandle {self._lease.job_id!r} gen {self._lease.generation} {state}>"
+
+    @property
+    def lease(self) -> Lease:
+        """The most recent lease (renewals replace it; job, owner and generation stay)."""
+        with self._lock:
+            return self._lease
+
+    @property
+    def clock(self) -> Clock:
+        return self._clock
+
+    @property
+    def lost_reason(self) -> str | None:
+        self.is_lost()
+        return self._lost_reason
+
+    @property
+    def lost_kind(self) -> LossKind | None:
+        self.is_lost()
+        return self._lost_kind
+
+    @property
+    def lost_at(self) -> float | None:
+        """When the loss was decided, on the worker clock's monotonic time."""
+        return self._lost_at
+
+    @property
+    def finished(self) -> bool:
+        return self._finished
+
+    @property
+    def lost_flag(self) -> bool:
+        """Whether a loss was already decided (without checking the deadline now)."""
+        return self._lost_reason is not None
+
+    def remaining(self) -> float:
+        """Seconds before the local deadline; 0 once lost."""
+        if self.is_lost():
+            return 0.0
+        return max(0.0, self.lease.local_deadline - self._clock.monotonic())
+
+    def is_lost(self) -> bool:
+        """True once the lease must be assumed gone; checks the local deadline now."""
+        with self._lock:
+            if self._lost_reason is not None:
+                return True
+            if self._finished:
+                return False
+            overdue = self._clock.monotonic() - self._lease.local_deadline
+            if overdue < 0:
+                return False
+        self.mark_lost(
+            f"the local deadline passed {overdue:.3f} s ago without a confirmed renewal",
+            "deadline_passed",
+        )
+        return True
+
+    def lost_error(self) -> LeaseLost:
+        lease = self.lease
+        return LeaseLost(
+            f"lease on job {lease.job_id!r} generation {lease.generation} (owner "
+            f"{lease.owner!r}) is lost: {self.lost_reason or 'unknown reason'}. Stop working "
+            "on this job: another worker may hold it now, and its effects must not land.",
+            job_id=lease.job_id,
+            generation=lease.generation,
+        )
+
+    def mark_lost(self, reason: str, kind: LossKind) -> bool:
+        """Record the loss (first caller wins) and run the loss callbacks on this thread."""
+        with self._lock:
+            if self._lost_reason is not None or self._finished:
+                return False
+            self._lost_reason = reason
+            self._lost_kind = kind
+            self._lost_at = self._clock.monotonic()
+            callbacks, self._callbacks = self._callbacks, []
+        if self._on_lost is not None:
+            self._run(self._on_lost, self)
+        for callback in callbacks:
+            self._run(callback)
+        return True
+
+    def on_loss(self, callback: Callable[[], object]) -> None:
+        """Call ``callback`` (from whichever thread decides the loss) once the lease is
+        lost; at once if it already is. Callbacks must be quick and must not block."""
+        with self._lock:
+            if self._lost_reason is None and not self._finished:
+                self._callbacks.append(callback)
+                return
+            lost = self._lost_reason is not None
+        if lost:
+            self._run(callback)
+
+    def on_renewed(self, listener: Callable[[Lease], None]) -> None:
+        """Call ``listener(lease)`` (on the renewer thread) after each adopted renewal."""
+        with self._lock:
+            self._renew_listeners.append(listener)
+
+    # -- for the LeaseKeeper ---------------------------------------------------------
+
+    def lease_to_renew(self) -> Lease | None:
+        """The lease to send a renewal for, or None: finished, lost, or past its deadline
+        (a lease past its local deadline is never renewed: it is lost)."""
+        if self.is_lost():
+            return None
+        with self._lock:
+            return None if self._finished else self._lease
+
+    def renewed(self, lease: Lease) -> bool:
+        """Adopt a confirmed renewal, unless the previous local deadline passed first."""
+        with self._lock:
+            if self._lost_reason is not None or self._finished:
+                return False
+            overdue = self._clock.monotonic() - self._lease.local_deadline
+            if overdue < 0:
+                self._lease = lease
+                listeners = list(self._renew_listeners)
+            else:
+                listeners = None
+        if listeners is not None:
+            for listener in listeners:
+                self._run(listener, lease)
+            return True
+        self.mark_lost(
+            f"a renewal was confirmed {overdue:.3f} s after the local deadline had passed",
+            "deadline_passed",
+        )
+        return False
+
+    def finish(self) -> tuple[LossKind, str] | None:
+        """Stop tracking: no more renewals or loss decisions. Returns the loss if any,
+        deciding the local deadline one last time."""
+        self.is_lost()
+        with self._lock:
+            self._finished = True
+            self._callbacks = []
+            self._renew_listeners = []
+            if self._lost_reason is None or self._lost_kind is None:
+                return None
+            return self._lost_kind, self._lost_reason
+
+    @staticmethod
+    def _run(callback: Callable[..., object], *args: object) -> None:
+        try:
+            callback(*args)
+        except Exception:
+            log.exception("tenure: a lease-loss callback failed")
+
+
+# -- the registry ------------------------------------------------------------------------
+
+_ENDED_KEPT = 4096
+
+
+class _Registry:
+    """(job_id, generation) -> handles held by workers in this process, and a bounded
+    memory of leases that ended here (lost, or finished with)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._live: dict[tuple[str, int], list[LeaseHandle]] = {}
+        self._ended: OrderedDict[tuple[str, int], TokenState] = OrderedDict()
+
+    def add(self, handle: LeaseHandle) -> None:
+        lease = handle.lease
+        with self._lock:
+            self._live.setdefault((lease.job_id, lease.generation), []).append(handle)
+
+    def end(self, handle: LeaseHandle, state: TokenState) -> None:
+        lease = handle.lease
+        key = (lease.job_id, lease.generation)
+        with self._lock:
+            handles = self._live.get(key, [])
+            if handle in handles:
+                handles.remove(handle)
+            if not handles:
+                self._live.pop(key, None)
+            self._ended[key] = state
+            self._ended.move_to_end(key)
+            while len(self._ended) > _ENDED_KEPT:
+                self._ended.popitem(last=False)
+
+    def state(self, job_id: str, generation: int) -> TokenState:
+        with self._lock:
+            handles = list(self._live.get((job_id, generation), ()))
+            ended = self._ended.get((job_id, generation))
+        if handles:
+            return "lost" if any(handle.is_lost() for handle in handles) else "held"
+        return ended or "unknown"
+
+
+REGISTRY = _Registry()
+
+
+def _token_of(value: object) -> FencingToken:
+    if isinstance(value, FencingToken):
+        return value
+    token = getattr(value, "token", None)  # a Lease or a JobContext
+    if isinstance(token, FencingToken):
+        return token
+    raise InvalidArgument(
+        "token",
+        "must be a tenure.FencingToken, a tenure.Lease or a worker JobContext, "
+        f"not {type(value).__name__}",
+    )
+
+
+def token_state(token: FencingToken | Lease | object) -> TokenState:
+    """What the workers of this process know about the lease behind ``token``.
+
+    ``"held"``: a handler is running under it and it is not lost. ``"lost"``: it was lost
+    (renewal rejected, local deadline passed, or revoked when the worker stopped).
+    ``"ended"``: the handler finished and the worker settled the job. ``"unknown"``: no
+    worker of this process ran it (or it ended long ago); only the destination's own fence
+    can judge it then.
+    """
+    found = _token_of(token)
+    return REGISTRY.state(found.job_id, found.generation)
+
+
+def check_token(token: FencingToken | Lease | object) -> None:
+    """Raise `LeaseLost` if a worker of this process lost the lease behind ``token`` or
+    has already finished with it; return quietly when it is held or unknown here.
+
+    For fenced destinations: call it before acting on a token so that a handler that lost
+    its lease stops at the first effect, even before the destination's fence would."""
+    found = _token_of(token)
+    state = REGISTRY.state(found.job_id, found.generation)
+    if state in ("lost", "ended"):
+        what = "was lost" if state == "lost" else "has already ended (the job was settled)"
+        raise LeaseLost(
+            f"refusing to act for job {found.job_id!r} generation {found.generation}: its "
+            f"lease {what} in this worker. Stop working on this job.",
+            job_id=found.job_id,
+            generation=found.generation,
+        )

@@ -1,0 +1,576 @@
+"""The worker runtime in the test process, on a ManualClock, against every store.
+
+The worker's lease clock is a `ManualClock` shared with the store (``store_clock``): leases
+are renewed, expire locally and expire in the store only when a test moves the clock, so
+each scenario happens at a known moment. Handlers hand-shake with the test through
+threading events; every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+import tenure
+from tenure.worker import JobContext, check_token, current_context, token_state
+from tests.worker import apps
+from tests.worker.conftest import run_burst, running, wait_until
+
+MakeWorker = Callable[..., tenure.Worker]
+TTL = 10.0  # make_worker's default: local deadline 9.85 s after sending, renewals <= 3.33 s
+
+
+class Gate:
+    """A handler blocks on ``proceed`` after setting ``started``; bounded both ways."""
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.proceed = threading.Event()
+        self.seen: dict[str, Any] = {}
+
+    def wait_started(self) -> None:
+        assert self.started.wait(10), "the handler did not start"
+
+    def block(self) -> None:
+        self.started.set()
+        assert self.proceed.wait(10), "the test did not let the handler go on"
+
+
+# -- outcomes ----------------------------------------------------------------------------
+
+
+def test_sync_and_async_handlers_complete_with_their_result(
+    make_worker: MakeWorker, store: tenure.Store
+) -> None:
+    worker = make_worker(concurrency=2)
+
+    @worker.handler("sync")
+    def sync_handler(ctx: JobContext) -> Any:
+        assert current_context() is ctx
+        assert ctx.token == ctx.lease.token == tenure.FencingToken(ctx.job_id, 1)
+        return {"sync": ctx.payload, "attempt": ctx.attempt, "queue": ctx.queue}
+
+    @worker.handler("async")
+    async def async_handler(ctx: JobContext) -> Any:
+        await anyio.lowlevel.checkpoint()
+        assert current_context() is ctx
+        return {"async": ctx.payload, "state": ctx.job.state}
+
+    store.submit("s", [1, 2], queue="sync")
+    store.submit("a", "x", queue="async")
+    run_burst(worker)
+    assert store.get("s").result == {"sync": [1, 2], "attempt": 1, "queue": "sync"}
+    assert store.get("a").result == {"async": "x", "state": "leased"}
+    assert (store.get("s").state, store.get("a").state) == ("done", "done")
+    stats = worker.stats()
+    assert (stats["claimed"], stats["completed"], stats["in_flight"]) == (2, 2, 0)
+
+
+def test_explicit_register_and_bare_decorator(make_worker: MakeWorker, store: tenure.Store) -> None:
+    worker = make_worker()
+
+    @worker.handler
+    def default_handler(ctx: JobContext) -> str:
+        return "default"
+
+    assert worker.register("other", apps.return_payload) is apps.return_payload
+    assert set(worker.handlers) == {"default", "other"}
+    assert worker.handlers["default"].function is default_handler
+    store.submit("d")
+    store.submit("o", {"k": 1}, queue="other")
+    run_burst(worker)
+    assert store.get("d").result == "default"
+    assert store.get("o").result == {"k": 1}
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_exception_fails_with_backoff_then_dead(
+    make_worker: MakeWorker, store: tenure.Store, clock: tenure.ManualClock, kind: str
+) -> None:
+    worker = make_worker(retry=tenure.RetryPolicy(base=4.0, cap=4.0))
+
+    def boom(ctx: JobContext) -> None:
+        raise ValueError(f"boom {ctx.attempt}")
+
+    async def aboom(ctx: JobContext) -> None:
+        raise ValueError(f"boom {ctx.attempt}")
+
+    worker.register("q", boom if kind == "sync" else aboom)
+    store.submit("J", queue="q", max_attempts=2)
+    run_burst(worker)
+    job = store.get("J")
+    assert (job.state, job.attempts, job.error) == ("ready", 1, "ValueError: boom 1")
+    # Backoff: half fixed, half jitter, from the policy (base 4 s on attempt 1).
+    assert 2.0 <= job.available_at - job.as_of <= 4.0
+    run_burst(worker)  # not due yet: nothing happens
+    assert store.get("J").attempts == 1
+    clock.advance(4.0)
+    run_burst(worker)
+    job = store.get("J")
+    assert (job.state, job.attempts, job.error) == ("dead", 2, "ValueError: boom 2")
+    stats = worker.stats()
+    assert (stats["failed"], stats["dead"], stats["completed"]) == (2, 1, 0)
+
+
+def test_release_gives_the_job_back_without_counting_the_attempt(
+    make_worker: MakeWorker, store: tenure.Store
+) -> None:
+    worker = make_worker()
+    calls: list[int] = []
+
+    @worker.handler("q")
+    def release_once(ctx: JobContext) -> str:
+        calls.append(ctx.lease.generation)
+        if len(calls) == 1:
+            with contextlib.suppress(BaseException):  # even swallowed, the decision stands
+                ctx.release()
+            return "ignored"
+        return "second time"
+
+    store.submit("J", queue="q")
+    run_burst(worker)
+    job = store.get("J")
+    assert (job.state, job.attempts, job.generation, job.result) == ("done", 1, 2, "second time")
+    assert calls == [1, 2]
+    assert worker.stats()["released"] == 1
+
+
+def test_retry_after_records_the_attempt_and_delays(
+    make_worker: MakeWorker, store: tenure.Store, clock: tenure.ManualClock
+) -> None:
+    worker = make_worker()
+
+    @worker.handler("q")
+    async def later(ctx: JobContext) -> None:
+        if ctx.attempt == 1:
+            ctx.retry(after=7)
+        return None
+
+    store.submit("J", queue="q")
+    run_burst(worker)
+    job = store.get("J")
+    assert (job.state, job.attempts) == ("ready", 1)
+    assert job.available_at - job.as_of == pytest.approx(7.0, abs=1e-3)
+    assert "retry requested" in (job.error or "")
+    clock.advance(7)
+    run_burst(worker)
+    assert (store.get("J").state, store.get("J").attempts) == ("done", 2)
+    assert worker.stats()["retried"] == 1
+
+
+def test_a_result_that_is_not_json_fails_the_attempt(
+    make_worker: MakeWorker, store: tenure.Store
+) -> None:
+    worker = make_worker()
+    worker.register("q", lambda ctx: {1, 2})  # a set has no JSON form
+    store.submit("J", queue="q", max_attempts=1)
+    run_burst(worker)
+    job = store.get("J")
+    assert job.state == "dead"
+    assert "result" in (job.error or "")
+    assert "JSON" in (job.error or "")
+
+
+# -- loss --------------------------------------------------------------------------------
+
+
+def test_local_deadline_loss_sync_handler_sees_lost_and_is_not_completed(
+    make_worker: MakeWorker,
+    store: tenure.Store,
+    clock: tenure.ManualClock,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="tenure")
+    worker = make_worker(owner="A")
+    gate = Gate()
+
+    @worker.handler("q")
+    def slow(ctx: JobContext) -> str:
+        if ctx.lease.generation > 1:
+            return "fresh"  # the worker takes the job again once its lease expired
+        gate.seen["token"] = ctx.token
+        assert token_state(ctx.token) == "held"
+        check_token(ctx)  # held: no error
+        gate.block()
+        gate.seen["lost"] = ctx.lost
+        gate.seen["reason"] = ctx.lost_reason
+        with pytest.raises(tenure.LeaseLost, match="local deadline"):
+            ctx.check()
+        with pytest.raises(tenure.LeaseLost):
+            check_token(ctx.token)
+        return "stale result"
+
+    store.submit("J", queue="q")
+    with running(worker):
+        gate.wait_started()
+        # Nothing renewed yet (the clock has not moved); jump past the local deadline.
+        clock.advance(TTL)
+        # Decided when asked: no watchdog needs to have run yet.
+        assert token_state(gate.seen["token"]) == "lost"
+        gate.proceed.set()
+        wait_until(lambda: store.get("J").state == "done", what="completion")
+    assert gate.seen["lost"] is True
+    assert "local deadline passed" in gate.seen["reason"]
+    # The stale result never landed: the job was taken again (its lease had expired in
+    # the store too) at the next generation, and that attempt's result is the one kept.
+    job = store.get("J")
+    assert (job.state, job.generation, job.result) == ("done", 2, "fresh")
+    stats = worker.stats()
+    assert (stats["leases_lost"], stats["lost_deadline_passed"]) == (1, 1)
+    assert (stats["completions_refused"], stats["completed"]) == (1, 1)
+    assert token_state(gate.seen["token"]) == "lost"
+    messages = [record.getMessage() for record in caplog.records]
+    assert any(m.startswith("lease lost") for m in messages)
+    refusal = [r for r in caplog.records if r.getMessage().startswith("not completing job")]
+    assert refusal
+    assert (refusal[0].job_id, refusal[0].generation) == ("J", 1)  # type: ignore[attr-defined]
+
+
+def test_rejected_renewal_is_a_loss_before_the_local_deadline(
+    make_worker: MakeWorker, store: tenure.Store, clock: tenure.ManualClock
+) -> None:
+    worker = make_worker(owner="A")
+    gate = Gate()
+
+    @worker.handler("q")
+    def loop_until_lost(ctx: JobContext) -> str:
+        gate.started.set()
+        deadline = time.monotonic() + 10
+        while not ctx.lost and time.monotonic() < deadline:
+            time.sleep(0.002)
+        gate.seen["reason"] = ctx.lost_reason
+        gate.seen["remaining"] = ctx.remaining()
+        return "stale"
+
+    store.submit("J", queue="q")
+    with running(worker):
+        gate.wait_started()
+        clock.jump(2 * TTL)  # store time alone: the store sees the lease expired
+        lease_b = store.claim_next("B", TTL, queues=["q"])
+        assert lease_b is not None
+        assert lease_b.generation == 2
+        clock.advance(TTL / 2.5)  # a renewal falls due; the local deadline has not passed
+        wait_until(lambda: worker.stats()["completions_refused"] == 1, what="refusal")
+    assert "renewal rejected" in gate.seen["reason"]
+    assert gate.seen["remaining"] == 0.0
+    stats = worker.stats()
+    assert (stats["lost_renewal_rejected"], stats["lost_deadline_passed"]) == (1, 0)
+    store.complete(lease_b, "by B")
+    assert (store.get("J").owner, store.get("J").result) == ("B", "by B")
+
+
+def test_async_handler_is_cancelled_at_loss(
+    make_worker: MakeWorker, store: tenure.Store, clock: tenure.ManualClock
+) -> None:
+    worker = make_worker()
+    cancelled = threading.Event()
+    started = threading.Event()
+    seen: dict[str, Any] = {}
+
+    @worker.handler("q")
+    async def forever(ctx: JobContext) -> str:
+        if ctx.lease.generation > 1:
+            return "second"
+        started.set()
+        try:
+            await anyio.sleep(60)
+        except anyio.get_cancelled_exc_class():
+            seen["lost"] = ctx.lost
+            seen["at"] = time.monotonic()
+            cancelled.set()
+            raise
+        return "never"
+
+    store.submit("J", queue="q")
+    with running(worker):
+        assert started.wait(10)
+        moved_at = time.monotonic()
+        clock.advance(TTL)
+        assert cancelled.wait(5), "the async handler was not cancelled"
+        wait_until(lambda: store.get("J").state == "done", what="the second attempt")
+    assert seen["lost"] is True
+    # The watchdog wakes at least every 50 ms of real time on a manual clock.
+    assert seen["at"] - moved_at < 0.5
+    stats = worker.stats()
+    assert (stats["cancelled_on_loss"], stats["completed"], stats["failed"]) == (1, 1, 0)
+    assert (store.get("J").generation, store.get("J").result) == (2, "second")
+
+
+def test_process_handler_is_killed_at_loss(
+    make_worker: MakeWorker, store: tenure.Store, clock: tenure.ManualClock, tmp_path: Path
+) -> None:
+    worker = make_worker()
+    worker.register("q", apps.write_pid_and_sleep, isolation="process")
+    events = tmp_path / "events.jsonl"
+    store.submit("J", {"events": str(events)}, queue="q")
+    with running(worker):
+        started = wait_until(lambda: apps.read_events(events), what="child start")
+        pid = started[0]["pid"]
+        assert pid != os.getpid()
+        clock.advance(TTL)
+        wait_until(lambda: worker.stats()["killed_on_loss"] == 1, what="kill")
+        assert not _alive(pid)
+        wait_until(lambda: store.get("J").state == "done", what="the second attempt")
+    assert (store.get("J").generation, store.get("J").result) == (2, "second")
+    assert worker.stats()["completed"] == 1
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            return stat.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_renewals_keep_the_lease_while_the_clock_moves(
+    make_worker: MakeWorker, store: tenure.Store, clock: tenure.ManualClock
+) -> None:
+    worker = make_worker()
+    gate = Gate()
+
+    @worker.handler("q")
+    def long(ctx: JobContext) -> Any:
+        gate.block()
+        return {"lost": ctx.lost, "generation": ctx.lease.generation}
+
+    store.submit("J", queue="q")
+    with running(worker):
+        gate.wait_started()
+        first_until = store.get("J").lease_until
+        assert first_until is not None
+        for step in range(1, 10):  # 9 periods of TTL/3: 3 TTLs in all
+            clock.advance(TTL / 3)
+            wait_until(partial(_renewed, worker, step), what=f"renewal {step}")
+        gate.proceed.set()
+        wait_until(lambda: store.get("J").state == "done", what="completion")
+    job = store.get("J")
+    assert job.result == {"lost": False, "generation": 1}
+    assert worker.stats()["leases_lost"] == 0
+
+
+def _renewed(worker: tenure.Worker, count: int) -> bool:
+    return worker.stats()["renewals"] >= count
+
+
+def test_concurrency_limits_running_handlers(make_worker: MakeWorker, store: tenure.Store) -> None:
+    worker = make_worker(concurrency=3)
+    release = threading.Event()
+    lock = threading.Lock()
+    active = [0, 0]  # now, most ever
+
+    @worker.handler("q")
+    def work(ctx: JobContext) -> None:
+        with lock:
+            active[0] += 1
+            active[1] = max(active[1], active[0])
+        release.wait(10)
+        with lock:
+            active[0] -= 1
+
+    for index in range(7):
+        store.submit(f"J{index}", queue="q")
+    with running(worker):
+        wait_until(lambda: active[0] == 3, what="three handlers")
+        assert len(store.jobs(state="leased")) == 3
+        release.set()
+        wait_until(lambda: len(store.jobs(state="done")) == 7, what="all done")
+    assert active[1] == 3
+
+
+# -- stopping ----------------------------------------------------------------------------
+
+
+def test_stop_lets_in_flight_handlers_finish(make_worker: MakeWorker, store: tenure.Store) -> None:
+    worker = make_worker()
+    gate = Gate()
+
+    @worker.handler("q")
+    def finish_after_stop(ctx: JobContext) -> str:
+        gate.block()
+        return "finished"
+
+    store.submit("J", queue="q")
+    store.submit("K", queue="q")
+    with running(worker):
+        gate.wait_started()
+        worker.stop()
+        gate.proceed.set()
+    assert store.get("J").result == "finished"
+    assert store.get("K").state == "ready"  # never claimed after the stop
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_grace_period_over_releases_the_job(
+    make_worker: MakeWorker, store: tenure.Store, kind: str
+) -> None:
+    worker = make_worker(grace=0.2)
+    seen: dict[str, Any] = {}
+    started = threading.Event()
+
+    def stubborn(ctx: JobContext) -> str:
+        started.set()
+        deadline = time.monotonic() + 10
+        while not ctx.lost and time.monotonic() < deadline:
+            time.sleep(0.002)
+        seen["reason"] = ctx.lost_reason
+        return "late"
+
+    async def astubborn(ctx: JobContext) -> str:
+        started.set()
+        try:
+            await anyio.sleep(10)
+        except anyio.get_cancelled_exc_class():
+            seen["reason"] = ctx.lost_reason
+            raise
+        return "late"
+
+    worker.register("q", stubborn if kind == "sync" else astubborn)
+    store.submit("J", queue="q")
+    with running(worker):
+        assert started.wait(10)
+        stopped_at = time.monotonic()
+        worker.stop()
+    took = time.monotonic() - stopped_at
+    assert took < 3
+    wait_until(lambda: "reason" in seen, what="the handler to see the loss")
+    assert "grace period ended" in seen["reason"]
+    job = store.get("J")
+    assert (job.state, job.attempts, job.generation) == ("ready", 0, 1)
+    stats = worker.stats()
+    assert (stats["released_at_stop"], stats["leases_lost"]) == (1, 0)
+
+
+def test_immediate_stop_releases_at_once(make_worker: MakeWorker, store: tenure.Store) -> None:
+    worker = make_worker(grace=60, concurrency=2)
+    started = threading.Semaphore(0)
+
+    @worker.handler("q")
+    def ignore_everything(ctx: JobContext) -> None:
+        started.release()
+        time.sleep(3)  # does not check ctx.lost: it is abandoned (a daemon thread)
+
+    store.submit("J", queue="q")
+    store.submit("K", queue="q")
+    with running(worker):
+        assert started.acquire(timeout=10)
+        assert started.acquire(timeout=10)
+        stopped_at = time.monotonic()
+        worker.stop()
+        worker.stop(immediate=True)
+    assert time.monotonic() - stopped_at < 2
+    assert [job.state for job in store.jobs()] == ["ready", "ready"]
+    assert worker.stats()["released_at_stop"] == 2
+
+
+def test_process_poison_ends_dead_after_max_attempts(url: str, real_store: tenure.Store) -> None:
+    worker = tenure.Worker(url, ttl=5, retry=tenure.RetryPolicy(base=0.0), poll_interval=0.02)
+    worker.register("poison-proc", apps.poison_process, isolation="process")
+    real_store.submit("P", queue="poison-proc", max_attempts=3)
+    run_burst(worker, timeout=30)
+    job = real_store.get("P")
+    assert (job.state, job.attempts) == ("dead", 3)
+    assert "killed by SIGKILL" in (job.error or "")
+    assert worker.stats()["failed"] == 3
+
+
+# -- registry and validation -------------------------------------------------------------
+
+
+def test_registry_states_follow_the_lease(make_worker: MakeWorker, store: tenure.Store) -> None:
+    worker = make_worker()
+    seen: dict[str, Any] = {}
+
+    @worker.handler("q")
+    def record(ctx: JobContext) -> None:
+        seen["token"] = ctx.token
+        seen["during"] = token_state(ctx.lease)
+
+    store.submit("J", queue="q")
+    run_burst(worker)
+    assert seen["during"] == "held"
+    assert token_state(seen["token"]) == "ended"
+    with pytest.raises(tenure.LeaseLost, match="already ended"):
+        check_token(seen["token"])
+    assert token_state(tenure.FencingToken("never-seen", 1)) == "unknown"
+    check_token(tenure.FencingToken("never-seen", 1))
+    with pytest.raises(tenure.InvalidArgument, match="token"):
+        token_state("J")
+
+
+@pytest.mark.parametrize(
+    ("options", "argument"),
+    [
+        ({"ttl": 0}, "ttl"),
+        ({"ttl": "30"}, "ttl"),
+        ({"concurrency": 0}, "concurrency"),
+        ({"concurrency": True}, "concurrency"),
+        ({"renew_every": 20}, "renew_every"),
+        ({"grace": -1}, "grace"),
+        ({"isolation": "fiber"}, "isolation"),
+        ({"poll_interval": float("nan")}, "poll_interval"),
+        ({"owner": ""}, "owner"),
+        ({"queues": "q"}, "queues"),
+        ({"url": "ftp://x"}, "url"),
+        ({"retry": 3}, "retry"),
+        ({"start_method": "fork"}, "start_method"),
+    ],
+)
+def test_bad_options_are_refused(options: dict[str, Any], argument: str) -> None:
+    with pytest.raises(tenure.InvalidArgument) as caught:
+        tenure.Worker(**options)
+    assert caught.value.argument == argument
+    worker = tenure.Worker()
+    with pytest.raises(tenure.InvalidArgument) as caught:
+        worker.configure(**options)
+    assert caught.value.argument == argument
+
+
+def test_bad_registrations_are_refused(make_worker: MakeWorker) -> None:
+    worker = make_worker()
+    worker.register("q", apps.return_payload)
+    with pytest.raises(tenure.InvalidArgument, match="already has a handler"):
+        worker.register("q", apps.return_payload)
+    with pytest.raises(tenure.InvalidArgument, match="callable"):
+        worker.register("r", "not a function")  # type: ignore[type-var]
+    with pytest.raises(tenure.InvalidArgument, match="queue"):
+        worker.register("", apps.return_payload)
+    with pytest.raises(tenure.InvalidArgument, match="unknown option"):
+        worker.configure(colour="blue")
+    with pytest.raises(tenure.InvalidArgument, match="handlers"):
+        make_worker().run(install_signal_handlers=False)
+    with pytest.raises(tenure.InvalidArgument, match="no handler registered"):
+        make_worker(queues=["nope"]).run(install_signal_handlers=False)
+
+
+def test_process_isolation_needs_an_importable_handler(make_worker: MakeWorker) -> None:
+    worker = make_worker()
+
+    @worker.handler("q", isolation="process")
+    def local(ctx: JobContext) -> None:
+        return None
+
+    with pytest.raises(tenure.InvalidArgument, match="top level of a module"):
+        worker.run(install_signal_handlers=False)
+
+
+def test_owner_is_traceable_and_stats_are_plain_numbers() -> None:
+    owner = tenure.worker.default_owner()
+    host, pid, suffix = owner.rsplit(":", 2)
+    assert host
+    assert int(pid) == os.getpid()
+    assert len(suffix) == 6
+    stats = tenure.Worker().stats()
+    assert set(tenure.worker.COUNTERS) <= set(stats)
+    assert all(isinstance(value, (int, float)) for value in stats.values())
