@@ -1,0 +1,381 @@
+"""The same workload through tenure, pgqueuer and Procrastinate on the same PostgreSQL, in the
+same run: W worker processes drain N queued no-op jobs; jobs done per second.
+
+    pip install -e '.[bench]'     # pgqueuer and procrastinate: benchmark-only dependencies
+    python benchmarks/postgres_compare.py [--url postgresql://postgres@127.0.0.1:5432/postgres]
+        [--jobs 2000] [--repeat 3] [--workers 1,4,16]
+
+Each system gets its own database (``bench_tenure``, ``bench_pgqueuer``,
+``bench_procrastinate``, created afresh by this script), installed with its own tooling.
+Before each run the queue is refilled untimed (tenure: one INSERT ... SELECT; pgqueuer:
+``Queries.enqueue`` with lists; Procrastinate: ``Task.batch_defer_async``), then W worker
+processes are released together (setup untimed) and run until the queue is empty, each
+with the system's own worker API and default settings:
+
+* **tenure**: ``claim_next`` + ``complete`` per job (sync API, one process per worker),
+  and **tenure batch**: ``claim_many(owner, ttl, 10)`` then ``complete`` per job;
+* **pgqueuer**: ``QueueManager`` with a psycopg ``AsyncConnection``, an async no-op
+  entrypoint, ``run(mode=drain)`` (its default batch_size=10: it dequeues 10 at a time and
+  logs completions in batches);
+* **Procrastinate**: ``App(PsycopgConnector)``, an async no-op task,
+  ``run_worker_async(wait=False)`` (stops when no job is left; concurrency 1 per process).
+
+Throughput is N / (time all N jobs are recorded done in the database - the time the workers
+were released): this process polls each system's own record of finished jobs every 10 ms
+(so a worker's idle tail before it exits is not counted against it; pgqueuer's drain mode
+has one of several seconds). Systems alternate order every repetition (ABC, CBA, ...); the
+medians and ratios to the faster competitor are printed. After each run the script checks
+that every job was done exactly once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import multiprocessing
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+from _common import machine_line
+
+import tenure
+from tenure.stores.postgres._common import render
+
+DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+TTL = 60.0
+SYSTEMS = ("tenure", "tenure batch", "pgqueuer", "procrastinate")
+
+
+def database_url(base: str, name: str) -> str:
+    parts = urlsplit(base)
+    return urlunsplit((parts.scheme, parts.netloc, f"/{name}", parts.query, ""))
+
+
+def recreate_database(base: str, name: str) -> str:
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return database_url(base, name)
+
+
+# -- tenure ------------------------------------------------------------------------------
+
+
+def tenure_fill(url: str, jobs: int) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(render("TRUNCATE {schema}.tenure_jobs", "public").encode())
+        conn.execute(
+            render(
+                "INSERT INTO {schema}.tenure_jobs (job_id, queue, state, available_at, "
+                "max_attempts, created_at, updated_at) "
+                "SELECT 'job-' || g, 'default', 'ready', 1000 + g, 5, 1000, 1000 "
+                "FROM generate_series(1, %s) g",
+                "public",
+            ).encode(),
+            (jobs,),
+        )
+        conn.execute("VACUUM ANALYZE tenure_jobs")
+
+
+TENURE_DONE = "SELECT count(*) FROM tenure_jobs WHERE state = 'done'"
+PGQUEUER_DONE = "SELECT count(*) FROM pgqueuer_log WHERE status = 'successful'"
+PROCRASTINATE_DONE = "SELECT count(*) FROM procrastinate_jobs WHERE status = 'succeeded'"
+
+
+def tenure_check(url: str, jobs: int) -> None:
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            "SELECT count(*) FILTER (WHERE state = 'done' AND generation = 1), count(*) "
+            "FROM tenure_jobs"
+        ).fetchone()
+    assert row == (jobs, jobs), row
+
+
+def tenure_worker(index: int, url: str, batch: int) -> Callable[[], int]:
+    store = tenure.connect(url)
+    owner = f"worker-{index}"
+
+    def loop() -> int:
+        done = 0
+        try:
+            if batch == 1:
+                while (lease := store.claim_next(owner, TTL)) is not None:
+                    store.complete(lease)
+                    done += 1
+            else:
+                while leases := store.claim_many(owner, TTL, batch):
+                    for lease in leases:
+                        store.complete(lease)
+                    done += len(leases)
+        finally:
+            store.close()
+        return done
+
+    return loop
+
+
+# -- pgqueuer ----------------------------------------------------------------------------
+
+
+def pgqueuer_setup(url: str) -> None:
+    from pgqueuer import PsycopgDriver, Queries
+
+    async def install() -> None:
+        conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
+        await Queries(PsycopgDriver(conn)).install()
+        await conn.close()
+
+    asyncio.run(install())
+
+
+def pgqueuer_fill(url: str, jobs: int) -> None:
+    from pgqueuer import PsycopgDriver, Queries
+
+    async def fill() -> None:
+        conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
+        await conn.execute("TRUNCATE pgqueuer, pgqueuer_log, pgqueuer_statistics")
+        await Queries(PsycopgDriver(conn)).enqueue(["noop"] * jobs, [None] * jobs, [0] * jobs)
+        await conn.execute("VACUUM ANALYZE pgqueuer")
+        await conn.close()
+
+    asyncio.run(fill())
+
+
+def pgqueuer_check(url: str, jobs: int) -> None:
+    with psycopg.connect(url) as conn:
+        left = conn.execute("SELECT count(*) FROM pgqueuer").fetchone()
+        done = conn.execute(
+            "SELECT count(DISTINCT job_id) FROM pgqueuer_log WHERE status = 'successful'"
+        ).fetchone()
+    assert left == (0,), left
+    assert done == (jobs,), done
+
+
+def pgqueuer_worker(index: int, url: str) -> Callable[[], int]:
+    from pgqueuer import PsycopgDriver, Queries, QueueManager
+    from pgqueuer.types import QueueExecutionMode
+
+    loop = asyncio.new_event_loop()
+    done = [0]
+
+    async def setup() -> QueueManager:
+        conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
+        manager = QueueManager(Queries(PsycopgDriver(conn)))
+
+        @manager.entrypoint("noop")
+        async def noop(job: Any) -> None:
+            done[0] += 1
+
+        return manager
+
+    manager = loop.run_until_complete(setup())
+
+    def run() -> int:
+        loop.run_until_complete(manager.run(mode=QueueExecutionMode.drain))
+        loop.close()
+        return done[0]
+
+    return run
+
+
+# -- Procrastinate -----------------------------------------------------------------------
+
+
+def _procrastinate_app(url: str, done: list[int]) -> Any:
+    import procrastinate
+
+    app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=url))
+
+    @app.task(name="noop", queue="default")
+    async def noop() -> None:
+        done[0] += 1
+
+    return app
+
+
+def procrastinate_setup(url: str) -> None:
+    async def install() -> None:
+        app = _procrastinate_app(url, [0])
+        async with app.open_async():
+            await app.schema_manager.apply_schema_async()
+
+    asyncio.run(install())
+
+
+def procrastinate_fill(url: str, jobs: int) -> None:
+    async def fill() -> None:
+        app = _procrastinate_app(url, [0])
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("TRUNCATE procrastinate_jobs CASCADE")
+        async with app.open_async():
+            task = app.tasks["noop"]
+            for start in range(0, jobs, 1000):
+                await task.batch_defer_async(*[{} for _ in range(min(1000, jobs - start))])
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("VACUUM ANALYZE procrastinate_jobs")
+
+    asyncio.run(fill())
+
+
+def procrastinate_check(url: str, jobs: int) -> None:
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            "SELECT count(*) FILTER (WHERE status = 'succeeded'), count(*), "
+            "max(attempts) FROM procrastinate_jobs"
+        ).fetchone()
+    assert row is not None
+    assert row[:2] == (jobs, jobs), row
+
+
+def procrastinate_worker(index: int, url: str) -> Callable[[], int]:
+    loop = asyncio.new_event_loop()
+    done = [0]
+    app = _procrastinate_app(url, done)
+    context = app.open_async()
+    loop.run_until_complete(context.__aenter__())
+
+    def run() -> int:
+        loop.run_until_complete(
+            app.run_worker_async(
+                queues=["default"], wait=False, install_signal_handlers=False, concurrency=1
+            )
+        )
+        loop.run_until_complete(context.__aexit__(None, None, None))
+        loop.close()
+        return done[0]
+
+    return run
+
+
+# -- the run -----------------------------------------------------------------------------
+
+
+def _child(factory: Any, args: tuple[Any, ...], index: int, barrier: Any, results: Any) -> None:
+    logging.getLogger("procrastinate").setLevel(logging.ERROR)
+    try:
+        loop = factory(index, *args)
+        barrier.wait()
+        start = time.monotonic()
+        done = loop()
+        results.put((start, done, None))
+    except BaseException as exc:  # report, don't leave the parent waiting
+        barrier.abort()
+        results.put((0.0, 0, f"{type(exc).__name__}: {exc}"))
+
+
+def drain(
+    factory: Any, processes: int, args: tuple[Any, ...], url: str, done_sql: str, jobs: int
+) -> tuple[int, float]:
+    """Release ``processes`` workers together; time until ``done_sql`` counts ``jobs``."""
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(processes + 1)
+    results = context.Queue()
+    children = [
+        context.Process(target=_child, args=(factory, args, index, barrier, results))
+        for index in range(processes)
+    ]
+    for child in children:
+        child.start()
+    with psycopg.connect(url, autocommit=True) as conn:
+        barrier.wait(timeout=300)
+        released = time.monotonic()
+        finished = None
+        while finished is None:
+            row = conn.execute(done_sql).fetchone()
+            if row is not None and row[0] >= jobs:
+                finished = time.monotonic()
+            else:
+                time.sleep(0.01)
+                if time.monotonic() - released > 600:
+                    raise TimeoutError("the jobs were not done within 10 minutes")
+    reports = [results.get(timeout=600) for _ in children]
+    for child in children:
+        child.join()
+    errors = [error for *_, error in reports if error]
+    if errors:
+        raise RuntimeError(f"benchmark worker failed: {errors[0]}")
+    start = min(report[0] for report in reports)
+    return sum(report[1] for report in reports), finished - min(start, released)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--url", default=os.environ.get("TENURE_BENCH_POSTGRES_URL", DEFAULT_URL))
+    parser.add_argument("--jobs", type=int, default=2000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--workers", default="1,4,16")
+    parser.add_argument("--systems", default=",".join(SYSTEMS))
+    args = parser.parse_args(argv)
+    systems = args.systems.split(",")
+    import pgqueuer
+    import procrastinate
+
+    logging.getLogger("procrastinate").setLevel(logging.ERROR)
+
+    print(f"PostgreSQL job queues, same workload; {machine_line()}")
+    print(
+        f"tenure {tenure.__version__}, pgqueuer {pgqueuer.__version__}, "
+        f"procrastinate {procrastinate.__version__}, psycopg {psycopg.__version__}"
+    )
+    print(f"command: python benchmarks/postgres_compare.py {' '.join(argv)}".rstrip())
+    urls = {
+        "tenure": recreate_database(args.url, "bench_tenure"),
+        "pgqueuer": recreate_database(args.url, "bench_pgqueuer"),
+        "procrastinate": recreate_database(args.url, "bench_procrastinate"),
+    }
+    urls["tenure batch"] = urls["tenure"]
+    tenure.connect(urls["tenure"]).close()
+    pgqueuer_setup(urls["pgqueuer"])
+    procrastinate_setup(urls["procrastinate"])
+    fill = {
+        "tenure": tenure_fill,
+        "tenure batch": tenure_fill,
+        "pgqueuer": pgqueuer_fill,
+        "procrastinate": procrastinate_fill,
+    }
+    check = {
+        "tenure": tenure_check,
+        "tenure batch": tenure_check,
+        "pgqueuer": pgqueuer_check,
+        "procrastinate": procrastinate_check,
+    }
+    workers: dict[str, tuple[Callable[..., Callable[[], int]], tuple[Any, ...], str]] = {
+        "tenure": (tenure_worker, (urls["tenure"], 1), TENURE_DONE),
+        "tenure batch": (tenure_worker, (urls["tenure"], 10), TENURE_DONE),
+        "pgqueuer": (pgqueuer_worker, (urls["pgqueuer"],), PGQUEUER_DONE),
+        "procrastinate": (procrastinate_worker, (urls["procrastinate"],), PROCRASTINATE_DONE),
+    }
+    for count in [int(w) for w in args.workers.split(",")]:
+        rates: dict[str, list[float]] = {system: [] for system in systems}
+        for rep in range(args.repeat + 1):  # the first is a warm-up
+            for system in systems if rep % 2 == 0 else systems[::-1]:
+                fill[system](urls[system], args.jobs)
+                factory, extra, done_sql = workers[system]
+                done, seconds = drain(factory, count, extra, urls[system], done_sql, args.jobs)
+                check[system](urls[system], args.jobs)
+                assert done == args.jobs, (system, done)
+                if rep:
+                    rates[system].append(done / seconds)
+        medians = {system: statistics.median(values) for system, values in rates.items()}
+        rivals = [medians[s] for s in ("pgqueuer", "procrastinate") if s in medians]
+        best = max(rivals) if rivals else None
+        print(f"\n{count} worker process(es), {args.jobs:,} jobs: jobs/s (median of {args.repeat})")
+        for system in systems:
+            versus = f"   {medians[system] / best:5.2f}x the faster rival" if best else ""
+            spread = f"[{min(rates[system]):,.0f}-{max(rates[system]):,.0f}]"
+            print(f"  {system:<15}{medians[system]:>10,.0f}  {spread:<16}{versus}")
+    with psycopg.connect(args.url, autocommit=True) as conn:
+        for name in ("bench_tenure", "bench_pgqueuer", "bench_procrastinate"):
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

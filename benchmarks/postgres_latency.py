@@ -1,0 +1,119 @@
+"""Claim latency on PostgreSQL with 10,000 and 1,000,000 jobs queued: is it flat?
+
+    python benchmarks/postgres_latency.py [--url postgresql://postgres@127.0.0.1:5432/postgres]
+        [--sizes 10000,1000000] [--claims 3000] [--chunk 100]
+
+One schema per size is filled untimed (one INSERT ... SELECT with triggers off, then VACUUM
+ANALYZE). Then one worker (this process) times ``store.claim_next(owner, ttl)`` (the public
+sync API, one statement) for ``--claims`` claims per size, completing each job untimed, in
+turns of ``--chunk`` claims alternating between the sizes (A B, B A, ...) so that machine
+noise hits both alike. It prints p50/p90/p99/max per size and p99(largest)/p99(smallest):
+the target is at most 1.5 (the pick walks the partial index from its start, whatever the
+backlog behind it). Every claimed job must be a distinct job at generation 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+import uuid
+
+import psycopg
+from _common import machine_line
+
+import tenure
+from tenure.stores.postgres._common import render
+
+DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+def fill(base: str, jobs: int) -> str:
+    schema = f"bench_{uuid.uuid4().hex[:10]}"
+    tenure.connect(f"{base}{'&' if '?' in base else '?'}schema={schema}").close()
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute("SET session_replication_role = replica")  # no NOTIFY trigger per row
+        conn.execute(
+            render(
+                "INSERT INTO {schema}.tenure_jobs (job_id, queue, state, available_at, "
+                "max_attempts, payload, created_at, updated_at) "
+                "SELECT 'job-' || g, 'default', 'ready', 1000 + g, 5, '{\"n\": ' || g || '}', "
+                "1000, 1000 FROM generate_series(1, %s) g",
+                schema,
+            ).encode(),
+            (jobs,),
+        )
+        conn.execute(render("VACUUM ANALYZE {schema}.tenure_jobs", schema).encode())
+    return schema
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--url", default=os.environ.get("TENURE_BENCH_POSTGRES_URL", DEFAULT_URL))
+    parser.add_argument("--sizes", default="10000,1000000")
+    parser.add_argument("--claims", type=int, default=3000)
+    parser.add_argument("--chunk", type=int, default=100)
+    args = parser.parse_args(argv)
+    sizes = [int(size) for size in args.sizes.split(",")]
+    print(f"PostgreSQL claim latency by backlog; {machine_line()}")
+    print(f"command: python benchmarks/postgres_latency.py {' '.join(argv)}".rstrip())
+    schemas = {}
+    for size in sizes:
+        started = time.perf_counter()
+        schemas[size] = fill(args.url, size)
+        print(f"  filled {size:,} jobs in {time.perf_counter() - started:.1f} s")
+    stores = {
+        size: tenure.connect(f"{args.url}{'&' if '?' in args.url else '?'}schema={schema}")
+        for size, schema in schemas.items()
+    }
+    timings: dict[int, list[float]] = {size: [] for size in sizes}
+    seen: dict[int, set[str]] = {size: set() for size in sizes}
+    for store in stores.values():  # warm up: connections, prepared statements
+        for _ in range(20):
+            lease = store.claim_next("warm-up", 60)
+            assert lease is not None
+            store.complete(lease)
+    turn = 0
+    clock = time.perf_counter
+    while any(len(timings[size]) < args.claims for size in sizes):
+        for size in sizes if turn % 2 == 0 else sizes[::-1]:
+            store = stores[size]
+            for _ in range(min(args.chunk, args.claims - len(timings[size]))):
+                start = clock()
+                lease = store.claim_next("bench", 60)
+                timings[size].append(clock() - start)
+                assert lease is not None
+                assert lease.generation == 1
+                assert lease.job_id not in seen[size]
+                seen[size].add(lease.job_id)
+                store.complete(lease)
+        turn += 1
+    for store in stores.values():
+        store.close()
+    with psycopg.connect(args.url, autocommit=True) as conn:
+        for schema in schemas.values():
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+    print(f"\n  claim_next latency, {args.claims:,} claims per backlog (ms)")
+    print(f"  {'queued':>10}{'p50':>9}{'p90':>9}{'p99':>9}{'max':>9}{'mean':>9}")
+    for size in sizes:
+        ms = [t * 1000 for t in timings[size]]
+        print(
+            f"  {size:>10,}{percentile(ms, 0.5):>9.3f}{percentile(ms, 0.9):>9.3f}"
+            f"{percentile(ms, 0.99):>9.3f}{max(ms):>9.3f}{statistics.fmean(ms):>9.3f}"
+        )
+    small, large = min(sizes), max(sizes)
+    ratio = percentile(timings[large], 0.99) / percentile(timings[small], 0.99)
+    p50 = percentile(timings[large], 0.5) / percentile(timings[small], 0.5)
+    print(f"\n  p99 at {large:,} / p99 at {small:,}: {ratio:.2f} (target <= 1.5); p50: {p50:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
