@@ -17,10 +17,12 @@ W OS processes released together) drain it with cycles of claim + complete:
   ceiling for this design.
 
 The sides alternate (ABBA...) and the script prints median cycles/s and tenure/raw for each
-W. Then, in one process, it compares claims alone: ``claim_next`` one at a time against
-``claim_many(owner, ttl, --batch)`` (one script run per batch), and the full cycle with
-batch claims. After every run it checks that every job was claimed exactly once (done, or
-leased, at generation 1), so a broken loop cannot pass for a fast one.
+W (and, for W = 1, the client CPU time per cycle of each side, which depends much less on
+other load on the machine than throughput does). Then, in one process, it compares claims
+alone: ``claim_next`` one at a time against ``claim_many(owner, ttl, --batch)`` (one script
+run per batch), and the full cycle with batch claims. After every run it checks that every
+job was claimed exactly once (done, or leased, at generation 1), so a broken loop cannot pass
+for a fast one.
 
 The raw loop mirrors ``tenure/stores/redis/_aio.py``: if the driver's KEYS/ARGV change,
 change ``raw_cycles`` with it. Exits 0.
@@ -29,7 +31,9 @@ change ``raw_cycles`` with it. Exits 0.
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -173,11 +177,20 @@ class Stores:
             self.r.delete(*doomed[start : start + 1000])
 
 
+# Client CPU time per cycle of the single-process runs, per side: unlike throughput, it
+# hardly depends on what else the machine is doing.
+CPU_PER_CYCLE: dict[str, list[float]] = {}
+
+
 def cycles_case(stores: Stores, side: str, workers: int) -> Case:
     def run() -> tuple[int, float]:
         url = stores.fresh()
         if workers == 1:
-            cycles, seconds = timed(SIDES[side](url, OWNER))
+            loop = SIDES[side](url, OWNER)
+            cpu = time.process_time()
+            cycles, seconds = timed(loop)
+            cpu = time.process_time() - cpu
+            CPU_PER_CYCLE.setdefault(side, []).append(cpu / cycles)
         else:
             cycles, seconds = contend(worker, workers, side, url)
         stores.check_and_remove(url, cycles)
@@ -245,6 +258,15 @@ def main(argv: list[str] | None = None) -> int:
             f"claim_next -> complete, {label}", results, "raw redis-py", unit="cycles/s"
         )
         summary.append(f"{workers}w tenure/raw = {ratios['tenure']:.1%}")
+        if workers == 1:
+            # The first value of each side is the warm-up repetition's.
+            cpu = {side: statistics.median(values[1:]) for side, values in CPU_PER_CYCLE.items()}
+            print(
+                "  client CPU per cycle (median): "
+                + ", ".join(f"{side} {seconds * 1e6:.0f} us" for side, seconds in cpu.items())
+                + f"; raw/tenure = {cpu['raw redis-py'] / cpu['tenure']:.1%}"
+            )
+            summary.append(f"CPU raw/tenure = {cpu['raw redis-py'] / cpu['tenure']:.1%}")
 
     results = interleave(
         [

@@ -107,6 +107,8 @@ def test_scripts_reload_after_script_flush(store: tenure.Store, raw: Any) -> Non
     raw.script_flush()
     lease = store.claim_next("A", 10)
     assert lease is not None
+    claim_next = _common.SCRIPTS["claim_next"]
+    assert raw.script_exists(claim_next.sha) == [True]  # cached again for EVALSHA
     raw.script_flush()
     store.complete(lease)
     assert store.get("J").state == "done"

@@ -1,13 +1,15 @@
 """The Redis driver, async. Source of truth for the sync driver (``_sync.py``), which
 ``tools/async_to_sync.py`` generates from this file.
 
-Each operation is one Lua script (``lua/*.lua``) run with ``EVALSHA``; when the server does
-not know a script (restart, ``SCRIPT FLUSH``, failover) its ``NOSCRIPT`` answer means the
-call did not run, so the script is loaded and the call sent again. Requests go out on
-connections taken from redis-py's pool rather than through redis-py's client: the driver
-then knows whether a request had left when a connection failed (which decides
-`StoreUnavailable.outcome_unknown`), and nothing is retried behind the caller's back (a
-``claim_next`` repeated after a lost reply would take a second job).
+Each operation is one Lua script (``lua/*.lua``) run with ``EVALSHA``. When the server does
+not know a script (restart, ``SCRIPT FLUSH``, failover), its ``NOSCRIPT`` answer means the
+call did not run: the call is sent again as ``EVAL`` with the script's text, which also
+caches the script for the next ``EVALSHA``.
+
+Requests go out on connections taken from redis-py's pool rather than through redis-py's
+client: the driver then knows whether a request had left when a connection failed (which
+decides `StoreUnavailable.outcome_unknown`), and nothing is retried behind the caller's back
+(a ``claim_next`` repeated after a lost reply would take a second job).
 """
 
 from __future__ import annotations
@@ -163,9 +165,10 @@ class AsyncRedisDriver:
         try:
             return await self._send(operation, call)
         except NoScriptError:
-            # The server's script cache was emptied and the call did not run: load, resend.
-            await self._send(operation, ("SCRIPT", "LOAD", script.text))
-            return await self._send(operation, call)
+            # The server's script cache was emptied (restart, SCRIPT FLUSH, failover) and the
+            # call did not run: send it again with the script's text, which also caches it.
+            # One round trip, and no window for another flush between loading and calling.
+            return await self._send(operation, ("EVAL", script.text, *call[2:]))
 
     # -- operations --------------------------------------------------------------------
 

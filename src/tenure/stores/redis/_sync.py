@@ -154,9 +154,10 @@ class RedisDriver:
         try:
             return self._send(operation, call)
         except NoScriptError:
-            # The server's script cache was emptied and the call did not run: load, resend.
-            self._send(operation, ("SCRIPT", "LOAD", script.text))
-            return self._send(operation, call)
+            # The server's script cache was emptied (restart, SCRIPT FLUSH, failover) and the
+            # call did not run: send it again with the script's text, which also caches it.
+            # One round trip, and no window for another flush between loading and calling.
+            return self._send(operation, ("EVAL", script.text, *call[2:]))
 
     # -- operations --------------------------------------------------------------------
 
