@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from ._clock import LeaseTiming
-from ._validate import MAX_GENERATION, decode_json
+from ._validate import MAX_GENERATION, decode_json, validate_delay
 from .errors import GenerationExhausted, InvalidArgument, JobNotFound, LeaseLost
 from .models import Job, Lease, lease_seal
 
@@ -253,6 +253,12 @@ class RetryPolicy:
 
     base: float = 1.0
     cap: float = 3600.0
+
+    def __post_init__(self) -> None:
+        # Checked here, not at the first fail(): a NaN or negative delay must never reach
+        # a store. Seconds from 0 to 366 days, as for retry_in.
+        object.__setattr__(self, "base", validate_delay(self.base, "base"))
+        object.__setattr__(self, "cap", validate_delay(self.cap, "cap"))
 
     def delay(self, attempt: int, rng: random.Random) -> float:
         ceiling = min(self.cap, self.base * (2.0 ** min(max(attempt - 1, 0), 60)))

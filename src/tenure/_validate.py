@@ -77,7 +77,13 @@ def _seconds(argument: str, value: object) -> float:
         raise InvalidArgument(
             argument, f"must be a number of seconds or a timedelta, not {type(value).__name__}"
         )
-    seconds = float(value)
+    try:
+        seconds = float(value)
+    except OverflowError:  # an int beyond float range: as out of range as infinity
+        bits = int(value).bit_length()
+        raise InvalidArgument(
+            argument, f"must be a finite number of seconds, got an int of {bits} bits"
+        ) from None
     if not math.isfinite(seconds):
         raise InvalidArgument(argument, f"must be a finite number of seconds, got {value!r}")
     return seconds
@@ -167,7 +173,10 @@ def encode_json(argument: str, value: Any, limit: int = DEFAULT_PAYLOAD_LIMIT) -
     if value is None:
         return None
     _check_json(argument, value, 0)
-    text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except ValueError as exc:  # e.g. an int with more digits than Python will print
+        raise InvalidArgument(argument, f"must be JSON-serialisable: {exc}") from None
     try:
         size = len(text.encode("utf-8"))
     except UnicodeEncodeError as exc:
@@ -191,7 +200,9 @@ def error_text(error: object) -> str:
         text = error
     else:
         raise InvalidArgument("error", f"must be a str or an exception, not {type(error).__name__}")
-    text = text.encode("utf-8", "replace").decode("utf-8")
+    # Lone surrogates and NUL (which PostgreSQL text cannot hold) become replacement marks,
+    # so that every store keeps the same text.
+    text = text.encode("utf-8", "replace").decode("utf-8").replace("\x00", "\ufffd")
     if len(text) > MAX_ERROR_LENGTH:
         text = text[: MAX_ERROR_LENGTH - 15] + " …[truncated]"
     return text

@@ -191,9 +191,9 @@ class SQLiteDriver:
     # -- operations --------------------------------------------------------------------
 
     def now(self) -> float:
-        with self._lock:
-            found = self._conn.execute(_sql("read_clock"), {"host_now": self._clock.time()})
-            return float(found.fetchone()[0])
+        # Raises the persisted floor: a time once reported must not be undercut later, even
+        # if the host clock is stepped back before the next write.
+        return float(self._write("now", lambda _cur, now: now))
 
     def submit(
         self, job_id: str, queue: str, payload: str | None, delay: float, max_attempts: int

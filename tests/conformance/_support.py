@@ -1,0 +1,75 @@
+"""Helpers shared by the conformance tests. None of them fakes a store: they read real
+stores through the public API, or wrap a real driver to lose a reply after it took effect."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from typing import Any
+
+import tenure
+from tenure.models import lease_seal
+
+# Job fields that do not depend on when the snapshot was read.
+_MOMENT_FIELDS = ("as_of", "lease_expired")
+
+
+def job_view(job: tenure.Job) -> dict[str, Any]:
+    """A job's stored state, without the fields that depend on when it was read."""
+    view = job.to_dict()
+    for name in _MOMENT_FIELDS:
+        view.pop(name)
+    return view
+
+
+def snapshot(store: tenure.Store) -> list[dict[str, Any]]:
+    """Every job of the store (up to 1,000), as stored."""
+    return [job_view(job) for job in store.jobs(limit=1000)]
+
+
+def forge(lease: tenure.Lease, **changes: Any) -> tenure.Lease:
+    """A lease with some fields changed AND a matching seal: it passes the client-side check,
+    so only the store can refuse it. (The seal detects accidents, not attackers.)"""
+    changed = dataclasses.replace(lease, **changes)
+    seal = lease_seal(
+        changed.store_id,
+        changed.job_id,
+        changed.owner,
+        changed.generation,
+        changed.secret,
+        changed.ttl,
+    )
+    return dataclasses.replace(changed, seal=seal)
+
+
+class LosingReplies:
+    """Wraps a real driver. The next call of each named operation runs in the store (and
+    takes effect there), then its reply is lost: the caller sees `StoreUnavailable` with
+    ``outcome_unknown=True``, exactly what a dropped connection after COMMIT looks like."""
+
+    def __init__(self, driver: Any, *operations: str) -> None:
+        self._driver = driver
+        self.pending = set(operations)
+        self.calls: Counter[str] = Counter()
+
+    def lose_next(self, *operations: str) -> None:
+        self.pending.update(operations)
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._driver, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self.calls[name] += 1
+            result = attr(*args, **kwargs)
+            if name in self.pending:
+                self.pending.discard(name)
+                raise tenure.StoreUnavailable(
+                    f"{name}: reply lost after the store applied it (test wrapper)",
+                    operation=name,
+                    outcome_unknown=True,
+                )
+            return result
+
+        return call

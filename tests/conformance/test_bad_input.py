@@ -1,0 +1,344 @@
+"""Bad input (DESIGN.md §5): every public entry point refuses it with InvalidArgument naming
+the argument and the rule, before touching the store, which is left unchanged."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any
+
+import pytest
+
+import tenure
+import tenure.aio
+from tests.conformance._support import snapshot
+
+WEEK = 7 * 24 * 3600
+MIB = 1024 * 1024
+
+
+def _nested(depth: int) -> Any:
+    value: Any = "leaf"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def _circular() -> Any:
+    loop: list[Any] = []
+    loop.append(loop)
+    return loop
+
+
+BAD_IDS: list[Any] = [
+    "",
+    "x" * 256,
+    "é" * 256,
+    "a\x00b",
+    "\x00",
+    "line\nbreak",
+    "carriage\rreturn",
+    "tab\there",
+    "bell\x07",
+    "escape\x1b[31m",
+    "delete\x7f",
+    "c1 control\x85",
+    "\ud800",
+    "lone \udfff surrogate",
+    "pair\ud83d\ude00as surrogates",
+    42,
+    4.2,
+    True,
+    None,
+    b"bytes",
+    ["J"],
+]
+BAD_OPTIONAL_IDS = [value for value in BAD_IDS if value is not None]
+
+BAD_TTLS: list[Any] = [
+    0,
+    0.0,
+    -0.0,
+    -1,
+    -0.5,
+    0.0099,
+    WEEK + 0.001,
+    WEEK * 2,
+    1e300,
+    10**400,
+    float("nan"),
+    float("inf"),
+    float("-inf"),
+    True,
+    False,
+    "10",
+    "",
+    None,
+    b"10",
+    [10],
+    Decimal("10"),
+    Fraction(10),
+    complex(10, 0),
+    dt.timedelta(0),
+    dt.timedelta(milliseconds=9),
+    dt.timedelta(days=7, microseconds=1),
+    dt.timedelta(seconds=-10),
+    dt.timedelta.max,
+]
+BAD_RENEW_TTLS = [value for value in BAD_TTLS if value is not None]
+
+BAD_DELAYS: list[Any] = [
+    -1,
+    -0.001,
+    -(10**400),
+    10**400,
+    1e300,
+    366 * 24 * 3600 + 1,
+    float("nan"),
+    float("inf"),
+    float("-inf"),
+    True,
+    "5",
+    None,
+    Decimal("5"),
+    dt.timedelta(days=367),
+    dt.timedelta(seconds=-1),
+]
+BAD_RETRY_IN = [value for value in BAD_DELAYS if value is not None]
+
+BAD_ATTEMPTS: list[Any] = [0, -1, 1_000_001, 10**30, 1.0, 2.5, True, "3", None, Decimal(3)]
+BAD_LIMITS: list[Any] = [0, -1, 1001, 10**30, 1.0, True, False, "5", None, Decimal(5)]
+BAD_QUEUES: list[Any] = [
+    "default",
+    "",
+    b"default",
+    [],
+    (),
+    None,
+    5,
+    ["ok", ""],
+    ["x" * 256],
+    ["nul\x00"],
+    ["\ud800"],
+    [None],
+    [1],
+    [b"q"],
+    [f"q{i}" for i in range(65)],
+]
+BAD_JSON: list[Any] = [
+    {1, 2},
+    frozenset({1}),
+    object(),
+    float("nan"),
+    float("inf"),
+    float("-inf"),
+    {"x": float("nan")},
+    [1, [2, float("inf")]],
+    {1: "int key"},
+    {(1, 2): "tuple key"},
+    {None: "None key"},
+    {True: "bool key"},
+    b"bytes",
+    bytearray(b"bytes"),
+    "\ud800",
+    {"k": "lone \udfff"},
+    {"\ud800": 1},
+    _nested(100),
+    _circular(),
+    "a" * (MIB - 1),  # 1 MiB + 1 byte of JSON with the quotes
+    ["é" * (MIB // 2)],
+    10**5000,
+    Decimal("1.5"),
+    Fraction(1, 3),
+    dt.datetime(2026, 1, 1),
+    complex(1, 2),
+    lambda: None,
+    Ellipsis,
+]
+BAD_ERRORS: list[Any] = [None, 42, 1.5, object(), b"bytes", ["x"], {"e": 1}]
+BAD_STATES: list[Any] = ["running", "", "READY", "leased ", 1, ["ready"]]
+BAD_LEASE_VALUES: list[Any] = [None, "lease", 42, {"job_id": "L", "generation": 1}]
+
+
+@dataclass
+class World:
+    """A store with a job in every state, and the live lease of the leased one."""
+
+    store: tenure.Store
+    lease: tenure.Lease
+    job: tenure.Job
+
+
+@pytest.fixture
+def world(store: tenure.Store, clock: tenure.ManualClock) -> World:
+    store.submit("R", {"ready": True})
+    store.submit("L", queue="q2")
+    store.submit("D")
+    store.submit("X", max_attempts=1)
+    store.submit("W", delay=60)
+    done = store.claim("D", "A", 10)
+    assert done is not None
+    store.complete(done, "ok")
+    dead = store.claim("X", "A", 10)
+    assert dead is not None
+    store.fail(dead, "boom")
+    lease = store.claim("L", "A", 10)
+    assert lease is not None
+    clock.advance(1)
+    return World(store, lease, store.get("R"))
+
+
+Call = Callable[[World, Any], object]
+
+# (entry point, argument named in the error, bad values, call)
+CASES: list[tuple[str, str, list[Any], Call]] = [
+    ("submit", "job_id", BAD_IDS, lambda w, v: w.store.submit(v)),
+    ("submit", "queue", BAD_IDS, lambda w, v: w.store.submit("new", queue=v)),
+    ("submit", "delay", BAD_DELAYS, lambda w, v: w.store.submit("new", delay=v)),
+    ("submit", "max_attempts", BAD_ATTEMPTS, lambda w, v: w.store.submit("new", max_attempts=v)),
+    ("submit", "payload", BAD_JSON, lambda w, v: w.store.submit("new", v)),
+    # an existing job id too: validation comes before the idempotent no-op
+    ("submit", "payload", BAD_JSON[:4], lambda w, v: w.store.submit("R", v)),
+    ("get", "job_id", BAD_IDS, lambda w, v: w.store.get(v)),
+    ("jobs", "queue", BAD_OPTIONAL_IDS, lambda w, v: w.store.jobs(queue=v)),
+    ("jobs", "state", BAD_STATES, lambda w, v: w.store.jobs(state=v)),
+    ("jobs", "limit", BAD_LIMITS, lambda w, v: w.store.jobs(limit=v)),
+    ("claim", "job_id", BAD_IDS, lambda w, v: w.store.claim(v, "B", 10)),
+    ("claim", "owner", BAD_IDS, lambda w, v: w.store.claim("R", v, 10)),
+    ("claim", "ttl", BAD_TTLS, lambda w, v: w.store.claim("R", "B", v)),
+    # a missing job: InvalidArgument, not JobNotFound (validated before the store is asked)
+    ("claim", "ttl", BAD_TTLS[:6], lambda w, v: w.store.claim("missing", "B", v)),
+    ("claim_next", "owner", BAD_IDS, lambda w, v: w.store.claim_next(v, 10)),
+    ("claim_next", "ttl", BAD_TTLS, lambda w, v: w.store.claim_next("B", v)),
+    ("claim_next", "queues", BAD_QUEUES, lambda w, v: w.store.claim_next("B", 10, queues=v)),
+    ("claim_many", "owner", BAD_IDS, lambda w, v: w.store.claim_many(v, 10, 2)),
+    ("claim_many", "ttl", BAD_TTLS, lambda w, v: w.store.claim_many("B", v, 2)),
+    ("claim_many", "limit", BAD_LIMITS, lambda w, v: w.store.claim_many("B", 10, v)),
+    ("claim_many", "queues", BAD_QUEUES, lambda w, v: w.store.claim_many("B", 10, 2, queues=v)),
+    ("wait_for_jobs", "queues", BAD_QUEUES, lambda w, v: w.store.wait_for_jobs(queues=v)),
+    ("wait_for_jobs", "timeout", BAD_DELAYS, lambda w, v: w.store.wait_for_jobs(timeout=v)),
+    ("renew", "lease", BAD_LEASE_VALUES, lambda w, v: w.store.renew(v)),
+    ("renew", "lease", [None], lambda w, v: w.store.renew(w.job)),  # type: ignore[arg-type]
+    ("renew", "ttl", BAD_RENEW_TTLS, lambda w, v: w.store.renew(w.lease, v)),
+    ("complete", "lease", BAD_LEASE_VALUES, lambda w, v: w.store.complete(v)),
+    ("complete", "result", BAD_JSON, lambda w, v: w.store.complete(w.lease, v)),
+    ("release", "lease", BAD_LEASE_VALUES, lambda w, v: w.store.release(v)),
+    ("fail", "lease", BAD_LEASE_VALUES, lambda w, v: w.store.fail(v, "e")),
+    ("fail", "error", BAD_ERRORS, lambda w, v: w.store.fail(w.lease, v)),
+    ("fail", "retry_in", BAD_RETRY_IN, lambda w, v: w.store.fail(w.lease, "e", retry_in=v)),
+]
+
+
+def _case_ids() -> Iterator[str]:
+    seen: dict[str, int] = {}
+    for entry, argument, _, _ in CASES:
+        name = f"{entry}-{argument}"
+        seen[name] = seen.get(name, 0) + 1
+        yield name if seen[name] == 1 else f"{name}-{seen[name]}"
+
+
+def _describe(value: Any) -> str:
+    try:
+        text = repr(value)
+    except ValueError:  # an int too long to print
+        text = f"<{type(value).__name__} too long to print>"
+    return text if len(text) < 60 else text[:57] + "..."
+
+
+@pytest.mark.parametrize(("entry", "argument", "values", "call"), CASES, ids=list(_case_ids()))
+def test_bad_input_is_refused_and_changes_nothing(
+    world: World, entry: str, argument: str, values: list[Any], call: Call
+) -> None:
+    before = snapshot(world.store)
+    for value in values:
+        what = f"{entry}({argument}={_describe(value)})"
+        refusal: tenure.InvalidArgument | None = None
+        try:
+            call(world, value)
+        except tenure.InvalidArgument as exc:
+            refusal = exc
+        except Exception as exc:  # report which value slipped through, and how
+            pytest.fail(f"{what} raised {type(exc).__name__}: {exc}, not InvalidArgument")
+        else:
+            pytest.fail(f"{what} was accepted")
+        named = refusal.argument == argument or refusal.argument.startswith(f"{argument} ")
+        assert named, f"{what}: error names {refusal.argument!r}: {refusal}"
+        assert str(refusal) == f"{refusal.argument}: {refusal.rule}", what
+        assert len(refusal.rule) > 10, f"{what}: the rule is not explained: {refusal}"
+        assert snapshot(world.store) == before, f"{what} changed the store"
+    # The live lease and the store are intact.
+    world.store.complete(world.lease, "still mine")
+    assert world.store.get("L").state == "done"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [0.01, WEEK, dt.timedelta(days=7), dt.timedelta(milliseconds=10), 1, 3600.5],
+    ids=repr,
+)
+def test_ttl_bounds_are_inclusive(store: tenure.Store, value: Any) -> None:
+    store.submit("J")
+    lease = store.claim("J", "A", value)
+    assert lease is not None
+    seconds = value.total_seconds() if isinstance(value, dt.timedelta) else float(value)
+    assert lease.ttl == seconds
+    assert math.isclose(lease.lease_until - store.now(), seconds, abs_tol=1e-6)
+    assert store.renew(lease, value).ttl == seconds
+
+
+def test_valid_edge_values(store: tenure.Store) -> None:
+    store.submit("a" * 255, queue="q" * 255, delay=0, max_attempts=1)
+    store.submit("d", delay=366 * 24 * 3600, max_attempts=1_000_000)
+    store.submit("u", {"\u2028": "\ufeff"})  # separators and BOM are text, not controls
+    assert store.claim_many("o" * 255, 10, 1000, queues=[f"q{i}" for i in range(64)]) == []
+    assert len(store.jobs(limit=1000)) == 3
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://example.com/jobs",
+        "mysql://user@localhost/db",
+        "mongodb://localhost",
+        "file:///tmp/tenure.db",
+        "sqlite3:///tenure.db",
+        "tenure.db",
+        "/tmp/tenure.db",
+        "sqlite",
+        "",
+        42,
+        b"sqlite:///tenure.db",
+    ],
+    ids=repr,
+)
+def test_unknown_url_schemes(url: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(tenure.InvalidArgument) as caught:
+        tenure.connect(url)
+    assert caught.value.argument == "url"
+    if isinstance(url, str) and "://" in url:
+        assert url.split("://")[0] in str(caught.value)
+        assert "sqlite://" in str(caught.value)  # says what is known
+    assert list(tmp_path.iterdir()) == []  # nothing was created
+
+
+def test_unknown_scheme_from_the_environment(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TENURE_STORE_URL", "bogus://somewhere")
+    with pytest.raises(tenure.InvalidArgument) as caught:
+        tenure.connect()
+    assert caught.value.argument == "url"
+    assert "bogus" in str(caught.value)
+
+
+@pytest.mark.anyio
+async def test_unknown_url_scheme_async() -> None:
+    with pytest.raises(tenure.InvalidArgument) as caught:
+        await tenure.aio.connect("http://example.com")
+    assert caught.value.argument == "url"

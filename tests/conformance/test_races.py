@@ -1,0 +1,197 @@
+"""Races with real concurrency on every backend: OS processes and threads, real clocks.
+
+Select them with ``-m races``; each test stays within ~20 s on two cores.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import sys
+import threading
+from collections import defaultdict
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import tenure
+
+pytestmark = [pytest.mark.races, pytest.mark.slow]
+
+WORKER = Path(__file__).with_name("_race_worker.py")
+PROCESSES = 8
+JOBS = 1000
+THREADS = 32
+
+
+def run_workers(url: str) -> list[dict[str, Any]]:
+    procs = []
+    for index in range(PROCESSES):
+        config = {
+            "url": url,
+            "owner": f"proc{index}",
+            "seed": index,
+            "ttl": 30.0,
+            "short_ttl": 0.2,
+            "stall": 0.01,
+            "release": 0.03,
+            "fail": 0.03,
+        }
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, str(WORKER), json.dumps(config)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+    histories = []
+    for proc in procs:
+        try:
+            out, err = proc.communicate(timeout=90)
+        except subprocess.TimeoutExpired:
+            for other in procs:
+                other.kill()
+            pytest.fail("a race worker did not finish within 90 s")
+        assert proc.returncode == 0, err
+        histories.append(json.loads(out))
+    return histories
+
+
+def test_processes_complete_every_job_exactly_once(url: str) -> None:
+    with tenure.connect(url) as store:
+        for index in range(JOBS):
+            store.submit(f"job-{index:04d}", {"n": index}, max_attempts=100)
+    histories = run_workers(url)
+    with tenure.connect(url) as store:
+        final = {job.job_id: job for job in store.jobs(limit=1000)}
+    assert len(final) == JOBS
+
+    events = [event for history in histories for event in history["events"]]
+    claims: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    by_lease: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
+    for event in events:
+        if event["kind"] == "claim":
+            claims[event["job"]].append(event)
+        else:
+            by_lease[(event["job"], event["generation"])].append(event)
+
+    completions: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for event in events:
+        if event["kind"] == "complete" and event["ok"]:
+            completions[event["job"]].append(event)
+
+    for job_id, job in final.items():
+        # I5: every job ends done; I3: exactly one completion, by the current lease.
+        assert job.state == "done", job
+        done = completions[job_id]
+        assert len(done) == 1, (job_id, done)
+        assert done[0]["generation"] == job.generation
+        assert job.owner == done[0]["owner"]
+        assert job.result == done[0]["owner"]
+        # I1: the generations granted are 1..n, each once.
+        granted = sorted(claim["generation"] for claim in claims[job_id])
+        assert granted == list(range(1, job.generation + 1)), (job_id, granted)
+
+        # I2: no two owners at once. Lease g+1 was granted only after lease g ended.
+        ordered = sorted(claims[job_id], key=lambda c: c["generation"])
+        for before, after in itertools.pairwise(ordered):
+            ops = by_lease[(job_id, before["generation"])]
+            granted_at = after["lease_until"] - after["ttl"]  # store time of the claim
+            assert granted_at >= before["lease_until"] - before["ttl"] - 1e-6
+            succeeded = [op for op in ops if op["ok"]]
+            # Nothing the old holder did after the new lease was granted may succeed:
+            # every successful request of lease g was sent before claim g+1 came back.
+            for op in succeeded:
+                assert op["sent"] < after["received"], (job_id, op, after)
+            ended = [op for op in succeeded if op["kind"] in ("release", "fail")]
+            if not ended:
+                # It ended by expiry: the next claim came after its last confirmed end.
+                last_until = max(
+                    [before["lease_until"]]
+                    + [op["lease_until"] for op in succeeded if op["kind"] == "renew"]
+                )
+                assert granted_at >= last_until - 1e-3, (job_id, before, after)
+
+    # The stalled holders were all rejected; nobody else ever was.
+    stalled = [e for e in events if e.get("stalled")]
+    assert stalled, "the run had no stalls: the expiry path was not exercised"
+    assert not any(event["ok"] for event in stalled)
+    assert all("rejected" in event["error"] for event in stalled)
+    assert all(event["ok"] for event in events if not event.get("stalled"))
+    assert sum(1 for e in events if e["kind"] == "release") > 5
+    assert max(job.generation for job in final.values()) > 1
+
+
+def all_at_once(calls: list[Callable[[], Any]]) -> list[Any]:
+    """Run every call in its own thread, released together by a barrier; the results (or
+    the exceptions raised) in order."""
+    barrier = threading.Barrier(len(calls))
+    results: list[Any] = [None] * len(calls)
+
+    def run(index: int) -> None:
+        barrier.wait(timeout=30)
+        try:
+            results[index] = calls[index]()
+        except BaseException as exc:  # handed back to the test
+            results[index] = exc
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not any(thread.is_alive() for thread in threads), "a contender hung"
+    errors = [r for r in results if isinstance(r, BaseException)]
+    assert not errors, errors
+    return results
+
+
+def test_threads_claiming_one_job_have_one_winner(url: str) -> None:
+    rounds = 3
+    with tenure.connect(url) as store:
+        for round_ in range(rounds):
+            store.submit(f"contested-{round_}")
+    clients = [tenure.connect(url) for _ in range(THREADS)]
+    try:
+        for round_ in range(rounds):
+            job_id = f"contested-{round_}"
+            results = all_at_once(
+                [
+                    partial(client.claim, job_id, f"thread{index}", 30)
+                    for index, client in enumerate(clients)
+                ]
+            )
+            winners = [r for r in results if isinstance(r, tenure.Lease)]
+            assert len(winners) == 1, winners
+            assert results.count(None) == THREADS - 1
+            job = clients[0].get(job_id)
+            assert (job.state, job.generation, job.attempts) == ("leased", 1, 1)
+            assert job.owner == winners[0].owner
+            clients[0].complete(winners[0])  # the winner's lease is the real one
+    finally:
+        for client in clients:
+            client.close()
+
+
+def test_threads_claim_next_share_out_jobs(url: str) -> None:
+    jobs = 10
+    with tenure.connect(url) as store:
+        for index in range(jobs):
+            store.submit(f"j{index}")
+    clients = [tenure.connect(url) for _ in range(THREADS)]
+    try:
+        results = all_at_once(
+            [partial(client.claim_next, f"thread{i}", 30) for i, client in enumerate(clients)]
+        )
+    finally:
+        for client in clients:
+            client.close()
+    leases = [r for r in results if isinstance(r, tenure.Lease)]
+    assert sorted(lease.job_id for lease in leases) == sorted(f"j{i}" for i in range(jobs))
+    assert all(lease.generation == 1 for lease in leases)
+    assert results.count(None) == THREADS - jobs

@@ -1,0 +1,452 @@
+"""The protocol against a small reference model, step by step (Hypothesis stateful testing).
+
+The model below is the whole lease protocol in plain Python: store time with its floor,
+claim/claim_next (with burial of poison jobs), renew/complete/release/fail conditioned on
+owner, generation, secret and expiry, and the rule that repeating an operation that already
+took effect succeeds. Hypothesis drives a real store and the model with the same random
+sequence of operations (several owners, stale and forged leases, the clock moving forwards
+and being stepped backwards) and compares every answer and every job after every step.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+import tenure
+from tests.conformance._support import forge
+
+MAX_GENERATION = 2**63 - 1
+TOLERANCE = 1e-3  # seconds: stores may keep timestamps in microseconds
+BURIED = "<any error: buried>"
+
+
+class ModelLeaseLost(Exception):
+    pass
+
+
+class ModelJobNotFound(Exception):
+    pass
+
+
+@dataclass
+class ModelJob:
+    job_id: str
+    queue: str
+    seq: int
+    max_attempts: int
+    available_at: float
+    state: str = "ready"
+    owner: str | None = None
+    generation: int = 0
+    secret: int | None = None
+    lease_until: float | None = None
+    attempts: int = 0
+    result: Any = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class ModelLease:
+    job_id: str
+    owner: str
+    generation: int
+    secret: int
+    ttl: float
+    lease_until: float
+    attempt: int
+
+
+class Model:
+    """The reference: what a store must answer, computed without any store."""
+
+    def __init__(self, clock: tenure.ManualClock) -> None:
+        self.clock = clock
+        self.floor = -math.inf
+        self.jobs: dict[str, ModelJob] = {}
+        self.seq = itertools.count()
+        self.secrets = itertools.count(1)
+
+    def tick(self) -> float:
+        """Store time for a write (or now()): the host clock, never below the floor."""
+        self.floor = max(self.floor, self.clock.time())
+        return self.floor
+
+    def submit(self, job_id: str, queue: str, delay: float, max_attempts: int) -> ModelJob:
+        now = self.tick()
+        if job_id not in self.jobs:
+            self.jobs[job_id] = ModelJob(job_id, queue, next(self.seq), max_attempts, now + delay)
+        return self.jobs[job_id]
+
+    def _grant(self, job: ModelJob, owner: str, ttl: float, now: float) -> ModelLease:
+        job.state = "leased"
+        job.owner = owner
+        job.generation += 1
+        job.secret = next(self.secrets)
+        job.lease_until = job.available_at = now + ttl
+        job.attempts += 1
+        return ModelLease(
+            job.job_id, owner, job.generation, job.secret, ttl, now + ttl, job.attempts
+        )
+
+    @staticmethod
+    def _bury(job: ModelJob) -> None:
+        job.state = "dead"
+        job.secret = None
+        job.lease_until = None
+        job.error = job.error if job.error is not None else BURIED
+
+    @staticmethod
+    def _due(job: ModelJob, now: float) -> bool:
+        return (
+            job.state in ("ready", "leased")
+            and job.available_at <= now
+            and job.generation < MAX_GENERATION
+        )
+
+    def claim(self, job_id: str, owner: str, ttl: float) -> ModelLease | None:
+        now = self.tick()
+        job = self.jobs.get(job_id)
+        if job is None:
+            raise ModelJobNotFound(job_id)
+        if self._due(job, now) and job.attempts < job.max_attempts:
+            return self._grant(job, owner, ttl, now)
+        if self._due(job, now) and job.state == "leased":
+            self._bury(job)  # expired on its last allowed attempt
+        return None
+
+    def claim_many(self, owner: str, ttl: float, limit: int, queues: list[str]) -> list[ModelLease]:
+        now = self.tick()
+        granted: list[ModelLease] = []
+        while len(granted) < limit:
+            due = [j for j in self.jobs.values() if j.queue in queues and self._due(j, now)]
+            if not due:
+                break
+            job = min(due, key=lambda j: (j.available_at, j.seq))
+            if job.state == "leased" and job.attempts >= job.max_attempts:
+                self._bury(job)
+                continue
+            granted.append(self._grant(job, owner, ttl, now))
+        return granted
+
+    def _holds(self, job: ModelJob, lease: ModelLease, now: float) -> bool:
+        return (
+            job.state == "leased"
+            and job.owner == lease.owner
+            and job.generation == lease.generation
+            and job.secret == lease.secret
+            and job.lease_until is not None
+            and job.lease_until > now
+        )
+
+    @staticmethod
+    def _ended_by(job: ModelJob, lease: ModelLease, states: tuple[str, ...]) -> bool:
+        return (
+            job.state in states
+            and job.generation == lease.generation
+            and job.secret == lease.secret
+        )
+
+    def renew(self, lease: ModelLease, ttl: float | None) -> ModelLease:
+        now = self.tick()
+        job = self.jobs[lease.job_id]
+        if not self._holds(job, lease, now):
+            raise ModelLeaseLost
+        ttl = lease.ttl if ttl is None else ttl
+        job.lease_until = job.available_at = now + ttl
+        return dataclasses.replace(lease, ttl=ttl, lease_until=now + ttl)
+
+    def complete(self, lease: ModelLease, result: Any) -> None:
+        now = self.tick()
+        job = self.jobs[lease.job_id]
+        if self._holds(job, lease, now):
+            job.state = "done"
+            job.result = result
+            job.lease_until = None
+            job.available_at = now
+        elif not self._ended_by(job, lease, ("done",)):
+            raise ModelLeaseLost
+
+    def release(self, lease: ModelLease) -> None:
+        now = self.tick()
+        job = self.jobs[lease.job_id]
+        if self._holds(job, lease, now):
+            job.state = "ready"
+            job.lease_until = None
+            job.available_at = now
+            job.attempts -= 1
+        elif not self._ended_by(job, lease, ("ready", "dead")):
+            raise ModelLeaseLost
+
+    def fail(self, lease: ModelLease, error: str, retry_in: float) -> None:
+        now = self.tick()
+        job = self.jobs[lease.job_id]
+        if self._holds(job, lease, now):
+            job.state = "dead" if job.attempts >= job.max_attempts else "ready"
+            job.lease_until = None
+            job.available_at = now + retry_in
+            job.error = error
+        elif not self._ended_by(job, lease, ("ready", "dead")):
+            raise ModelLeaseLost
+
+
+# -- the machine ---------------------------------------------------------------------------
+
+OWNERS = st.sampled_from(["A", "B", "C"])
+TTLS = st.sampled_from([1.0, 2.0, 5.0, 10.0])
+HOLDER_OPS = ("renew", "complete", "release", "fail")
+Pair = tuple[tenure.Lease, ModelLease]
+
+
+def close_enough(a: float | None, b: float | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return abs(a - b) <= TOLERANCE
+
+
+# Which lease a holder rule uses: mostly one of the last few granted, sometimes any older
+# (stale) one. Counted back from the newest.
+PICK = st.just(0) | st.integers(0, 3) | st.integers(0, 10_000)
+has_leases = precondition(lambda self: bool(self.leases))
+
+
+class LeaseProtocol(RuleBasedStateMachine):
+    def __init__(self, url: str, clock: tenure.ManualClock, namespace: str) -> None:
+        super().__init__()
+        self.clock = clock
+        self.store = tenure.connect(url, clock=clock, store_clock=clock)
+        self.model = Model(clock)
+        self.job_ids = [f"{namespace}j{i}" for i in range(5)]  # j4 is never submitted
+        self.queues = [f"{namespace}q0", f"{namespace}q1"]
+        # Every lease ever granted (renewals too), the stale ones included.
+        self.leases: list[Pair] = []
+
+    def pick(self, back: int) -> Pair:
+        return self.leases[max(0, len(self.leases) - 1 - back)]
+
+    def teardown(self) -> None:
+        self.store.close()
+
+    # -- comparing answers ------------------------------------------------------------
+
+    @staticmethod
+    def same_lease(real: tenure.Lease, model: ModelLease) -> None:
+        assert (real.job_id, real.owner, real.generation, real.ttl, real.attempt) == (
+            model.job_id,
+            model.owner,
+            model.generation,
+            model.ttl,
+            model.attempt,
+        ), (real, model)
+        assert close_enough(real.lease_until, model.lease_until), (real, model)
+
+    def both(self, real_call: Callable[[], Any], model_call: Callable[[], Any]) -> tuple[Any, Any]:
+        """Run the same operation on the store and the model; they must agree on whether
+        it raised, and on what."""
+        try:
+            expected = model_call()
+        except ModelLeaseLost:
+            with pytest.raises(tenure.LeaseLost):
+                real_call()
+            return None, None
+        except ModelJobNotFound:
+            with pytest.raises(tenure.JobNotFound):
+                real_call()
+            return None, None
+        return real_call(), expected
+
+    # -- rules ------------------------------------------------------------------------
+
+    @initialize(max_attempts=st.lists(st.sampled_from([1, 2, 3, 5]), min_size=3, max_size=3))
+    def some_jobs(self, max_attempts: list[int]) -> None:
+        for index, attempts in enumerate(max_attempts):
+            self._submit(index, index % 2, 0.0, attempts)
+
+    @rule(
+        job=st.integers(0, 3),
+        queue=st.integers(0, 1),
+        delay=st.sampled_from([0.0, 0.0, 1.0, 5.0]),
+        max_attempts=st.sampled_from([1, 2, 3, 5]),
+    )
+    def submit(self, job: int, queue: int, delay: float, max_attempts: int) -> None:
+        self._submit(job, queue, delay, max_attempts)
+
+    def _submit(self, job: int, queue: int, delay: float, max_attempts: int) -> None:
+        job_id, queue_name = self.job_ids[job], self.queues[queue]
+        real = self.store.submit(
+            job_id, {"job": job}, queue=queue_name, delay=delay, max_attempts=max_attempts
+        )
+        expected = self.model.submit(job_id, queue_name, delay, max_attempts)
+        assert (real.queue, real.state, real.generation, real.max_attempts) == (
+            expected.queue,
+            expected.state,
+            expected.generation,
+            expected.max_attempts,
+        )
+
+    @rule(job=st.integers(0, 4), owner=OWNERS, ttl=TTLS)
+    def claim(self, job: int, owner: str, ttl: float) -> None:
+        job_id = self.job_ids[job]
+        real, expected = self.both(
+            lambda: self.store.claim(job_id, owner, ttl),
+            lambda: self.model.claim(job_id, owner, ttl),
+        )
+        if expected is None:
+            assert real is None, real
+            return
+        assert real is not None, f"store refused a claim the model grants: {expected}"
+        self.same_lease(real, expected)
+        self.leases.append((real, expected))
+
+    @rule(
+        owner=OWNERS,
+        ttl=TTLS,
+        limit=st.integers(1, 3),
+        queues=st.lists(st.integers(0, 1), min_size=1, max_size=2, unique=True),
+    )
+    def claim_next(self, owner: str, ttl: float, limit: int, queues: list[int]) -> None:
+        names = [self.queues[q] for q in queues]
+        expected = self.model.claim_many(owner, ttl, limit, names)
+        if limit == 1:
+            one = self.store.claim_next(owner, ttl, queues=names)
+            real = [] if one is None else [one]
+        else:
+            real = self.store.claim_many(owner, ttl, limit, queues=names)
+        assert len(real) == len(expected), (real, expected)
+        for got, want in zip(real, expected, strict=False):
+            self.same_lease(got, want)
+            self.leases.append((got, want))
+
+    @has_leases
+    @rule(back=PICK, ttl=st.none() | TTLS)
+    def renew(self, back: int, ttl: float | None) -> None:
+        lease, model_lease = self.pick(back)
+        real, expected = self.both(
+            lambda: self.store.renew(lease, ttl), lambda: self.model.renew(model_lease, ttl)
+        )
+        if expected is not None:
+            self.same_lease(real, expected)
+            self.leases.append((real, expected))
+
+    def holder_op(self, op: str, lease: tenure.Lease, model_lease: ModelLease, arg: Any) -> None:
+        if op == "complete":
+            self.both(
+                lambda: self.store.complete(lease, arg),
+                lambda: self.model.complete(model_lease, arg),
+            )
+        elif op == "release":
+            self.both(lambda: self.store.release(lease), lambda: self.model.release(model_lease))
+        elif op == "fail":
+            self.both(
+                lambda: self.store.fail(lease, f"failed {arg}", retry_in=arg),
+                lambda: self.model.fail(model_lease, f"failed {arg}", arg),
+            )
+        else:
+            self.both(lambda: self.store.renew(lease), lambda: self.model.renew(model_lease, None))
+
+    @has_leases
+    @rule(back=PICK, result=st.integers(0, 3))
+    def complete(self, back: int, result: int) -> None:
+        self.holder_op("complete", *self.pick(back), result)
+
+    @has_leases
+    @rule(back=PICK)
+    def release(self, back: int) -> None:
+        self.holder_op("release", *self.pick(back), None)
+
+    @has_leases
+    @rule(back=PICK, retry_in=st.sampled_from([0.0, 1.0, 3.0]))
+    def fail(self, back: int, retry_in: float) -> None:
+        self.holder_op("fail", *self.pick(back), retry_in)
+
+    @has_leases
+    @rule(
+        back=PICK,
+        op=st.sampled_from(HOLDER_OPS),
+        forgery=st.sampled_from(["secret", "owner", "generation"]),
+    )
+    def forged(self, back: int, op: str, forgery: str) -> None:
+        """Someone who knows the public fields (and maybe an old secret) tries to act."""
+        lease, model_lease = self.pick(back)
+        if forgery == "secret":
+            fake = forge(lease, secret="forged-" + lease.secret)
+            model_fake = dataclasses.replace(model_lease, secret=-1)
+        elif forgery == "owner":
+            fake = forge(lease, owner="Mallory")
+            model_fake = dataclasses.replace(model_lease, owner="Mallory")
+        else:
+            fake = forge(lease, generation=lease.generation + 1)
+            model_fake = dataclasses.replace(model_lease, generation=lease.generation + 1)
+        self.holder_op(op, fake, model_fake, 0.0 if op == "fail" else 9)
+
+    @rule(
+        move=st.sampled_from(
+            [("advance", s) for s in (0.5, 1.0, 2.0, 3.0, 5.0, 10.0)]
+            + [("step", s) for s in (-30.0, -4.0, -1.0, 2.0)]
+        )
+    )
+    def clock_moves(self, move: tuple[str, float]) -> None:
+        """Time passes (both clocks), or wall time alone is stepped, mostly back, the way an
+        NTP step or an operator's `date -s` does."""
+        how, seconds = move
+        if how == "advance":
+            self.clock.advance(seconds)
+        else:
+            self.clock.jump(seconds)
+
+    # -- after every step -------------------------------------------------------------
+
+    @invariant()
+    def store_matches_model(self) -> None:
+        now = self.store.now()
+        assert close_enough(now, self.model.tick()), (now, self.model.floor)
+        for job_id in self.job_ids:
+            expected = self.model.jobs.get(job_id)
+            if expected is None:
+                with pytest.raises(tenure.JobNotFound):
+                    self.store.get(job_id)
+                continue
+            real = self.store.get(job_id)
+            assert (real.state, real.owner, real.generation, real.attempts) == (
+                expected.state,
+                expected.owner,
+                expected.generation,
+                expected.attempts,
+            ), (job_id, real, expected)
+            assert close_enough(real.lease_until, expected.lease_until), (real, expected)
+            assert close_enough(real.available_at, expected.available_at), (real, expected)
+            assert real.result == expected.result, (real, expected)
+            if expected.error == BURIED:
+                assert isinstance(real.error, str), real
+                assert real.error, real
+            else:
+                assert real.error == expected.error, (real, expected)
+
+
+def test_store_matches_the_reference_model(url: str) -> None:
+    examples = itertools.count()
+
+    def factory() -> LeaseProtocol:
+        # Examples share the store: each gets its own job ids and queues, and a clock that
+        # starts past every time an earlier example could have reached (the floor stays).
+        k = next(examples)
+        clock = tenure.ManualClock(1_700_000_000.0 + k * 1_000_000.0)
+        return LeaseProtocol(url, clock, f"e{k}-")
+
+    run_state_machine_as_test(factory)  # type: ignore[arg-type]  # a factory is documented
+    assert next(examples) > 1
