@@ -15,7 +15,7 @@ import pytest
 
 import tenure
 from tenure._validate import MAX_GENERATION
-from tenure.stores.postgres._common import SqlSet, render
+from tenure.stores.postgres._common import SqlSet, render, sql_text
 from tests.backends import POSTGRES_URL, postgres_schema, postgres_schema_url
 
 pytestmark = pytest.mark.slow
@@ -48,7 +48,6 @@ def explain(conn: Any, sql: bytes, params: dict[str, Any]) -> dict[str, Any]:
     text, names = _prepared(sql)
     args = ", ".join(_literal(params[name]) for name in names)
     with conn.transaction(force_rollback=True):
-        conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
         conn.execute(f"PREPARE tenure_plan AS {text}")
         rows = conn.execute(
             f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE tenure_plan({args})"
@@ -101,6 +100,7 @@ def filled() -> Iterator[tuple[Any, dict[int, str]]]:
         postgres_schema("tplan") as small,
         postgres_schema("tplan") as large,
     ):
+        conn.execute(sql_text("configure").encode())  # the session of tenure's connections
         for schema in (small, large):
             tenure.connect(postgres_schema_url(schema)).close()
         _fill(conn, small, 1_000)
@@ -135,6 +135,7 @@ def test_claim_next_cost_does_not_grow_with_the_backlog(
         assert any(n.get("Index Name") == "tenure_jobs_claimable" for n in scans)
         claimed = [n for n in nodes(plan) if n["Node Type"] == "ModifyTable"]
         assert sum(n["Actual Rows"] for n in claimed) == limit
+        assert "JIT" not in plan  # compiling would cost more than running it
     small, large = buffers(plans[1_000]), buffers(plans[100_000])
     # Only the B-tree depth grows (one level between these sizes), for each index touched.
     assert large <= small * 1.3 + 8, (small, large)
@@ -175,3 +176,10 @@ def test_wait_lookup_uses_the_partial_index(filled: tuple[Any, dict[int, str]]) 
     assert scans
     assert all(n.get("Index Name") == "tenure_jobs_claimable" for n in scans), scans
     assert buffers(plan) < 20
+
+
+def test_connections_are_configured(store: tenure.Store) -> None:
+    driver: Any = store._driver
+    with driver._pool.connection() as conn:
+        assert conn.execute("SHOW plan_cache_mode").fetchone() == ("force_generic_plan",)
+        assert conn.execute("SHOW jit").fetchone() == ("off",)

@@ -158,3 +158,30 @@ async def test_async_wait_woken_and_cancellable(url: str, admin: Any, app_name: 
     finally:
         await waiter.close()
         await other.close()
+
+
+def test_close_ends_a_wait(open_store: Callable[..., tenure.Store]) -> None:
+    store, other = open_store(), open_store()
+    finished: list[float] = []
+
+    def wait() -> None:
+        started = time.monotonic()
+        store.wait_for_jobs(timeout=10)
+        finished.append(time.monotonic() - started)
+
+    other_finished: list[float] = []
+
+    def wait_other() -> None:
+        started = time.monotonic()
+        other.wait_for_jobs(timeout=1.0)
+        other_finished.append(time.monotonic() - started)
+
+    threads = [threading.Thread(target=wait), threading.Thread(target=wait_other)]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.3)
+    store.close()
+    for thread in threads:
+        thread.join(10)
+    assert finished[0] < 2
+    assert other_finished[0] >= 0.95  # another client's wait is not cut short

@@ -161,6 +161,7 @@ class AsyncPostgresDriver:
         self._listen = listen
         self._sql = SqlSet(schema)
         self._listeners: list[AsyncConnection[Any]] = []
+        self._waiting = 0  # wait_for_jobs calls in progress
         self._closed = False
 
     @classmethod
@@ -432,6 +433,7 @@ class AsyncPostgresDriver:
             return
         conn = await self._listener()
         reusable = False
+        self._waiting += 1
         try:
             cur = conn.cursor(row_factory=tuple_row)
             # LISTEN first, then look: a job submitted in between is seen by one or the other.
@@ -442,7 +444,7 @@ class AsyncPostgresDriver:
             deadline = self._due_deadline(found, deadline)
             wanted = set(queues)
             woken = False
-            while not woken and (remaining := deadline - time.monotonic()) > 0:
+            while not (woken or self._closed) and (remaining := deadline - time.monotonic()) > 0:
                 async for notify in conn.notifies(timeout=remaining, stop_after=1):
                     woken = woken or notify.payload in wanted
             await cur.execute(self._sql["unlisten"])
@@ -453,6 +455,7 @@ class AsyncPostgresDriver:
                 raise
             raise error from exc
         finally:
+            self._waiting -= 1
             if reusable and not self._closed:
                 self._listeners.append(conn)
             else:
@@ -503,10 +506,19 @@ class AsyncPostgresDriver:
                 raise
             raise error from exc
 
+    async def _wake_waiters(self) -> None:
+        try:
+            async with self._pool.connection(timeout=1.0) as conn:
+                await conn.execute(self._sql["wake"])
+        except psycopg.Error:
+            pass  # they end at their timeout instead
+
     async def close(self) -> None:
         if self._closed:
             return
         self._closed = True
+        if self._waiting:
+            await self._wake_waiters()
         while self._listeners:
             await self._listeners.pop().close()
         if self._owns_pool:

@@ -241,6 +241,7 @@ class SqlSet:
         "fail",
         "listen",
         "unlisten",
+        "wake",
     )
 
     def __init__(self, schema: str) -> None:

@@ -156,6 +156,7 @@ class PostgresDriver:
         self._listen = listen
         self._sql = SqlSet(schema)
         self._listeners: list[Connection[Any]] = []
+        self._waiting = 0  # wait_for_jobs calls in progress
         self._closed = False
 
     @classmethod
@@ -427,6 +428,7 @@ class PostgresDriver:
             return
         conn = self._listener()
         reusable = False
+        self._waiting += 1
         try:
             cur = conn.cursor(row_factory=tuple_row)
             # LISTEN first, then look: a job submitted in between is seen by one or the other.
@@ -437,7 +439,7 @@ class PostgresDriver:
             deadline = self._due_deadline(found, deadline)
             wanted = set(queues)
             woken = False
-            while not woken and (remaining := deadline - time.monotonic()) > 0:
+            while not (woken or self._closed) and (remaining := deadline - time.monotonic()) > 0:
                 for notify in conn.notifies(timeout=remaining, stop_after=1):
                     woken = woken or notify.payload in wanted
             cur.execute(self._sql["unlisten"])
@@ -448,6 +450,7 @@ class PostgresDriver:
                 raise
             raise error from exc
         finally:
+            self._waiting -= 1
             if reusable and not self._closed:
                 self._listeners.append(conn)
             else:
@@ -498,10 +501,19 @@ class PostgresDriver:
                 raise
             raise error from exc
 
+    def _wake_waiters(self) -> None:
+        try:
+            with self._pool.connection(timeout=1.0) as conn:
+                conn.execute(self._sql["wake"])
+        except psycopg.Error:
+            pass  # they end at their timeout instead
+
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
+        if self._waiting:
+            self._wake_waiters()
         while self._listeners:
             self._listeners.pop().close()
         if self._owns_pool:
