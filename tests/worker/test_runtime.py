@@ -307,6 +307,36 @@ def test_async_handler_is_cancelled_at_loss(
     assert (store.get("J").generation, store.get("J").result) == (2, "second")
 
 
+def test_sync_handler_that_ignores_its_loss_is_reported(
+    make_worker: MakeWorker,
+    store: tenure.Store,
+    clock: tenure.ManualClock,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="tenure")
+    worker = make_worker(ttl=0.5)
+    gate = Gate()
+
+    @worker.handler("q")
+    def stubborn(ctx: JobContext) -> None:
+        if ctx.lease.generation == 1:
+            gate.block()  # never looks at ctx.lost
+
+    store.submit("J", queue="q")
+    with running(worker):
+        gate.wait_started()
+        clock.advance(1)
+        wait_until(
+            lambda: any("still running" in r.getMessage() for r in caplog.records),
+            5,
+            "the warning about the stubborn handler",
+        )
+        assert worker.stats()["in_flight"] == 1  # it keeps its slot until it returns
+        gate.proceed.set()
+        wait_until(lambda: store.get("J").state == "done", what="the next attempt")
+    assert store.get("J").generation == 2
+
+
 def test_process_handler_is_killed_at_loss(
     make_worker: MakeWorker, store: tenure.Store, clock: tenure.ManualClock, tmp_path: Path
 ) -> None:

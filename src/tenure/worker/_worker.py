@@ -788,13 +788,35 @@ class Worker:
         def call() -> tuple[str, Any, BaseException | None]:
             return handler_outcome(context, lambda: function(context))
 
+        lost = anyio.Event()
+        running.handle.on_loss(partial(caller.call_soon, lost.set))
         with anyio.CancelScope() as wait_scope:
             running.wait_scope = wait_scope
-            kind, value, error = await run_in_daemon_thread(
-                call, caller, name=f"tenure-job-{context.job_id}"[:64]
-            )
+            async with anyio.create_task_group() as task_group:
+                task_group.start_soon(self._nag, running, lost)
+                kind, value, error = await run_in_daemon_thread(
+                    call, caller, name=f"tenure-job-{context.job_id}"[:64]
+                )
+                task_group.cancel_scope.cancel()
             return _Result(kind, value, error)
         return _Result("abandoned")
+
+    async def _nag(self, running: _Running, lost: anyio.Event) -> None:
+        """A sync handler cannot be stopped: say so if it goes on long after its loss
+        (it keeps its concurrency slot until it returns)."""
+        await lost.wait()
+        lease = running.handle.lease
+        waited = max(1.0, lease.ttl)
+        await anyio.sleep(waited)
+        while True:
+            log.warning(
+                "sync handler still running %.0f s after its lease was lost; it should "
+                "check ctx.lost (or ctx.check()) and return",
+                waited,
+                extra=_lease_extra(lease, reason=running.handle.lost_reason),
+            )
+            await anyio.sleep(60.0)
+            waited += 60.0
 
     async def _invoke_process(self, running: _Running) -> _Result:
         caller = self._caller
