@@ -95,7 +95,7 @@ class ClaimVerdict:
 
 def new_secret() -> tuple[str, str]:
     """A fresh lease secret and the hash the store keeps instead of it."""
-    secret = secrets.token_urlsafe(24)
+    secret = secrets.token_hex(24)  # 192 bits from the OS CSPRNG
     return secret, hash_secret(secret)
 
 
@@ -191,7 +191,9 @@ def claim_verdict(outcome: Outcome, job_id: str, owner: str, secret_hash: str) -
     return ClaimVerdict.NOT_CLAIMABLE
 
 
-def ended_by_same_lease(row: JobRow, lease: Lease, secret_hash: str, states: tuple[str, ...]) -> bool:
+def ended_by_same_lease(
+    row: JobRow, lease: Lease, secret_hash: str, states: tuple[str, ...]
+) -> bool:
     """True when the job already left the lease through this very lease (a retried call)."""
     return (
         row.state in states
@@ -264,5 +266,3 @@ class RetryPolicy:
         ceiling = min(self.cap, self.base * (2.0 ** min(max(attempt - 1, 0), 60)))
         # Half fixed, half jitter: spreads retries without ever retrying at once.
         return ceiling / 2.0 + rng.uniform(0.0, ceiling / 2.0)
-
-

@@ -14,6 +14,7 @@ from ._clock import Clock, LeaseTiming, SystemClock
 from ._concurrency import pause_sync
 from ._protocol import (
     ClaimVerdict,
+    JobRow,
     LeaseMaker,
     Outcome,
     RetryPolicy,
@@ -27,6 +28,7 @@ from ._protocol import (
 )
 from ._validate import (
     DEFAULT_PAYLOAD_LIMIT,
+    DEFAULT_QUEUES,
     encode_json,
     error_text,
     validate_attempts,
@@ -198,12 +200,12 @@ class Store:
         return None
 
     def claim_next(
-        self, owner: str, ttl: float | timedelta, *, queues: Sequence[str] = ("default",)
+        self, owner: str, ttl: float | timedelta, *, queues: Sequence[str] = DEFAULT_QUEUES
     ) -> Lease | None:
         """Claim the oldest claimable job of ``queues``: ready and due, or leased with an
         expired lease. Returns None when there is none."""
-        leases = self.claim_many(owner, ttl, 1, queues=queues)
-        return leases[0] if leases else None
+        claimed = self._claim_rows(owner, ttl, 1, queues)
+        return claimed[0][0] if claimed else None
 
     def claim_many(
         self,
@@ -211,11 +213,11 @@ class Store:
         ttl: float | timedelta,
         limit: int,
         *,
-        queues: Sequence[str] = ("default",),
+        queues: Sequence[str] = DEFAULT_QUEUES,
     ) -> list[Lease]:
         """Claim up to ``limit`` jobs at once, oldest first, in one store operation."""
-        claimed = self._claim_jobs(owner, ttl, limit, queues=queues)
-        return [lease for lease, _ in claimed]
+        claimed = self._claim_rows(owner, ttl, limit, queues)
+        return [lease for lease, _, _ in claimed]
 
     def _claim_jobs(
         self,
@@ -223,33 +225,41 @@ class Store:
         ttl: float | timedelta,
         limit: int,
         *,
-        queues: Sequence[str] = ("default",),
+        queues: Sequence[str] = DEFAULT_QUEUES,
     ) -> list[tuple[Lease, Job]]:
         """`claim_many`, with the snapshot of each job as claimed (for `tenure.Worker`,
         which needs the payload and queue: saves a ``get`` per job)."""
+        claimed = self._claim_rows(owner, ttl, limit, queues)
+        return [(lease, job_from_row(row, now)) for lease, row, now in claimed]
+
+    def _claim_rows(
+        self, owner: str, ttl: float | timedelta, limit: int, queues: Sequence[str]
+    ) -> list[tuple[Lease, JobRow, float]]:
+        # Each lease with the row and store time it came from (enough to build a `Job`
+        # snapshot without another read, for callers that need one).
         owner = validate_id("owner", owner)
         ttl_s = validate_ttl(ttl)
         limit = validate_limit(limit)
         queue_names = validate_queues(queues)
-        secrets_ = [new_secret() for _ in range(limit)]
-        hashes = [secret_hash for _, secret_hash in secrets_]
+        drawn = [new_secret() for _ in range(limit)]
+        secret_of = {secret_hash: secret for secret, secret_hash in drawn}
+        hashes = list(secret_of)
         sent_at = self._clock.monotonic()
 
         def call() -> list[Outcome]:
             return self._driver.claim_next(owner, ttl_s, queue_names, hashes)
 
         outcomes = self._call("claim_next", call)
-        by_hash = dict(zip(hashes, (secret for secret, _ in secrets_)))
         claimed = []
         for outcome in outcomes:
             row = outcome.row
             if outcome.status == Status.APPLIED and row is not None and row.secret_hash:
-                lease = self._leases.lease(row, owner, ttl_s, by_hash[row.secret_hash], sent_at)
-                claimed.append((lease, job_from_row(row, outcome.now)))
+                lease = self._leases.lease(row, owner, ttl_s, secret_of[row.secret_hash], sent_at)
+                claimed.append((lease, row, outcome.now))
         return claimed
 
     def wait_for_jobs(
-        self, *, queues: Sequence[str] = ("default",), timeout: float | timedelta = 1.0
+        self, *, queues: Sequence[str] = DEFAULT_QUEUES, timeout: float | timedelta = 1.0
     ) -> None:
         """Wait until jobs may be claimable in ``queues`` or ``timeout`` passes; for idle
         workers between empty ``claim_next`` calls. Notified stores wake early."""

@@ -17,6 +17,7 @@ from .errors import InvalidArgument
 
 __all__ = [
     "DEFAULT_PAYLOAD_LIMIT",
+    "DEFAULT_QUEUES",
     "MAX_GENERATION",
     "MAX_ID_LENGTH",
     "MAX_TTL",
@@ -37,6 +38,8 @@ MAX_TTL = 7 * 24 * 3600.0
 MAX_DELAY = 366 * 24 * 3600.0
 MAX_ATTEMPTS = 1_000_000
 DEFAULT_PAYLOAD_LIMIT = 1024 * 1024
+# The default of every ``queues`` argument; `validate_queues` knows it is valid.
+DEFAULT_QUEUES = ("default",)
 MAX_ERROR_LENGTH = 16_384
 MAX_QUEUES = 64
 MAX_BATCH = 1000
@@ -130,6 +133,8 @@ def validate_generation(argument: str, value: object) -> int:
 
 
 def validate_queues(value: object, argument: str = "queues") -> tuple[str, ...]:
+    if value is DEFAULT_QUEUES:  # the default argument: nothing to check (claim hot path)
+        return DEFAULT_QUEUES
     if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
         raise InvalidArgument(
             argument, "must be a tuple or list of queue names (a bare string is not accepted)"

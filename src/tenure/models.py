@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import quote, unquote
@@ -50,9 +49,13 @@ class FencingToken:
 def lease_seal(
     store_id: str, job_id: str, owner: str, generation: int, secret: str, ttl: float
 ) -> str:
-    """Digest binding a lease's fields together, so an altered copy is detected locally."""
-    material = json.dumps([store_id, job_id, owner, generation, secret, ttl])
-    return hashlib.blake2b(material.encode(), digest_size=12).hexdigest()
+    """Digest binding a lease's fields together, so an altered copy is detected locally.
+
+    The tuple's ``repr`` is an unambiguous encoding (Python literal syntax: strings quoted
+    and escaped, ``1``, ``1.0`` and ``True`` all distinct) and costs a third of
+    ``json.dumps``; this runs twice per claim/complete cycle."""
+    material = repr((store_id, job_id, owner, generation, secret, ttl))
+    return hashlib.blake2b(material.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)

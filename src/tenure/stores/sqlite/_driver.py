@@ -35,6 +35,20 @@ def _sql(name: str) -> str:
     return load_text(_PACKAGE, f"sql/{name}.sql")
 
 
+# Read once: the hot path only passes these strings to sqlite3, whose per-connection
+# statement cache then skips parsing.
+_BURY = _sql("bury")
+_CLAIM = _sql("claim")
+_CLOCK = _sql("clock")
+_GET = _sql("get")
+_LIST = _sql("list")
+_NEXT_DUE = _sql("next_due")
+_PICK = _sql("pick")
+_READ_CLOCK = _sql("read_clock")
+_SUBMIT = _sql("submit")
+_HOLDER_UPDATES = {name: _sql(name) for name in ("renew", "complete", "release", "fail")}
+
+
 def parse_sqlite_url(url: str) -> dict[str, Any]:
     """``sqlite:///relative.db``, ``sqlite:////absolute.db``, ``sqlite:///:memory:``;
     query options ``timeout`` (seconds to wait for the write lock, default 30) and
@@ -56,15 +70,21 @@ def parse_sqlite_url(url: str) -> dict[str, Any]:
             try:
                 options["busy_timeout"] = float(value)
             except ValueError:
-                raise InvalidArgument("url", f"timeout must be a number of seconds, got {value!r}") from None
+                raise InvalidArgument(
+                    "url", f"timeout must be a number of seconds, got {value!r}"
+                ) from None
             if not 0 <= options["busy_timeout"] <= 3600:
                 raise InvalidArgument("url", "timeout must be from 0 to 3600 seconds")
         elif key == "synchronous":
             if value.lower() not in _SYNCHRONOUS:
-                raise InvalidArgument("url", f"synchronous must be one of {', '.join(_SYNCHRONOUS)}")
+                raise InvalidArgument(
+                    "url", f"synchronous must be one of {', '.join(_SYNCHRONOUS)}"
+                )
             options["synchronous"] = value.lower()
         else:
-            raise InvalidArgument("url", f"unknown sqlite option {key!r} (known: timeout, synchronous)")
+            raise InvalidArgument(
+                "url", f"unknown sqlite option {key!r} (known: timeout, synchronous)"
+            )
     return options
 
 
@@ -137,43 +157,59 @@ class SQLiteDriver:
         with self._lock:
             return int(self._conn.execute("PRAGMA user_version").fetchone()[0])
 
+    def _begin(self, operation: str) -> sqlite3.Cursor:
+        """Start a write transaction; the caller holds ``self._lock``."""
+        if self._closed:
+            raise StoreUnavailable(
+                f"{operation}: this store was closed", operation=operation, outcome_unknown=False
+            )
+        cur = self._conn.cursor()
+        try:
+            cur.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise StoreUnavailable(
+                f"{operation}: SQLite store {self.path!r} is busy or unreadable ({exc}); "
+                "nothing was changed, retry later",
+                operation=operation,
+                outcome_unknown=False,
+            ) from exc
+        return cur
+
+    def _commit(self, cur: sqlite3.Cursor, operation: str) -> None:
+        try:
+            cur.execute("COMMIT")
+        except sqlite3.Error as exc:
+            self._conn.rollback()
+            raise StoreUnavailable(
+                f"{operation}: SQLite commit failed ({exc}); the operation did not take effect",
+                operation=operation,
+                outcome_unknown=False,
+            ) from exc
+
     @contextmanager
     def _transaction(self, operation: str) -> Iterator[sqlite3.Cursor]:
         with self._lock:
-            if self._closed:
-                raise StoreUnavailable(
-                    f"{operation}: this store was closed", operation=operation, outcome_unknown=False
-                )
-            cur = self._conn.cursor()
-            try:
-                cur.execute("BEGIN IMMEDIATE")
-            except sqlite3.OperationalError as exc:
-                raise StoreUnavailable(
-                    f"{operation}: SQLite store {self.path!r} is busy or unreadable ({exc}); "
-                    "nothing was changed, retry later",
-                    operation=operation,
-                    outcome_unknown=False,
-                ) from exc
+            cur = self._begin(operation)
             try:
                 yield cur
             except BaseException:
                 self._conn.rollback()
                 raise
-            try:
-                cur.execute("COMMIT")
-            except sqlite3.Error as exc:
-                self._conn.rollback()
-                raise StoreUnavailable(
-                    f"{operation}: SQLite commit failed ({exc}); the operation did not take "
-                    "effect",
-                    operation=operation,
-                    outcome_unknown=False,
-                ) from exc
+            self._commit(cur, operation)
 
     def _write(self, operation: str, body: Callable[[sqlite3.Cursor, float], T]) -> T:
-        with self._transaction(operation) as cur:
-            now = cur.execute(_sql("clock"), {"host_now": self._clock.time()}).fetchone()[0]
-            return body(cur, now)
+        # `_transaction` spelled out: this is the hot path, and a generator-based context
+        # manager costs more than the statements' Python side.
+        with self._lock:
+            cur = self._begin(operation)
+            try:
+                now = cur.execute(_CLOCK, {"host_now": self._clock.time()}).fetchone()[0]
+                result = body(cur, now)
+            except BaseException:
+                self._conn.rollback()
+                raise
+            self._commit(cur, operation)
+            return result
 
     @staticmethod
     def _row(cur: sqlite3.Cursor, statement: str, params: dict[str, Any]) -> JobRow | None:
@@ -185,7 +221,7 @@ class SQLiteDriver:
     ) -> Outcome:
         if applied is not None:
             return Outcome(Status.APPLIED, applied, now)
-        current = self._row(cur, _sql("get"), {"job_id": job_id})
+        current = self._row(cur, _GET, {"job_id": job_id})
         return Outcome(Status.MISSING if current is None else Status.MISSED, current, now)
 
     # -- operations --------------------------------------------------------------------
@@ -198,7 +234,7 @@ class SQLiteDriver:
     def submit(
         self, job_id: str, queue: str, payload: str | None, delay: float, max_attempts: int
     ) -> Outcome:
-        params = {
+        params: dict[str, Any] = {
             "job_id": job_id,
             "queue": queue,
             "payload": payload,
@@ -207,7 +243,8 @@ class SQLiteDriver:
         }
 
         def body(cur: sqlite3.Cursor, now: float) -> Outcome:
-            created = self._row(cur, _sql("submit"), {**params, "now": now})
+            params["now"] = now
+            created = self._row(cur, _SUBMIT, params)
             return self._settle(cur, now, job_id, created)
 
         return self._write("submit", body)
@@ -223,13 +260,13 @@ class SQLiteDriver:
             "now": now,
             "max_generation": MAX_GENERATION,
         }
-        return self._row(cur, _sql("claim"), params)
+        return self._row(cur, _CLAIM, params)
 
     def claim(self, job_id: str, owner: str, ttl: float, secret_hash: str) -> Outcome:
         def body(cur: sqlite3.Cursor, now: float) -> Outcome:
             claimed = self._claim_one(cur, now, job_id, owner, ttl, secret_hash)
             if claimed is None:
-                buried = self._row(cur, _sql("bury"), {"job_id": job_id, "now": now})
+                buried = self._row(cur, _BURY, {"job_id": job_id, "now": now})
                 if buried is not None:
                     return Outcome(Status.BURIED, buried, now)
             return self._settle(cur, now, job_id, claimed)
@@ -239,30 +276,30 @@ class SQLiteDriver:
     def claim_next(
         self, owner: str, ttl: float, queues: Sequence[str], secret_hashes: Sequence[str]
     ) -> list[Outcome]:
-        pick = _sql("pick")
-
         def body(cur: sqlite3.Cursor, now: float) -> list[Outcome]:
             claimed: list[Outcome] = []
+            pick_params: dict[str, Any] = {
+                "queue": None,
+                "now": now,
+                "max_generation": MAX_GENERATION,
+            }
             for secret_hash in secret_hashes:
                 while True:
-                    candidates = [
-                        found
-                        for queue in queues
-                        if (
-                            found := cur.execute(
-                                pick,
-                                {"queue": queue, "now": now, "max_generation": MAX_GENERATION},
-                            ).fetchone()
-                        )
-                        is not None
-                    ]
-                    if not candidates:
+                    # The oldest head of the given queues: by (available_at, seq), the
+                    # first queue winning a tie.
+                    best = None
+                    for queue in queues:
+                        pick_params["queue"] = queue
+                        found = cur.execute(_PICK, pick_params).fetchone()
+                        if found is not None and (
+                            best is None or (found[4], found[5]) < (best[4], best[5])
+                        ):
+                            best = found
+                    if best is None:
                         return claimed
-                    job_id, state, attempts, max_attempts, _, _ = min(
-                        candidates, key=lambda c: (c[4], c[5])
-                    )
+                    job_id, state, attempts, max_attempts, _, _ = best
                     if state == "leased" and attempts >= max_attempts:
-                        cur.execute(_sql("bury"), {"job_id": job_id, "now": now}).fetchall()
+                        cur.execute(_BURY, {"job_id": job_id, "now": now}).fetchall()
                         continue
                     row = self._claim_one(cur, now, job_id, owner, ttl, secret_hash)
                     if row is not None:
@@ -273,8 +310,15 @@ class SQLiteDriver:
         return self._write("claim_next", body)
 
     def _holder_update(
-        self, operation: str, job_id: str, owner: str, generation: int, secret_hash: str, **extra: Any
+        self,
+        operation: str,
+        job_id: str,
+        owner: str,
+        generation: int,
+        secret_hash: str,
+        **extra: Any,
     ) -> Outcome:
+        statement = _HOLDER_UPDATES[operation]
         params = {
             "job_id": job_id,
             "owner": owner,
@@ -284,7 +328,8 @@ class SQLiteDriver:
         }
 
         def body(cur: sqlite3.Cursor, now: float) -> Outcome:
-            applied = self._row(cur, _sql(operation), {**params, "now": now})
+            params["now"] = now
+            applied = self._row(cur, statement, params)
             return self._settle(cur, now, job_id, applied)
 
         return self._write(operation, body)
@@ -319,19 +364,19 @@ class SQLiteDriver:
 
     def get(self, job_id: str) -> Outcome:
         with self._lock:
-            now = self._conn.execute(_sql("read_clock"), {"host_now": self._clock.time()})
+            now = self._conn.execute(_READ_CLOCK, {"host_now": self._clock.time()})
             as_of = float(now.fetchone()[0])
-            row = self._row(self._conn.cursor(), _sql("get"), {"job_id": job_id})
+            row = self._row(self._conn.cursor(), _GET, {"job_id": job_id})
         return Outcome(Status.MISSING if row is None else Status.APPLIED, row, as_of)
 
     def list_jobs(
         self, queue: str | None, state: str | None, limit: int
     ) -> tuple[float, list[JobRow]]:
         with self._lock:
-            now = self._conn.execute(_sql("read_clock"), {"host_now": self._clock.time()})
+            now = self._conn.execute(_READ_CLOCK, {"host_now": self._clock.time()})
             as_of = float(now.fetchone()[0])
             found = self._conn.execute(
-                _sql("list"), {"queue": queue, "state": state, "limit": limit}
+                _LIST, {"queue": queue, "state": state, "limit": limit}
             ).fetchall()
         return as_of, [JobRow._make(row) for row in found]
 
@@ -342,11 +387,11 @@ class SQLiteDriver:
         with self._lock:
             version = self._conn.execute("PRAGMA data_version").fetchone()[0]
             now = float(
-                self._conn.execute(_sql("read_clock"), {"host_now": self._clock.time()}).fetchone()[0]
+                self._conn.execute(_READ_CLOCK, {"host_now": self._clock.time()}).fetchone()[0]
             )
             for queue in queues:
                 due = self._conn.execute(
-                    _sql("next_due"), {"queue": queue, "max_generation": MAX_GENERATION}
+                    _NEXT_DUE, {"queue": queue, "max_generation": MAX_GENERATION}
                 ).fetchone()
                 if due is not None:
                     deadline = min(deadline, time.monotonic() + max(0.0, float(due[0]) - now))
