@@ -40,6 +40,7 @@ COMMANDS: dict[str, str] = {
     "jobs": "tenure.cli._jobs:jobs",
     "migrate": "tenure.cli._migrate:migrate",
     "now": "tenure.cli._jobs:now",
+    "sink": "tenure.cli._sink:sink",
     "worker": "tenure.cli._worker:worker",
 }
 

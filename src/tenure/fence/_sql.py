@@ -27,13 +27,17 @@ from typing import Any
 
 from ..errors import InvalidArgument, StaleToken
 from ..models import FencingToken
+from ._loss import refuse_if_lost
+from ._signed import Keyring
 from ._token import fencing_token
 
 __all__ = [
     "DIALECTS",
     "FENCE_TABLE",
+    "LEDGER_TABLE",
     "PARAMSTYLES",
     "SQLFenceGuard",
+    "advance_fence",
     "create_fence_table",
     "fence_generation",
     "sql_fence",
@@ -42,6 +46,7 @@ __all__ = [
 log = logging.getLogger("tenure")
 
 FENCE_TABLE = "tenure_fence"
+LEDGER_TABLE = "tenure_effects"
 DIALECTS = ("sqlite", "postgresql")
 PARAMSTYLES = ("qmark", "format")
 
@@ -70,6 +75,9 @@ def _statement(dialect: str, name: str, paramstyle: str) -> str:
         # The files use no '%' and '?' only as placeholders (comments are stripped above).
         assert "%" not in text, f"{source}: '%' would need escaping for format-style drivers"
         text = text.replace("?", "%s")
+    elif paramstyle == "named":  # SQLAlchemy text(): ?, ?, ... -> :p0, :p1, ...
+        parts = text.split("?")
+        text = parts[0] + "".join(f":p{n}{part}" for n, part in enumerate(parts[1:]))
     return text
 
 
@@ -200,16 +208,55 @@ def _close(cur: Any) -> None:
         cur.close()
 
 
-def _ensure_table(cur: Any, dialect: str, paramstyle: str) -> None:
-    cur.execute(_statement(dialect, "exists", paramstyle))
-    if cur.fetchone() is None:
-        cur.execute(_statement(dialect, "create", paramstyle))
+# The statements (sql/*.sql) that answer rows; the others only change them.
+QUERIES = frozenset({"exists", "read", "ledger_exists", "ledger_read"})
 
 
-def _read_generation(cur: Any, dialect: str, paramstyle: str, job_id: str) -> int | None:
-    cur.execute(_statement(dialect, "read", paramstyle), (job_id,))
-    row = cur.fetchone()
+class Executor:
+    """Runs the fence's statements on one cursor (DB-API) in the caller's transaction.
+
+    ``run`` answers ``(rowcount, first row or None)``. The SQLAlchemy adapter subclasses it.
+    """
+
+    def __init__(self, cur: Any, dialect: str, paramstyle: str) -> None:
+        self.cur = cur
+        self.dialect = dialect
+        self.paramstyle = paramstyle
+
+    def run(self, name: str, params: tuple[Any, ...] = ()) -> tuple[int, Any]:
+        cur = self.cur
+        cur.execute(_statement(self.dialect, name, self.paramstyle), params)
+        row = cur.fetchone() if name in QUERIES else None
+        return int(cur.rowcount), row
+
+    def close(self) -> None:
+        _close(self.cur)
+
+
+def ensure_tables(ex: Executor, *, ledger: bool = False) -> None:
+    """Create the fence table (and with ``ledger`` the effect ledger) if missing."""
+    names = ("", "ledger_") if ledger else ("",)
+    for prefix in names:
+        _, found = ex.run(f"{prefix}exists")
+        if found is None:
+            ex.run(f"{prefix}create")
+
+
+def read_generation(ex: Executor, job_id: str) -> int | None:
+    _, row = ex.run("read", (job_id,))
     return None if row is None else int(row[0])
+
+
+def advance(ex: Executor, token: FencingToken, strict: bool) -> None:
+    """Advance the job's fence row to the token's generation in the transaction ``ex``
+    runs in, or raise `StaleToken` (the caller rolls back). The table must exist."""
+    changed, _ = ex.run("advance_strict" if strict else "advance", (token.job_id, token.generation))
+    if changed == 1:
+        return
+    highest = read_generation(ex, token.job_id)
+    if changed == -1 and not strict and highest == token.generation:
+        return  # a driver that does not count rows: the row now holds our generation
+    raise _stale(token, highest, strict)
 
 
 def _stale(token: FencingToken, highest: int | None, strict: bool) -> StaleToken:
@@ -251,13 +298,23 @@ class SQLFenceGuard:
     """
 
     def __init__(
-        self, conn: Any, token: FencingToken, *, dialect: str, paramstyle: str, strict: bool
+        self,
+        conn: Any,
+        token: FencingToken,
+        *,
+        dialect: str,
+        paramstyle: str,
+        strict: bool,
+        check_loss: bool = True,
     ) -> None:
         self.conn = conn
         self.token = token
         self.dialect = dialect
         self.paramstyle = paramstyle
         self.strict = strict
+        # False for destinations (a service fencing what it receives): the worker's loss
+        # registry is about this process's own leases, not about tokens it receives.
+        self._check_loss = check_loss
         self._used = False
         self._cur: Any = None
         self._txn: _Transaction | None = None
@@ -271,6 +328,8 @@ class SQLFenceGuard:
                 "guard", "is single-use: call sql_fence() again for another transaction"
             )
         self._used = True
+        if self._check_loss:
+            refuse_if_lost(self.token)
         cur = self.conn.cursor()
         txn = _Transaction(self.conn, cur, write=True)
         try:
@@ -288,17 +347,9 @@ class SQLFenceGuard:
         return cur
 
     def _advance(self, cur: Any) -> None:
-        dialect, style, token = self.dialect, self.paramstyle, self.token
-        _ensure_table(cur, dialect, style)
-        advance = "advance_strict" if self.strict else "advance"
-        cur.execute(_statement(dialect, advance, style), (token.job_id, token.generation))
-        changed = cur.rowcount
-        if changed == 1:
-            return
-        highest = _read_generation(cur, dialect, style, token.job_id)
-        if changed == -1 and not self.strict and highest == token.generation:
-            return  # a driver that does not count rows: the row now holds our generation
-        raise _stale(token, highest, self.strict)
+        ex = Executor(cur, self.dialect, self.paramstyle)
+        ensure_tables(ex)
+        advance(ex, self.token, self.strict)
 
     def __exit__(
         self,
@@ -313,6 +364,8 @@ class SQLFenceGuard:
         try:
             if exc_type is None:
                 try:
+                    if self._check_loss:  # lost while the block ran: do not commit
+                        refuse_if_lost(self.token)
                     txn.commit()
                 except BaseException:
                     txn.rollback()
@@ -330,6 +383,7 @@ def sql_fence(
     dialect: str | None = None,
     paramstyle: str | None = None,
     strict: bool = False,
+    keyring: Keyring | None = None,
 ) -> SQLFenceGuard:
     """Guard writes to ``conn`` with ``token`` (a `FencingToken`, or a `Lease`)::
 
@@ -346,9 +400,13 @@ def sql_fence(
     ``postgresql``) and ``paramstyle`` (``qmark`` or ``format``) are found from the
     connection's driver when not given. Errors of the database itself (locked, connection
     lost) propagate unchanged after a rollback.
+
+    ``keyring``: the token must then be a `SignedToken` that verifies (checked before any
+    I/O; a forged or unsigned token raises `StaleToken` and nothing is touched). A lease the
+    worker runtime marked lost raises `LeaseLost`, at entry and again before the commit.
     """
     _check_connection(conn)
-    fenced = fencing_token(token)
+    fenced = fencing_token(token, keyring=keyring)
     if not isinstance(strict, bool):
         raise InvalidArgument("strict", f"must be True or False, not {type(strict).__name__}")
     return SQLFenceGuard(
@@ -360,11 +418,84 @@ def sql_fence(
     )
 
 
+def _is_sqlalchemy(conn: object) -> bool:
+    return type(conn).__module__.startswith("sqlalchemy.")
+
+
+def joined_executor(
+    conn: Any, dialect: str | None = None, paramstyle: str | None = None
+) -> Executor:
+    """An executor for statements inside the transaction ``conn`` has open (or opens
+    implicitly with its next statement): a DB-API connection, or a SQLAlchemy ``Session``
+    or ``Connection``. A connection in autocommit with no transaction open is refused: the
+    fence row and the caller's writes would not commit together."""
+    if _is_sqlalchemy(conn):
+        from ._alchemy import alchemy_executor
+
+        return alchemy_executor(conn, dialect)
+    _check_connection(conn)
+    dialect_, style = _dialect(conn, dialect), _paramstyle(conn, paramstyle)
+    idle = _transaction_status(conn) == 0
+    if isinstance(conn, sqlite3.Connection):
+        autocommit = getattr(conn, "autocommit", None)
+        if autocommit is True or (autocommit is not False and conn.isolation_level is None):
+            autocommits = True
+        else:
+            autocommits = False
+            idle = False  # legacy mode begins before the first write; PEP 249 mode is always in one
+    else:
+        autocommits = getattr(conn, "autocommit", False) is True
+    if autocommits and idle:
+        raise InvalidArgument(
+            "conn",
+            "is in autocommit mode with no transaction open; begin one first (the fence row "
+            "and your writes must commit together), or use sql_fence() which runs its own",
+        )
+    return Executor(conn.cursor(), dialect_, style)
+
+
+def advance_fence(
+    conn: Any,
+    token: object,
+    *,
+    strict: bool = False,
+    keyring: Keyring | None = None,
+    dialect: str | None = None,
+    paramstyle: str | None = None,
+) -> None:
+    """Advance the job's fence row inside the caller's open transaction on ``conn``.
+
+    For code that manages its own transactions: a DB-API connection (sqlite3, psycopg, ...)
+    or a SQLAlchemy ``Session``/``Connection``::
+
+        with Session(engine) as session, session.begin():
+            tenure.fence.advance_fence(session, lease.token)   # first, before the writes
+            session.add(Report(...))
+
+    A stale token raises `StaleToken` and changes nothing itself; the caller must then roll
+    back (``session.begin()`` and ``with conn:`` do). Creates the fence table if missing (on
+    PostgreSQL prefer `create_fence_table` at deploy time). Call it first in the
+    transaction: on SQLite the upsert takes the write lock, on PostgreSQL the job's row
+    lock, which orders concurrent writers of one job until the transaction ends.
+    """
+    fenced = fencing_token(token, keyring=keyring)
+    if not isinstance(strict, bool):
+        raise InvalidArgument("strict", f"must be True or False, not {type(strict).__name__}")
+    ex = joined_executor(conn, dialect, paramstyle)
+    refuse_if_lost(fenced)
+    try:
+        ensure_tables(ex)
+        advance(ex, fenced, strict)
+    finally:
+        ex.close()
+
+
 def create_fence_table(
     conn: Any, *, dialect: str | None = None, paramstyle: str | None = None
 ) -> None:
-    """Create the fence table now if it is missing (guards also create it on first use;
-    doing it at deploy time spares a busy PostgreSQL database a race on first use)."""
+    """Create the fence table and the effect ledger now if they are missing (guards also
+    create them on first use; doing it at deploy time spares a busy PostgreSQL database a
+    race on first use)."""
     _check_connection(conn)
     dialect_, style = _dialect(conn, dialect), _paramstyle(conn, paramstyle)
     cur = conn.cursor()
@@ -372,7 +503,7 @@ def create_fence_table(
     try:
         txn.begin()
         try:
-            _ensure_table(cur, dialect_, style)
+            ensure_tables(Executor(cur, dialect_, style), ledger=True)
             txn.commit()
         except BaseException:
             txn.rollback()
@@ -399,7 +530,7 @@ def fence_generation(
             cur.execute(_statement(dialect_, "exists", style))
             if cur.fetchone() is None:
                 return None
-            return _read_generation(cur, dialect_, style, job_id)
+            return read_generation(Executor(cur, dialect_, style), job_id)
         finally:
             txn.rollback()
     finally:
