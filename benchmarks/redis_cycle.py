@@ -2,30 +2,37 @@
 Lua scripts, in the same run; and batch claims against single claims.
 
     python benchmarks/redis_cycle.py [--url redis://127.0.0.1:6379/0] [--jobs 2000]
-                                     [--repeat 5] [--workers 1,4,16] [--batch 50]
+                                     [--repeat 7] [--chunk 50] [--workers 1,4,16]
+                                     [--batch 50]
 
-Each run gets a fresh key prefix holding ``--jobs`` ready jobs (filled untimed through the
-driver's own ``submit`` script, pipelined), then W workers (W = 1: this process; W > 1:
-W OS processes released together) drain it with cycles of claim + complete:
+Each side of a repetition gets a fresh key prefix holding ``--jobs`` ready jobs (filled
+untimed through the driver's own ``submit`` script, pipelined). A *cycle* is a claim then a
+complete, until nothing is left to claim:
 
 * **tenure**: ``tenure.connect(url)``, the public sync API (``claim_next`` + ``complete``):
-  argument validation, a fresh lease secret and its SHA-256 per claim, the `Lease`, the
-  driver's own connection handling;
+  argument validation, a fresh lease secret and its SHA-256 per claim, the `Lease` and its
+  seal, the driver's reply decoding and connection handling;
 * **raw redis-py**: a ``redis.Redis`` client and ``register_script`` objects (EVALSHA,
   reloaded on NOSCRIPT) of the same ``claim_next`` and ``complete`` scripts with the same
-  KEYS and ARGV, a fixed secret hash, only the reply fields the next call needs: the
-  ceiling for this design.
+  KEYS and ARGV, a fixed secret hash, only the reply fields the next call needs: what
+  anyone would write with redis-py, the baseline of the ratio;
+* **raw conn**: the same requests on one redis-py connection used directly (no client, no
+  pool), as tenure's driver sends them: the least work redis-py can do for them. tenure's
+  driver keeps recently used connections out of the pool, so it can beat the first raw
+  loop; this one shows what is left.
 
-The sides alternate (ABBA...) and the script prints median cycles/s and tenure/raw for each
-W (and, for W = 1, the client CPU time per cycle of each side, which depends much less on
-other load on the machine than throughput does). Then, in one process, it compares claims
-alone: ``claim_next`` one at a time against ``claim_many(owner, ttl, --batch)`` (one script
-run per batch), and the full cycle with batch claims. After every run it checks that every
-job was claimed exactly once (done, or leased, at generation 1), so a broken loop cannot pass
-for a fast one.
+Method (docs/benchmarks.md): with 1 worker both sides are open in this process and take
+turns of ``--chunk`` cycles (A B, B A, ...) until both are drained; with W workers, W OS
+processes run each turn together on one side's data (a barrier releases them), then on the
+other's. For 1 worker the script also prints the client CPU time per cycle of each side,
+which depends much less on other load on the machine than throughput does. Then, in one
+process, it compares claims alone: ``claim_next`` one at a time against
+``claim_many(owner, ttl, --batch)`` (one script run per batch), and the full cycle with
+batch claims. After every repetition it checks that every job was claimed exactly once
+(done, or leased, at generation 1), so a broken loop cannot pass for a fast one.
 
 The raw loop mirrors ``tenure/stores/redis/_aio.py``: if the driver's KEYS/ARGV change,
-change ``raw_cycles`` with it. Exits 0.
+change ``RawCycles`` with it. Exits 0.
 """
 
 from __future__ import annotations
@@ -39,7 +46,7 @@ from collections.abc import Callable
 from typing import Any
 
 import redis
-from _common import Case, contend, interleave, machine_line, print_report, timed
+from _common import Result, Side, contend_chunks, interleave_chunks, machine_line, print_report
 
 import tenure
 from tenure.stores.redis import Keys, encode, parse_redis_url
@@ -60,62 +67,173 @@ def client(base: str) -> Any:
 
 
 # -- the two sides -----------------------------------------------------------------------
+# Each opens its connection (untimed), then ``step(limit)`` runs up to ``limit`` cycles and
+# returns how many it ran: fewer means the queue is empty (that last, empty claim is part
+# of the run on both sides). ``cpu`` accumulates the process CPU time spent in ``step``.
 
 
-def tenure_cycles(url: str, owner: str) -> Callable[[], int]:
-    store = tenure.connect(url)
+class TenureCycles:
+    """The public API: ``tenure.connect``, ``claim_next``, ``complete``."""
 
-    def loop() -> int:
+    def __init__(self, url: str, owner: str) -> None:
+        self.owner = owner
+        self.store = tenure.connect(url)
+        self.cpu = 0.0
+
+    def step(self, limit: int) -> int:
+        store, owner = self.store, self.owner
+        cpu = time.process_time()
         done = 0
-        try:
-            while (lease := store.claim_next(owner, TTL)) is not None:
-                store.complete(lease)
-                done += 1
-        finally:
-            store.close()
+        while done < limit and (lease := store.claim_next(owner, TTL)) is not None:
+            store.complete(lease)
+            done += 1
+        self.cpu += time.process_time() - cpu
         return done
 
-    return loop
+    def close(self) -> None:
+        self.store.close()
 
 
-def raw_cycles(url: str, owner: str) -> Callable[[], int]:
-    r = client(url)
-    keys = Keys(parse_redis_url(url).prefix)
-    claim_next = r.register_script(SCRIPTS["claim_next"].text)
-    complete = r.register_script(SCRIPTS["complete"].text)
-    claim_keys = [keys.clock, keys.candidates(QUEUE)]
-    claim_args = ["", owner, repr(TTL), keys.job_prefix, RAW_SECRET_HASH]
-    r.ping()
+class RawCycles:
+    """A redis-py client running the driver's scripts through ``register_script`` objects
+    (EVALSHA, reloaded on NOSCRIPT) with the driver's KEYS and ARGV: the ceiling (no
+    validation, no secret, no Lease, only the reply fields the next call needs)."""
 
-    def loop() -> int:
+    def __init__(self, url: str, owner: str) -> None:
+        self.r = client(url)
+        keys = Keys(parse_redis_url(url).prefix)
+        self.keys = keys
+        self.claim_next = self.r.register_script(SCRIPTS["claim_next"].text)
+        self.complete = self.r.register_script(SCRIPTS["complete"].text)
+        self.claim_keys = [keys.clock, keys.candidates(QUEUE)]
+        self.claim_args = ["", owner, repr(TTL), keys.job_prefix, RAW_SECRET_HASH]
+        self.owner = owner
+        self.cpu = 0.0
+        self.r.ping()
+
+    def step(self, limit: int) -> int:
+        keys, owner = self.keys, self.owner
+        cpu = time.process_time()
         done = 0
+        while done < limit:
+            reply = self.claim_next(keys=self.claim_keys, args=self.claim_args)
+            if len(reply) < 2:
+                break
+            row = reply[1]
+            job_id, generation = row[0], row[4]
+            self.complete(
+                keys=[keys.job(job_id), keys.clock],
+                args=["", owner, generation, RAW_SECRET_HASH, "", "0"],
+            )
+            done += 1
+        self.cpu += time.process_time() - cpu
+        return done
+
+    def close(self) -> None:
+        self.r.close()
+
+
+class RawConnectionCycles:
+    """The same scripts on one redis-py connection used directly (``send_command`` and
+    ``read_response``: no client, no pool), EVALSHA with EVAL on NOSCRIPT, as the driver
+    does: the least work redis-py can do for these requests."""
+
+    def __init__(self, url: str, owner: str) -> None:
+        options = parse_redis_url(url)
+        self.pool = redis.ConnectionPool.from_url(
+            options.redis_url, decode_responses=True, protocol=2
+        )
+        self.conn = self.pool.make_connection()
+        self.conn.connect()
+        keys = Keys(options.prefix)
+        self.keys = keys
+        self.owner = owner
+        self.claim_call = (2, keys.clock, keys.candidates(QUEUE))
+        self.claim_call += ("", owner, repr(TTL), keys.job_prefix, RAW_SECRET_HASH)
+        self.cpu = 0.0
+
+    def _eval(self, name: str, *call: Any) -> Any:
+        script = SCRIPTS[name]
+        self.conn.send_command("EVALSHA", script.sha, *call)
         try:
-            while True:
-                reply = claim_next(keys=claim_keys, args=claim_args)
-                if len(reply) < 2:
-                    return done
-                row = reply[1]
-                job_id, generation = row[0], row[4]
-                complete(
-                    keys=[keys.job(job_id), keys.clock],
-                    args=["", owner, generation, RAW_SECRET_HASH, "", "0"],
-                )
-                done += 1
-        finally:
-            r.close()
+            return self.conn.read_response()
+        except redis.exceptions.NoScriptError:
+            self.conn.send_command("EVAL", script.text, *call)
+            return self.conn.read_response()
 
-    return loop
+    def step(self, limit: int) -> int:
+        keys, owner = self.keys, self.owner
+        cpu = time.process_time()
+        done = 0
+        while done < limit:
+            reply = self._eval("claim_next", *self.claim_call)
+            if len(reply) < 2:
+                break
+            row = reply[1]
+            job_id, generation = row[0], row[4]
+            self._eval(
+                "complete",
+                2,
+                keys.job(job_id),
+                keys.clock,
+                "",
+                owner,
+                generation,
+                RAW_SECRET_HASH,
+                "",
+                "0",
+            )
+            done += 1
+        self.cpu += time.process_time() - cpu
+        return done
+
+    def close(self) -> None:
+        self.conn.disconnect()
+        self.pool.disconnect()
 
 
-SIDES: dict[str, Callable[[str, str], Callable[[], int]]] = {
-    "tenure": tenure_cycles,
-    "raw redis-py": raw_cycles,
+class Claims:
+    """Claims alone through the public API, ``batch`` per store operation (``claim_next``
+    when 1, ``claim_many`` otherwise); the jobs stay leased."""
+
+    def __init__(self, url: str, owner: str, batch: int, complete: bool) -> None:
+        self.store = tenure.connect(url)
+        self.owner = owner
+        self.batch = batch
+        self.complete = complete
+
+    def step(self, limit: int) -> int:
+        store, owner = self.store, self.owner
+        done = 0
+        while done < limit:
+            if self.batch == 1:
+                lease = store.claim_next(owner, TTL)
+                leases = [] if lease is None else [lease]
+            else:
+                leases = store.claim_many(owner, TTL, min(self.batch, limit - done))
+            if not leases:
+                break
+            if self.complete:
+                for lease in leases:
+                    store.complete(lease)
+            done += len(leases)
+        return done
+
+    def close(self) -> None:
+        self.store.close()
+
+
+Cycles = TenureCycles | RawCycles | RawConnectionCycles
+SIDES: dict[str, type[Cycles]] = {
+    "tenure": TenureCycles,
+    "raw redis-py": RawCycles,
+    "raw conn": RawConnectionCycles,
 }
 
 
-def worker(index: int, side: str, url: str) -> Callable[[], int]:
-    """`contend` factory: runs in a child process."""
-    return SIDES[side](url, f"{OWNER}-{index}")
+def open_side(index: int, side: str, urls: dict[str, str]) -> Cycles:
+    """`contend_chunks` factory, run in each child process."""
+    return SIDES[side](urls[side], f"{OWNER}-{index}")
 
 
 # -- runs --------------------------------------------------------------------------------
@@ -137,8 +255,8 @@ class Stores:
         pipe = self.r.pipeline(transaction=False)
         for number in range(self.jobs):
             job_id = f"job-{number:07d}"
-            pipe.evalsha(
-                submit.sha,
+            pipe.eval(
+                submit.text,
                 7,
                 keys.job(job_id),
                 keys.candidates(QUEUE),
@@ -164,132 +282,147 @@ class Stores:
     def check_and_remove(self, url: str, claimed: int, state: str = "done") -> None:
         prefix = parse_redis_url(url).prefix
         keys = Keys(prefix)
-        if claimed != self.jobs:
-            raise SystemExit(f"benchmark bug: {claimed} claims for {self.jobs} jobs")
-        pipe = self.r.pipeline(transaction=False)
-        for number in range(self.jobs):
-            pipe.hmget(keys.job(f"job-{number:07d}"), "s", "g")
-        wrong = [fields for fields in pipe.execute() if fields != [state, "1"]]
-        if wrong:
-            raise SystemExit(f"benchmark bug: {len(wrong)} jobs not {state} at generation 1")
-        doomed = list(self.r.scan_iter(match="{" + prefix + "}:*", count=1000))
-        for start in range(0, len(doomed), 1000):
-            self.r.delete(*doomed[start : start + 1000])
+        try:
+            if claimed != self.jobs:
+                raise SystemExit(f"benchmark bug: {claimed} claims for {self.jobs} jobs")
+            pipe = self.r.pipeline(transaction=False)
+            for number in range(self.jobs):
+                pipe.hmget(keys.job(f"job-{number:07d}"), "s", "g")
+            wrong = [fields for fields in pipe.execute() if fields != [state, "1"]]
+            if wrong:
+                raise SystemExit(f"benchmark bug: {len(wrong)} jobs not {state} at generation 1")
+        finally:
+            doomed = list(self.r.scan_iter(match="{" + prefix + "}:*", count=1000))
+            for start in range(0, len(doomed), 1000):
+                self.r.delete(*doomed[start : start + 1000])
 
 
-# Client CPU time per cycle of the single-process runs, per side: unlike throughput, it
+# CPU time per cycle of each single-process repetition, per side: unlike throughput, it
 # hardly depends on what else the machine is doing.
 CPU_PER_CYCLE: dict[str, list[float]] = {}
 
 
-def cycles_case(stores: Stores, side: str, workers: int) -> Case:
-    def run() -> tuple[int, float]:
+def single(stores: Stores, side: str) -> Side:
+    def open_() -> tuple[Cycles, Callable[[int], None]]:
         url = stores.fresh()
-        if workers == 1:
-            loop = SIDES[side](url, OWNER)
-            cpu = time.process_time()
-            cycles, seconds = timed(loop)
-            cpu = time.process_time() - cpu
-            CPU_PER_CYCLE.setdefault(side, []).append(cpu / cycles)
-        else:
-            cycles, seconds = contend(worker, workers, side, url)
-        stores.check_and_remove(url, cycles)
-        return cycles, seconds
+        runner = SIDES[side](url, OWNER)
 
-    return Case(side, run)
+        def verify(done: int) -> None:
+            stores.check_and_remove(url, done)
+            CPU_PER_CYCLE.setdefault(side, []).append(runner.cpu / done)
+
+        return runner, verify
+
+    return Side(side, open_)
 
 
-def claims_case(stores: Stores, name: str, batch: int, complete: bool) -> Case:
-    """One process claiming (and completing, if asked) every job, ``batch`` at a time."""
-
-    def run() -> tuple[int, float]:
-        url = stores.fresh()
-        store = tenure.connect(url)
-
-        def loop() -> int:
-            done = 0
-            while leases := (
-                store.claim_many(OWNER, TTL, batch)
-                if batch > 1
-                else [lease for lease in [store.claim_next(OWNER, TTL)] if lease]
-            ):
-                done += len(leases)
-                if complete:
-                    for lease in leases:
-                        store.complete(lease)
-            return done
-
+def contending(stores: Stores, workers: int, chunk: int, repeat: int) -> list[Result]:
+    """Like `interleave_chunks`, with ``workers`` processes in every turn."""
+    results = [Result(side) for side in SIDES]
+    for rep in range(1 + repeat):  # the first is a warm-up
+        urls = {side: stores.fresh() for side in SIDES}
         try:
-            claimed, seconds = timed(loop)
-        finally:
-            store.close()
-        stores.check_and_remove(url, claimed, "done" if complete else "leased")
-        return claimed, seconds
+            totals = contend_chunks(open_side, workers, list(SIDES), stores.jobs, chunk, urls)
+        except BaseException:
+            for url in urls.values():
+                stores.check_and_remove(url, -1)
+            raise
+        for result, (done, seconds) in zip(results, totals, strict=True):
+            stores.check_and_remove(urls[result.name], done)
+            if rep:
+                result.rates.append(done / seconds)
+    return results
 
-    return Case(name, run)
+
+def claims_side(stores: Stores, name: str, batch: int, complete: bool) -> Side:
+    def open_() -> tuple[Claims, Callable[[int], None]]:
+        url = stores.fresh()
+        return Claims(url, OWNER, batch, complete), lambda done: stores.check_and_remove(
+            url, done, "done" if complete else "leased"
+        )
+
+    return Side(name, open_)
+
+
+def _ratios(results: list[Result], name: str, baseline: str) -> str:
+    mine = next(result for result in results if result.name == name)
+    base = next(result for result in results if result.name == baseline)
+    return f"{statistics.median(mine.paired(base)):.1%} ({mine.median / base.median:.1%})"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", default="redis://127.0.0.1:6379/0", help="Redis server")
     parser.add_argument("--jobs", type=int, default=2000, help="jobs per run (default 2000)")
-    parser.add_argument("--repeat", type=int, default=5, help="measured runs per side")
+    parser.add_argument("--repeat", type=int, default=7, help="repetitions (default 7)")
+    parser.add_argument(
+        "--chunk", type=int, default=50, help="cycles per turn and process (default 50)"
+    )
     parser.add_argument("--workers", default="1,4,16", help="worker counts (default 1,4,16)")
     parser.add_argument("--batch", type=int, default=50, help="claim_many size (default 50)")
     args = parser.parse_args(argv)
     worker_counts = [int(part) for part in args.workers.split(",") if part]
-    if args.jobs < 1 or args.repeat < 1 or not worker_counts or min(worker_counts) < 1:
-        parser.error("--jobs, --repeat and --workers must be at least 1")
+    if min(args.jobs, args.repeat, args.chunk, args.batch, *worker_counts) < 1:
+        parser.error("--jobs, --repeat, --chunk, --batch and --workers must be at least 1")
 
     r = client(args.url)
     info = r.info("server")
     r.close()
     print(
-        f"redis_cycle: claim -> complete, {args.jobs} jobs per run, {args.repeat} runs per "
-        f"side (+1 warm-up)"
+        f"redis_cycle: claim -> complete, {args.jobs} jobs per run, {args.repeat} repetitions "
+        f"(+1 warm-up), turns of {args.chunk} cycles per process"
     )
     print(f"{machine_line()}, Redis {info['redis_version']}, redis-py {redis.__version__}")
     stores = Stores(args.url, args.jobs)
     summary = []
     for workers in worker_counts:
-        results = interleave([cycles_case(stores, side, workers) for side in SIDES], args.repeat)
-        label = "1 worker (this process)" if workers == 1 else f"{workers} worker processes"
-        ratios = print_report(
-            f"claim_next -> complete, {label}", results, "raw redis-py", unit="cycles/s"
+        if workers == 1:
+            results = interleave_chunks(
+                [single(stores, side) for side in SIDES], args.repeat, chunk=args.chunk
+            )
+            title = "claim_next -> complete, 1 worker (this process)"
+        else:
+            results = contending(stores, workers, args.chunk, args.repeat)
+            title = f"claim_next -> complete, {workers} worker processes (aggregate)"
+        print_report(title, results, "raw redis-py", unit="cycles/s")
+        summary.append(
+            f"{workers} worker(s): tenure/raw redis-py "
+            f"{_ratios(results, 'tenure', 'raw redis-py')}, tenure/raw conn "
+            f"{_ratios(results, 'tenure', 'raw conn')}"
         )
-        summary.append(f"{workers}w tenure/raw = {ratios['tenure']:.1%}")
         if workers == 1:
             # The first value of each side is the warm-up repetition's.
             cpu = {side: statistics.median(values[1:]) for side, values in CPU_PER_CYCLE.items()}
             print(
                 "  client CPU per cycle (median): "
                 + ", ".join(f"{side} {seconds * 1e6:.0f} us" for side, seconds in cpu.items())
-                + f"; raw/tenure = {cpu['raw redis-py'] / cpu['tenure']:.1%}"
             )
-            summary.append(f"CPU raw/tenure = {cpu['raw redis-py'] / cpu['tenure']:.1%}")
+            summary.append(
+                "client CPU per cycle, raw/tenure: "
+                + ", ".join(
+                    f"{side} {cpu[side] / cpu['tenure']:.1%}" for side in SIDES if side != "tenure"
+                )
+            )
 
-    results = interleave(
-        [
-            claims_case(stores, "claim_next", 1, complete=False),
-            claims_case(stores, f"claim_many({args.batch})", args.batch, complete=False),
-        ],
-        args.repeat,
-    )
-    ratios = print_report("claims alone, 1 process", results, "claim_next", unit="claims/s")
-    summary.append(f"batch/single claims = {ratios[f'claim_many({args.batch})']:.2f}x")
-
-    results = interleave(
-        [
-            claims_case(stores, "claim_next", 1, complete=True),
-            claims_case(stores, f"claim_many({args.batch})", args.batch, complete=True),
-        ],
-        args.repeat,
-    )
-    ratios = print_report(
-        "claim -> complete cycles, 1 process", results, "claim_next", unit="cycles/s"
-    )
-    summary.append(f"batch/single cycles = {ratios[f'claim_many({args.batch})']:.2f}x")
-    print("\n" + "; ".join(summary))
+    batch = f"claim_many({args.batch})"
+    for complete, what, unit in (
+        (False, "claims alone", "claims/s"),
+        (True, "claim -> complete", "cycles/s"),
+    ):
+        results = interleave_chunks(
+            [
+                claims_side(stores, "claim_next", 1, complete),
+                claims_side(stores, batch, args.batch, complete),
+            ],
+            args.repeat,
+            chunk=2 * args.batch,
+        )
+        print_report(
+            f"{what}, 1 process (turns of {2 * args.batch})", results, "claim_next", unit=unit
+        )
+        summary.append(f"{what}: {batch}/claim_next {_ratios(results, batch, 'claim_next')}")
+    print("\nmedian of paired ratios (ratio of medians):")
+    print("\n".join(f"  {line}" for line in summary))
     return 0
 
 

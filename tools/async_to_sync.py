@@ -49,6 +49,7 @@ RULES: list[tuple[str, str]] = [
     # Redis driver
     (r"\bAsyncRedisDriver\b", "RedisDriver"),
     (r"\buncancellable\b", "uncancellable_sync"),
+    (r"\blooks_closed\b", "looks_closed_sync"),
 ]
 # Applied when the generated file sits one package level above its source (aio/x.py -> x.py).
 RELOCATE = (r"from \.\.", "from .")

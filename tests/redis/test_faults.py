@@ -7,9 +7,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import anyio
 import pytest
 
 import tenure
+import tenure.aio
 from tenure._protocol import hash_secret
 from tenure.stores.redis import _common
 from tests.redis._proxy import Proxy
@@ -100,6 +102,22 @@ def test_server_gone_after_connect_is_known_not_applied(
         with pytest.raises(tenure.StoreUnavailable) as caught:
             call()
         assert caught.value.outcome_unknown is False
+
+
+@pytest.mark.anyio
+async def test_server_gone_after_connect_is_known_not_applied_async(
+    proxied_url: str, proxy: Proxy
+) -> None:
+    store = await tenure.aio.connect(proxied_url)
+    try:
+        await store.submit("J")
+        proxy.close()
+        await anyio.sleep(0.05)  # the event loop sees the connection's EOF
+        with pytest.raises(tenure.StoreUnavailable) as caught:
+            await store.claim_next("A", 10)
+        assert caught.value.outcome_unknown is False
+    finally:
+        await store.close()
 
 
 def test_scripts_reload_after_script_flush(store: tenure.Store, raw: Any) -> None:

@@ -15,6 +15,7 @@ decides `StoreUnavailable.outcome_unknown`), and nothing is retried behind the c
 from __future__ import annotations
 
 import math
+import os
 import time
 import uuid
 from collections.abc import Sequence
@@ -38,6 +39,7 @@ from ._common import (
     decode_row,
     decode_text,
     encode,
+    looks_closed,
     note_server_config,
     parse_redis_url,
     refused,
@@ -49,6 +51,8 @@ __all__ = ["AsyncRedisDriver"]
 
 # Jobs a list call examines per script run (bounds how long one run holds the server).
 _LIST_BUDGET = 500
+# Seconds a connection may sit unused and still be taken again without the pool's probe.
+_RECENT = 0.5
 
 
 class AsyncRedisDriver:
@@ -77,6 +81,13 @@ class AsyncRedisDriver:
             pool_options["max_connections"] = options.max_connections
         # redis-py's pool and connections are not fully typed.
         self._pool: Any = ConnectionPool.from_url(options.redis_url, **pool_options)
+        # Connections this driver used last, kept out of the pool between requests, with
+        # when they were last used: taking one back is a list pop, where the pool takes a
+        # lock, probes the socket and keeps counters (tens of microseconds per request).
+        # One idle for longer than _RECENT goes back through the pool, whose probe replaces
+        # it if the server closed it meanwhile.
+        self._recent: list[tuple[Any, float]] = []
+        self._pid = os.getpid()
 
     async def open(self) -> None:
         """Register this store in the server (or find it) and check its persistence."""
@@ -124,7 +135,7 @@ class AsyncRedisDriver:
                 f"{operation}: this store was closed", operation=operation, outcome_unknown=False
             )
         try:
-            conn = await self._pool.get_connection()
+            conn = await self._connection()
         except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
             raise unreachable(operation, self._address, exc, sent=False) from exc
         sent = broken = False
@@ -152,10 +163,28 @@ class AsyncRedisDriver:
             broken = True  # cancelled between request and answer: the connection is unusable
             raise
         finally:
-            with uncancellable():
-                if broken:
+            if broken:
+                with uncancellable():
                     await conn.disconnect()
-                await self._pool.release(conn)
+                    await self._pool.release(conn)
+            else:
+                self._recent.append((conn, time.monotonic()))
+
+    async def _connection(self) -> Any:
+        """A connection to send on: one used within _RECENT seconds, else the pool's."""
+        if self._pid != os.getpid():  # forked: the parent's sockets are not ours to use
+            self._recent = []
+            self._pid = os.getpid()
+        while self._recent:
+            try:
+                conn, used_at = self._recent.pop()
+            except IndexError:  # another thread took the last one
+                break
+            if time.monotonic() - used_at < _RECENT and not looks_closed(conn):
+                return conn
+            with uncancellable():
+                await self._pool.release(conn)  # the pool probes it, reconnects if need be
+        return await self._pool.get_connection()
 
     async def _eval(
         self, operation: str, script_name: str, keys: Sequence[str], args: Sequence[str]
@@ -312,5 +341,6 @@ class AsyncRedisDriver:
     async def close(self) -> None:
         if not self._closed:
             self._closed = True
+            self._recent = []
             with uncancellable():
-                await self._pool.disconnect()
+                await self._pool.disconnect()  # in-use ones too, so the recent ones

@@ -6,6 +6,7 @@ Edit the async source and run ``python tools/async_to_sync.py``.
 from __future__ import annotations
 
 import math
+import os
 import time
 import uuid
 from collections.abc import Sequence
@@ -29,6 +30,7 @@ from ._common import (
     decode_row,
     decode_text,
     encode,
+    looks_closed_sync,
     note_server_config,
     parse_redis_url,
     refused,
@@ -40,6 +42,8 @@ __all__ = ["RedisDriver"]
 
 # Jobs a list call examines per script run (bounds how long one run holds the server).
 _LIST_BUDGET = 500
+# Seconds a connection may sit unused and still be taken again without the pool's probe.
+_RECENT = 0.5
 
 
 class RedisDriver:
@@ -68,6 +72,13 @@ class RedisDriver:
             pool_options["max_connections"] = options.max_connections
         # redis-py's pool and connections are not fully typed.
         self._pool: Any = ConnectionPool.from_url(options.redis_url, **pool_options)
+        # Connections this driver used last, kept out of the pool between requests, with
+        # when they were last used: taking one back is a list pop, where the pool takes a
+        # lock, probes the socket and keeps counters (tens of microseconds per request).
+        # One idle for longer than _RECENT goes back through the pool, whose probe replaces
+        # it if the server closed it meanwhile.
+        self._recent: list[tuple[Any, float]] = []
+        self._pid = os.getpid()
 
     def open(self) -> None:
         """Register this store in the server (or find it) and check its persistence."""
@@ -113,7 +124,7 @@ class RedisDriver:
                 f"{operation}: this store was closed", operation=operation, outcome_unknown=False
             )
         try:
-            conn = self._pool.get_connection()
+            conn = self._connection()
         except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
             raise unreachable(operation, self._address, exc, sent=False) from exc
         sent = broken = False
@@ -141,10 +152,28 @@ class RedisDriver:
             broken = True  # cancelled between request and answer: the connection is unusable
             raise
         finally:
-            with uncancellable_sync():
-                if broken:
+            if broken:
+                with uncancellable_sync():
                     conn.disconnect()
-                self._pool.release(conn)
+                    self._pool.release(conn)
+            else:
+                self._recent.append((conn, time.monotonic()))
+
+    def _connection(self) -> Any:
+        """A connection to send on: one used within _RECENT seconds, else the pool's."""
+        if self._pid != os.getpid():  # forked: the parent's sockets are not ours to use
+            self._recent = []
+            self._pid = os.getpid()
+        while self._recent:
+            try:
+                conn, used_at = self._recent.pop()
+            except IndexError:  # another thread took the last one
+                break
+            if time.monotonic() - used_at < _RECENT and not looks_closed_sync(conn):
+                return conn
+            with uncancellable_sync():
+                self._pool.release(conn)  # the pool probes it, reconnects if need be
+        return self._pool.get_connection()
 
     def _eval(
         self, operation: str, script_name: str, keys: Sequence[str], args: Sequence[str]
@@ -299,5 +328,6 @@ class RedisDriver:
     def close(self) -> None:
         if not self._closed:
             self._closed = True
+            self._recent = []
             with uncancellable_sync():
-                self._pool.disconnect()
+                self._pool.disconnect()  # in-use ones too, so the recent ones
