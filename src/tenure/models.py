@@ -34,14 +34,22 @@ class FencingToken:
     @classmethod
     def parse(cls, text: str) -> FencingToken:
         from ._validate import validate_generation, validate_id
+        from .errors import InvalidArgument
 
+        if not isinstance(text, str):
+            raise InvalidArgument("token", f"must be a str, not {type(text).__name__}")
         generation_text, sep, job_text = text.partition(":")
-        if not sep or not generation_text.isdigit():
-            from .errors import InvalidArgument
-
+        # ASCII digits only: str.isdigit() also accepts '²' and Arabic-Indic digits.
+        if not sep or not (generation_text.isascii() and generation_text.isdigit()):
             raise InvalidArgument("token", "must look like '<generation>:<job id>'")
+        if len(generation_text) > 19:
+            raise InvalidArgument("token generation", "must be from 1 to 2**63-1")
+        try:
+            job_id = unquote(job_text, errors="strict")
+        except UnicodeDecodeError:
+            raise InvalidArgument("token job id", "must percent-encode valid UTF-8") from None
         return cls(
-            validate_id("token job id", unquote(job_text, errors="strict")),
+            validate_id("token job id", job_id),
             validate_generation("token generation", int(generation_text)),
         )
 
