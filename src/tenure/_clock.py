@@ -19,6 +19,8 @@ import time
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from .errors import InvalidArgument
+
 __all__ = ["Clock", "LeaseTiming", "ManualClock", "SystemClock"]
 
 
@@ -67,7 +69,7 @@ class ManualClock:
 
     def advance(self, seconds: float) -> None:
         if seconds < 0:
-            raise ValueError("advance: seconds must be >= 0; use jump() to step wall time back")
+            raise InvalidArgument("seconds", "must be >= 0; use jump() to step wall time back")
         with self._lock:
             self._wall += seconds
             self._mono += seconds
@@ -93,10 +95,18 @@ class LeaseTiming:
     safety_margin: float = 0.05
 
     def __post_init__(self) -> None:
+        for name, value, high in (
+            ("max_drift", self.max_drift, 0.5),
+            ("safety_margin", self.safety_margin, 60.0),
+        ):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise InvalidArgument(name, f"must be a number, not {type(value).__name__}")
         if not 0.0 <= self.max_drift < 0.5:
-            raise ValueError("max_drift: must be a fraction from 0 up to (not including) 0.5")
+            raise InvalidArgument(
+                "max_drift", "must be a fraction from 0 up to (not including) 0.5"
+            )
         if not 0.0 <= self.safety_margin <= 60.0:
-            raise ValueError("safety_margin: must be from 0 to 60 seconds")
+            raise InvalidArgument("safety_margin", "must be from 0 to 60 seconds")
 
     def local_deadline(self, sent_at: float, ttl: float) -> float:
         """Monotonic time after which a holder must assume its lease is gone."""

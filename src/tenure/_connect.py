@@ -7,7 +7,7 @@ import random
 from ._clock import Clock, LeaseTiming
 from ._protocol import RetryPolicy
 from ._store import Store
-from ._validate import DEFAULT_PAYLOAD_LIMIT
+from ._validate import DEFAULT_PAYLOAD_LIMIT, validate_payload_limit
 from .stores import open_sync_driver, resolve_url
 
 __all__ = ["connect"]
@@ -30,6 +30,7 @@ def connect(
     anyway; for server stores it is a hook for deterministic tests only, never for
     production, where the server's time must decide.
     """
+    validate_payload_limit(payload_limit)  # before the store is touched
     driver = open_sync_driver(resolve_url(url), store_clock)
     return Store(
         driver,

@@ -35,6 +35,7 @@ from ._validate import (
     validate_delay,
     validate_id,
     validate_limit,
+    validate_payload_limit,
     validate_queues,
     validate_ttl,
 )
@@ -73,7 +74,7 @@ class Store:
         self._clock = clock or SystemClock()
         self._leases = LeaseMaker(driver.store_id, timing or LeaseTiming())
         self._retry_policy = retry_policy or RetryPolicy()
-        self._payload_limit = payload_limit
+        self._payload_limit = validate_payload_limit(payload_limit)
         self._retries = retries
         self._rng = rng or random.Random()
 

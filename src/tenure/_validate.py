@@ -38,6 +38,8 @@ MAX_TTL = 7 * 24 * 3600.0
 MAX_DELAY = 366 * 24 * 3600.0
 MAX_ATTEMPTS = 1_000_000
 DEFAULT_PAYLOAD_LIMIT = 1024 * 1024
+# Above this a single row/hash field gets unwieldy for every store (PostgreSQL's jsonb, Redis).
+MAX_PAYLOAD_LIMIT = 64 * 1024 * 1024
 # The default of every ``queues`` argument; `validate_queues` knows it is valid.
 DEFAULT_QUEUES = ("default",)
 MAX_ERROR_LENGTH = 16_384
@@ -113,6 +115,16 @@ def validate_attempts(value: object, argument: str = "max_attempts") -> int:
         raise InvalidArgument(argument, f"must be an int, not {type(value).__name__}")
     if not 1 <= value <= MAX_ATTEMPTS:
         raise InvalidArgument(argument, f"must be from 1 to {MAX_ATTEMPTS}, got {value}")
+    return value
+
+
+def validate_payload_limit(value: object, argument: str = "payload_limit") -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgument(
+            argument, f"must be an int number of bytes, not {type(value).__name__}"
+        )
+    if not 1 <= value <= MAX_PAYLOAD_LIMIT:
+        raise InvalidArgument(argument, f"must be from 1 to {MAX_PAYLOAD_LIMIT} bytes, got {value}")
     return value
 
 

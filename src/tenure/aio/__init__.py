@@ -10,7 +10,7 @@ import random
 
 from .._clock import Clock, LeaseTiming
 from .._protocol import RetryPolicy
-from .._validate import DEFAULT_PAYLOAD_LIMIT
+from .._validate import DEFAULT_PAYLOAD_LIMIT, validate_payload_limit
 from ..stores import open_async_driver, resolve_url
 from ._store import AsyncStore
 
@@ -28,6 +28,7 @@ async def connect(
     rng: random.Random | None = None,
 ) -> AsyncStore:
     """Open the store at ``url``; see `tenure.connect` for the arguments."""
+    validate_payload_limit(payload_limit)  # before the store is touched
     driver = await open_async_driver(resolve_url(url), store_clock)
     return AsyncStore(
         driver,

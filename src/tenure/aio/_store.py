@@ -36,6 +36,7 @@ from .._validate import (
     validate_delay,
     validate_id,
     validate_limit,
+    validate_payload_limit,
     validate_queues,
     validate_ttl,
 )
@@ -74,7 +75,7 @@ class AsyncStore:
         self._clock = clock or SystemClock()
         self._leases = LeaseMaker(driver.store_id, timing or LeaseTiming())
         self._retry_policy = retry_policy or RetryPolicy()
-        self._payload_limit = payload_limit
+        self._payload_limit = validate_payload_limit(payload_limit)
         self._retries = retries
         self._rng = rng or random.Random()
 
