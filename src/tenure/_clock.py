@@ -95,10 +95,7 @@ class LeaseTiming:
     safety_margin: float = 0.05
 
     def __post_init__(self) -> None:
-        for name, value, high in (
-            ("max_drift", self.max_drift, 0.5),
-            ("safety_margin", self.safety_margin, 60.0),
-        ):
+        for name, value in (("max_drift", self.max_drift), ("safety_margin", self.safety_margin)):
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise InvalidArgument(name, f"must be a number, not {type(value).__name__}")
         if not 0.0 <= self.max_drift < 0.5:
