@@ -12,8 +12,10 @@ Before each run the queue is refilled untimed (tenure: one INSERT ... SELECT; pg
 processes are released together (setup untimed) and run until the queue is empty, each
 with the system's own worker API and default settings:
 
-* **tenure**: ``claim_next`` + ``complete`` per job (sync API, one process per worker),
-  and **tenure batch**: ``claim_many(owner, ttl, 10)`` then ``complete`` per job;
+* **tenure**: ``claim_next`` + ``complete`` per job (sync API, one process per worker);
+  **tenure batch**: ``claim_many(owner, ttl, 10)`` then ``complete`` per job; **tenure
+  async**: the async API the way pgqueuer works by default, ``claim_many(owner, ttl, 10)``
+  then the 10 ``complete`` calls concurrently (a pool of 10 connections per process);
 * **pgqueuer**: ``QueueManager`` with a psycopg ``AsyncConnection``, an async no-op
   entrypoint, ``run(mode=drain)`` (its default batch_size=10: it dequeues 10 at a time and
   logs completions in batches);
@@ -50,7 +52,7 @@ from tenure.stores.postgres._common import render
 
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 TTL = 60.0
-SYSTEMS = ("tenure", "tenure batch", "pgqueuer", "procrastinate")
+SYSTEMS = ("tenure", "tenure batch", "tenure async", "pgqueuer", "procrastinate")
 
 
 def database_url(base: str, name: str) -> str:
@@ -119,6 +121,35 @@ def tenure_worker(index: int, url: str, batch: int) -> Callable[[], int]:
         return done
 
     return loop
+
+
+def tenure_async_worker(index: int, url: str, batch: int) -> Callable[[], int]:
+    """Like pgqueuer's default: take ``batch`` jobs at once, finish them concurrently."""
+    import tenure.aio
+
+    loop = asyncio.new_event_loop()
+    separator = "&" if "?" in url else "?"
+    store = loop.run_until_complete(
+        tenure.aio.connect(f"{url}{separator}pool_min={batch}&pool_max={batch}")
+    )
+    owner = f"worker-{index}"
+
+    async def work() -> int:
+        done = 0
+        try:
+            while leases := await store.claim_many(owner, TTL, batch):
+                await asyncio.gather(*(store.complete(lease) for lease in leases))
+                done += len(leases)
+        finally:
+            await store.close()
+        return done
+
+    def run() -> int:
+        done = loop.run_until_complete(work())
+        loop.close()
+        return done
+
+    return run
 
 
 # -- pgqueuer ----------------------------------------------------------------------------
@@ -330,25 +361,28 @@ def main(argv: list[str]) -> int:
         "pgqueuer": recreate_database(args.url, "bench_pgqueuer"),
         "procrastinate": recreate_database(args.url, "bench_procrastinate"),
     }
-    urls["tenure batch"] = urls["tenure"]
+    urls["tenure batch"] = urls["tenure async"] = urls["tenure"]
     tenure.connect(urls["tenure"]).close()
     pgqueuer_setup(urls["pgqueuer"])
     procrastinate_setup(urls["procrastinate"])
     fill = {
         "tenure": tenure_fill,
         "tenure batch": tenure_fill,
+        "tenure async": tenure_fill,
         "pgqueuer": pgqueuer_fill,
         "procrastinate": procrastinate_fill,
     }
     check = {
         "tenure": tenure_check,
         "tenure batch": tenure_check,
+        "tenure async": tenure_check,
         "pgqueuer": pgqueuer_check,
         "procrastinate": procrastinate_check,
     }
     workers: dict[str, tuple[Callable[..., Callable[[], int]], tuple[Any, ...], str]] = {
         "tenure": (tenure_worker, (urls["tenure"], 1), TENURE_DONE),
         "tenure batch": (tenure_worker, (urls["tenure"], 10), TENURE_DONE),
+        "tenure async": (tenure_async_worker, (urls["tenure"], 10), TENURE_DONE),
         "pgqueuer": (pgqueuer_worker, (urls["pgqueuer"],), PGQUEUER_DONE),
         "procrastinate": (procrastinate_worker, (urls["procrastinate"],), PROCRASTINATE_DONE),
     }

@@ -1,0 +1,73 @@
+"""A pool of the caller's: used as it is (row factory, autocommit or not), configured with
+PostgresDriver.configure, never closed by tenure."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+import tenure
+import tenure.aio
+from tenure.stores.postgres import AsyncPostgresDriver, PostgresDriver
+from tests.backends import POSTGRES_URL
+
+
+@pytest.mark.parametrize("autocommit", [True, False])
+def test_callers_sync_pool(schema: str, autocommit: bool) -> None:
+    pool = ConnectionPool(
+        POSTGRES_URL,
+        kwargs={"autocommit": autocommit, "row_factory": dict_row},
+        configure=PostgresDriver.configure,
+        min_size=1,
+        max_size=2,
+        open=True,
+    )
+    try:
+        store = tenure.Store(PostgresDriver.open(pool=pool, schema=schema))
+        assert store.url.endswith(f"schema={schema}")
+        store.submit("J", {"n": 1})
+        lease = store.claim_next("A", 30)
+        assert lease is not None
+        store.complete(store.renew(lease), "ok")
+        assert store.get("J").result == "ok"
+        store.wait_for_jobs(timeout=0.05)
+        store.close()
+        with pool.connection() as conn:  # still open, and nothing left in a transaction
+            row: Any = conn.execute("SHOW plan_cache_mode").fetchone()
+            assert row == {"plan_cache_mode": "force_generic_plan"}
+            assert conn.info.transaction_status.name in ("IDLE", "INTRANS")
+    finally:
+        pool.close()
+
+
+@pytest.mark.anyio
+async def test_callers_async_pool(schema: str) -> None:
+    pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+        POSTGRES_URL,
+        kwargs={"autocommit": True},
+        configure=AsyncPostgresDriver.configure,
+        min_size=1,
+        max_size=2,
+        open=False,
+    )
+    await pool.open()
+    try:
+        store = tenure.aio.AsyncStore(await AsyncPostgresDriver.open(pool=pool, schema=schema))
+        await store.submit("J")
+        lease = await store.claim("J", "A", 30)
+        assert lease is not None
+        await store.complete(lease)
+        await store.close()
+        async with pool.connection() as conn:
+            cur = await conn.execute("SELECT 1")
+            assert await cur.fetchone() == (1,)
+    finally:
+        await pool.close()
+
+
+def test_url_xor_pool() -> None:
+    with pytest.raises(TypeError):
+        PostgresDriver.open()
