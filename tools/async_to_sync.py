@@ -24,6 +24,7 @@ FILES = [
     ("stores/_async_driver.py", "stores/_sync_driver.py"),
     ("stores/postgres/_async.py", "stores/postgres/_sync.py"),
     ("stores/redis/_aio.py", "stores/redis/_sync.py"),
+    ("chaos/_drivers.py", "chaos/_drivers_sync.py"),
 ]
 
 RULES: list[tuple[str, str]] = [
@@ -50,6 +51,9 @@ RULES: list[tuple[str, str]] = [
     (r"\bAsyncRedisDriver\b", "RedisDriver"),
     (r"\buncancellable\b", "uncancellable_sync"),
     (r"\blooks_closed\b", "looks_closed_sync"),
+    # chaos drivers
+    (r"\bAsyncRecordingDriver\b", "RecordingDriver"),
+    (r"\bAsyncUnsafeDriver\b", "UnsafeDriver"),
 ]
 # Applied when the generated file sits one package level above its source (aio/x.py -> x.py).
 RELOCATE = (r"from \.\.", "from .")

@@ -36,6 +36,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 # command name -> "module:attribute" of its click command
 COMMANDS: dict[str, str] = {
+    "chaos": "tenure.cli._chaos:chaos",
+    "check": "tenure.cli._chaos:check",
     "demo": "tenure.cli._demo:demo",
     "jobs": "tenure.cli._jobs:jobs",
     "migrate": "tenure.cli._migrate:migrate",

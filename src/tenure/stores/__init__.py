@@ -15,7 +15,13 @@ from .._clock import Clock
 from ..errors import InvalidArgument
 from ._driver import AsyncDriver, SyncDriver
 
-__all__ = ["DEFAULT_URL", "open_async_driver", "open_sync_driver", "resolve_url"]
+__all__ = [
+    "DEFAULT_URL",
+    "open_async_driver",
+    "open_sync_driver",
+    "register_backend",
+    "resolve_url",
+]
 
 DEFAULT_URL = "sqlite:///tenure.db"
 
@@ -27,6 +33,18 @@ _BACKENDS: dict[str, tuple[str, str | None]] = {
     "redis": ("tenure.stores.redis", "redis"),
     "rediss": ("tenure.stores.redis", "redis"),
 }
+
+
+def register_backend(scheme: str, module: str, extra: str | None = None) -> None:
+    """Serve ``scheme://`` URLs with ``module``, which exposes ``open_sync(url, clock)`` and
+    ``async open_async(url, clock)`` like the built-in backends (imported on first use).
+
+    For stores that wrap another one, such as the chaos harness's history recorder
+    (``chaos+sqlite://...``, see `tenure.chaos`). ``extra`` names the pip extra that installs
+    the module's client library, for the error message when it is missing."""
+    if not scheme or scheme != scheme.lower() or not all(c.isalnum() or c in "+-." for c in scheme):
+        raise InvalidArgument("scheme", f"must be a lower-case URL scheme, got {scheme!r}")
+    _BACKENDS[scheme] = (module, extra)
 
 
 def resolve_url(url: str | None) -> str:

@@ -1,0 +1,32 @@
+"""Chaos testing: prove the lease guarantees under faults (``tenure chaos`` / ``tenure check``).
+
+`run_chaos` starts real worker processes (`tenure.Worker`) against a store, the reference
+fenced sink, and a seeded nemesis (pauses, claim storms, clock skew, kills, network and
+store faults); it records every operation as a JSON-lines history. `check_history` verifies
+the invariants I1-I5 of DESIGN.md §4 on such a history, and `write_report` draws it.
+See docs/reliability.md.
+"""
+
+from ._checker import INVARIANTS, Verdict, Violation, check_history
+from ._harness import ChaosOptions, ChaosResult, run_chaos, schedule_for, store_kind
+from ._history import Recorder, read_history
+from ._nemesis import KINDS, Fault, make_schedule
+from ._report import write_report
+
+__all__ = [
+    "ChaosOptions",
+    "ChaosResult",
+    "Fault",
+    "INVARIANTS",
+    "KINDS",
+    "Recorder",
+    "Verdict",
+    "Violation",
+    "check_history",
+    "make_schedule",
+    "read_history",
+    "run_chaos",
+    "schedule_for",
+    "store_kind",
+    "write_report",
+]

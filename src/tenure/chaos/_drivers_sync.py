@@ -1,0 +1,333 @@
+"""Generated from tenure/chaos/_drivers.py by tools/async_to_sync.py: do not edit.
+
+Edit the async source and run ``python tools/async_to_sync.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .._clock import Clock
+from .._protocol import JobRow, Outcome, Status
+from ..errors import StoreUnavailable
+from ..stores._sync_driver import SyncDriver
+from ._control import TAKEOVERS, Control
+from ._history import Recorder
+
+__all__ = ["RecordingDriver", "UnsafeDriver"]
+
+_END_STATES = {"complete": ("done",), "release": ("ready", "dead"), "fail": ("ready", "dead")}
+
+
+def _row(row: JobRow | None) -> dict[str, Any]:
+    if row is None:
+        return {}
+    return {
+        "row_gen": row.generation,
+        "row_owner": row.owner,
+        "row_state": row.state,
+        "lease_until": row.lease_until,
+        "attempts": row.attempts,
+        "max_attempts": row.max_attempts,
+    }
+
+
+def _outcome(outcome: Outcome) -> dict[str, Any]:
+    return {"status": outcome.status, "store_now": outcome.now, **_row(outcome.row)}
+
+
+def _ended(error: BaseException) -> str:
+    """How a call that raised ended: ``fail`` when it surely did not reach the store."""
+    if isinstance(error, StoreUnavailable) and not error.outcome_unknown:
+        return "fail"
+    return "unknown"
+
+
+class RecordingDriver:
+    """Records every call to ``inner`` in ``recorder`` (see the module docstring)."""
+
+    def __init__(
+        self, inner: SyncDriver, recorder: Recorder, control: Control | None = None
+    ) -> None:
+        self._inner = inner
+        self._rec = recorder
+        self._control = control
+        self.store_id = inner.store_id
+        self.url = inner.url
+
+    def _reach(self, point: str, **info: Any) -> None:
+        if self._control is not None:
+            self._control.reach(point, **info)
+
+    def now(self) -> float:
+        return self._inner.now()
+
+    def submit(
+        self, job_id: str, queue: str, payload: str | None, delay: float, max_attempts: int
+    ) -> Outcome:
+        op = self._rec.invoke("submit", job=job_id, queue=queue, max_attempts=max_attempts)
+        try:
+            outcome = self._inner.submit(job_id, queue, payload, delay, max_attempts)
+        except BaseException as exc:
+            self._rec.end(op, "submit", _ended(exc), error=str(exc)[:300])
+            raise
+        self._rec.end(op, "submit", "ok", **_outcome(outcome))
+        return outcome
+
+    def claim(self, job_id: str, owner: str, ttl: float, secret_hash: str) -> Outcome:
+        op = self._rec.invoke("claim", job=job_id, owner=owner, ttl=ttl)
+        try:
+            outcome = self._inner.claim(job_id, owner, ttl, secret_hash)
+        except BaseException as exc:
+            self._rec.end(op, "claim", _ended(exc), error=str(exc)[:300])
+            raise
+        row = outcome.row
+        if outcome.status == Status.APPLIED:
+            self._rec.end(op, "claim", "ok", **_outcome(outcome))
+        elif (
+            row is not None
+            and row.state == "leased"
+            and row.owner == owner
+            and row.secret_hash == secret_hash
+        ):
+            # A retry finding its own earlier claim (whose reply was lost): the same lease.
+            self._rec.end(op, "claim", "ok", repeat=True, **_outcome(outcome))
+        else:
+            self._rec.end(op, "claim", "fail", **_outcome(outcome))
+        return outcome
+
+    def claim_next(
+        self, owner: str, ttl: float, queues: Sequence[str], secret_hashes: Sequence[str]
+    ) -> list[Outcome]:
+        op = self._rec.invoke("claim_next", owner=owner, ttl=ttl, limit=len(secret_hashes))
+        try:
+            outcomes = self._inner.claim_next(owner, ttl, queues, secret_hashes)
+        except BaseException as exc:
+            self._rec.end(op, "claim_next", _ended(exc), error=str(exc)[:300])
+            raise
+        ours = set(secret_hashes)
+        claims = [
+            {
+                "job": o.row.job_id,
+                "gen": o.row.generation,
+                "store_now": o.now,
+                "lease_until": o.row.lease_until,
+                "attempts": o.row.attempts,
+                "max_attempts": o.row.max_attempts,
+            }
+            for o in outcomes
+            if o.status == Status.APPLIED and o.row is not None and o.row.secret_hash in ours
+        ]
+        store_now = outcomes[0].now if outcomes else None
+        self._rec.end(op, "claim_next", "ok", claims=claims, store_now=store_now)
+        return outcomes
+
+    def renew(
+        self, job_id: str, owner: str, generation: int, secret_hash: str, ttl: float
+    ) -> Outcome:
+        self._reach("renew", job=job_id, gen=generation)
+        op = self._rec.invoke("renew", job=job_id, gen=generation, owner=owner, ttl=ttl)
+        try:
+            outcome = self._inner.renew(job_id, owner, generation, secret_hash, ttl)
+        except BaseException as exc:
+            self._rec.end(op, "renew", _ended(exc), job=job_id, gen=generation, error=str(exc))
+            raise
+        kind = "ok" if outcome.status == Status.APPLIED else "fail"
+        self._rec.end(op, "renew", kind, job=job_id, gen=generation, **_outcome(outcome))
+        return outcome
+
+    def complete(
+        self, job_id: str, owner: str, generation: int, secret_hash: str, result: str | None
+    ) -> Outcome:
+        self._reach("complete", job=job_id, gen=generation)
+        op = self._rec.invoke("complete", job=job_id, gen=generation, owner=owner)
+        try:
+            outcome = self._inner.complete(job_id, owner, generation, secret_hash, result)
+        except BaseException as exc:
+            self._rec.end(op, "complete", _ended(exc), job=job_id, gen=generation, error=str(exc))
+            raise
+        self._settled(op, "complete", job_id, owner, generation, secret_hash, outcome)
+        return outcome
+
+    def release(self, job_id: str, owner: str, generation: int, secret_hash: str) -> Outcome:
+        op = self._rec.invoke("release", job=job_id, gen=generation, owner=owner)
+        try:
+            outcome = self._inner.release(job_id, owner, generation, secret_hash)
+        except BaseException as exc:
+            self._rec.end(op, "release", _ended(exc), job=job_id, gen=generation, error=str(exc))
+            raise
+        self._settled(op, "release", job_id, owner, generation, secret_hash, outcome)
+        return outcome
+
+    def fail(
+        self,
+        job_id: str,
+        owner: str,
+        generation: int,
+        secret_hash: str,
+        error: str,
+        retry_in: float,
+    ) -> Outcome:
+        op = self._rec.invoke("fail", job=job_id, gen=generation, owner=owner)
+        try:
+            outcome = self._inner.fail(job_id, owner, generation, secret_hash, error, retry_in)
+        except BaseException as exc:
+            self._rec.end(op, "fail", _ended(exc), job=job_id, gen=generation, error=str(exc))
+            raise
+        self._settled(op, "fail", job_id, owner, generation, secret_hash, outcome)
+        return outcome
+
+    def _settled(
+        self,
+        op: str,
+        f: str,
+        job_id: str,
+        owner: str,
+        generation: int,
+        secret_hash: str,
+        outcome: Outcome,
+    ) -> None:
+        row = outcome.row
+        fields = {"job": job_id, "gen": generation, **_outcome(outcome)}
+        if outcome.status == Status.APPLIED:
+            self._rec.end(op, f, "ok", **fields)
+        elif (
+            row is not None
+            and row.generation == generation
+            and row.owner == owner
+            and row.secret_hash == secret_hash
+            and row.state in _END_STATES[f]
+        ):
+            # A repeat of a call that already took effect (its first reply was lost).
+            self._rec.end(op, f, "ok", repeat=True, **fields)
+        else:
+            self._rec.end(op, f, "fail", **fields)
+
+    def get(self, job_id: str) -> Outcome:
+        return self._inner.get(job_id)
+
+    def list_jobs(
+        self, queue: str | None, state: str | None, limit: int
+    ) -> tuple[float, list[JobRow]]:
+        return self._inner.list_jobs(queue, state, limit)
+
+    def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
+        self._inner.wait_for_jobs(queues, timeout)
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+class UnsafeDriver:
+    """Breaks the lease protocol on purpose (see the module docstring). Never use it for
+    anything but showing that the chaos checker catches it."""
+
+    def __init__(self, inner: SyncDriver, mode: str, clock: Clock) -> None:
+        self._inner = inner
+        self._mode = mode
+        self._clock = clock
+        self.store_id = inner.store_id
+        self.url = inner.url
+
+    def now(self) -> float:
+        return self._inner.now()
+
+    def submit(
+        self, job_id: str, queue: str, payload: str | None, delay: float, max_attempts: int
+    ) -> Outcome:
+        return self._inner.submit(job_id, queue, payload, delay, max_attempts)
+
+    def claim(self, job_id: str, owner: str, ttl: float, secret_hash: str) -> Outcome:
+        return self._inner.claim(job_id, owner, ttl, secret_hash)
+
+    def claim_next(
+        self, owner: str, ttl: float, queues: Sequence[str], secret_hashes: Sequence[str]
+    ) -> list[Outcome]:
+        outcomes = self._inner.claim_next(owner, ttl, queues, secret_hashes)
+        if self._mode != "client-clock" or len(outcomes) >= len(secret_hashes):
+            return outcomes
+        used = {o.row.secret_hash for o in outcomes if o.row is not None}
+        spare = [h for h in secret_hashes if h not in used]
+        client_now = self._clock.time()
+        taken: list[Outcome] = []
+        for queue in queues:
+            store_now, rows = self._inner.list_jobs(queue, "leased", 20)
+            for row in rows:
+                if not spare:
+                    break
+                if row.owner in (None, owner) or row.secret_hash is None or row.lease_until is None:
+                    continue
+                if row.lease_until > client_now:
+                    continue  # live by this worker's clock
+                # "Expired" by our clock: take it over, no claim, no new generation.
+                mine = spare.pop()
+                TAKEOVERS.add(row.job_id, row.generation, owner, mine, row.owner, row.secret_hash)
+                taken.append(
+                    Outcome(Status.APPLIED, row._replace(owner=owner, secret_hash=mine), store_now)
+                )
+        return outcomes + taken
+
+    def renew(
+        self, job_id: str, owner: str, generation: int, secret_hash: str, ttl: float
+    ) -> Outcome:
+        owner, secret_hash = TAKEOVERS.credentials(job_id, generation, owner, secret_hash)
+        return self._inner.renew(job_id, owner, generation, secret_hash, ttl)
+
+    def complete(
+        self, job_id: str, owner: str, generation: int, secret_hash: str, result: str | None
+    ) -> Outcome:
+        owner, secret_hash = TAKEOVERS.credentials(job_id, generation, owner, secret_hash)
+        outcome = self._inner.complete(job_id, owner, generation, secret_hash, result)
+        current = self._current(outcome)
+        if current is not None:
+            return self._inner.complete(job_id, *current, result)
+        return outcome
+
+    def release(self, job_id: str, owner: str, generation: int, secret_hash: str) -> Outcome:
+        owner, secret_hash = TAKEOVERS.credentials(job_id, generation, owner, secret_hash)
+        outcome = self._inner.release(job_id, owner, generation, secret_hash)
+        current = self._current(outcome)
+        if current is not None:
+            return self._inner.release(job_id, *current)
+        return outcome
+
+    def fail(
+        self,
+        job_id: str,
+        owner: str,
+        generation: int,
+        secret_hash: str,
+        error: str,
+        retry_in: float,
+    ) -> Outcome:
+        owner, secret_hash = TAKEOVERS.credentials(job_id, generation, owner, secret_hash)
+        outcome = self._inner.fail(job_id, owner, generation, secret_hash, error, retry_in)
+        current = self._current(outcome)
+        if current is not None:
+            return self._inner.fail(job_id, *current, error, retry_in)
+        return outcome
+
+    def _current(self, outcome: Outcome) -> tuple[str, int, str] | None:
+        """no-fence: the credentials of the job's current lease (owner, generation, secret
+        hash), when the store rejected a stale caller."""
+        row = outcome.row
+        if self._mode != "no-fence" or outcome.status != Status.MISSED or row is None:
+            return None
+        if row.state != "leased" or row.owner is None or row.secret_hash is None:
+            return None
+        return row.owner, row.generation, row.secret_hash
+
+    def get(self, job_id: str) -> Outcome:
+        return self._inner.get(job_id)
+
+    def list_jobs(
+        self, queue: str | None, state: str | None, limit: int
+    ) -> tuple[float, list[JobRow]]:
+        return self._inner.list_jobs(queue, state, limit)
+
+    def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
+        self._inner.wait_for_jobs(queues, timeout)
+
+    def close(self) -> None:
+        self._inner.close()

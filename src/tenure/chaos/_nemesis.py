@@ -1,0 +1,347 @@
+"""The nemesis: a seeded fault schedule, and the thread that carries it out.
+
+`make_schedule` is a pure function of the seed and the run's shape (store kind, workers,
+TTL, duration, interval): the same seed gives the same faults at the same offsets with the
+same parameters. What the faults then hit depends on timing (which job a worker holds when
+it is stopped), and the history records it.
+
+Fault kinds (durations in TTLs; see docs/reliability.md):
+
+==================  =====================================================================
+pause               SIGSTOP a worker wherever it is, SIGCONT 1-3 TTL later
+pause-handler       stop a worker between stamping a write and sending it (1-3 TTL)
+pause-renew         stop a worker just before a renewal leaves (1-3 TTL)
+pause-complete      stop a worker just before a completion leaves (1-3 TTL)
+storm               release the storm processes together onto 1-3 jobs (those held by a
+                    stopped worker when there is one)
+skew                a worker's client clock: offset of 1 minute to 1 hour, rate 0.5-2
+kill                SIGKILL a worker; it is restarted as a new process
+proxy-delay         every byte between workers and the store server held 0.5-1.5 TTL
+proxy-drop          the server's replies dropped, then the connections cut
+store-pause         SQLite: a writer stopped while it holds the write lock; PostgreSQL: a
+                    worker's backend stopped (SIGSTOP via pg_backend_pid); Redis: CLIENT PAUSE
+==================  =====================================================================
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import os
+import random
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from functools import partial
+from typing import Any, Protocol
+
+from ._history import Recorder
+
+__all__ = ["KINDS", "Fault", "Nemesis", "make_schedule"]
+
+# kind -> weight; the proxy kinds only where there is a server to put a proxy in front of
+KINDS: dict[str, int] = {
+    "pause": 2,
+    "pause-handler": 3,
+    "pause-renew": 2,
+    "pause-complete": 3,
+    "storm": 2,
+    "skew": 2,
+    "kill": 2,
+    "proxy-delay": 2,
+    "proxy-drop": 2,
+    "store-pause": 1,
+}
+SERVER_ONLY = ("proxy-delay", "proxy-drop")
+WORKER_KINDS = ("pause", "pause-handler", "pause-renew", "pause-complete", "skew", "kill")
+RATES = (0.5, 0.67, 1.5, 2.0)
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One scheduled fault: ``at`` seconds after the nemesis starts."""
+
+    at: float
+    kind: str
+    target: int | None = None  # worker number (1-based) for worker faults
+    params: dict[str, float] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def make_schedule(
+    seed: int,
+    *,
+    store: str,
+    workers: int,
+    ttl: float,
+    duration: float,
+    interval: float = 2.0,
+    kinds: tuple[str, ...] | None = None,
+) -> list[Fault]:
+    """The faults of a run, a pure function of its arguments (see the module docstring)."""
+    rng = random.Random(f"tenure-chaos:{seed}")
+    allowed = {
+        kind: weight
+        for kind, weight in KINDS.items()
+        if (kinds is None or kind in kinds) and (store != "sqlite" or kind not in SERVER_ONLY)
+    }
+    names = sorted(allowed)
+    weights = [allowed[name] for name in names]
+    faults: list[Fault] = []
+    t = interval * rng.uniform(0.25, 0.75)
+    while t < duration and names:
+        kind = rng.choices(names, weights)[0]
+        target = rng.randint(1, workers) if kind in WORKER_KINDS else None
+        faults.append(Fault(round(t, 3), kind, target, _params(rng, kind, ttl)))
+        t += interval * rng.uniform(0.5, 1.5)
+    return faults
+
+
+def _params(rng: random.Random, kind: str, ttl: float) -> dict[str, float]:
+    def r(x: float) -> float:
+        return round(x, 3)
+
+    if kind.startswith("pause"):
+        return {"duration": r(rng.uniform(1.0, 3.0) * ttl), "window": r(3.0 * ttl)}
+    if kind == "storm":
+        return {"jobs": float(rng.randint(1, 3)), "window": r(rng.uniform(1.0, 2.0) * ttl)}
+    if kind == "skew":
+        return {
+            "offset": r(rng.choice((-1, 1)) * rng.uniform(60.0, 3600.0)),
+            "rate": rng.choice(RATES),
+            "hold": r(rng.uniform(3.0, 6.0) * ttl),
+        }
+    if kind == "kill":
+        return {"restart_after": r(rng.uniform(0.1, 1.0) * ttl)}
+    if kind == "proxy-delay":
+        return {"lag": r(rng.uniform(0.5, 1.5) * ttl), "hold": r(rng.uniform(1.0, 2.0) * ttl)}
+    if kind == "proxy-drop":
+        return {"window": r(rng.uniform(0.1, 0.5) * ttl)}
+    if kind == "store-pause":
+        return {"duration": r(rng.uniform(1.0, 2.0) * ttl)}
+    return {}
+
+
+class Target(Protocol):
+    """What the nemesis acts on (the harness)."""
+
+    def worker(self, number: int) -> tuple[str, int] | None:
+        """The current process of worker ``number``: (name, pid), or None if it is down."""
+
+    def set_control(
+        self, name: str, *, clock: dict[str, float] | None, arm: dict[str, Any] | None
+    ) -> None: ...
+
+    def hit(self, name: str) -> int | None:
+        """The id of the last armed point the process reached."""
+
+    def kill(self, number: int, restart_after: float) -> int | None: ...
+
+    def storm(self, jobs: int, window: float) -> dict[str, Any] | None: ...
+
+    def proxy_delay(self, lag: float, hold: float) -> bool: ...
+
+    def proxy_drop(self, window: float) -> bool: ...
+
+    def store_pause(self, duration: float) -> dict[str, Any] | None:
+        """Start a store pause; returns what was done (it ends by itself)."""
+
+
+def is_stopped(pid: int) -> bool:
+    """Whether process ``pid`` is stopped (state T in /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            return stat.read().rpartition(")")[2].split()[0] in ("T", "t")
+    except (OSError, IndexError):
+        return False
+
+
+class Nemesis:
+    """Carries out a schedule on a thread: one heap of timed actions, none of them blocking
+    for long (store pauses that must wait run on threads of their own)."""
+
+    def __init__(self, schedule: list[Fault], target: Target, recorder: Recorder) -> None:
+        self._schedule = schedule
+        self._target = target
+        self._rec = recorder
+        self._heap: list[tuple[float, int, Callable[[], None]]] = []
+        self._seq = itertools.count()
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="tenure-nemesis", daemon=True)
+        self._arm_ids = itertools.count(1)
+        self._stopped_pids: dict[int, tuple[str, str]] = {}  # pid -> (proc, fault kind)
+        self._clocks: dict[str, dict[str, float]] = {}
+        self.start_time = 0.0
+        self.injected: dict[str, int] = {}
+
+    # -- running -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.start_time = time.monotonic()
+        for fault in self._schedule:
+            self._at(self.start_time + fault.at, partial(self._inject, fault))
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop injecting; what is still pending is dropped (`heal` undoes what is on)."""
+        self._stopping.set()
+        self._thread.join(10)
+
+    def _at(self, when: float, action: Callable[[], None]) -> None:
+        with self._lock:
+            heapq.heappush(self._heap, (when, next(self._seq), action))
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            with self._lock:
+                due = self._heap[0][0] if self._heap else None
+            now = time.monotonic()
+            if due is None or due > now:
+                self._stopping.wait(min(0.05, due - now) if due is not None else 0.05)
+                continue
+            with self._lock:
+                _, _, action = heapq.heappop(self._heap)
+            try:
+                action()
+            except Exception as exc:  # a fault that could not be injected is recorded
+                self._rec.event("fault-error", error=f"{type(exc).__name__}: {exc}"[:300])
+
+    def _record(self, kind: str, phase: str, **fields: Any) -> None:
+        if phase == "start":
+            self.injected[kind] = self.injected.get(kind, 0) + 1
+        self._rec.event("fault", kind=kind, phase=phase, **fields)
+
+    # -- faults --------------------------------------------------------------------------
+
+    def _inject(self, fault: Fault) -> None:
+        kind, p = fault.kind, fault.params
+        if kind == "pause":
+            self._pause(fault)
+        elif kind.startswith("pause-"):
+            self._arm(fault)
+        elif kind == "skew":
+            self._skew(fault)
+        elif kind == "kill":
+            assert fault.target is not None
+            pid = self._target.kill(fault.target, p["restart_after"])
+            if pid is not None:
+                self._record(kind, "start", target=f"w{fault.target}", target_pid=pid, **p)
+        elif kind == "storm":
+            done = self._target.storm(int(p["jobs"]), p["window"])
+            if done is not None:
+                self._record(kind, "start", **done, window=p["window"])
+                self._at(time.monotonic() + p["window"], lambda: self._record(kind, "end"))
+        elif kind == "proxy-delay":
+            if self._target.proxy_delay(p["lag"], p["hold"]):
+                self._record(kind, "start", **p)
+                self._at(time.monotonic() + p["hold"], lambda: self._record(kind, "end"))
+        elif kind == "proxy-drop":
+            if self._target.proxy_drop(p["window"]):
+                self._record(kind, "start", **p)
+                self._at(time.monotonic() + p["window"], lambda: self._record(kind, "end"))
+        elif kind == "store-pause":
+            done = self._target.store_pause(p["duration"])
+            if done is not None:
+                self._record(kind, "start", **done, **p)
+                self._at(time.monotonic() + p["duration"], lambda: self._record(kind, "end"))
+
+    def _pause(self, fault: Fault) -> None:
+        assert fault.target is not None
+        found = self._target.worker(fault.target)
+        if found is None:
+            return
+        name, pid = found
+        if not _signal(pid, "SIGSTOP"):
+            return
+        self._stopped_pids[pid] = (name, "pause")
+        self._record("pause", "start", target=name, target_pid=pid, **fault.params)
+        self._at(time.monotonic() + fault.params["duration"], lambda: self._resume(pid))
+
+    def _resume(self, pid: int) -> None:
+        stopped = self._stopped_pids.pop(pid, None)
+        if stopped is not None and _signal(pid, "SIGCONT"):
+            name, kind = stopped
+            self._record(kind, "end", target=name, target_pid=pid)
+
+    def _arm(self, fault: Fault) -> None:
+        assert fault.target is not None
+        found = self._target.worker(fault.target)
+        if found is None:
+            return
+        name, pid = found
+        point = fault.kind.removeprefix("pause-")
+        arm = {"id": next(self._arm_ids), "point": point, "duration": fault.params["duration"]}
+        self._target.set_control(name, clock=self._clocks.get(name), arm=arm)
+        self._rec.event(
+            "fault", kind=fault.kind, phase="armed", target=name, target_pid=pid, arm=arm["id"]
+        )
+        deadline = time.monotonic() + fault.params["window"]
+        self._watch_arm(fault, name, pid, arm, deadline)
+
+    def _watch_arm(
+        self, fault: Fault, name: str, pid: int, arm: dict[str, Any], deadline: float
+    ) -> None:
+        now = time.monotonic()
+        if self._target.hit(name) == arm["id"]:
+            if not is_stopped(pid):
+                if now < deadline + 5.0:  # it is about to stop itself: look again soon
+                    self._at(now + 0.01, lambda: self._watch_arm(fault, name, pid, arm, deadline))
+                return
+            self._stopped_pids[pid] = (name, fault.kind)
+            self._record(
+                fault.kind, "start", target=name, target_pid=pid, arm=arm["id"], **fault.params
+            )
+            self._at(now + arm["duration"], lambda: self._resume(pid))
+            return
+        if now < deadline:
+            self._at(now + 0.02, lambda: self._watch_arm(fault, name, pid, arm, deadline))
+            return
+        if now < deadline + 0.5:
+            if now - deadline < 0.03:  # withdraw the arm, then look once more for a late hit
+                self._target.set_control(name, clock=self._clocks.get(name), arm=None)
+            self._at(now + 0.05, lambda: self._watch_arm(fault, name, pid, arm, deadline))
+            return
+        self._rec.event("fault", kind=fault.kind, phase="missed", target=name, arm=arm["id"])
+
+    def _skew(self, fault: Fault) -> None:
+        assert fault.target is not None
+        found = self._target.worker(fault.target)
+        if found is None:
+            return
+        name, pid = found
+        clock = {"offset": fault.params["offset"], "rate": fault.params["rate"]}
+        self._clocks[name] = clock
+        self._target.set_control(name, clock=clock, arm=None)
+        self._record("skew", "start", target=name, target_pid=pid, **fault.params)
+
+        def restore() -> None:
+            if self._clocks.get(name) is clock:
+                del self._clocks[name]
+                self._target.set_control(name, clock=None, arm=None)
+                self._record("skew", "end", target=name, target_pid=pid)
+
+        self._at(time.monotonic() + fault.params["hold"], restore)
+
+    # -- healing -------------------------------------------------------------------------
+
+    def heal(self) -> None:
+        """Undo what is still in effect: resume stopped processes, restore clocks."""
+        for pid in list(self._stopped_pids):
+            self._resume(pid)
+        for name in list(self._clocks):
+            del self._clocks[name]
+            self._target.set_control(name, clock=None, arm=None)
+            self._record("skew", "end", target=name)
+
+
+def _signal(pid: int, name: str) -> bool:
+    try:
+        os.kill(pid, getattr(signal, name))
+    except OSError:
+        return False
+    return True

@@ -1,0 +1,328 @@
+"""The report of a chaos run: one self-contained HTML page (inline SVG and CSS, nothing
+fetched from a network) and a PNG of it taken with headless Chromium when it is installed.
+
+Per job, a timeline of ownership intervals in store time, coloured by generation, with the
+stale attempts marked where they were rejected (by the store: a red cross; by the sink: an
+orange diamond), writes the sink accepted (small ticks), writes a worker withheld itself
+(grey circles) and the moments a worker was stopped holding the job (pause bars). Above, the
+faults on the same time axis, one lane per kind. Jobs with violations come first, then the
+jobs where faults bit; the rest are counted, not drawn.
+"""
+
+from __future__ import annotations
+
+import html
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from ._checker import INVARIANTS, Interval, Mark, Verdict
+
+__all__ = ["chromium", "screenshot", "write_report"]
+
+Scale = Callable[[float], float]
+
+MAX_ROWS = 60
+WIDTH = 1360
+LABEL = 190
+ROW = 22
+LANE = 16
+FAULT_COLORS = {
+    "pause": "#8e44ad",
+    "pause-handler": "#9b59b6",
+    "pause-renew": "#a569bd",
+    "pause-complete": "#7d3c98",
+    "storm": "#d35400",
+    "skew": "#16a085",
+    "faketime": "#1abc9c",
+    "kill": "#c0392b",
+    "proxy-delay": "#2980b9",
+    "proxy-drop": "#1f618d",
+    "store-pause": "#7f8c8d",
+}
+
+
+def _gen_color(gen: int) -> str:
+    return f"hsl({(gen * 67) % 360}, 65%, 55%)"
+
+
+def _e(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _pick_jobs(verdict: Verdict) -> tuple[list[str], int]:
+    bad = {v.job for v in verdict.violations if v.job}
+    score: dict[str, float] = {}
+    for job, intervals in verdict.intervals.items():
+        marks = verdict.marks.get(job, [])
+        stale = sum(1 for m in marks if m.kind.startswith(("rejected", "write-stale")))
+        score[job] = (1000 if job in bad else 0) + 10 * stale + len(intervals)
+    for job in bad:
+        score.setdefault(job, 1000)
+    ranked = sorted(score, key=lambda j: (-score[j], j))
+    interesting = [j for j in ranked if score[j] > 1]
+    chosen = (interesting or ranked)[:MAX_ROWS]
+    return sorted(chosen, key=lambda j: (-(j in bad), j)), len(score) - len(chosen)
+
+
+def _axis(verdict: Verdict, jobs: list[str]) -> tuple[float, float]:
+    times: list[float] = []
+    for job in jobs:
+        for i in verdict.intervals.get(job, []):
+            times += [i.start, i.end]
+        times += [m.at for m in verdict.marks.get(job, [])]
+    for span in verdict.fault_spans:
+        times.append(span["start"] + verdict.offset)
+        if span["end"] is not None:
+            times.append(span["end"] + verdict.offset)
+    if not times:
+        return 0.0, 1.0
+    low, high = min(times), max(times)
+    return low, max(high, low + 1.0)
+
+
+def _svg(verdict: Verdict, jobs: list[str]) -> str:
+    t0, t1 = _axis(verdict, jobs)
+    plot = WIDTH - LABEL - 20
+
+    def x(t: float) -> float:
+        return LABEL + (t - t0) / (t1 - t0) * plot
+
+    kinds = sorted({s["kind"] for s in verdict.fault_spans})
+    top = 30
+    height = top + LANE * len(kinds) + 30 + ROW * len(jobs) + 20
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
+        f'viewBox="0 0 {WIDTH} {height}" font-family="sans-serif" font-size="11">'
+    ]
+    # time axis
+    step = _tick_step(t1 - t0)
+    tick = 0.0
+    while tick <= t1 - t0:
+        px = x(t0 + tick)
+        parts.append(
+            f'<line x1="{px:.1f}" y1="{top - 8}" x2="{px:.1f}" y2="{height - 10}" '
+            'stroke="#e5e5e5"/>'
+            f'<text x="{px:.1f}" y="{top - 12}" text-anchor="middle" fill="#666">'
+            f"{tick:g} s</text>"
+        )
+        tick += step
+    # fault lanes
+    for lane, kind in enumerate(kinds):
+        y = top + lane * LANE
+        color = FAULT_COLORS.get(kind, "#555")
+        parts.append(
+            f'<text x="{LABEL - 6}" y="{y + 11}" text-anchor="end" fill="{color}">{_e(kind)}</text>'
+        )
+        for span in verdict.fault_spans:
+            if span["kind"] != kind:
+                continue
+            start = span["start"] + verdict.offset
+            end = (span["end"] + verdict.offset) if span["end"] is not None else start
+            width = max(3.0, x(end) - x(start))
+            title = f"{kind} {span.get('target') or ''} {span.get('detail', {})}"
+            parts.append(
+                f'<rect class="fault" x="{x(start):.1f}" y="{y + 2}" width="{width:.1f}" '
+                f'height="{LANE - 4}" fill="{color}" opacity="0.8"><title>{_e(title)}</title>'
+                "</rect>"
+            )
+    y0 = top + LANE * len(kinds) + 24
+    parts.append(
+        f'<text x="6" y="{y0 - 8}" font-weight="bold">jobs (store time, seconds from '
+        f"{t0:.3f})</text>"
+    )
+    bad = {v.job for v in verdict.violations if v.job}
+    for row, job in enumerate(jobs):
+        y = y0 + row * ROW
+        label = job if len(job) <= 28 else "…" + job[-27:]
+        parts.append(
+            f'<text x="{LABEL - 6}" y="{y + 14}" text-anchor="end" '
+            f'fill="{"#c0392b" if job in bad else "#222"}">{_e(label)}</text>'
+        )
+        for interval in verdict.intervals.get(job, []):
+            parts.append(_interval(interval, x, y))
+        for mark in verdict.marks.get(job, []):
+            parts.append(_mark(mark, x, y))
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _tick_step(span: float) -> float:
+    for step in (0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800, 3600):
+        if span / step <= 14:
+            return float(step)
+    return 7200.0
+
+
+def _interval(interval: Interval, x: Scale, y: int) -> str:
+    start, end = x(interval.start), x(max(interval.end, interval.start))
+    color = _gen_color(interval.gen)
+    title = (
+        f"generation {interval.gen} held by {interval.owner} ({interval.proc}) from "
+        f"{interval.start:.3f} to {interval.end:.3f} (store time)"
+        + (f", ended by {interval.ended_by}" if interval.ended_by else ", expired")
+    )
+    text = ""
+    if end - start > 16:
+        text = (
+            f'<text x="{start + 3:.1f}" y="{y + 14}" fill="#fff" font-size="10">'
+            f"{interval.gen}</text>"
+        )
+    return (
+        f'<rect class="lease" x="{start:.1f}" y="{y + 3}" width="{max(2.0, end - start):.1f}" '
+        f'height="{ROW - 6}" rx="3" fill="{color}"><title>{_e(title)}</title></rect>{text}'
+    )
+
+
+def _mark(mark: Mark, x: Scale, y: int) -> str:
+    px = x(mark.at)
+    title = _e(f"{mark.kind} gen {mark.gen} by {mark.proc}: {mark.detail}")
+    if mark.kind.startswith("rejected"):
+        return (
+            f'<g class="stale-store"><title>{title}</title>'
+            f'<line x1="{px - 5:.1f}" y1="{y + 4}" x2="{px + 5:.1f}" y2="{y + 18}" '
+            'stroke="#c0392b" stroke-width="2.5"/>'
+            f'<line x1="{px - 5:.1f}" y1="{y + 18}" x2="{px + 5:.1f}" y2="{y + 4}" '
+            'stroke="#c0392b" stroke-width="2.5"/></g>'
+        )
+    if mark.kind == "write-stale":
+        return (
+            f'<polygon class="stale-sink" points="{px:.1f},{y + 3} {px + 6:.1f},{y + 11} '
+            f'{px:.1f},{y + 19} {px - 6:.1f},{y + 11}" fill="#e67e22" stroke="#a04000">'
+            f"<title>{title}</title></polygon>"
+        )
+    if mark.kind == "write-withheld":
+        return (
+            f'<circle cx="{px:.1f}" cy="{y + 11}" r="4" fill="#bbb" stroke="#555">'
+            f"<title>{title}</title></circle>"
+        )
+    if mark.kind == "pause":
+        return (
+            f'<g><title>{title}</title><rect x="{px - 4:.1f}" y="{y + 2}" width="3" '
+            f'height="18" fill="#6c3483"/><rect x="{px + 1:.1f}" y="{y + 2}" width="3" '
+            'height="18" fill="#6c3483"/></g>'
+        )
+    return (
+        f'<line x1="{px:.1f}" y1="{y + 1}" x2="{px:.1f}" y2="{y + 6}" stroke="#222" '
+        f'stroke-width="1.5"><title>{title}</title></line>'
+    )
+
+
+def render(verdict: Verdict) -> str:
+    jobs, hidden = _pick_jobs(verdict)
+    status_color = {"VALID": "#1e8449", "INVALID": "#c0392b"}.get(verdict.status, "#b7950b")
+    c = verdict.counts
+    rows = "".join(
+        f"<tr><td>{_e(k.replace('_', ' '))}</td><td>{v}</td></tr>"
+        for k, v in sorted(c.items())
+        if k != "events"
+    )
+    faults = "".join(
+        f'<tr><td><span class="swatch" style="background:{FAULT_COLORS.get(k, "#555")}">'
+        f"</span>{_e(k)}</td><td>{n}</td></tr>"
+        for k, n in sorted(verdict.faults.items())
+    )
+    invariants = []
+    grouped = verdict.by_invariant()
+    for key, name in INVARIANTS.items():
+        found = grouped[key]
+        state = "ok" if not found else f"violated x{len(found)}"
+        items = "".join(f"<li>{_e(v.message)}</li>" for v in found[:200])
+        invariants.append(
+            f'<div class="inv {"ok" if not found else "bad"}"><b>{key} {name}</b>: {state}'
+            + (f"<ul>{items}</ul>" if items else "")
+            + "</div>"
+        )
+    info = ", ".join(f"{k} {v}" for k, v in verdict.info.items() if v is not None)
+    legend = (
+        '<span class="swatch" style="background:hsl(67,65%,55%)"></span>lease (colour = '
+        "generation) &nbsp; "
+        '<b style="color:#c0392b">✕</b> stale renew/complete/release/fail rejected by the '
+        "store &nbsp; "
+        '<b style="color:#e67e22">◆</b> stale write rejected by the sink &nbsp; '
+        "│ write accepted &nbsp; ● write withheld by its worker &nbsp; "
+        '<b style="color:#6c3483">❚❚</b> worker stopped'
+    )
+    more = f"<p>{hidden} more jobs not drawn (nothing happened to them).</p>" if hidden else ""
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<title>tenure chaos: {_e(verdict.status)}</title>
+<style>
+body {{ font-family: sans-serif; margin: 16px; color: #222; background: #fff; }}
+h1 {{ font-size: 20px; margin: 0 0 4px 0; }}
+.status {{ color: #fff; background: {status_color}; padding: 2px 10px; border-radius: 4px; }}
+.grid {{ display: flex; gap: 24px; align-items: flex-start; flex-wrap: wrap; }}
+table {{ border-collapse: collapse; font-size: 12px; }}
+td {{ padding: 1px 8px; border-bottom: 1px solid #eee; }}
+.inv {{ font-size: 12px; margin: 2px 0; }}
+.inv.ok b {{ color: #1e8449; }} .inv.bad b {{ color: #c0392b; }}
+.swatch {{ display: inline-block; width: 10px; height: 10px; margin-right: 5px; }}
+.legend {{ font-size: 12px; margin: 8px 0; }}
+</style></head><body>
+<h1>tenure chaos <span class="status">{_e(verdict.status)}</span></h1>
+<p>{_e(verdict.headline())}</p>
+<p style="font-size:12px;color:#555">{_e(info)}</p>
+<div class="grid">
+<div>{"".join(invariants)}</div>
+<table><tr><th colspan="2">counts</th></tr>{rows}</table>
+<table><tr><th colspan="2">faults injected</th></tr>{faults}</table>
+</div>
+<div class="legend">{legend}</div>
+{_svg(verdict, jobs)}
+{more}
+</body></html>
+"""
+
+
+def chromium() -> str | None:
+    """The headless browser to screenshot with, if one is installed."""
+    for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+def screenshot(page: Path, png: Path, *, width: int = WIDTH + 40, height: int = 1200) -> bool:
+    """Render ``page`` with headless Chromium into ``png``; False when it could not."""
+    browser = chromium()
+    if browser is None:
+        return False
+    with tempfile.TemporaryDirectory(prefix="tenure-chromium-") as profile:
+        command = [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            "--hide-scrollbars",
+            f"--user-data-dir={profile}",
+            f"--window-size={width},{height}",
+            f"--screenshot={png}",
+            page.resolve().as_uri(),
+        ]
+        try:
+            subprocess.run(command, capture_output=True, timeout=60, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+    return png.exists() and png.stat().st_size > 0
+
+
+def write_report(verdict: Verdict, path: Path, *, png: bool = True) -> tuple[Path, Path | None]:
+    """Write the HTML report to ``path`` (and ``path`` with ``.png`` when Chromium is
+    available and ``png``); returns both paths (the PNG's None when not made)."""
+    path.write_text(render(verdict), encoding="utf-8")
+    if not png:
+        return path, None
+    jobs, _ = _pick_jobs(verdict)
+    kinds = {s["kind"] for s in verdict.fault_spans}
+    height = min(
+        4000, 420 + LANE * len(kinds) + ROW * len(jobs) + 14 * len(verdict.violations[:60])
+    )
+    image = path.with_suffix(".png")
+    return path, image if screenshot(path, image, height=height) else None

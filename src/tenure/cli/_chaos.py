@@ -1,0 +1,199 @@
+"""``tenure chaos`` (run workers under a seeded nemesis, record a history, check it) and
+``tenure check HISTORY`` (verify I1-I5 on a recorded history). See docs/reliability.md.
+
+Both print the counts, one line per invariant, and end with two lines: the verdict and the
+report's path. Exit status: 0 for a VALID verdict, 1 for INVALID (an invariant was
+violated), 3 for UNPROVEN (nothing was violated but the faults did not bite), 2 for bad
+options.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..stores import DEFAULT_URL
+from . import CliError, CliState, common_options
+
+__all__ = ["chaos", "check"]
+
+EXIT = {"VALID": 0, "INVALID": 1, "UNPROVEN": 3}
+
+
+def _finish(state: CliState, verdict: Any, report: Path, png: Path | None) -> None:
+    if state.json:
+        click.echo(
+            json.dumps(
+                {
+                    "verdict": verdict.status,
+                    "headline": verdict.headline(),
+                    "counts": verdict.counts,
+                    "faults": verdict.faults,
+                    "violations": [
+                        {"invariant": v.invariant, "job": v.job, "message": v.message, "ops": v.ops}
+                        for v in verdict.violations
+                    ],
+                    "report": str(report),
+                    "png": str(png) if png else None,
+                },
+                default=str,
+            )
+        )
+    else:
+        for line in verdict.lines():
+            click.echo(line)
+        if png is not None:
+            click.echo(f"png: {png}")
+        click.echo(f"verdict: {verdict.headline()}")
+        click.echo(f"report: {report}")
+    sys.exit(EXIT[verdict.status])
+
+
+@click.command()
+@click.option("--workers", type=click.IntRange(1, 64), default=4, help="Worker processes.")
+@click.option("--jobs", type=click.IntRange(1, 1_000_000), default=200, help="Jobs to run.")
+@click.option("--ttl", type=click.FloatRange(0.2, 600), default=2.0, help="Lease TTL, seconds.")
+@click.option(
+    "--duration", type=click.FloatRange(1, 86400), default=20.0, help="Seconds of faults."
+)
+@click.option(
+    "--seed", type=int, default=None, help="Seed of the fault schedule (default: random)."
+)
+@click.option(
+    "--unsafe",
+    type=click.Choice(["client-clock", "no-fence"]),
+    default=None,
+    help="Break the protocol on purpose: the check must then fail.",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Directory for the history, report and logs (default: ./tenure-chaos-<seed>).",
+)
+@click.option("--concurrency", type=click.IntRange(1, 100), default=4, help="Jobs per worker.")
+@click.option(
+    "--fault-interval",
+    type=click.FloatRange(0.05, 3600),
+    default=2.0,
+    help="Mean seconds between faults.",
+)
+@click.option("--storm", type=click.IntRange(0, 64), default=6, help="Claim-storm processes.")
+@click.option(
+    "--faults",
+    default=None,
+    metavar="KIND,...",
+    help="Only these fault kinds (pause, pause-handler, pause-renew, pause-complete, storm, "
+    "skew, kill, proxy-delay, proxy-drop, store-pause).",
+)
+@click.option(
+    "--work", type=click.FloatRange(0, 60), default=0.2, help="Longest short-job work, seconds."
+)
+@click.option(
+    "--drain-timeout",
+    type=click.FloatRange(1, 86400),
+    default=120.0,
+    help="Seconds to wait for the queue to drain after the faults.",
+)
+@click.option("--no-faketime", is_flag=True, help="Do not run workers under faketime.")
+@click.option("--no-png", is_flag=True, help="Do not screenshot the report.")
+@click.option("--dry-run", is_flag=True, help="Print the fault schedule (JSON) and exit.")
+@common_options
+@click.pass_obj
+def chaos(
+    state: CliState,
+    workers: int,
+    jobs: int,
+    ttl: float,
+    duration: float,
+    seed: int | None,
+    unsafe: str | None,
+    out: str | None,
+    concurrency: int,
+    fault_interval: float,
+    storm: int,
+    faults: str | None,
+    work: float,
+    drain_timeout: float,
+    no_faketime: bool,
+    no_png: bool,
+    dry_run: bool,
+) -> None:
+    """Run workers under a seeded nemesis and check the invariants of the history.
+
+    Starts WORKERS `tenure.Worker` processes on the store (--store), the reference fenced
+    sink, claim-storm processes and a nemesis (pauses, claim storms, clock skew, kills,
+    network and store faults), then checks I1-I5. Without --store, a fresh SQLite file in
+    the output directory.
+    """
+    from ..chaos import ChaosOptions, run_chaos, schedule_for
+
+    if seed is None:
+        seed = random.SystemRandom().randrange(1_000_000)
+    directory = Path(out) if out else Path(f"tenure-chaos-{seed}")
+    store_url = state.store_url
+    if store_url == DEFAULT_URL and not os.environ.get("TENURE_STORE_URL"):
+        store_url = f"sqlite:///{(directory / 'store.db').resolve()}"
+    options = ChaosOptions(
+        store_url=store_url,
+        workers=workers,
+        jobs=jobs,
+        ttl=ttl,
+        duration=duration,
+        seed=seed,
+        unsafe=unsafe,
+        out=directory,
+        concurrency=concurrency,
+        fault_interval=fault_interval,
+        storm=storm,
+        work=work,
+        drain_timeout=drain_timeout,
+        faketime=not no_faketime,
+        kinds=tuple(k.strip() for k in faults.split(",") if k.strip()) if faults else None,
+        png=not no_png,
+    )
+    try:
+        options.check()
+        schedule = schedule_for(options)
+    except ValueError as exc:
+        raise CliError(str(exc), exit_code=2, json_mode=state.json) from exc
+    if dry_run:
+        click.echo(json.dumps({"seed": seed, "faults": [f.as_json() for f in schedule]}))
+        return
+
+    def echo(text: str) -> None:
+        click.echo(text, err=state.json)
+
+    try:
+        result = run_chaos(options, echo)
+    except (RuntimeError, OSError, ImportError) as exc:
+        raise CliError(f"chaos run failed: {exc}", json_mode=state.json) from exc
+    _finish(state, result.verdict, result.report, result.png)
+
+
+@click.command()
+@click.argument("history", type=click.Path(exists=True, dir_okay=False))
+@click.option(
+    "--report",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Where to write the HTML report (default: report.html next to HISTORY).",
+)
+@click.option("--no-png", is_flag=True, help="Do not screenshot the report.")
+@common_options
+@click.pass_obj
+def check(state: CliState, history: str, report: str | None, no_png: bool) -> None:
+    """Check a chaos history (JSON lines) against the invariants I1-I5."""
+    from ..chaos import check_history, read_history, write_report
+
+    path = Path(history)
+    verdict = check_history(read_history(path))
+    target = Path(report) if report else path.with_name("report.html")
+    page, png = write_report(verdict, target, png=not no_png)
+    _finish(state, verdict, page, png)
