@@ -171,6 +171,10 @@ class Takeovers:
         with self._lock:
             self._map[(job_id, generation, owner, secret_hash)] = (real_owner, real_hash)
 
+    def taken(self, job_id: str, generation: int, owner: str) -> bool:
+        with self._lock:
+            return any(k[:3] == (job_id, generation, owner) for k in self._map)
+
     def credentials(
         self, job_id: str, generation: int, owner: str, secret_hash: str
     ) -> tuple[str, str]:

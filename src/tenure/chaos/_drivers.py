@@ -279,6 +279,8 @@ class AsyncUnsafeDriver:
                     continue
                 if row.lease_until > client_now:
                     continue  # live by this worker's clock
+                if TAKEOVERS.taken(row.job_id, row.generation, owner):
+                    continue
                 # "Expired" by our clock: take it over, no claim, no new generation.
                 mine = spare.pop()
                 TAKEOVERS.add(row.job_id, row.generation, owner, mine, row.owner, row.secret_hash)

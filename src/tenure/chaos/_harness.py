@@ -152,9 +152,10 @@ class Harness:
         self.worker_url = options.store_url
         self.stopped_backends: set[int] = set()
         self._threads: list[threading.Thread] = []
+        self.fed = threading.Event()  # every job submitted
         self._logs: list[IO[bytes]] = []
         self._rng = random.Random(f"tenure-chaos-harness:{options.seed}")
-        self.faketime = shutil.which("faketime") if options.faketime else None
+        self.faketime = libfaketime() if options.faketime else None
         for sub in ("history", "ctl", "logs"):
             (self.out / sub).mkdir(parents=True, exist_ok=True)
         self.rec = Recorder(self.out / "history" / "harness.jsonl", "harness")
@@ -163,16 +164,55 @@ class Harness:
 
     # -- setting up ----------------------------------------------------------------------
 
-    def submit(self) -> None:
+    def _work(self) -> dict[str, float]:
+        """Each job's handler time, from the seed: mostly short, some over several TTLs."""
         rng = random.Random(f"tenure-chaos-work:{self.o.seed}")
+        work = {}
         for job_id in self.job_ids:
             if rng.random() < self.o.long_jobs:
                 seconds = rng.uniform(1.0, 2.5) * self.o.ttl
             else:
                 seconds = rng.uniform(0.02, max(0.02, self.o.work))
-            self.store.submit(
-                job_id, {"work": round(seconds, 3)}, queue=self.queue, max_attempts=50
-            )
+            work[job_id] = round(seconds, 3)
+        return work
+
+    def submit(self, over: float) -> None:
+        """Submit a first batch now and the rest evenly over ``over`` seconds (on a thread
+        with a store of its own), so that the workers have work all through the faults."""
+        work = self._work()
+        first = min(len(self.job_ids), self.o.workers * self.o.concurrency * 3)
+        for job_id in self.job_ids[:first]:
+            self.store.submit(job_id, {"work": work[job_id]}, queue=self.queue, max_attempts=50)
+        rest = self.job_ids[first:]
+        if not rest:
+            self.fed.set()
+            return
+
+        def feed() -> None:
+            store = connect(chaos_url(self.o.store_url))
+            try:
+                start = time.monotonic()
+                for n, job_id in enumerate(rest, 1):
+                    if self._stopping:
+                        return
+                    delay = start + over * n / len(rest) - time.monotonic()
+                    if delay > 0:
+                        time.sleep(delay)
+                    for _ in range(20):
+                        try:
+                            store.submit(
+                                job_id, {"work": work[job_id]}, queue=self.queue, max_attempts=50
+                            )
+                            break
+                        except TenureError:
+                            time.sleep(0.5)  # a store pause: submit is idempotent, retry
+            finally:
+                store.close()
+                self.fed.set()
+
+        thread = threading.Thread(target=feed, name="tenure-chaos-feeder", daemon=True)
+        thread.start()
+        self._threads.append(thread)
 
     def start_sink(self) -> None:
         db = self.out / "sink.db"
@@ -243,9 +283,16 @@ class Harness:
             self.rec.event("fault", kind="skew", phase="start", target=name, offset=offset)
         elif self.faketime and self.kind != "sqlite" and slot.number % 2 == 0:
             # The whole process (libpq, redis-py) sees a clock minutes to an hour off. Not on
-            # SQLite, whose store clock is the host clock of whichever process writes.
+            # SQLite, whose store clock is the host clock of whichever process writes. The
+            # library is preloaded directly (not through the faketime program, which would
+            # stand between the nemesis's signals and the worker).
             offset = round(self._rng.choice((-1, 1)) * self._rng.uniform(60, 3600))
-            command = [self.faketime, "-f", f"{offset:+d}s", *command]
+            env["LD_PRELOAD"] = " ".join(filter(None, [self.faketime, env.get("LD_PRELOAD")]))
+            env["FAKETIME"] = f"{offset:+d}s"
+            # Wall time only: with CLOCK_MONOTONIC faked too, Python's timed waits
+            # (threading's Condition/Event.wait) never time out under libfaketime, and the
+            # worker's renewer and watchdog would sleep until woken.
+            env["FAKETIME_DONT_FAKE_MONOTONIC"] = "1"
             env["TENURE_CHAOS_TIME_OFFSET"] = str(offset)
             self.rec.event("fault", kind="faketime", phase="start", target=name, offset=offset)
         slot.process = subprocess.Popen(
@@ -366,10 +413,12 @@ class Harness:
                 if s.process is not None and is_stopped(s.process.pid)
             }
 
-    def storm(self, jobs: int, window: float) -> dict[str, Any] | None:
+    def storm(self, jobs: int, window: float, holder: int | None = None) -> dict[str, Any] | None:
+        """Release the storm processes together onto ``jobs`` jobs: those held by stopped
+        workers (only worker ``holder``'s when given) first, then ready and leased ones."""
         if not self.storms:
             return None
-        stopped = self._stopped_pids()
+        stopped = {holder} if holder is not None else self._stopped_pids()
         targets: list[str] = []
         held = 0
         if stopped:
@@ -379,7 +428,7 @@ class Harness:
                     targets.append(job.job_id)
                     held += 1
         for state in ("ready", "leased"):
-            if len(targets) >= jobs:
+            if len(targets) >= jobs or holder is not None:
                 break
             found = [j.job_id for j in self.store.jobs(queue=self.queue, state=state, limit=50)]
             found = [j for j in found if j not in targets]
@@ -679,6 +728,19 @@ class Harness:
 
 
 PROC = "tenure.chaos._proc"
+FAKETIME_LIBRARIES = (
+    "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
+    "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
+    "/usr/lib/faketime/libfaketime.so.1",
+    "/usr/local/lib/faketime/libfaketime.so.1",
+)
+
+
+def libfaketime() -> str | None:
+    """libfaketime's path when Debian's faketime (or a local build) is installed."""
+    if shutil.which("faketime") is None:
+        return None
+    return next((path for path in FAKETIME_LIBRARIES if os.path.exists(path)), None)
 
 
 def _python(module: str) -> list[str]:
@@ -725,13 +787,13 @@ def run_chaos(options: ChaosOptions, echo: Echo = print) -> ChaosResult:
             f"{options.workers} workers x {options.concurrency}, ttl {options.ttl:g} s, "
             f"seed {options.seed}" + (f", UNSAFE {options.unsafe}" if options.unsafe else "")
         )
-        harness.submit()
         harness.start_sink()
         harness.start_proxy()
         harness.write_config()
         harness.start_locker()
         harness.start_storms()
         harness.calibrate()
+        harness.submit(over=options.duration * 0.8)
         harness.start_workers()
         echo(
             f"  sink {harness.sink_url}; {len(schedule)} faults over {options.duration:g} s"
@@ -747,12 +809,13 @@ def run_chaos(options: ChaosOptions, echo: Echo = print) -> ChaosResult:
                 last = time.monotonic()
                 injected = sum(nemesis.injected.values())
                 echo(f"  t={last - nemesis.start_time:.0f} s: {injected} faults injected")
-            if harness.all_ended():
+            if harness.fed.is_set() and harness.all_ended():
                 echo("  every job has ended: stopping the faults early")
                 break
         nemesis.stop()
         nemesis.heal()
         harness.heal()
+        harness.fed.wait()
         drained = harness.wait_until_drained(options.drain_timeout)
         if not drained:
             echo(f"  not drained after {options.drain_timeout:g} s: the checker will say which")

@@ -106,7 +106,11 @@ def _params(rng: random.Random, kind: str, ttl: float) -> dict[str, float]:
         return round(x, 3)
 
     if kind.startswith("pause"):
-        return {"duration": r(rng.uniform(1.0, 3.0) * ttl), "window": r(3.0 * ttl)}
+        return {
+            "duration": r(rng.uniform(1.0, 3.0) * ttl),
+            "window": r(3.0 * ttl),
+            "storm": float(rng.random() < 0.5),  # storm the stopped worker's jobs
+        }
     if kind == "storm":
         return {"jobs": float(rng.randint(1, 3)), "window": r(rng.uniform(1.0, 2.0) * ttl)}
     if kind == "skew":
@@ -141,7 +145,9 @@ class Target(Protocol):
 
     def kill(self, number: int, restart_after: float) -> int | None: ...
 
-    def storm(self, jobs: int, window: float) -> dict[str, Any] | None: ...
+    def storm(self, jobs: int, window: float, holder: int | None = None) -> dict[str, Any] | None:
+        """Release the storm processes onto ``jobs`` jobs (those held by process
+        ``holder`` if given); returns what was done."""
 
     def proxy_delay(self, lag: float, hold: float) -> bool: ...
 
@@ -261,6 +267,7 @@ class Nemesis:
         self._stopped_pids[pid] = (name, "pause")
         self._record("pause", "start", target=name, target_pid=pid, **fault.params)
         self._at(time.monotonic() + fault.params["duration"], lambda: self._resume(pid))
+        self._storm_holder(fault, pid)
 
     def _resume(self, pid: int) -> None:
         stopped = self._stopped_pids.pop(pid, None)
@@ -297,6 +304,7 @@ class Nemesis:
                 fault.kind, "start", target=name, target_pid=pid, arm=arm["id"], **fault.params
             )
             self._at(now + arm["duration"], lambda: self._resume(pid))
+            self._storm_holder(fault, pid)
             return
         if now < deadline:
             self._at(now + 0.02, lambda: self._watch_arm(fault, name, pid, arm, deadline))
@@ -307,6 +315,16 @@ class Nemesis:
             self._at(now + 0.05, lambda: self._watch_arm(fault, name, pid, arm, deadline))
             return
         self._rec.event("fault", kind=fault.kind, phase="missed", target=name, arm=arm["id"])
+
+    def _storm_holder(self, fault: Fault, pid: int) -> None:
+        """A claim storm on the jobs of the worker just stopped, through their expiry."""
+        if not fault.params.get("storm"):
+            return
+        window = fault.params["duration"]
+        done = self._target.storm(3, window, holder=pid)
+        if done is not None:
+            self._record("storm", "start", **done, window=window, after=fault.kind)
+            self._at(time.monotonic() + window, lambda: self._record("storm", "end"))
 
     def _skew(self, fault: Fault) -> None:
         assert fault.target is not None

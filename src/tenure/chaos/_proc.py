@@ -24,9 +24,10 @@ import random
 import signal
 import sqlite3
 import sys
+import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, SupportsIndex
 
 from .._connect import connect
 from .._protocol import RetryPolicy
@@ -162,8 +163,27 @@ def run_sqlite_locker(config: dict[str, Any], name: str) -> None:
     conn.close()
 
 
+def _faketime_sleep() -> None:
+    """Under libfaketime with only the wall clock faked (FAKETIME_DONT_FAKE_MONOTONIC=1),
+    libfaketime 0.9.10 makes ``clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME)`` fail with
+    EINVAL, so ``time.sleep`` raises; timed waits on locks still work. Sleep on one."""
+    waiter = threading.Event()
+    real_sleep = time.sleep
+
+    def sleep(seconds: float | SupportsIndex) -> None:
+        delay = float(seconds)
+        if delay > 0:
+            waiter.wait(delay)
+        else:
+            real_sleep(0)
+
+    time.sleep = sleep
+
+
 def main(argv: list[str]) -> int:
     role, config_path, name = argv
+    if os.environ.get("FAKETIME") and os.environ.get("FAKETIME_DONT_FAKE_MONOTONIC") == "1":
+        _faketime_sleep()
     config = json.loads(Path(config_path).read_text(encoding="utf-8"))
     logging.basicConfig(
         level=logging.WARNING,

@@ -214,11 +214,12 @@ def render(verdict: Verdict) -> str:
     jobs, hidden = _pick_jobs(verdict)
     status_color = {"VALID": "#1e8449", "INVALID": "#c0392b"}.get(verdict.status, "#b7950b")
     c = verdict.counts
-    rows = "".join(
-        f"<tr><td>{_e(k.replace('_', ' '))}</td><td>{v}</td></tr>"
+    cells = [
+        f"<td>{_e(k.replace('_', ' '))}</td><td>{v}</td>"
         for k, v in sorted(c.items())
         if k != "events"
-    )
+    ]
+    rows = "".join("<tr>" + "".join(cells[i : i + 4]) + "</tr>" for i in range(0, len(cells), 4))
     faults = "".join(
         f'<tr><td><span class="swatch" style="background:{FAULT_COLORS.get(k, "#555")}">'
         f"</span>{_e(k)}</td><td>{n}</td></tr>"
@@ -266,12 +267,12 @@ td {{ padding: 1px 8px; border-bottom: 1px solid #eee; }}
 <p style="font-size:12px;color:#555">{_e(info)}</p>
 <div class="grid">
 <div>{"".join(invariants)}</div>
-<table><tr><th colspan="2">counts</th></tr>{rows}</table>
 <table><tr><th colspan="2">faults injected</th></tr>{faults}</table>
 </div>
 <div class="legend">{legend}</div>
 {_svg(verdict, jobs)}
 {more}
+<table class="counts"><tr><th colspan="4">counts</th></tr>{rows}</table>
 </body></html>
 """
 

@@ -1,0 +1,126 @@
+"""Real chaos runs: `tenure chaos` as a user runs it, one short run per store, and the
+unsafe modes, which the checker must catch.
+
+Each run starts worker processes, the fenced sink, storm processes and the nemesis; the
+store URL is an isolated one from tests/backends.py. A seed is picked whose schedule
+stops a worker mid-complete and mid-handler (those faults bite whenever they hit).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tenure.chaos import make_schedule, store_kind
+from tests.backends import BACKENDS, SQLITE, Backend
+
+pytestmark = pytest.mark.slow
+
+WORKERS, TTL, DURATION, INTERVAL = 3, 1.0, 12.0, 0.8
+MUST_HAVE = {"pause-complete", "pause-handler", "storm"}
+
+
+def _seed(url: str) -> int:
+    """The first seed whose schedule has the faults that bite, in the first half of the run."""
+    for seed in range(1, 1000):
+        faults = make_schedule(
+            seed,
+            store=store_kind(url),
+            workers=WORKERS,
+            ttl=TTL,
+            duration=DURATION,
+            interval=INTERVAL,
+        )
+        early = {f.kind for f in faults if f.at < DURATION / 2}
+        if early >= MUST_HAVE:
+            return seed
+    raise AssertionError("no seed found")
+
+
+def _chaos(url: str, out: Path, *extra: str, png: bool = False) -> tuple[int, list[str]]:
+    command = [
+        sys.executable,
+        "-m",
+        "tenure",
+        "--store",
+        url,
+        "chaos",
+        "--workers",
+        str(WORKERS),
+        "--jobs",
+        "300",
+        "--ttl",
+        str(TTL),
+        "--duration",
+        str(DURATION),
+        "--fault-interval",
+        str(INTERVAL),
+        "--storm",
+        "4",
+        "--drain-timeout",
+        "40",
+        "--out",
+        str(out),
+        *extra,
+    ]
+    if not png:
+        command.append("--no-png")
+    done = subprocess.run(command, capture_output=True, text=True, timeout=150)
+    lines = done.stdout.strip().splitlines()
+    assert lines, done.stderr[-3000:]
+    return done.returncode, lines
+
+
+@pytest.mark.parametrize("backend", BACKENDS, ids=str)
+def test_chaos_run_is_valid(backend: Backend, tmp_path: Path) -> None:
+    with backend.isolated_url(tmp_path) as url:
+        seed = _seed(url)
+        out = tmp_path / "run"
+        code, lines = _chaos(url, out, "--seed", str(seed), png=backend is SQLITE)
+        output = "\n".join(lines)
+        assert code == 0, output
+        assert lines[-2].startswith("verdict: VALID"), output
+        assert lines[-1] == f"report: {out / 'report.html'}"
+        assert (out / "report.html").exists()
+        if backend is SQLITE:
+            assert any(line.startswith("png: ") for line in lines), output
+        # The faults were injected as scheduled, and they bit.
+        schedule = json.loads((out / "schedule.json").read_text(encoding="utf-8"))
+        expected = make_schedule(
+            seed,
+            store=store_kind(url),
+            workers=WORKERS,
+            ttl=TTL,
+            duration=DURATION,
+            interval=INTERVAL,
+        )
+        assert schedule == [f.as_json() for f in expected]
+        faults = next(line for line in lines if line.startswith("faults: "))
+        assert "pause-complete" in faults, output
+        for line in lines:
+            if line.startswith(("I1 ", "I2 ", "I3 ", "I4 ", "I5 ")):
+                assert line.endswith(" ok"), output
+        assert "0 stranded" in output
+
+
+@pytest.mark.parametrize(
+    ("mode", "caught"),
+    [("no-fence", ("I3", "I4")), ("client-clock", ("I1", "I2"))],
+)
+def test_unsafe_mode_fails_the_check(mode: str, caught: tuple[str, ...], tmp_path: Path) -> None:
+    with SQLITE.isolated_url(tmp_path) as url:
+        out = tmp_path / "run"
+        code, lines = _chaos(url, out, "--seed", str(_seed(url)), "--unsafe", mode)
+        output = "\n".join(lines)
+        assert code == 1, output
+        assert lines[-2].startswith("verdict: INVALID"), output
+        for invariant in caught:
+            assert any(line.startswith(f"{invariant} ") and "VIOLATED" in line for line in lines), (
+                output
+            )
+        # The offending operations are named (op ids of the form proc/n).
+        assert " [op w" in output, output

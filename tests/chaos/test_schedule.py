@@ -1,0 +1,58 @@
+"""--seed makes the fault schedule reproducible."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from tenure.chaos import KINDS, make_schedule
+from tenure.chaos._nemesis import SERVER_ONLY
+from tenure.cli import main
+
+
+def _schedule(seed: int, store: str = "postgres") -> list[dict[str, object]]:
+    faults = make_schedule(seed, store=store, workers=8, ttl=2.0, duration=600, interval=2.0)
+    return [f.as_json() for f in faults]
+
+
+def test_same_seed_same_schedule() -> None:
+    first, again, other = _schedule(7), _schedule(7), _schedule(8)
+    assert first == again
+    assert first != other
+    assert 200 < len(first) < 400  # a fault every ~2 s for 600 s
+    assert {f["kind"] for f in first} == set(KINDS)
+    assert all(0 < f["at"] < 600 for f in first)  # type: ignore[operator]
+    for fault in first:
+        if str(fault["kind"]).startswith("pause"):
+            assert 2.0 <= fault["params"]["duration"] <= 6.0  # type: ignore[index]
+        if fault["kind"] in ("pause", "skew", "kill"):
+            assert 1 <= fault["target"] <= 8  # type: ignore[operator]
+
+
+def test_sqlite_schedules_have_no_proxy_faults() -> None:
+    kinds = {f["kind"] for f in _schedule(7, "sqlite")}
+    assert not kinds & set(SERVER_ONLY)
+    assert "store-pause" in kinds
+
+
+def test_dry_run_prints_the_same_schedule_for_the_same_seed() -> None:
+    runner = CliRunner()
+    args = ["--store", "redis://127.0.0.1:6379/0", "chaos", "--seed", "42", "--dry-run"]
+    first = runner.invoke(main, [*args, "--duration", "60"])
+    again = runner.invoke(main, [*args, "--duration", "60"])
+    assert first.exit_code == 0, first.output
+    assert first.output == again.output
+    printed = json.loads(first.output)
+    assert printed["seed"] == 42
+    expected = make_schedule(42, store="redis", workers=4, ttl=2.0, duration=60, interval=2.0)
+    assert printed["faults"] == [f.as_json() for f in expected]
+    other = runner.invoke(main, [*args[:-3], "--seed", "43", "--dry-run", "--duration", "60"])
+    assert other.exit_code == 0, other.output
+    assert other.output != first.output
+
+
+def test_bad_fault_kind_is_a_usage_error() -> None:
+    result = CliRunner().invoke(main, ["chaos", "--faults", "pause,meteor", "--dry-run"])
+    assert result.exit_code == 2
+    assert "meteor" in result.output
