@@ -12,10 +12,10 @@ import inspect
 import logging
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, AsyncCursor
 from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool
 
@@ -29,12 +29,12 @@ from ._common import (
     SqlSet,
     closed_error,
     connection_is_stale,
+    describe_pool,
     job_rows,
     latest_version,
     migration_steps,
     outcome,
     parse_postgres_url,
-    redact,
     render,
     sql_text,
     store_unavailable,
@@ -49,6 +49,8 @@ Row = tuple[Any, ...]
 # A job changed by someone else between a statement's snapshot and its update: run again.
 # Each run takes a new snapshot, so this only repeats while the job keeps changing.
 _RACE_RETRIES = 5
+# How long a connection may stay out of the pool between operations (see _checkout).
+_HOT_SECONDS = 30.0
 
 
 async def schema_version(conn: AsyncConnection[Any], schema: str) -> int | None:
@@ -134,6 +136,12 @@ async def _usable_connection(
     )
 
 
+class Hot(NamedTuple):
+    conn: AsyncConnection[Any]
+    cursor: AsyncCursor[Row]
+    since: float  # when it was taken from the pool (time.monotonic())
+
+
 class AsyncPostgresDriver:
     """The store operations of `tenure.stores._driver.AsyncDriver` over PostgreSQL.
 
@@ -161,7 +169,10 @@ class AsyncPostgresDriver:
         self._listen = listen
         self._sql = SqlSet(schema)
         self._listeners: list[AsyncConnection[Any]] = []
-        self._waiting = 0  # wait_for_jobs calls in progress
+        self._waiters: set[AsyncConnection[Any]] = set()  # listeners of waits in progress
+        self._hot: list[Hot] = []
+        # A caller's pool may serve others too: tenure keeps none of its connections.
+        self._hot_max = (pool.max_size or 1) if owns_pool else 0
         self._closed = False
 
     @classmethod
@@ -197,7 +208,7 @@ class AsyncPostgresDriver:
         else:
             assert pool is not None
             conninfo = pool.conninfo if isinstance(pool.conninfo, str) else ""
-            options = PostgresOptions(conninfo=conninfo, display_url=redact(conninfo))
+            options = PostgresOptions(conninfo=conninfo, display_url=describe_pool(conninfo))
             owns_pool = False
         schema = options.schema if schema is None else validate_schema(schema)
         auto_migrate = options.auto_migrate if auto_migrate is None else auto_migrate
@@ -278,27 +289,50 @@ class AsyncPostgresDriver:
         # None: the server's clock decides. A store_clock is the conformance suite's hook.
         return None if self._store_clock is None else self._store_clock.time()
 
-    async def _connection(self, operation: str) -> AsyncConnection[Any]:
+    async def _checkout(self, operation: str) -> Hot:
+        """A connection (with a cursor) for one operation. Connections of a pool tenure
+        built stay out of it between operations ("hot": a list pop and one dead-connection
+        check instead of the pool's locks and bookkeeping), for at most _HOT_SECONDS; the
+        pool still bounds how many there are, and gets them back when one is found dead,
+        is old, or is not needed."""
         if self._closed:
             raise closed_error(operation)
-        return await _usable_connection(self._pool, operation)
+        while self._hot:
+            hot = self._hot.pop()
+            if not connection_is_stale(hot.conn):
+                return hot
+            await hot.conn.close()
+            await self._pool.putconn(hot.conn)
+        conn = await _usable_connection(self._pool, operation)
+        return Hot(conn, conn.cursor(row_factory=tuple_row), time.monotonic())
+
+    async def _checkin(self, hot: Hot) -> None:
+        if (
+            len(self._hot) < self._hot_max
+            and not self._closed
+            and not hot.conn.closed
+            and time.monotonic() - hot.since < _HOT_SECONDS
+        ):
+            self._hot.append(hot)
+        else:
+            await self._pool.putconn(hot.conn)
 
     async def _rows(self, operation: str, statement: bytes, params: dict[str, Any]) -> list[Row]:
-        conn = await self._connection(operation)
+        hot = await self._checkout(operation)
         try:
-            cur = conn.cursor(row_factory=tuple_row)
-            await cur.execute(statement, params)
-            rows = await cur.fetchall()
-            if not conn.autocommit:
-                await conn.commit()
+            await hot.cursor.execute(statement, params)
+            rows = await hot.cursor.fetchall()
+            if not hot.conn.autocommit:
+                await hot.conn.commit()
             return rows
         except psycopg.Error as exc:
+            await hot.conn.close()  # its state is unknown: the pool replaces it
             error = store_unavailable(operation, exc, sent=True)
             if error is None:
                 raise
             raise error from exc
         finally:
-            await self._pool.putconn(conn)
+            await self._checkin(hot)
 
     async def _one(self, operation: str, params: dict[str, Any]) -> Outcome:
         """Run a single-job statement. When it did not apply only because a concurrent
@@ -433,7 +467,7 @@ class AsyncPostgresDriver:
             return
         conn = await self._listener()
         reusable = False
-        self._waiting += 1
+        self._waiters.add(conn)
         try:
             cur = conn.cursor(row_factory=tuple_row)
             # LISTEN first, then look: a job submitted in between is seen by one or the other.
@@ -455,7 +489,7 @@ class AsyncPostgresDriver:
                 raise
             raise error from exc
         finally:
-            self._waiting -= 1
+            self._waiters.discard(conn)
             if reusable and not self._closed:
                 self._listeners.append(conn)
             else:
@@ -517,9 +551,11 @@ class AsyncPostgresDriver:
         if self._closed:
             return
         self._closed = True
-        if self._waiting:
+        if self._waiters:
             await self._wake_waiters()
         while self._listeners:
             await self._listeners.pop().close()
+        while self._hot:
+            await self._pool.putconn(self._hot.pop().conn)
         if self._owns_pool:
             await self._pool.close()

@@ -26,6 +26,7 @@ __all__ = [
     "PostgresOptions",
     "SqlSet",
     "connection_is_stale",
+    "describe_pool",
     "latest_version",
     "migration_script",
     "outcome",
@@ -127,6 +128,19 @@ def redact(url: str) -> str:
         netloc = f"{user}@{hosts}" if user else hosts
     query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "password"]
     return _unsplit(parts.scheme, netloc, parts.path, query)
+
+
+def describe_pool(conninfo: str) -> str:
+    """A URL naming where a caller's pool connects (URL or key=value form), no password."""
+    try:
+        params = conninfo_to_dict(conninfo) if conninfo else {}
+    except psycopg.ProgrammingError:
+        params = {}
+    user = f"{quote(str(params['user']), safe='')}@" if params.get("user") else ""
+    host = quote(str(params.get("host", "")), safe=",")
+    port = f":{params['port']}" if params.get("port") else ""
+    dbname = f"/{quote(str(params['dbname']), safe='')}" if params.get("dbname") else ""
+    return f"postgresql://{user}{host}{port}{dbname}"
 
 
 def _unsplit(scheme: str, netloc: str, path: str, query: list[tuple[str, str]]) -> str:

@@ -9,10 +9,10 @@ import inspect
 import logging
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
-from psycopg import Connection
+from psycopg import Connection, Cursor
 from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
@@ -26,12 +26,12 @@ from ._common import (
     SqlSet,
     closed_error,
     connection_is_stale,
+    describe_pool,
     job_rows,
     latest_version,
     migration_steps,
     outcome,
     parse_postgres_url,
-    redact,
     render,
     sql_text,
     store_unavailable,
@@ -46,6 +46,8 @@ Row = tuple[Any, ...]
 # A job changed by someone else between a statement's snapshot and its update: run again.
 # Each run takes a new snapshot, so this only repeats while the job keeps changing.
 _RACE_RETRIES = 5
+# How long a connection may stay out of the pool between operations (see _checkout).
+_HOT_SECONDS = 30.0
 
 
 def schema_version(conn: Connection[Any], schema: str) -> int | None:
@@ -129,6 +131,12 @@ def _usable_connection(pool: ConnectionPool[Any], operation: str) -> Connection[
     )
 
 
+class Hot(NamedTuple):
+    conn: Connection[Any]
+    cursor: Cursor[Row]
+    since: float  # when it was taken from the pool (time.monotonic())
+
+
 class PostgresDriver:
     """The store operations of `tenure.stores._driver.SyncDriver` over PostgreSQL.
 
@@ -156,7 +164,10 @@ class PostgresDriver:
         self._listen = listen
         self._sql = SqlSet(schema)
         self._listeners: list[Connection[Any]] = []
-        self._waiting = 0  # wait_for_jobs calls in progress
+        self._waiters: set[Connection[Any]] = set()  # listeners of waits in progress
+        self._hot: list[Hot] = []
+        # A caller's pool may serve others too: tenure keeps none of its connections.
+        self._hot_max = (pool.max_size or 1) if owns_pool else 0
         self._closed = False
 
     @classmethod
@@ -192,7 +203,7 @@ class PostgresDriver:
         else:
             assert pool is not None
             conninfo = pool.conninfo if isinstance(pool.conninfo, str) else ""
-            options = PostgresOptions(conninfo=conninfo, display_url=redact(conninfo))
+            options = PostgresOptions(conninfo=conninfo, display_url=describe_pool(conninfo))
             owns_pool = False
         schema = options.schema if schema is None else validate_schema(schema)
         auto_migrate = options.auto_migrate if auto_migrate is None else auto_migrate
@@ -273,27 +284,50 @@ class PostgresDriver:
         # None: the server's clock decides. A store_clock is the conformance suite's hook.
         return None if self._store_clock is None else self._store_clock.time()
 
-    def _connection(self, operation: str) -> Connection[Any]:
+    def _checkout(self, operation: str) -> Hot:
+        """A connection (with a cursor) for one operation. Connections of a pool tenure
+        built stay out of it between operations ("hot": a list pop and one dead-connection
+        check instead of the pool's locks and bookkeeping), for at most _HOT_SECONDS; the
+        pool still bounds how many there are, and gets them back when one is found dead,
+        is old, or is not needed."""
         if self._closed:
             raise closed_error(operation)
-        return _usable_connection(self._pool, operation)
+        while self._hot:
+            hot = self._hot.pop()
+            if not connection_is_stale(hot.conn):
+                return hot
+            hot.conn.close()
+            self._pool.putconn(hot.conn)
+        conn = _usable_connection(self._pool, operation)
+        return Hot(conn, conn.cursor(row_factory=tuple_row), time.monotonic())
+
+    def _checkin(self, hot: Hot) -> None:
+        if (
+            len(self._hot) < self._hot_max
+            and not self._closed
+            and not hot.conn.closed
+            and time.monotonic() - hot.since < _HOT_SECONDS
+        ):
+            self._hot.append(hot)
+        else:
+            self._pool.putconn(hot.conn)
 
     def _rows(self, operation: str, statement: bytes, params: dict[str, Any]) -> list[Row]:
-        conn = self._connection(operation)
+        hot = self._checkout(operation)
         try:
-            cur = conn.cursor(row_factory=tuple_row)
-            cur.execute(statement, params)
-            rows = cur.fetchall()
-            if not conn.autocommit:
-                conn.commit()
+            hot.cursor.execute(statement, params)
+            rows = hot.cursor.fetchall()
+            if not hot.conn.autocommit:
+                hot.conn.commit()
             return rows
         except psycopg.Error as exc:
+            hot.conn.close()  # its state is unknown: the pool replaces it
             error = store_unavailable(operation, exc, sent=True)
             if error is None:
                 raise
             raise error from exc
         finally:
-            self._pool.putconn(conn)
+            self._checkin(hot)
 
     def _one(self, operation: str, params: dict[str, Any]) -> Outcome:
         """Run a single-job statement. When it did not apply only because a concurrent
@@ -428,7 +462,7 @@ class PostgresDriver:
             return
         conn = self._listener()
         reusable = False
-        self._waiting += 1
+        self._waiters.add(conn)
         try:
             cur = conn.cursor(row_factory=tuple_row)
             # LISTEN first, then look: a job submitted in between is seen by one or the other.
@@ -450,7 +484,7 @@ class PostgresDriver:
                 raise
             raise error from exc
         finally:
-            self._waiting -= 1
+            self._waiters.discard(conn)
             if reusable and not self._closed:
                 self._listeners.append(conn)
             else:
@@ -512,9 +546,11 @@ class PostgresDriver:
         if self._closed:
             return
         self._closed = True
-        if self._waiting:
+        if self._waiters:
             self._wake_waiters()
         while self._listeners:
             self._listeners.pop().close()
+        while self._hot:
+            self._pool.putconn(self._hot.pop().conn)
         if self._owns_pool:
             self._pool.close()
