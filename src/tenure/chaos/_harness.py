@@ -153,6 +153,7 @@ class Harness:
         self.stopped_backends: set[int] = set()
         self._threads: list[threading.Thread] = []
         self.fed = threading.Event()  # every job submitted
+        self._locker_busy = threading.Lock()
         self._logs: list[IO[bytes]] = []
         self._rng = random.Random(f"tenure-chaos-harness:{options.seed}")
         self.faketime = libfaketime() if options.faketime else None
@@ -161,6 +162,7 @@ class Harness:
         self.rec = Recorder(self.out / "history" / "harness.jsonl", "harness")
         install(self.rec)
         self.store: Store = connect(chaos_url(options.store_url))
+        self.side: Store = connect(options.store_url)  # the nemesis thread's own client
 
     # -- setting up ----------------------------------------------------------------------
 
@@ -394,7 +396,7 @@ class Harness:
         except (OSError, ValueError):
             return None
 
-    def kill(self, number: int, restart_after: float) -> int | None:
+    def kill(self, number: int, restart_after: float) -> tuple[str, int] | None:
         with self._lock:
             slot = self.slots[number - 1]
             process = slot.process
@@ -403,7 +405,7 @@ class Harness:
             slot.restart_at = time.monotonic() + restart_after
             with contextlib.suppress(OSError):
                 process.kill()
-            return process.pid
+            return slot.name, process.pid
 
     def _stopped_pids(self) -> set[int]:
         with self._lock:
@@ -422,7 +424,7 @@ class Harness:
         targets: list[str] = []
         held = 0
         if stopped:
-            for job in self.store.jobs(queue=self.queue, state="leased", limit=1000):
+            for job in self.side.jobs(queue=self.queue, state="leased", limit=1000):
                 pid = (job.owner or "").split(":")[-2:-1]
                 if pid and pid[0].isdigit() and int(pid[0]) in stopped and len(targets) < jobs:
                     targets.append(job.job_id)
@@ -430,7 +432,7 @@ class Harness:
         for state in ("ready", "leased"):
             if len(targets) >= jobs or holder is not None:
                 break
-            found = [j.job_id for j in self.store.jobs(queue=self.queue, state=state, limit=50)]
+            found = [j.job_id for j in self.side.jobs(queue=self.queue, state=state, limit=50)]
             found = [j for j in found if j not in targets]
             self._rng.shuffle(found)
             targets += found[: jobs - len(targets)]
@@ -473,18 +475,25 @@ class Harness:
         if locker is None or locker.stdin is None or locker.stdout is None:
             return None
         stdin, stdout = locker.stdin, locker.stdout
+        if not self._locker_busy.acquire(blocking=False):
+            return None  # the previous store pause is still on
 
         def hold() -> None:
-            stdin.write("lock\n")
-            stdin.flush()
-            if stdout.readline().strip() != "locked":
-                return
-            os.kill(locker.pid, signal.SIGSTOP)
-            time.sleep(duration)
-            os.kill(locker.pid, signal.SIGCONT)
-            stdin.write("unlock\n")
-            stdin.flush()
-            stdout.readline()
+            try:
+                stdin.write("lock\n")
+                stdin.flush()
+                if stdout.readline().strip() != "locked":
+                    return
+                os.kill(locker.pid, signal.SIGSTOP)
+                time.sleep(duration)
+                os.kill(locker.pid, signal.SIGCONT)
+                stdin.write("unlock\n")
+                stdin.flush()
+                stdout.readline()
+            except OSError as exc:
+                self.rec.event("fault-error", kind="store-pause", error=str(exc))
+            finally:
+                self._locker_busy.release()
 
         self._in_thread(hold)
         return {"how": "sqlite-writer-stopped", "target_pid": locker.pid}
@@ -723,6 +732,8 @@ class Harness:
             self.proxy.close()
         with contextlib.suppress(Exception):
             self.store.close()
+        with contextlib.suppress(Exception):
+            self.side.close()
         for log in self._logs:
             log.close()
 

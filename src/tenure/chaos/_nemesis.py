@@ -143,7 +143,8 @@ class Target(Protocol):
     def hit(self, name: str) -> int | None:
         """The id of the last armed point the process reached."""
 
-    def kill(self, number: int, restart_after: float) -> int | None: ...
+    def kill(self, number: int, restart_after: float) -> tuple[str, int] | None:
+        """SIGKILL worker ``number`` (restarted later); its (name, pid), None if down."""
 
     def storm(self, jobs: int, window: float, holder: int | None = None) -> dict[str, Any] | None:
         """Release the storm processes onto ``jobs`` jobs (those held by process
@@ -234,9 +235,9 @@ class Nemesis:
             self._skew(fault)
         elif kind == "kill":
             assert fault.target is not None
-            pid = self._target.kill(fault.target, p["restart_after"])
-            if pid is not None:
-                self._record(kind, "start", target=f"w{fault.target}", target_pid=pid, **p)
+            killed = self._target.kill(fault.target, p["restart_after"])
+            if killed is not None:
+                self._record(kind, "start", target=killed[0], target_pid=killed[1], **p)
         elif kind == "storm":
             done = self._target.storm(int(p["jobs"]), p["window"])
             if done is not None:

@@ -127,7 +127,7 @@ def run_storm(config: dict[str, Any], name: str) -> None:
                     if lease is not None:
                         pending.remove(job_id)
                         _storm_work(store, sink, lease, control, owner)
-                time.sleep(0.01)
+                time.sleep(0.1)
             print("done", flush=True)
     finally:
         recorder.event("proc-stop", role="storm", owner=owner)
@@ -154,12 +154,15 @@ def run_sqlite_locker(config: dict[str, Any], name: str) -> None:
     print("ready", flush=True)
     for line in sys.stdin:
         command = line.strip()
-        if command == "lock":
-            conn.execute("BEGIN IMMEDIATE")
-            print("locked", flush=True)
-        elif command == "unlock":
-            conn.execute("ROLLBACK")
-            print("unlocked", flush=True)
+        try:
+            if command == "lock":
+                conn.execute("BEGIN IMMEDIATE")
+                print("locked", flush=True)
+            elif command == "unlock":
+                conn.execute("ROLLBACK")
+                print("unlocked", flush=True)
+        except sqlite3.Error as exc:
+            print(f"error: {exc}", flush=True)
     conn.close()
 
 

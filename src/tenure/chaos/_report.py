@@ -17,6 +17,7 @@ import subprocess
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ._checker import INVARIANTS, Interval, Mark, Verdict
 
@@ -83,44 +84,81 @@ def _axis(verdict: Verdict, jobs: list[str]) -> tuple[float, float]:
     return low, max(high, low + 1.0)
 
 
+STORE_WIDE = ("store-pause", "proxy-delay", "proxy-drop")
+
+
+def _spans(verdict: Verdict) -> list[tuple[float, float, dict[str, Any]]]:
+    """Fault spans on the store's time axis: (start, end, span)."""
+    found = []
+    for span in verdict.fault_spans:
+        start = span["start"] + verdict.offset
+        end = (span["end"] + verdict.offset) if span["end"] is not None else start
+        found.append((start, end, span))
+    return found
+
+
+def _window(verdict: Verdict, job: str) -> tuple[float, float]:
+    times = []
+    for i in verdict.intervals.get(job, []):
+        times += [i.start, i.end]
+    times += [m.at for m in verdict.marks.get(job, [])]
+    if not times:
+        return 0.0, 1.0
+    return min(times) - 0.5, max(times) + 0.5
+
+
+def _relevant(span: dict[str, Any], job: str, procs: set[str]) -> bool:
+    """Whether a fault could have touched ``job``: it hit one of the job's holders, the
+    whole store, or (a claim storm) the job itself."""
+    if span["kind"] in STORE_WIDE:
+        return True
+    if span["kind"] == "storm":
+        return job in (span.get("detail", {}).get("jobs") or ())
+    return str(span.get("target")) in procs
+
+
 def _svg(verdict: Verdict, jobs: list[str]) -> str:
+    """The fault lanes over the whole run, then one row per job on a window of its own
+    (same seconds per pixel for every row), with the faults that touched it behind."""
     t0, t1 = _axis(verdict, jobs)
     plot = WIDTH - LABEL - 20
+    spans = _spans(verdict)
 
     def x(t: float) -> float:
         return LABEL + (t - t0) / (t1 - t0) * plot
 
     kinds = sorted({s["kind"] for s in verdict.fault_spans})
     top = 30
-    height = top + LANE * len(kinds) + 30 + ROW * len(jobs) + 20
+    windows = {job: _window(verdict, job) for job in jobs}
+    longest = max((b - a for a, b in windows.values()), default=1.0)
+    scale = plot / max(longest, 1.0)
+    y0 = top + LANE * len(kinds) + 58
+    height = y0 + ROW * len(jobs) + 20
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
         f'viewBox="0 0 {WIDTH} {height}" font-family="sans-serif" font-size="11">'
     ]
-    # time axis
     step = _tick_step(t1 - t0)
     tick = 0.0
+    lanes_bottom = top + LANE * len(kinds)
     while tick <= t1 - t0:
         px = x(t0 + tick)
         parts.append(
-            f'<line x1="{px:.1f}" y1="{top - 8}" x2="{px:.1f}" y2="{height - 10}" '
+            f'<line x1="{px:.1f}" y1="{top - 8}" x2="{px:.1f}" y2="{lanes_bottom + 8}" '
             'stroke="#e5e5e5"/>'
             f'<text x="{px:.1f}" y="{top - 12}" text-anchor="middle" fill="#666">'
             f"{tick:g} s</text>"
         )
         tick += step
-    # fault lanes
     for lane, kind in enumerate(kinds):
         y = top + lane * LANE
         color = FAULT_COLORS.get(kind, "#555")
         parts.append(
             f'<text x="{LABEL - 6}" y="{y + 11}" text-anchor="end" fill="{color}">{_e(kind)}</text>'
         )
-        for span in verdict.fault_spans:
+        for start, end, span in spans:
             if span["kind"] != kind:
                 continue
-            start = span["start"] + verdict.offset
-            end = (span["end"] + verdict.offset) if span["end"] is not None else start
             width = max(3.0, x(end) - x(start))
             title = f"{kind} {span.get('target') or ''} {span.get('detail', {})}"
             parts.append(
@@ -128,23 +166,57 @@ def _svg(verdict: Verdict, jobs: list[str]) -> str:
                 f'height="{LANE - 4}" fill="{color}" opacity="0.8"><title>{_e(title)}</title>'
                 "</rect>"
             )
-    y0 = top + LANE * len(kinds) + 24
+    # where the jobs drawn below sit in the run
+    for job in jobs:
+        a, b = windows[job]
+        parts.append(
+            f'<rect x="{x(a):.1f}" y="{lanes_bottom + 10}" width="{max(2.0, x(b) - x(a)):.1f}" '
+            f'height="6" fill="#34495e" opacity="0.5"><title>{_e(job)}</title></rect>'
+        )
     parts.append(
-        f'<text x="6" y="{y0 - 8}" font-weight="bold">jobs (store time, seconds from '
-        f"{t0:.3f})</text>"
+        f'<text x="{LABEL - 6}" y="{lanes_bottom + 17}" text-anchor="end" fill="#34495e">'
+        "jobs drawn below</text>"
+    )
+    bar = _tick_step(longest / 2)
+    parts.append(
+        f'<text x="6" y="{y0 - 12}" font-weight="bold">jobs: each row on its own window of '
+        f"store time (label: its start, seconds into the run); faults that touched the job "
+        f'behind it</text><line x1="{LABEL}" y1="{y0 - 4}" x2="{LABEL + bar * scale:.1f}" '
+        f'y2="{y0 - 4}" stroke="#222" stroke-width="2"/><text x="{LABEL + bar * scale + 4:.1f}" '
+        f'y="{y0 - 1}" fill="#222">{bar:g} s</text>'
     )
     bad = {v.job for v in verdict.violations if v.job}
     for row, job in enumerate(jobs):
         y = y0 + row * ROW
-        label = job if len(job) <= 28 else "…" + job[-27:]
+        a, _ = windows[job]
+
+        def xj(t: float, a: float = a) -> float:
+            return LABEL + (t - a) * scale
+
+        label = job if len(job) <= 24 else "…" + job[-23:]
         parts.append(
             f'<text x="{LABEL - 6}" y="{y + 14}" text-anchor="end" '
-            f'fill="{"#c0392b" if job in bad else "#222"}">{_e(label)}</text>'
+            f'fill="{"#c0392b" if job in bad else "#222"}">{_e(label)} '
+            f'<tspan fill="#888">+{a - t0:.0f}s</tspan></text>'
         )
+        procs = {i.proc for i in verdict.intervals.get(job, [])}
+        procs |= {m.proc for m in verdict.marks.get(job, [])}
+        for start, end, span in spans:
+            if end < a or start > windows[job][1] or not _relevant(span, job, procs):
+                continue
+            left = max(LABEL, xj(start))
+            right = min(LABEL + plot, xj(max(end, start)))
+            color = FAULT_COLORS.get(span["kind"], "#555")
+            title = f"{span['kind']} {span.get('target') or ''} {span.get('detail', {})}"
+            parts.append(
+                f'<rect class="fault-behind" x="{left:.1f}" y="{y + 1}" '
+                f'width="{max(2.0, right - left):.1f}" height="{ROW - 2}" fill="{color}" '
+                f'opacity="0.18"><title>{_e(title)}</title></rect>'
+            )
         for interval in verdict.intervals.get(job, []):
-            parts.append(_interval(interval, x, y))
+            parts.append(_interval(interval, xj, y))
         for mark in verdict.marks.get(job, []):
-            parts.append(_mark(mark, x, y))
+            parts.append(_mark(mark, xj, y))
     parts.append("</svg>")
     return "".join(parts)
 
