@@ -60,8 +60,9 @@ class History:
             store_now=T0 + at,
         )
 
-    def lost_claim(self, proc: str, owner: str, at: float) -> str:
-        return self.op(proc, "claim_next", "unknown", at, {"owner": owner, "ttl": TTL, "limit": 1})
+    def lost_claim(self, proc: str, owner: str, at: float, limit: int = 1) -> str:
+        invoke = {"owner": owner, "ttl": TTL, "limit": limit}
+        return self.op(proc, "claim_next", "unknown", at, invoke)
 
     def holder(
         self,

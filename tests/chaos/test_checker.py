@@ -88,6 +88,21 @@ def test_i1_unexplained_gap() -> None:
     assert not [v for v in _check(h).violations if v.invariant == "I1"]
 
 
+def test_i1_a_lost_batch_claim_explains_up_to_its_size() -> None:
+    def history(limit: int) -> History:
+        h = History()
+        for job in ("j1", "j2"):
+            h.submit(job)
+            h.claim("w1.1", A, job, 2, at=4.0)  # generation 1 of each went to a lost reply
+            h.holder("complete", "w1.1", A, job, 2, at=4.1)
+            h.final(job, "done", 2)
+        h.lost_claim("w2.1", B, at=1.0, limit=limit)
+        return h
+
+    assert len(_only(_check(history(1)), "I1")) == 2  # a lost claim of one job: 2 gaps
+    assert _check(history(2)).status == "UNPROVEN"  # a lost batch of 2 explains both
+
+
 def test_i2_overlapping_ownership() -> None:
     h = clean()
     # B's claim of generation 2 moved to before A's lease (until 3.5) ran out.

@@ -227,8 +227,8 @@ def check_history(events: Iterable[Event]) -> Verdict:
         counts["claim_calls"] += 1
         if op["type"] in ("unknown", "pending"):
             counts["claims_unknown"] += 1
-            if op["f"] == "claim_next":
-                unknown_claim_next += 1
+            if op["f"] == "claim_next":  # a lost batch may have taken up to `limit` jobs
+                unknown_claim_next += int(op.get("limit") or 1)
             else:
                 unknown_claims[op.get("job", "")] += 1
             continue
@@ -311,8 +311,8 @@ def check_history(events: Iterable[Event]) -> Verdict:
                     "I1",
                     job,
                     f"job {job}: generation(s) {', '.join(map(str, missing[:10]))} were never "
-                    f"granted by a recorded claim ({gap_total} such generations in all, "
-                    f"{unknown_claim_next} claims with unknown outcome to explain them)",
+                    f"granted by a recorded claim ({gap_total} such generations in all; claims "
+                    f"whose outcome is unknown explain at most {unknown_claim_next})",
                 )
             )
 
