@@ -15,7 +15,8 @@ with the system's own worker API and default settings:
 * **tenure**: ``claim_next`` + ``complete`` per job (sync API, one process per worker);
   **tenure batch**: ``claim_many(owner, ttl, 10)`` then ``complete`` per job; **tenure
   async**: the async API the way pgqueuer works by default, ``claim_many(owner, ttl, 10)``
-  then the 10 ``complete`` calls concurrently (a pool of 10 connections per process);
+  then the 10 ``complete`` calls concurrently (a pool of up to 10 connections per process,
+  fewer with many processes: at most 48 in all);
 * **pgqueuer**: ``QueueManager`` with a psycopg ``AsyncConnection``, an async no-op
   entrypoint, ``run(mode=drain)`` (its default batch_size=10: it dequeues 10 at a time and
   logs completions in batches);
@@ -123,14 +124,15 @@ def tenure_worker(index: int, url: str, batch: int) -> Callable[[], int]:
     return loop
 
 
-def tenure_async_worker(index: int, url: str, batch: int) -> Callable[[], int]:
-    """Like pgqueuer's default: take ``batch`` jobs at once, finish them concurrently."""
+def tenure_async_worker(index: int, url: str, batch: int, connections: int) -> Callable[[], int]:
+    """Like pgqueuer's default: take ``batch`` jobs at once, finish them concurrently (on
+    up to ``connections`` pooled connections)."""
     import tenure.aio
 
     loop = asyncio.new_event_loop()
     separator = "&" if "?" in url else "?"
     store = loop.run_until_complete(
-        tenure.aio.connect(f"{url}{separator}pool_min={batch}&pool_max={batch}")
+        tenure.aio.connect(f"{url}{separator}pool_min={connections}&pool_max={connections}")
     )
     owner = f"worker-{index}"
 
@@ -382,7 +384,7 @@ def main(argv: list[str]) -> int:
     workers: dict[str, tuple[Callable[..., Callable[[], int]], tuple[Any, ...], str]] = {
         "tenure": (tenure_worker, (urls["tenure"], 1), TENURE_DONE),
         "tenure batch": (tenure_worker, (urls["tenure"], 10), TENURE_DONE),
-        "tenure async": (tenure_async_worker, (urls["tenure"], 10), TENURE_DONE),
+        "tenure async": (tenure_async_worker, (urls["tenure"], 10, 10), TENURE_DONE),
         "pgqueuer": (pgqueuer_worker, (urls["pgqueuer"],), PGQUEUER_DONE),
         "procrastinate": (procrastinate_worker, (urls["procrastinate"],), PROCRASTINATE_DONE),
     }
@@ -392,6 +394,8 @@ def main(argv: list[str]) -> int:
             for system in systems if rep % 2 == 0 else systems[::-1]:
                 fill[system](urls[system], args.jobs)
                 factory, extra, done_sql = workers[system]
+                if system == "tenure async":  # stay well below max_connections (100)
+                    extra = (*extra[:2], max(2, min(10, 48 // count)))
                 done, seconds = drain(factory, count, extra, urls[system], done_sql, args.jobs)
                 check[system](urls[system], args.jobs)
                 assert done == args.jobs, (system, done)

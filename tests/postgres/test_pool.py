@@ -71,3 +71,53 @@ async def test_callers_async_pool(schema: str) -> None:
 def test_url_xor_pool() -> None:
     with pytest.raises(TypeError):
         PostgresDriver.open()
+
+
+def test_more_threads_than_connections(open_store: Any, url: str) -> None:
+    """Operations beyond the pool's size wait for a connection, and get one as soon as an
+    operation ends (none is kept aside while others wait)."""
+    import threading
+    import time
+
+    store = open_store(url=url + "&pool_max=2&pool_timeout=3")
+    for i in range(60):
+        store.submit(f"j{i}")
+    errors: list[BaseException] = []
+    started = time.monotonic()
+
+    def work() -> None:
+        try:
+            while (lease := store.claim_next("w", 30)) is not None:
+                store.complete(lease)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert not errors, errors
+    assert time.monotonic() - started < 3  # no operation waited for the pool's timeout
+    assert all(job.state == "done" for job in store.jobs(limit=100))
+
+
+@pytest.mark.anyio
+async def test_more_tasks_than_connections(url: str) -> None:
+    import time
+
+    import anyio
+
+    store = await tenure.aio.connect(url + "&pool_max=2&pool_timeout=3")
+    try:
+        for i in range(40):
+            await store.submit(f"j{i}")
+        started = time.monotonic()
+        while leases := await store.claim_many("w", 30, 10):
+            async with anyio.create_task_group() as group:
+                for lease in leases:
+                    group.start_soon(store.complete, lease)
+        assert time.monotonic() - started < 3
+        assert all(job.state == "done" for job in await store.jobs(limit=100))
+    finally:
+        await store.close()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any, NamedTuple
@@ -166,6 +167,8 @@ class PostgresDriver:
         self._listeners: list[Connection[Any]] = []
         self._waiters: set[Connection[Any]] = set()  # listeners of waits in progress
         self._hot: list[Hot] = []
+        self._wanting = 0  # operations getting a connection right now
+        self._demand = threading.Lock()  # guards _wanting (the sync twin runs in threads)
         # A caller's pool may serve others too: tenure keeps none of its connections.
         self._hot_max = (pool.max_size or 1) if owns_pool else 0
         self._closed = False
@@ -292,18 +295,30 @@ class PostgresDriver:
         is old, or is not needed."""
         if self._closed:
             raise closed_error(operation)
-        while self._hot:
-            hot = self._hot.pop()
-            if not connection_is_stale(hot.conn):
-                return hot
-            hot.conn.close()
-            self._pool.putconn(hot.conn)
-        conn = _usable_connection(self._pool, operation)
+        with self._demand:
+            self._wanting += 1
+        try:
+            while True:
+                try:
+                    hot = self._hot.pop()
+                except IndexError:
+                    break
+                if not connection_is_stale(hot.conn):
+                    return hot
+                hot.conn.close()
+                self._pool.putconn(hot.conn)
+            conn = _usable_connection(self._pool, operation)
+        finally:
+            with self._demand:
+                self._wanting -= 1
         return Hot(conn, conn.cursor(row_factory=tuple_row), time.monotonic())
 
     def _checkin(self, hot: Hot) -> None:
+        # While another operation wants a connection, this one goes back to the pool, which
+        # hands it to the one waiting there: kept aside, it would leave that one waiting.
         if (
             len(self._hot) < self._hot_max
+            and not self._wanting
             and not self._closed
             and not hot.conn.closed
             and time.monotonic() - hot.since < _HOT_SECONDS
