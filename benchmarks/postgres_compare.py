@@ -16,7 +16,7 @@ with the system's own worker API and default settings:
   **tenure batch**: ``claim_many(owner, ttl, 10)`` then ``complete`` per job; **tenure
   async**: the async API the way pgqueuer works by default, ``claim_many(owner, ttl, 10)``
   then the 10 ``complete`` calls concurrently (a pool of up to 10 connections per process,
-  fewer with many processes: at most 48 in all);
+  fewer with many processes: at most 32 in all);
 * **pgqueuer**: ``QueueManager`` with a psycopg ``AsyncConnection``, an async no-op
   entrypoint, ``run(mode=drain)`` (its default batch_size=10: it dequeues 10 at a time and
   logs completions in batches);
@@ -395,7 +395,7 @@ def main(argv: list[str]) -> int:
                 fill[system](urls[system], args.jobs)
                 factory, extra, done_sql = workers[system]
                 if system == "tenure async":  # stay well below max_connections (100)
-                    extra = (*extra[:2], max(2, min(10, 48 // count)))
+                    extra = (*extra[:2], max(2, min(10, 32 // count)))
                 done, seconds = drain(factory, count, extra, urls[system], done_sql, args.jobs)
                 check[system](urls[system], args.jobs)
                 assert done == args.jobs, (system, done)
