@@ -257,3 +257,14 @@ def test_lost_reply_to_claim_next_is_not_repeated(
     time.sleep(0.35)  # the orphaned lease expires by the server's clock
     taken = {lease.job_id: lease.generation for lease in store.claim_many("B", 30, 5)}
     assert taken == {"J": 2, "K": 1}
+
+
+def test_connect_errors_say_what_is_wrong(schema: str) -> None:
+    target = urlsplit(POSTGRES_URL)
+    url = f"postgresql://{target.username or 'postgres'}@{target.hostname}:{target.port or 5432}"
+    started = time.monotonic()
+    with pytest.raises(tenure.StoreUnavailable) as caught:
+        tenure.connect(f"{url}/no_such_database_here?schema={schema}")
+    assert "no_such_database_here" in str(caught.value)
+    assert caught.value.outcome_unknown is False
+    assert time.monotonic() - started < 5

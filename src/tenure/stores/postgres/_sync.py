@@ -216,15 +216,28 @@ class PostgresDriver:
             separator = "&" if "?" in display_url else "?"
             display_url = f"{display_url}{separator}schema={schema}"
         try:
-            if owns_pool or pool.closed:
+            if owns_pool:
+                # One direct connection first: a wrong password, a missing database or a
+                # refused connection is reported at once, with libpq's own words (a pool
+                # would keep retrying in the background until its timeout).
+                first = Connection.connect(
+                    options.conninfo, **{**options.kwargs, "autocommit": True}
+                )
+                try:
+                    store_id = cls._prepare_schema(first, schema, auto_migrate)
+                finally:
+                    first.close()
                 pool.open(wait=True, timeout=max(options.pool_timeout, 1.0))
-            conn = _usable_connection(pool, "connect")
-            try:
-                store_id = cls._prepare_schema(conn, schema, auto_migrate)
-                if not conn.autocommit:
-                    conn.commit()
-            finally:
-                pool.putconn(conn)
+            else:
+                if pool.closed:
+                    pool.open(wait=True, timeout=max(options.pool_timeout, 1.0))
+                conn = _usable_connection(pool, "connect")
+                try:
+                    store_id = cls._prepare_schema(conn, schema, auto_migrate)
+                    if not conn.autocommit:
+                        conn.commit()
+                finally:
+                    pool.putconn(conn)
         except BaseException as exc:
             if owns_pool:
                 pool.close()
