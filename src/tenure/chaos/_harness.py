@@ -776,8 +776,13 @@ def run_chaos(options: ChaosOptions, echo: Echo = print) -> ChaosResult:
     options.check()
     out = options.out
     out.mkdir(parents=True, exist_ok=True)
-    for old in (out / "history").glob("*.jsonl") if (out / "history").exists() else ():
-        old.unlink()
+    # A previous run in the same directory must not leak into this one (its control files
+    # would look like hits of this run's armed points, its sink records like its writes).
+    for sub in ("history", "ctl", "logs"):
+        if (out / sub).is_dir():
+            shutil.rmtree(out / sub)
+    for name in ("sink.db", "sink.db-wal", "sink.db-shm", "history.jsonl"):
+        (out / name).unlink(missing_ok=True)
     schedule = schedule_for(options)
     (out / "schedule.json").write_text(
         json.dumps([f.as_json() for f in schedule], indent=1), encoding="utf-8"
