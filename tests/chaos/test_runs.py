@@ -118,9 +118,12 @@ def test_unsafe_mode_fails_the_check(mode: str, caught: tuple[str, ...], tmp_pat
         output = "\n".join(lines)
         assert code == 1, output
         assert lines[-2].startswith("verdict: INVALID"), output
-        for invariant in caught:
-            assert any(line.startswith(f"{invariant} ") and "VIOLATED" in line for line in lines), (
-                output
-            )
+        # Which of the mode's invariants a run breaks first depends on the schedule's timing
+        # (a stale completion may land before or after the newer holder's write): each run
+        # must be caught by at least one of them.
+        violated = {
+            line.split()[0] for line in lines if line.startswith("I") and "VIOLATED" in line
+        }
+        assert violated & set(caught), output
         # The offending operations are named (op ids of the form proc/n).
         assert " [op w" in output, output
