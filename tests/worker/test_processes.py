@@ -149,7 +149,7 @@ def alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
             return stat.read().rsplit(")", 1)[-1].split()[0] != "Z"
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # gone before or while /proc was read
         return False
 
 
