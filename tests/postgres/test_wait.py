@@ -160,8 +160,10 @@ async def test_async_wait_woken_and_cancellable(url: str, admin: Any, app_name: 
         await other.close()
 
 
-def test_close_ends_a_wait(open_store: Callable[..., tenure.Store]) -> None:
-    store, other = open_store(), open_store()
+def test_close_ends_a_wait(open_store: Callable[..., tenure.Store], url: str) -> None:
+    store, other = open_store(url=url + "&pool_max=1"), open_store()
+    store.submit("J")  # its one connection is in use (kept aside) when close() wakes waiters
+    assert store.claim_next("A", 30) is not None
     finished: list[float] = []
 
     def wait() -> None:

@@ -579,11 +579,11 @@ class AsyncPostgresDriver:
         if self._closed:
             return
         self._closed = True
+        while self._hot:
+            await self._pool.putconn(self._hot.pop().conn)
         if self._waiters:
             await self._wake_waiters()
         while self._listeners:
             await self._listeners.pop().close()
-        while self._hot:
-            await self._pool.putconn(self._hot.pop().conn)
         if self._owns_pool:
             await self._pool.close()

@@ -574,11 +574,11 @@ class PostgresDriver:
         if self._closed:
             return
         self._closed = True
+        while self._hot:
+            self._pool.putconn(self._hot.pop().conn)
         if self._waiters:
             self._wake_waiters()
         while self._listeners:
             self._listeners.pop().close()
-        while self._hot:
-            self._pool.putconn(self._hot.pop().conn)
         if self._owns_pool:
             self._pool.close()
