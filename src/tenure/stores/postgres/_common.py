@@ -235,7 +235,13 @@ def channel_name(schema: str) -> str:
 
 
 def sql_text(name: str) -> str:
-    return load_text(_PACKAGE, f"sql/{name}.sql")
+    """A SQL file, with each ``{include:NAME}`` line replaced by the file ``NAME.sql``
+    (fragments shared by several statements live once)."""
+    text = load_text(_PACKAGE, f"sql/{name}.sql")
+    return _INCLUDE.sub(lambda found: sql_text(found.group(1)).rstrip("\n"), text)
+
+
+_INCLUDE = re.compile(r"\{include:(\w+)\}")
 
 
 class SqlSet:

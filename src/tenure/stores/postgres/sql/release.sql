@@ -27,19 +27,4 @@ applied AS (
       AND j.lease_until > clock.now
     RETURNING j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at
 )
-SELECT 'applied' AS status, a.*, clock.now, false AS raced FROM applied AS a, clock
-UNION ALL
--- Not applied: the job as this statement's snapshot saw it. When that version would have
--- matched, a concurrent writer changed the job meanwhile (raced): the driver runs the
--- statement again rather than report a version that is already gone.
-SELECT CASE WHEN j.job_id IS NULL THEN 'missing' ELSE 'missed' END, j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at, clock.now,
-    coalesce(
-        j.state = 'leased'
-        AND j.owner = %(owner)s
-        AND j.generation = %(generation)s::bigint
-        AND j.secret_hash = %(secret_hash)s
-        AND j.lease_until > clock.now,
-        false
-    )
-FROM clock LEFT JOIN {schema}.tenure_jobs AS j ON j.job_id = %(job_id)s
-WHERE NOT EXISTS (SELECT FROM applied)
+{include:_holder_answer}
