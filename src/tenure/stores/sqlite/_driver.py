@@ -416,15 +416,16 @@ def _statements(script: str) -> Iterator[str]:
     for line in script.splitlines(keepends=True):
         pending += line
         if sqlite3.complete_statement(pending):
-            if pending.strip() and not all(
-                part.strip().startswith("--") or not part.strip() for part in pending.splitlines()
-            ):
+            if _has_sql(pending):
                 yield pending
             pending = ""
-    if pending.strip() and not all(
-        part.strip().startswith("--") or not part.strip() for part in pending.splitlines()
-    ):
+    if _has_sql(pending):
         raise ValueError(f"incomplete SQL statement at the end of a migration: {pending!r}")
+
+
+def _has_sql(text: str) -> bool:
+    """False for text made only of blank lines and ``--`` comments."""
+    return any(line.strip() and not line.strip().startswith("--") for line in text.splitlines())
 
 
 def open_sync(url: str, clock: Clock | None) -> SQLiteDriver:
