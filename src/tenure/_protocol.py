@@ -24,6 +24,7 @@ from .models import Job, Lease, lease_seal
 __all__ = [
     "JOB_COLUMNS",
     "ClaimVerdict",
+    "Completion",
     "JobRow",
     "Outcome",
     "Status",
@@ -84,6 +85,16 @@ class Outcome(NamedTuple):
     status: str
     row: JobRow | None
     now: float
+
+
+class Completion(NamedTuple):
+    """One item of a batch completion, as a driver receives it (result already JSON)."""
+
+    job_id: str
+    owner: str
+    generation: int
+    secret_hash: str
+    result: str | None
 
 
 class ClaimVerdict:

@@ -15,6 +15,7 @@ from .._clock import Clock, LeaseTiming, SystemClock
 from .._concurrency import pause
 from .._protocol import (
     ClaimVerdict,
+    Completion,
     JobRow,
     LeaseMaker,
     Outcome,
@@ -30,6 +31,7 @@ from .._protocol import (
 from .._validate import (
     DEFAULT_PAYLOAD_LIMIT,
     DEFAULT_QUEUES,
+    MAX_BATCH,
     encode_json,
     error_text,
     validate_attempts,
@@ -40,7 +42,7 @@ from .._validate import (
     validate_queues,
     validate_ttl,
 )
-from ..errors import InvalidArgument, JobNotFound, StoreUnavailable
+from ..errors import InvalidArgument, JobNotFound, LeaseLost, StoreUnavailable
 from ..models import Job, JobState, Lease
 from ..stores._driver import AsyncDriver
 
@@ -306,6 +308,71 @@ class AsyncStore:
         outcome = await self._call("complete", call)
         self._settled("complete", lease, secret_hash, outcome, ("done",))
 
+    async def complete_many(
+        self, leases: Sequence[Lease], results: Sequence[Any] | None = None
+    ) -> list[LeaseLost]:
+        """Complete many jobs in one store operation; ``results[i]`` (default None) is the
+        result of ``leases[i]``.
+
+        Each lease is checked on its own, exactly as `complete` checks it: the current ones
+        are done when this returns, the stale ones change nothing. Returns the `LeaseLost`
+        error of every stale lease, in order (an empty list when all were completed), rather
+        than raising, since the others did complete. Repeating the call after
+        `StoreUnavailable` is safe. At most 1000 leases, each job at most once.
+        """
+        checked, completions = self._completions(leases, results)
+        if not completions:
+            return []
+
+        async def call() -> list[Outcome]:
+            return await self._driver.complete_many(completions)
+
+        outcomes = await self._call("complete", call)
+        lost = []
+        for lease, completion, outcome in zip(checked, completions, outcomes, strict=True):
+            error = self._lost("complete", lease, completion.secret_hash, outcome, ("done",))
+            if error is not None:
+                lost.append(error)
+        return lost
+
+    def _completions(self, leases: object, results: object) -> tuple[list[Lease], list[Completion]]:
+        # Everything is checked before anything is sent: bad input changes nothing.
+        if isinstance(leases, (str, bytes, Lease)) or not isinstance(leases, Sequence):
+            raise InvalidArgument("leases", "must be a list or tuple of tenure.Lease")
+        if len(leases) > MAX_BATCH:
+            raise InvalidArgument("leases", f"must hold at most {MAX_BATCH}, got {len(leases)}")
+        if results is None:
+            values: Sequence[Any] = [None] * len(leases)
+        elif isinstance(results, (str, bytes)) or not isinstance(results, Sequence):
+            raise InvalidArgument("results", "must be a list or tuple, one result per lease")
+        elif len(results) != len(leases):
+            raise InvalidArgument(
+                "results",
+                f"must hold one result per lease: {len(results)} results for {len(leases)} leases",
+            )
+        else:
+            values = results
+        checked = [self._leases.check(lease) for lease in leases]
+        seen: set[str] = set()
+        completions = []
+        for lease, value in zip(checked, values, strict=True):
+            if lease.job_id in seen:
+                raise InvalidArgument(
+                    "leases", f"must name each job at most once: job {lease.job_id!r} repeats"
+                )
+            seen.add(lease.job_id)
+            result_json = encode_json("result", value, self._payload_limit)
+            completions.append(
+                Completion(
+                    lease.job_id,
+                    lease.owner,
+                    lease.generation,
+                    hash_secret(lease.secret),
+                    result_json,
+                )
+            )
+        return checked, completions
+
     async def release(self, lease: Lease) -> None:
         """Give the job back now, claimable at once by anyone; the attempt is not counted."""
         lease = self._leases.check(lease)
@@ -348,9 +415,21 @@ class AsyncStore:
         outcome: Outcome,
         end_states: tuple[str, ...],
     ) -> None:
+        lost = self._lost(operation, lease, secret_hash, outcome, end_states)
+        if lost is not None:
+            raise lost
+
+    @staticmethod
+    def _lost(
+        operation: str,
+        lease: Lease,
+        secret_hash: str,
+        outcome: Outcome,
+        end_states: tuple[str, ...],
+    ) -> LeaseLost | None:
         if outcome.status == Status.APPLIED:
-            return
+            return None
         row = outcome.row
         if row is not None and ended_by_same_lease(row, lease, secret_hash, end_states):
-            return  # a repeat of a call that already took effect
-        raise lease_lost(operation, lease, outcome)
+            return None  # a repeat of a call that already took effect
+        return lease_lost(operation, lease, outcome)

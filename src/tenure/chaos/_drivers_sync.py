@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._clock import Clock
-from .._protocol import JobRow, Outcome, Status
+from .._protocol import Completion, JobRow, Outcome, Status
 from ..errors import StoreUnavailable
 from ..stores._sync_driver import SyncDriver
 from ._control import TAKEOVERS, Control
@@ -150,6 +150,27 @@ class RecordingDriver:
         self._settled(op, "complete", job_id, owner, generation, secret_hash, outcome)
         return outcome
 
+    def complete_many(self, completions: Sequence[Completion]) -> list[Outcome]:
+        # One history operation per job: to the checker a batch is its completes, sent at
+        # once and answered at once.
+        for c in completions:
+            self._reach("complete", job=c.job_id, gen=c.generation)
+        ops = [
+            self._rec.invoke("complete", job=c.job_id, gen=c.generation, owner=c.owner)
+            for c in completions
+        ]
+        try:
+            outcomes = self._inner.complete_many(completions)
+        except BaseException as exc:
+            for op, c in zip(ops, completions, strict=True):
+                self._rec.end(
+                    op, "complete", _ended(exc), job=c.job_id, gen=c.generation, error=str(exc)
+                )
+            raise
+        for op, c, outcome in zip(ops, completions, outcomes, strict=True):
+            self._settled(op, "complete", c.job_id, c.owner, c.generation, c.secret_hash, outcome)
+        return outcomes
+
     def release(self, job_id: str, owner: str, generation: int, secret_hash: str) -> Outcome:
         op = self._rec.invoke("release", job=job_id, gen=generation, owner=owner)
         try:
@@ -285,6 +306,10 @@ class UnsafeDriver:
         if current is not None:
             return self._inner.complete(job_id, *current, result)
         return outcome
+
+    def complete_many(self, completions: Sequence[Completion]) -> list[Outcome]:
+        # One at a time, so that each goes through the unsafe `complete` above.
+        return [self.complete(*completion) for completion in completions]
 
     def release(self, job_id: str, owner: str, generation: int, secret_hash: str) -> Outcome:
         owner, secret_hash = TAKEOVERS.credentials(job_id, generation, owner, secret_hash)

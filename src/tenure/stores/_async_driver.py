@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from .._protocol import JobRow, Outcome
+from .._protocol import Completion, JobRow, Outcome
 
 __all__ = ["AsyncDriver"]
 
@@ -39,6 +39,12 @@ class AsyncDriver(Protocol):
     async def complete(
         self, job_id: str, owner: str, generation: int, secret_hash: str, result: str | None
     ) -> Outcome: ...
+
+    async def complete_many(self, completions: Sequence[Completion]) -> list[Outcome]:
+        """Every completion in one atomic store operation (one transaction, statement or
+        script). Each is checked on its own, as by `complete`; the answer has one outcome
+        per completion, in order. Job ids are distinct (the store checked)."""
+        ...
 
     async def release(
         self, job_id: str, owner: str, generation: int, secret_hash: str

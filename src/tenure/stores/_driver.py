@@ -12,7 +12,7 @@ from functools import partial
 
 import anyio.to_thread
 
-from .._protocol import JobRow, Outcome
+from .._protocol import Completion, JobRow, Outcome
 from ._async_driver import AsyncDriver
 from ._sync_driver import SyncDriver
 
@@ -57,6 +57,9 @@ class ThreadedDriver:
     ) -> Outcome:
         call = partial(self.sync.complete, job_id, owner, generation, secret_hash, result)
         return await anyio.to_thread.run_sync(call)
+
+    async def complete_many(self, completions: Sequence[Completion]) -> list[Outcome]:
+        return await anyio.to_thread.run_sync(self.sync.complete_many, completions)
 
     async def release(self, job_id: str, owner: str, generation: int, secret_hash: str) -> Outcome:
         call = partial(self.sync.release, job_id, owner, generation, secret_hash)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from .._protocol import JobRow, Outcome
+from .._protocol import Completion, JobRow, Outcome
 
 __all__ = ["SyncDriver"]
 
@@ -36,6 +36,12 @@ class SyncDriver(Protocol):
     def complete(
         self, job_id: str, owner: str, generation: int, secret_hash: str, result: str | None
     ) -> Outcome: ...
+
+    def complete_many(self, completions: Sequence[Completion]) -> list[Outcome]:
+        """Every completion in one atomic store operation (one transaction, statement or
+        script). Each is checked on its own, as by `complete`; the answer has one outcome
+        per completion, in order. Job ids are distinct (the store checked)."""
+        ...
 
     def release(self, job_id: str, owner: str, generation: int, secret_hash: str) -> Outcome: ...
 
