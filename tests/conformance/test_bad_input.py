@@ -162,6 +162,8 @@ BAD_JSON: list[Any] = [
 BAD_ERRORS: list[Any] = [None, 42, 1.5, object(), b"bytes", ["x"], {"e": 1}]
 BAD_STATES: list[Any] = ["running", "", "READY", "leased ", 1, ["ready"]]
 BAD_LEASE_VALUES: list[Any] = [None, "lease", 42, {"job_id": "L", "generation": 1}]
+BAD_LEASE_LISTS: list[Any] = [None, "L", b"L", 42, {"L"}, iter([]), [None] * 1001]
+BAD_RESULT_LISTS: list[Any] = ["r", b"r", 42, {"r"}, [], ["r", "s"]]
 
 
 @dataclass
@@ -226,6 +228,26 @@ CASES: list[tuple[str, str, list[Any], Call]] = [
     ("renew", "ttl", BAD_RENEW_TTLS, lambda w, v: w.store.renew(w.lease, v)),
     ("complete", "lease", BAD_LEASE_VALUES, lambda w, v: w.store.complete(v)),
     ("complete", "result", BAD_JSON, lambda w, v: w.store.complete(w.lease, v)),
+    ("complete_many", "leases", BAD_LEASE_LISTS, lambda w, v: w.store.complete_many(v)),
+    (
+        "complete_many",
+        "leases",
+        [[v] for v in BAD_LEASE_VALUES],
+        lambda w, v: w.store.complete_many([w.lease, *v]),
+    ),
+    ("complete_many", "leases", [2], lambda w, v: w.store.complete_many([w.lease] * v)),
+    (
+        "complete_many",
+        "results",
+        BAD_RESULT_LISTS,
+        lambda w, v: w.store.complete_many([w.lease], v),
+    ),
+    (
+        "complete_many",
+        "results",
+        [[v] for v in BAD_JSON],
+        lambda w, v: w.store.complete_many([w.lease], v),
+    ),
     ("release", "lease", BAD_LEASE_VALUES, lambda w, v: w.store.release(v)),
     ("fail", "lease", BAD_LEASE_VALUES, lambda w, v: w.store.fail(v, "e")),
     ("fail", "error", BAD_ERRORS, lambda w, v: w.store.fail(w.lease, v)),
@@ -265,7 +287,9 @@ def test_bad_input_is_refused_and_changes_nothing(
             pytest.fail(f"{what} raised {type(exc).__name__}: {exc}, not InvalidArgument")
         else:
             pytest.fail(f"{what} was accepted")
-        named = refusal.argument == argument or refusal.argument.startswith(f"{argument} ")
+        named = refusal.argument == argument or refusal.argument.startswith(
+            (f"{argument} ", f"{argument}[")
+        )
         assert named, f"{what}: error names {refusal.argument!r}: {refusal}"
         assert str(refusal) == f"{refusal.argument}: {refusal.rule}", what
         assert len(refusal.rule) > 10, f"{what}: the rule is not explained: {refusal}"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import random
 import subprocess
 import sys
 import threading
@@ -195,3 +196,37 @@ def test_threads_claim_next_share_out_jobs(url: str) -> None:
     assert sorted(lease.job_id for lease in leases) == sorted(f"j{i}" for i in range(jobs))
     assert all(lease.generation == 1 for lease in leases)
     assert results.count(None) == THREADS - jobs
+
+
+def test_threads_completing_overlapping_batches_in_any_order(url: str) -> None:
+    # Every thread completes the same leases, each in its own order: a store that locked
+    # rows in input order could deadlock here. Exactly one completion per job takes effect;
+    # the others are repeats of it, answered as success.
+    jobs = 50
+    with tenure.connect(url) as store:
+        for index in range(jobs):
+            store.submit(f"b{index:02d}")
+        leases = store.claim_many("holder", 60, jobs)
+    assert len(leases) == jobs
+    clients = [tenure.connect(url) for _ in range(16)]
+    orders = []
+    for index in range(len(clients)):
+        order = list(leases)
+        random.Random(index).shuffle(order)
+        orders.append(order)
+    try:
+        results = all_at_once(
+            [
+                partial(client.complete_many, order, [index] * jobs)
+                for index, (client, order) in enumerate(zip(clients, orders, strict=True))
+            ]
+        )
+    finally:
+        for client in clients:
+            client.close()
+    assert results == [[]] * len(clients)
+    with tenure.connect(url) as store:
+        final = store.jobs(limit=1000)
+    assert len(final) == jobs
+    assert all(job.state == "done" and job.generation == 1 for job in final)
+    assert all(job.result in range(len(clients)) for job in final)

@@ -182,6 +182,21 @@ class Model:
         elif not self._ended_by(job, lease, ("done",)):
             raise ModelLeaseLost
 
+    def complete_many(self, leases: list[ModelLease], results: list[Any]) -> list[str]:
+        """Returns the job ids whose leases are stale, as `Store.complete_many` reports."""
+        now = self.tick()  # one store operation: one store time for every item
+        lost = []
+        for lease, result in zip(leases, results, strict=True):
+            job = self.jobs.get(lease.job_id)
+            if job is not None and self._holds(job, lease, now):
+                job.state = "done"
+                job.result = result
+                job.lease_until = None
+                job.available_at = now
+            elif job is None or not self._ended_by(job, lease, ("done",)):
+                lost.append(lease.job_id)
+        return lost
+
     def release(self, lease: ModelLease) -> None:
         now = self.tick()
         job = self.jobs[lease.job_id]
@@ -363,6 +378,19 @@ class LeaseProtocol(RuleBasedStateMachine):
     @rule(back=PICK, result=st.integers(0, 3))
     def complete(self, back: int, result: int) -> None:
         self.holder_op("complete", *self.pick(back), result)
+
+    @has_leases
+    @rule(backs=st.lists(PICK, min_size=1, max_size=4), result=st.integers(0, 3))
+    def complete_many(self, backs: list[int], result: int) -> None:
+        pairs: dict[str, Pair] = {}
+        for back in backs:  # one lease per job, as the store requires
+            lease, model_lease = self.pick(back)
+            pairs.setdefault(lease.job_id, (lease, model_lease))
+        chosen = list(pairs.values())
+        results = [result + i for i in range(len(chosen))]
+        lost = self.store.complete_many([real for real, _ in chosen], results)
+        expected = self.model.complete_many([model for _, model in chosen], results)
+        assert [error.job_id for error in lost] == expected, (lost, expected)
 
     @has_leases
     @rule(back=PICK)

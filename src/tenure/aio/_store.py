@@ -352,16 +352,21 @@ class AsyncStore:
             )
         else:
             values = results
-        checked = [self._leases.check(lease) for lease in leases]
+        checked = []
+        for index, item in enumerate(leases):
+            try:
+                checked.append(self._leases.check(item))
+            except InvalidArgument as exc:
+                raise InvalidArgument(f"leases[{index}]", exc.rule) from None
         seen: set[str] = set()
         completions = []
-        for lease, value in zip(checked, values, strict=True):
+        for index, (lease, value) in enumerate(zip(checked, values, strict=True)):
             if lease.job_id in seen:
                 raise InvalidArgument(
                     "leases", f"must name each job at most once: job {lease.job_id!r} repeats"
                 )
             seen.add(lease.job_id)
-            result_json = encode_json("result", value, self._payload_limit)
+            result_json = encode_json(f"results[{index}]", value, self._payload_limit)
             completions.append(
                 Completion(
                     lease.job_id,
