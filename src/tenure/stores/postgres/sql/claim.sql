@@ -1,18 +1,7 @@
 -- Claim one job by id when it is free or its lease expired by store time: a new generation
 -- and an attempt. An expired lease on the last allowed attempt is buried instead (state
 -- dead, secret hash cleared so that the late holder's complete/fail cannot pass for a repeat).
-WITH floored AS (
-    -- Only with the test hook (a store_clock given as %(now)s): its time never runs
-    -- backwards. In production %(now)s is NULL and this touches nothing.
-    UPDATE {schema}.tenure_clock SET floor = greatest(floor, %(now)s::float8)
-    WHERE %(now)s::float8 IS NOT NULL
-    RETURNING floor
-),
-clock AS MATERIALIZED (
-    -- Store time, read once: the server's clock (or the hook's, floored).
-    SELECT coalesce((SELECT floor FROM floored), extract(epoch FROM clock_timestamp())::float8)
-        AS now
-),
+{include:_clock},
 applied AS (
     UPDATE {schema}.tenure_jobs AS j
     SET state = 'leased',

@@ -4,18 +4,7 @@
 -- other. The i-th claimed job (oldest first) gets the i-th secret hash. Picked jobs whose
 -- expired lease was their last allowed attempt are buried instead, and reported as such:
 -- the driver then runs the statement again for the leases still wanted.
-WITH floored AS (
-    -- Only with the test hook (a store_clock given as %(now)s): its time never runs
-    -- backwards. In production %(now)s is NULL and this touches nothing.
-    UPDATE {schema}.tenure_clock SET floor = greatest(floor, %(now)s::float8)
-    WHERE %(now)s::float8 IS NOT NULL
-    RETURNING floor
-),
-clock AS MATERIALIZED (
-    -- Store time, read once: the server's clock (or the hook's, floored).
-    SELECT coalesce((SELECT floor FROM floored), extract(epoch FROM clock_timestamp())::float8)
-        AS now
-),
+{include:_clock},
 picked AS MATERIALIZED (
     SELECT c.job_id, c.available_at, c.seq,
            c.state = 'leased' AND c.attempts >= c.max_attempts AS buryable

@@ -1,18 +1,7 @@
 -- Insert if absent. An existing job is left unchanged and reported. (Rarely, a concurrent
 -- submit of the same id commits after this statement's snapshot: then no row comes back
 -- and the driver reads the job with get.sql.)
-WITH floored AS (
-    -- Only with the test hook (a store_clock given as %(now)s): its time never runs
-    -- backwards. In production %(now)s is NULL and this touches nothing.
-    UPDATE {schema}.tenure_clock SET floor = greatest(floor, %(now)s::float8)
-    WHERE %(now)s::float8 IS NOT NULL
-    RETURNING floor
-),
-clock AS MATERIALIZED (
-    -- Store time, read once: the server's clock (or the hook's, floored).
-    SELECT coalesce((SELECT floor FROM floored), extract(epoch FROM clock_timestamp())::float8)
-        AS now
-),
+{include:_clock},
 applied AS (
     INSERT INTO {schema}.tenure_jobs AS j
         (job_id, queue, state, generation, available_at, attempts, max_attempts, payload,
