@@ -1,7 +1,7 @@
 """The statements' plans, as tenure's connections run them (generic plans, see
 sql/configure.sql): claim_next picks from the partial index whatever the backlog, touching
 about as many pages with 100,000 queued jobs as with 1,000; single-job operations go
-through the primary key."""
+through the primary key, and so do complete_many's."""
 
 from __future__ import annotations
 
@@ -37,7 +37,8 @@ def _literal(value: Any) -> str:
     if value is None:
         return "NULL"
     if isinstance(value, list):
-        return "ARRAY[" + ",".join(_literal(v) for v in value) + "]::text[]"
+        kind = "bigint" if value and isinstance(value[0], int) else "text"
+        return "ARRAY[" + ",".join(_literal(v) for v in value) + f"]::{kind}[]"
     if isinstance(value, str):
         return "'" + value.replace("'", "''") + "'"
     return repr(value)
@@ -166,6 +167,26 @@ def test_single_job_operations_use_the_primary_key(
         (n["Node Type"], n.get("Index Name"), n.get("Filter")) for n in scans
     ]
     assert buffers(plan) < 20
+
+
+@pytest.mark.parametrize("count", [1, 10, 1000])
+def test_complete_many_uses_the_primary_key(filled: tuple[Any, dict[int, str]], count: int) -> None:
+    conn, schemas = filled
+    params = {
+        "job_ids": [f"job-{i * 97 + 1}" for i in range(count)],
+        "owners": ["w"] * count,
+        "generations": [0] * count,
+        "secret_hashes": ["h"] * count,
+        "results": [None] * count,
+        "now": None,
+    }
+    plan = explain(conn, SqlSet(schemas[100_000])["complete_many"], params)
+    scans = scans_of_jobs(plan)
+    assert scans
+    assert all(n.get("Index Name") == "tenure_jobs_pkey" for n in scans), [
+        (n["Node Type"], n.get("Index Name"), n.get("Filter")) for n in scans
+    ]
+    assert buffers(plan) < 10 * count + 20
 
 
 def test_wait_lookup_uses_the_partial_index(filled: tuple[Any, dict[int, str]]) -> None:

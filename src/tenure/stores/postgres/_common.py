@@ -257,6 +257,7 @@ class SqlSet:
         "claim_next",
         "renew",
         "complete",
+        "complete_many",
         "release",
         "fail",
         "listen",

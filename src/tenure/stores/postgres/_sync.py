@@ -19,7 +19,7 @@ from psycopg_pool import ConnectionPool
 
 from ..._clock import Clock
 from ..._concurrency import pause_sync
-from ..._protocol import JobRow, Outcome, Status
+from ..._protocol import Completion, JobRow, Outcome, Status
 from ..._validate import MAX_GENERATION
 from ...errors import StoreUnavailable
 from ._common import (
@@ -453,6 +453,36 @@ class PostgresDriver:
     ) -> Outcome:
         params = self._holder(job_id, owner, generation, secret_hash)
         return self._one("complete", {**params, "result": result})
+
+    def complete_many(self, completions: Sequence[Completion]) -> list[Outcome]:
+        """All in one statement (``complete_many.sql``), answers in input order. Those that
+        raced (see `_one`) run again, only they: the others' answers stand."""
+        answers: list[Outcome] = []
+        pending = list(range(len(completions)))
+        for attempt in range(_RACE_RETRIES):
+            if not pending:
+                break
+            batch = [completions[i] for i in pending]
+            params = {
+                "job_ids": [c.job_id for c in batch],
+                "owners": [c.owner for c in batch],
+                "generations": [c.generation for c in batch],
+                "secret_hashes": [c.secret_hash for c in batch],
+                "results": [c.result for c in batch],
+                "now": self._now(),
+            }
+            rows = self._rows("complete_many", self._sql["complete_many"], params)
+            if not attempt:
+                answers = [outcome(row) for row in rows]
+                pending = [i for i, row in zip(pending, rows, strict=True) if row[17]]
+                continue
+            raced = []
+            for index, row in zip(pending, rows, strict=True):
+                answers[index] = outcome(row)
+                if row[17]:
+                    raced.append(index)
+            pending = raced
+        return answers
 
     def release(self, job_id: str, owner: str, generation: int, secret_hash: str) -> Outcome:
         return self._one("release", self._holder(job_id, owner, generation, secret_hash))
