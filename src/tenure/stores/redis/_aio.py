@@ -27,14 +27,16 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ..._clock import Clock
-from ..._protocol import JobRow, Outcome, Status
+from ..._protocol import Completion, JobRow, Outcome, Status
 from ...errors import StoreUnavailable
 from ._common import (
     CHECKED_CONFIG,
     LAYOUT_VERSION,
     SCRIPTS,
     Keys,
+    decode_batch,
     decode_float,
+    decode_item,
     decode_outcome,
     decode_row,
     decode_text,
@@ -271,6 +273,24 @@ class AsyncRedisDriver:
         return await self._holder(
             "complete", job_id, owner, generation, secret_hash, result or "", has_result
         )
+
+    async def complete_many(self, completions: Sequence[Completion]) -> list[Outcome]:
+        if not completions:
+            return []
+        k = self.keys
+        keys = [k.clock]
+        args = [self._now_arg()]
+        for job_id, owner, generation, secret_hash, result in completions:
+            keys.append(k.job(job_id))
+            args += (
+                owner,
+                str(generation),
+                secret_hash,
+                result or "",
+                "0" if result is None else "1",
+            )
+        now, items = decode_batch(await self._eval("complete_many", "complete_many", keys, args))
+        return [decode_item(item, now) for item in items]
 
     async def release(self, job_id: str, owner: str, generation: int, secret_hash: str) -> Outcome:
         return await self._holder("release", job_id, owner, generation, secret_hash)

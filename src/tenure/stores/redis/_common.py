@@ -9,6 +9,7 @@ names only percent-encoded, so no id can be mistaken for key syntax.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import re
 import select
@@ -32,7 +33,9 @@ __all__ = [
     "Keys",
     "RedisOptions",
     "Script",
+    "decode_batch",
     "decode_float",
+    "decode_item",
     "decode_outcome",
     "decode_row",
     "decode_text",
@@ -225,6 +228,7 @@ SCRIPTS: dict[str, Script] = {
         "claim_next",
         "renew",
         "complete",
+        "complete_many",
         "release",
         "fail",
         "get",
@@ -286,6 +290,19 @@ def decode_outcome(reply: Sequence[Any]) -> Outcome:
     """``{status, now}`` or ``{status, now, <row>}`` as an Outcome."""
     row = decode_row(reply[2:]) if len(reply) > 2 else None
     return Outcome(_STATUS[reply[0]], row, float(reply[1]))
+
+
+def decode_batch(reply: str) -> tuple[float, list[Any]]:
+    """The store time and the items of a batch reply: one JSON string (see ``json_row`` in
+    ``lua/_lib.lua``) holding ``[now, item, ...]``; every value in it is a string or null."""
+    items = json.loads(reply)
+    return float(items[0]), items[1:]
+
+
+def decode_item(item: Sequence[Any], now: float) -> Outcome:
+    """``[status]`` or ``[status, <row>]`` of a batch reply as an Outcome."""
+    row = decode_row(item[1:]) if len(item) > 1 else None
+    return Outcome(_STATUS[item[0]], row, now)
 
 
 def decode_float(value: Any) -> float | None:

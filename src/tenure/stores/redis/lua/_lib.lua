@@ -110,4 +110,42 @@ local function held(job, owner, generation, secret_hash, now)
   return nil
 end
 
+-- complete.sql for one job: 'applied' (now done), 'missed' (not the caller's current
+-- lease: nothing changed) or 'missing'. The secret hash stays, so that a repeated complete
+-- by the same lease is recognised as a repeat. complete and complete_many both run this.
+local function complete_job(job, owner, generation, secret_hash, result, has_result, now)
+  if redis.call('EXISTS', job) == 0 then
+    return 'missing'
+  end
+  local candidates, member = held(job, owner, generation, secret_hash, now)
+  if not candidates then
+    return 'missed'
+  end
+  local now_s = fmt(now)
+  redis.call('HSET', job, 's', 'done', 'av', now_s, 'u', now_s)
+  redis.call('HDEL', job, 'lu')
+  if has_result == '1' then
+    redis.call('HSET', job, 'r', result)
+  else
+    redis.call('HDEL', job, 'r')
+  end
+  redis.call('ZREM', candidates, member)
+  return 'applied'
+end
+
+-- A job's row for a cjson-encoded reply: NULL as JSON null. Batch replies are one JSON
+-- string because redis-py's pure-Python parser pays per element (15 per row), where
+-- json.loads reads the whole batch in C. Every field is a Redis string (HMGET answers
+-- strings, whatever HINCRBY returned), so generations and times reach Python as the exact
+-- text stored: cjson never sees a Lua number.
+local function json_row(job)
+  local f = row(job)
+  for i = 1, #COLUMNS do
+    if not f[i] then
+      f[i] = cjson.null
+    end
+  end
+  return f
+end
+
 -- ---------------------------------------------------------------------------------------
