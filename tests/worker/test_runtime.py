@@ -77,6 +77,28 @@ def test_sync_and_async_handlers_complete_with_their_result(
     assert (stats["claimed"], stats["completed"], stats["in_flight"]) == (2, 2, 0)
 
 
+def test_jobs_finishing_together_are_completed_together(
+    make_worker: MakeWorker, store: tenure.Store
+) -> None:
+    worker = make_worker(concurrency=20)
+
+    @worker.handler("q")
+    async def work(ctx: JobContext) -> str:
+        await anyio.lowlevel.checkpoint()
+        return ctx.job_id
+
+    for index in range(40):
+        store.submit(f"J{index:02d}", queue="q")
+    run_burst(worker)
+    done = store.jobs(state="done", limit=100)
+    assert sorted(job.result for job in done) == [f"J{index:02d}" for index in range(40)]
+    assert worker.stats()["completed"] == 40
+    # Twenty handlers finish at once: while the first completion is on its way, the others
+    # queue up and go to the store together (group commit), not one call per job.
+    assert worker._completer is not None
+    assert 1 <= worker._completer.calls <= 20, worker._completer.calls
+
+
 def test_explicit_register_and_bare_decorator(make_worker: MakeWorker, store: tenure.Store) -> None:
     worker = make_worker()
 

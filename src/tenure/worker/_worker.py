@@ -11,6 +11,7 @@ Threads and tasks of a running worker::
 A job's life: claim (one store call for up to ``concurrency - running`` jobs) → register
 the lease with the keeper and the registry → run the handler → settle: complete, fail,
 release, or nothing at all if the lease was lost (a stale worker never completes).
+Completions of jobs that finish together go to the store in one call (`_completer`).
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ from ..aio._store import AsyncStore
 from ..errors import InvalidArgument, LeaseLost, StoreUnavailable, TenureError
 from ..models import Job, Lease
 from ..stores import resolve_url
+from ._completer import Completer
 from ._context import JobContext, ReleaseDecision, RetryDecision, decision_of, set_current
 from ._keeper import LeaseKeeper
 from ._lease import REGISTRY, LeaseHandle
@@ -305,6 +307,7 @@ class Worker:
         self._idle_scope: anyio.CancelScope | None = None
         self._slot_freed: anyio.Event | None = None
         self._keeper: LeaseKeeper | None = None
+        self._completer: Completer | None = None
         self._rng = random.Random()
 
     def __repr__(self) -> str:
@@ -512,6 +515,7 @@ class Worker:
             "timing": config.timing,
         }
         store = await connect_async(url, **options)
+        self._completer = Completer(store)
         try:
             renewer_store = await anyio.to_thread.run_sync(partial(connect, url, **options))
             keeper = LeaseKeeper(
@@ -938,7 +942,7 @@ class Worker:
         if result.kind == "ok":
             try:
                 done = await self._store_call(
-                    "complete", lease, store.complete(lease, result.value), extra
+                    "complete", lease, self._complete(store, lease, result.value), extra
                 )
             except InvalidArgument as exc:
                 await self._fail(store, running, f"the handler's result was refused: {exc}")
@@ -966,6 +970,12 @@ class Worker:
         ):
             self._stats.incr("released")
             log.debug("job released by its handler", extra=extra)
+
+    def _complete(self, store: AsyncStore, lease: Lease, value: Any) -> Awaitable[None]:
+        # Through the completer: jobs finishing together share one store call.
+        if self._completer is None:
+            return store.complete(lease, value)
+        return self._completer.complete(lease, value)
 
     async def _fail(
         self,

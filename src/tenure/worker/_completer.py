@@ -1,0 +1,116 @@
+"""Group commit for completions: jobs that finish while a completion is on its way to the
+store are completed together, in one `complete_many`.
+
+No timer and no background task: the first job to finish sends its completion at once (it
+"leads"); jobs finishing meanwhile queue up and the leader, when its call returns, sends
+everything queued in one call, and so on until the queue is empty. An idle worker thus
+completes each job as soon as it finishes, exactly as before; a busy one pays one store
+round trip (and one commit) per batch instead of per job. Each job still learns its own
+answer: done, `LeaseLost` for its lease alone, or `StoreUnavailable` for the batch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+
+from .._validate import MAX_BATCH
+from ..aio._store import AsyncStore
+from ..errors import InvalidArgument, StoreUnavailable, TenureError
+from ..models import Lease
+
+__all__ = ["Completer"]
+
+
+class _Entry:
+    __slots__ = ("error", "event", "lease", "sent", "value")
+
+    def __init__(self, lease: Lease, value: Any) -> None:
+        self.lease = lease
+        self.value = value
+        self.event = anyio.Event()
+        self.error: BaseException | None = None
+        self.sent = False  # the store answered (or the call was interrupted)
+
+    def answer(self) -> None:
+        if self.error is not None:
+            raise self.error
+
+
+class Completer:
+    """Completes leases through one store, batching those that finish at the same time."""
+
+    def __init__(self, store: AsyncStore) -> None:
+        self._store = store
+        self._pending: list[_Entry] = []
+        self._sending = False
+        self.calls = 0  # store calls made (for stats and tests)
+
+    async def complete(self, lease: Lease, value: Any) -> None:
+        """Complete ``lease`` with ``value``; raises what `AsyncStore.complete` raises."""
+        entry = _Entry(lease, value)
+        self._pending.append(entry)
+        while not entry.sent:
+            if self._sending:
+                # Woken when our batch is answered, or when it is our turn to send.
+                entry.event = anyio.Event()
+                await entry.event.wait()
+                continue
+            # Lead one batch (everything queued, ours included), then hand over: a leader
+            # that kept going while others keep finishing would never free its own slot.
+            self._sending = True
+            try:
+                batch = self._pending[:MAX_BATCH]
+                del self._pending[:MAX_BATCH]
+                await self._send(batch)
+            finally:
+                self._sending = False
+                if self._pending:
+                    self._pending[0].event.set()
+        entry.answer()
+
+    async def _send(self, batch: list[_Entry]) -> None:
+        try:
+            self.calls += 1
+            if len(batch) == 1:
+                await self._one(batch[0])
+                return
+            try:
+                lost = await self._store.complete_many(
+                    [entry.lease for entry in batch], [entry.value for entry in batch]
+                )
+            except InvalidArgument:
+                # One handler's result was refused: complete the others one by one, so
+                # that only that job sees the refusal.
+                for entry in batch:
+                    self.calls += 1
+                    await self._one(entry)
+                return
+            except StoreUnavailable as exc:
+                for entry in batch:
+                    entry.error, entry.sent = exc, True
+                return
+            errors = {error.job_id: error for error in lost}
+            for entry in batch:
+                entry.error, entry.sent = errors.get(entry.lease.job_id), True
+        finally:
+            for entry in batch:
+                if not entry.sent:
+                    # Cancelled before the store answered: the outcome is unknown.
+                    entry.error = StoreUnavailable(
+                        f"complete of job {entry.lease.job_id!r} generation "
+                        f"{entry.lease.generation} was interrupted; it may or may not have "
+                        "taken effect (repeating it with the same lease is safe)",
+                        operation="complete",
+                        outcome_unknown=True,
+                    )
+                    entry.sent = True
+                entry.event.set()
+
+    async def _one(self, entry: _Entry) -> None:
+        try:
+            await self._store.complete(entry.lease, entry.value)
+        except TenureError as exc:
+            entry.error = exc
+        entry.sent = True
