@@ -20,7 +20,10 @@ The sides take turns of ``--chunk`` cycles (A B, B A, ...; with W processes, all
 run their turn on the same side at once: see benchmarks/_common.py), and the script prints
 median cycles/s and tenure/raw for each W. Then, at the largest W, it compares claims
 alone: ``claim_next`` one at a time against ``claim_many(owner, ttl, --batch)`` (one
-statement per batch), and the full cycle with batch claims. After every repetition it
+statement per batch); and full cycles: ``claim_next`` + ``complete``, ``claim_many`` + a
+``complete`` per lease, ``claim_many`` + ``complete_many`` (two statements per batch), and
+a raw psycopg loop running the last one's SQL (``claim_next.sql`` with the limit,
+``complete_many.sql``) as its ceiling. After every repetition it
 checks that every job was claimed exactly once (done, or leased, at generation 1), so a
 broken loop cannot pass for a fast one.
 """
@@ -195,6 +198,59 @@ class TenureBatchCycles(TenureClaims):
         return done
 
 
+class TenureBatchManyCycles(TenureClaims):
+    """The full cycle in batches both ways: claim_many, then complete_many of its leases."""
+
+    def step(self, limit: int) -> int:
+        done = 0
+        while done < limit:
+            leases = self.store.claim_many(self.owner, TTL, min(self.batch, limit - done))
+            if not leases:
+                break
+            lost = self.store.complete_many(leases)
+            assert not lost, lost
+            done += len(leases)
+        return done
+
+
+class RawBatchCycles(RawCycles):
+    """claim_next.sql with a limit, then complete_many.sql, on one plain connection."""
+
+    def __init__(self, base: str, schema: str, owner: str, batch: int) -> None:
+        super().__init__(base, schema, owner)
+        self.complete_many = SqlSet(schema)["complete_many"]
+        self.batch = batch
+
+    def step(self, limit: int) -> int:
+        execute, owner = self.conn.execute, self.owner
+        done = 0
+        while done < limit:
+            wanted = min(self.batch, limit - done)
+            rows = execute(
+                self.claim_next,
+                {
+                    **self.claim_params,
+                    "secret_hashes": [RAW_SECRET_HASH] * wanted,
+                    "limit": wanted,
+                },
+            ).fetchall()
+            if not rows:
+                break
+            execute(
+                self.complete_many,
+                {
+                    "job_ids": [row[1] for row in rows],
+                    "owners": [owner] * len(rows),
+                    "generations": [row[5] for row in rows],
+                    "secret_hashes": [RAW_SECRET_HASH] * len(rows),
+                    "results": [None] * len(rows),
+                    "now": None,
+                },
+            ).fetchall()
+            done += len(rows)
+        return done
+
+
 SIDES = {
     "tenure": lambda base, schema, owner, batch: TenureCycles(schema_url(base, schema), owner),
     "raw psycopg": lambda base, schema, owner, batch: RawCycles(base, schema, owner),
@@ -210,6 +266,10 @@ SIDES = {
     "cycle, batch": lambda base, schema, owner, batch: TenureBatchCycles(
         schema_url(base, schema), owner, batch
     ),
+    "batch + many": lambda base, schema, owner, batch: TenureBatchManyCycles(
+        schema_url(base, schema), owner, batch
+    ),
+    "raw batch": lambda base, schema, owner, batch: RawBatchCycles(base, schema, owner, batch),
 }
 COMPLETES = {"claim_next": False, "claim_many": False}
 
@@ -297,7 +357,7 @@ def main(argv: list[str]) -> int:
     )
     results = run_processes(
         args.url,
-        ["cycle, single", "cycle, batch"],
+        ["cycle, single", "cycle, batch", "batch + many", "raw batch"],
         top,
         args.jobs,
         args.chunk * 2,
@@ -305,9 +365,16 @@ def main(argv: list[str]) -> int:
         args.batch,
     )
     print_report(
-        f"{top} workers: cycles/s with single vs batch (claim_many {args.batch}) claims",
+        f"{top} workers: cycles/s; claim_next + complete (cycle, single), claim_many("
+        f"{args.batch}) + complete each (cycle, batch) or + complete_many (batch + many)",
         results,
         "cycle, single",
+        unit="cycles/s",
+    )
+    print_report(
+        f"{top} workers: the same runs, against raw batch",
+        [r for r in results if r.name in ("batch + many", "raw batch")],
+        "raw batch",
         unit="cycles/s",
     )
     return 0
