@@ -28,7 +28,7 @@ other's. For 1 worker the script also prints the client CPU time per cycle of ea
 which depends much less on other load on the machine than throughput does. Then, in one
 process, it compares claims alone: ``claim_next`` one at a time against
 ``claim_many(owner, ttl, --batch)`` (one script run per batch), and the full cycle with
-batch claims. After every repetition it checks that every job was claimed exactly once
+batch claims, completed one ``complete`` per job or one ``complete_many`` per batch. After every repetition it checks that every job was claimed exactly once
 (done, or leased, at generation 1), so a broken loop cannot pass for a fast one.
 
 The raw loop mirrors ``tenure/stores/redis/_aio.py``: if the driver's KEYS/ARGV change,
@@ -38,6 +38,7 @@ change ``RawCycles`` with it. Exits 0.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import time
@@ -116,7 +117,8 @@ class RawCycles:
         cpu = time.process_time()
         done = 0
         while done < limit:
-            reply = self.claim_next(keys=self.claim_keys, args=self.claim_args)
+            # The script answers one JSON string: [now, row, ...].
+            reply = json.loads(self.claim_next(keys=self.claim_keys, args=self.claim_args))
             if len(reply) < 2:
                 break
             row = reply[1]
@@ -166,7 +168,7 @@ class RawConnectionCycles:
         cpu = time.process_time()
         done = 0
         while done < limit:
-            reply = self._eval("claim_next", *self.claim_call)
+            reply = json.loads(self._eval("claim_next", *self.claim_call))
             if len(reply) < 2:
                 break
             row = reply[1]
@@ -193,14 +195,16 @@ class RawConnectionCycles:
 
 
 class Claims:
-    """Claims alone through the public API, ``batch`` per store operation (``claim_next``
-    when 1, ``claim_many`` otherwise); the jobs stay leased."""
+    """Claims through the public API, ``batch`` per store operation (``claim_next`` when 1,
+    ``claim_many`` otherwise); the jobs stay leased, or are completed one ``complete`` each,
+    or (``many``) all of a batch in one ``complete_many``."""
 
-    def __init__(self, url: str, owner: str, batch: int, complete: bool) -> None:
+    def __init__(self, url: str, owner: str, batch: int, complete: bool, many: bool) -> None:
         self.store = tenure.connect(url)
         self.owner = owner
         self.batch = batch
         self.complete = complete
+        self.many = many
 
     def step(self, limit: int) -> int:
         store, owner = self.store, self.owner
@@ -213,7 +217,10 @@ class Claims:
                 leases = store.claim_many(owner, TTL, min(self.batch, limit - done))
             if not leases:
                 break
-            if self.complete:
+            if self.many:
+                if lost := store.complete_many(leases):
+                    raise SystemExit(f"benchmark bug: {len(lost)} leases lost")
+            elif self.complete:
                 for lease in leases:
                     store.complete(lease)
             done += len(leases)
@@ -334,10 +341,10 @@ def contending(stores: Stores, workers: int, chunk: int, repeat: int) -> list[Re
     return results
 
 
-def claims_side(stores: Stores, name: str, batch: int, complete: bool) -> Side:
+def claims_side(stores: Stores, name: str, batch: int, complete: bool, many: bool = False) -> Side:
     def open_() -> tuple[Claims, Callable[[int], None]]:
         url = stores.fresh()
-        return Claims(url, OWNER, batch, complete), lambda done: stores.check_and_remove(
+        return Claims(url, OWNER, batch, complete, many), lambda done: stores.check_and_remove(
             url, done, "done" if complete else "leased"
         )
 
@@ -409,11 +416,14 @@ def main(argv: list[str] | None = None) -> int:
         (False, "claims alone", "claims/s"),
         (True, "claim -> complete", "cycles/s"),
     ):
+        sides = [
+            claims_side(stores, "claim_next", 1, complete),
+            claims_side(stores, batch, args.batch, complete),
+        ]
+        if complete:
+            sides.append(claims_side(stores, f"{batch}+many", args.batch, True, many=True))
         results = interleave_chunks(
-            [
-                claims_side(stores, "claim_next", 1, complete),
-                claims_side(stores, batch, args.batch, complete),
-            ],
+            sides,
             args.repeat,
             chunk=2 * args.batch,
         )
@@ -421,6 +431,11 @@ def main(argv: list[str] | None = None) -> int:
             f"{what}, 1 process (turns of {2 * args.batch})", results, "claim_next", unit=unit
         )
         summary.append(f"{what}: {batch}/claim_next {_ratios(results, batch, 'claim_next')}")
+        if complete:
+            summary.append(
+                f"{what}: {batch}+complete_many/claim_next "
+                f"{_ratios(results, f'{batch}+many', 'claim_next')}"
+            )
     print("\nmedian of paired ratios (ratio of medians):")
     print("\n".join(f"  {line}" for line in summary))
     return 0

@@ -233,9 +233,8 @@ class RedisDriver:
         k = self.keys
         keys = [k.clock, *(k.candidates(queue) for queue in queues)]
         args = [self._now_arg(), owner, repr(float(ttl)), k.job_prefix, *secret_hashes]
-        reply = self._eval("claim_next", "claim_next", keys, args)
-        now = float(reply[0])
-        return [Outcome(Status.APPLIED, decode_row(row), now) for row in reply[1:]]
+        now, rows = decode_batch(self._eval("claim_next", "claim_next", keys, args))
+        return [Outcome(Status.APPLIED, decode_row(row), now) for row in rows]
 
     def _holder(
         self,

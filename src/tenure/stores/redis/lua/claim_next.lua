@@ -3,7 +3,7 @@
 -- leases on their last attempt met on the way are buried (bury.sql) and the pick goes on.
 -- KEYS: clock, then the candidate set of each queue
 -- ARGV: now override, owner, ttl, job key prefix, then one secret hash per lease wanted
--- Reply: { now, row, row, ... } with one row per lease granted.
+-- Reply: one JSON string (see json_row): [now, row, row, ...], one row per lease granted.
 local now = store_now(KEYS[1], ARGV[1], true)
 local now_s = fmt(now)
 local owner, ttl, job_prefix = ARGV[2], tonumber(ARGV[3]), ARGV[4]
@@ -28,7 +28,7 @@ for i = 5, #ARGV do
   while true do
     local candidates, member = oldest()
     if candidates == nil then
-      return claimed
+      return cjson.encode(claimed)
     end
     local job = job_prefix .. string.sub(member, 17)
     local f = redis.call('HMGET', job, 's', 'g', 'av', 'a', 'm')
@@ -40,10 +40,10 @@ for i = 5, #ARGV do
     else
       if claimable(f, now) then
         take(job, member, candidates, owner, ttl, ARGV[i], now)
-        claimed[#claimed + 1] = row(job)
+        claimed[#claimed + 1] = json_row(job)
       end
       break
     end
   end
 end
-return claimed
+return cjson.encode(claimed)
