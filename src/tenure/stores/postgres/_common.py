@@ -33,6 +33,7 @@ __all__ = [
     "parse_postgres_url",
     "pending_migrations",
     "redact",
+    "socket_poller",
     "store_unavailable",
     "validate_schema",
 ]
@@ -402,16 +403,32 @@ def closed_error(operation: str) -> StoreUnavailable:
     )
 
 
-def connection_is_stale(conn: psycopg.BaseConnection[Any]) -> bool:
+def socket_poller(conn: psycopg.BaseConnection[Any]) -> Any:
+    """A ``select.poll`` object watching the connection's socket for input, for
+    `connection_is_stale` on a connection checked again and again (about half the cost of
+    a ``select.select`` call, which builds its descriptor sets each time). None where
+    ``poll`` is missing (Windows)."""
+    if not hasattr(select, "poll"):
+        return None
+    poller = select.poll()
+    poller.register(conn.pgconn.socket, select.POLLIN)
+    return poller
+
+
+def connection_is_stale(conn: psycopg.BaseConnection[Any], poller: Any = None) -> bool:
     """True when an idle pooled connection is known dead before any request is sent on it:
-    the server closed it (restart, pg_terminate_backend, idle timeout). One ``select`` with
-    no wait; an idle autocommit connection normally has nothing to read."""
+    the server closed it (restart, pg_terminate_backend, idle timeout). One ``select`` (or
+    ``poller.poll``, from `socket_poller` for this connection) with no wait; an idle
+    autocommit connection normally has nothing to read."""
     pgconn = conn.pgconn
     if pgconn.status != pq.ConnStatus.OK or pgconn.transaction_status != pq.TransactionStatus.IDLE:
         return True
     for _ in range(3):
         try:
-            readable, _, _ = select.select([pgconn.socket], [], [], 0)
+            if poller is not None:
+                readable: Any = poller.poll(0)
+            else:
+                readable, _, _ = select.select([pgconn.socket], [], [], 0)
         except (OSError, ValueError, psycopg.OperationalError):
             return True
         if not readable:

@@ -34,6 +34,7 @@ from ._common import (
     outcome,
     parse_postgres_url,
     render,
+    socket_poller,
     sql_text,
     store_unavailable,
     validate_schema,
@@ -136,6 +137,7 @@ class Hot(NamedTuple):
     conn: Connection[Any]
     cursor: Cursor[Row]
     since: float  # when it was taken from the pool (time.monotonic())
+    poller: Any  # watches conn's socket (see connection_is_stale)
 
 
 class PostgresDriver:
@@ -308,6 +310,17 @@ class PostgresDriver:
         is old, or is not needed."""
         if self._closed:
             raise closed_error(operation)
+        # The usual case first, without counting this operation as wanting a connection:
+        # it takes one at once.
+        try:
+            hot = self._hot.pop()
+        except IndexError:
+            pass
+        else:
+            if not connection_is_stale(hot.conn, hot.poller):
+                return hot
+            hot.conn.close()
+            self._pool.putconn(hot.conn)
         with self._demand:
             self._wanting += 1
         try:
@@ -316,7 +329,7 @@ class PostgresDriver:
                     hot = self._hot.pop()
                 except IndexError:
                     break
-                if not connection_is_stale(hot.conn):
+                if not connection_is_stale(hot.conn, hot.poller):
                     return hot
                 hot.conn.close()
                 self._pool.putconn(hot.conn)
@@ -324,7 +337,8 @@ class PostgresDriver:
         finally:
             with self._demand:
                 self._wanting -= 1
-        return Hot(conn, conn.cursor(row_factory=tuple_row), time.monotonic())
+        cursor = conn.cursor(row_factory=tuple_row)
+        return Hot(conn, cursor, time.monotonic(), socket_poller(conn))
 
     def _checkin(self, hot: Hot) -> None:
         # While another operation wants a connection, this one goes back to the pool, which
@@ -361,9 +375,12 @@ class PostgresDriver:
         """Run a single-job statement. When it did not apply only because a concurrent
         writer changed the job after the statement's snapshot (the row reports ``raced``),
         run it again: the answer must describe the job as it is, not a version that is gone
-        (e.g. a retried complete whose first try was still committing)."""
+        (e.g. a retried complete whose first try was still committing). ``params``: a
+        fresh dict, which this completes with the store time."""
+        statement = self._sql[operation]
         for _ in range(_RACE_RETRIES):
-            rows = self._rows(operation, self._sql[operation], {**params, "now": self._now()})
+            params["now"] = self._now()
+            rows = self._rows(operation, statement, params)
             if not rows[0][17]:
                 break
         return outcome(rows[0])
@@ -418,41 +435,45 @@ class PostgresDriver:
                 "now": self._now(),
             }
             rows = self._rows("claim_next", self._sql["claim_next"], params)
-            outcomes = [outcome(row) for row in rows]
-            won = [o for o in outcomes if o.status == Status.APPLIED]
-            claimed.extend(won)
-            buried = len(outcomes) - len(won)
-            for o in outcomes:
-                if o.status == Status.BURIED and o.row is not None:
+            won = 0
+            for row in rows:
+                o = outcome(row)
+                if o.status == Status.APPLIED:
+                    claimed.append(o)
+                    won += 1
+                elif o.status == Status.BURIED and o.row is not None:
                     log.info(
                         "job buried: its last attempt's lease expired",
                         extra={"job_id": o.row.job_id, "generation": o.row.generation},
                     )
             # Jobs buried on the way took places in the pick: look again for the rest.
-            if not buried:
+            if won == len(rows):
                 break
-            wanted = wanted[len(won) :]
+            wanted = wanted[won:]
         return claimed
 
-    def _holder(self, job_id: str, owner: str, generation: int, secret_hash: str) -> dict[str, Any]:
+    @staticmethod
+    def _holder(
+        job_id: str, owner: str, generation: int, secret_hash: str, **more: Any
+    ) -> dict[str, Any]:
         return {
             "job_id": job_id,
             "owner": owner,
             "generation": generation,
             "secret_hash": secret_hash,
+            **more,
         }
 
     def renew(
         self, job_id: str, owner: str, generation: int, secret_hash: str, ttl: float
     ) -> Outcome:
-        params = self._holder(job_id, owner, generation, secret_hash)
-        return self._one("renew", {**params, "ttl": ttl})
+        return self._one("renew", self._holder(job_id, owner, generation, secret_hash, ttl=ttl))
 
     def complete(
         self, job_id: str, owner: str, generation: int, secret_hash: str, result: str | None
     ) -> Outcome:
-        params = self._holder(job_id, owner, generation, secret_hash)
-        return self._one("complete", {**params, "result": result})
+        params = self._holder(job_id, owner, generation, secret_hash, result=result)
+        return self._one("complete", params)
 
     def complete_many(self, completions: Sequence[Completion]) -> list[Outcome]:
         """All in one statement (``complete_many.sql``), answers in input order. Those that
@@ -496,8 +517,10 @@ class PostgresDriver:
         error: str,
         retry_in: float,
     ) -> Outcome:
-        params = self._holder(job_id, owner, generation, secret_hash)
-        return self._one("fail", {**params, "error": error, "retry_in": retry_in})
+        params = self._holder(
+            job_id, owner, generation, secret_hash, error=error, retry_in=retry_in
+        )
+        return self._one("fail", params)
 
     def get(self, job_id: str) -> Outcome:
         rows = self._rows("get", self._sql["get"], {"job_id": job_id, "now": self._now()})
