@@ -17,6 +17,10 @@ The workload, for each system, on fresh keys (a new key prefix, queue name or na
      ``tenure.Worker``, ``Store._claim_jobs``) -> ``handle(payload["n"])`` ->
      ``complete(lease)``, until nothing is left to claim (every job is then done);
    * *tenure batch*: the same, claiming ``--batch`` jobs per store operation;
+   * *tenure many*: a worker with ``--batch`` slots: it fills them all in one claim
+     (``claim_many``), runs the jobs, and acknowledges the finished ones in one call
+     (``complete_many``): two store operations per ``--batch`` jobs, the counterpart of
+     Dramatiq's prefetch and threads, which also hold several messages per worker;
    * *RQ*: ``SimpleWorker([queue]).work(burst=True)`` (no fork per job; log level WARNING);
    * *Dramatiq*: a ``Worker(broker)`` per process with Dramatiq's defaults (8 threads,
      prefetch 16), until the broker's ``join`` sees no message queued or unacknowledged
@@ -56,7 +60,8 @@ from _common import Result, machine_line, print_report
 
 import tenure
 
-SYSTEMS = ("tenure", "tenure batch", "RQ", "Dramatiq", "Dramatiq 1 thr")
+SYSTEMS = ("tenure", "tenure batch", "tenure many", "RQ", "Dramatiq", "Dramatiq 1 thr")
+TENURE = tuple(system for system in SYSTEMS if system.startswith("tenure"))
 TTL = 60.0
 BATCH = 10
 
@@ -123,7 +128,23 @@ def process(system: str, url: str, tag: str, index: int) -> Callable[[], int]:
     if system.startswith("tenure"):
         store = tenure.connect(tenure_url(url, tag))
         owner = f"worker-{index}"
-        batch = BATCH if system == "tenure batch" else 1
+        batch = 1 if system == "tenure" else BATCH
+
+        if system == "tenure many":
+
+            def tenure_many_loop() -> int:
+                done = 0
+                while claimed := store._claim_jobs(owner, TTL, batch):
+                    for _, job in claimed:
+                        handle(job.payload["n"])
+                    lost = store.complete_many([lease for lease, _ in claimed])
+                    if lost:
+                        raise RuntimeError(f"benchmark bug: {len(lost)} leases lost")
+                    done += len(claimed)
+                store.close()
+                return done
+
+            return tenure_many_loop
 
         def tenure_loop() -> int:
             done = 0
@@ -249,6 +270,7 @@ def cleanup(url: str, tag: str, system: str) -> None:
     patterns = {
         "tenure": ["{" + tag + "}:*"],
         "tenure batch": ["{" + tag + "}:*"],
+        "tenure many": ["{" + tag + "}:*"],
         "RQ": ["rq:*"],
         "Dramatiq": [tag + "*"],
         "Dramatiq 1 thr": [tag + "*"],
@@ -312,11 +334,17 @@ def main(argv: list[str] | None = None) -> int:
             f"process, {label}", list(processed.values()), "tenure", unit="jobs/s"
         )
         best = max(processed, key=lambda s: statistics.median(processed[s].rates))
+        rivals = [s for s in SYSTEMS if s not in TENURE]
+        rival = max(rivals, key=lambda s: statistics.median(processed[s].rates))
         summary.append(
-            f"{workers}w: fastest {best}; tenure/RQ = {1 / ratios['RQ']:.2f}x, "
-            f"tenure/Dramatiq = {1 / ratios['Dramatiq']:.2f}x"
+            f"{workers}w: fastest {best}; "
+            + ", ".join(
+                f"{mine} / {rival} (fastest rival) = {ratios[mine] / ratios[rival]:.2f}x "
+                f"(paired {statistics.median(processed[mine].paired(processed[rival])):.2f}x)"
+                for mine in TENURE
+            )
         )
-    print("\n" + "; ".join(summary))
+    print("\n" + "\n".join(summary))
     return 0
 
 
