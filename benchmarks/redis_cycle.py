@@ -28,8 +28,10 @@ other's. For 1 worker the script also prints the client CPU time per cycle of ea
 which depends much less on other load on the machine than throughput does. Then, in one
 process, it compares claims alone: ``claim_next`` one at a time against
 ``claim_many(owner, ttl, --batch)`` (one script run per batch), and the full cycle with
-batch claims, completed one ``complete`` per job or one ``complete_many`` per batch. After every repetition it checks that every job was claimed exactly once
-(done, or leased, at generation 1), so a broken loop cannot pass for a fast one.
+batch claims, completed one ``complete`` per job or one ``complete_many`` per batch. After
+every repetition it checks that every job was claimed exactly once (done, or leased, at
+generation 1), so a broken loop cannot pass for a fast one. ``--workers ''`` runs only the
+batch comparisons.
 
 The raw loop mirrors ``tenure/stores/redis/_aio.py``: if the driver's KEYS/ARGV change,
 change ``RawCycles`` with it. Exits 0.
