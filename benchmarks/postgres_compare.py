@@ -124,23 +124,36 @@ def tenure_worker(index: int, url: str, batch: int) -> Callable[[], int]:
 
 
 def tenure_async_worker(index: int, url: str, batch: int) -> Callable[[], int]:
-    """The async API, like pgqueuer's batches: take ``batch`` jobs at once, complete them
-    together."""
+    """The async API, like pgqueuer's batches and its buffered completions: take ``batch``
+    jobs at once and complete them together, the completion of one batch in flight while
+    the next batch is claimed (two pooled connections)."""
     import tenure.aio
 
     loop = asyncio.new_event_loop()
     separator = "&" if "?" in url else "?"
-    store = loop.run_until_complete(tenure.aio.connect(f"{url}{separator}pool_min=1&pool_max=2"))
+    store = loop.run_until_complete(tenure.aio.connect(f"{url}{separator}pool_min=2&pool_max=2"))
     owner = f"worker-{index}"
+
+    async def complete(leases: list[tenure.Lease]) -> int:
+        lost = await store.complete_many(leases)
+        assert not lost, lost
+        return len(leases)
 
     async def work() -> int:
         done = 0
+        completing: asyncio.Task[int] | None = None
         try:
-            while leases := await store.claim_many(owner, TTL, batch):
-                lost = await store.complete_many(leases)
-                assert not lost, lost
-                done += len(leases)
+            while True:
+                leases = await store.claim_many(owner, TTL, batch)
+                if completing is not None:
+                    done += await completing
+                    completing = None
+                if not leases:
+                    break
+                completing = asyncio.ensure_future(complete(leases))
         finally:
+            if completing is not None:
+                done += await completing
             await store.close()
         return done
 
