@@ -60,7 +60,15 @@ from _common import Result, machine_line, print_report
 
 import tenure
 
-SYSTEMS = ("tenure", "tenure batch", "tenure many", "RQ", "Dramatiq", "Dramatiq 1 thr")
+SYSTEMS = (
+    "tenure",
+    "tenure batch",
+    "tenure many",
+    "tenure Worker",
+    "RQ",
+    "Dramatiq",
+    "Dramatiq 1 thr",
+)
 TENURE = tuple(system for system in SYSTEMS if system.startswith("tenure"))
 TTL = 60.0
 BATCH = 10
@@ -129,6 +137,25 @@ def process(system: str, url: str, tag: str, index: int) -> Callable[[], int]:
         store = tenure.connect(tenure_url(url, tag))
         owner = f"worker-{index}"
         batch = 1 if system == "tenure" else BATCH
+
+        if system == "tenure Worker":
+            # The runtime itself, like Dramatiq's Worker: 8 slots (Dramatiq's 8 threads),
+            # free slots filled in one claim, completions of jobs that finish together sent
+            # in one call, leases renewed by its own thread.
+            store.close()
+            worker = tenure.Worker(
+                tenure_url(url, tag), concurrency=8, ttl=TTL, owner=owner, poll_interval=0.05
+            )
+
+            @worker.handler("default")
+            async def run_job(ctx: tenure.JobContext) -> None:
+                handle(ctx.payload["n"])
+
+            def tenure_worker_loop() -> int:
+                worker.run(burst=True, install_signal_handlers=False)
+                return int(worker.stats()["completed"])
+
+            return tenure_worker_loop
 
         if system == "tenure many":
 
@@ -271,6 +298,7 @@ def cleanup(url: str, tag: str, system: str) -> None:
         "tenure": ["{" + tag + "}:*"],
         "tenure batch": ["{" + tag + "}:*"],
         "tenure many": ["{" + tag + "}:*"],
+        "tenure Worker": ["{" + tag + "}:*"],
         "RQ": ["rq:*"],
         "Dramatiq": [tag + "*"],
         "Dramatiq 1 thr": [tag + "*"],

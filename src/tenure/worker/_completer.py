@@ -45,7 +45,15 @@ class Completer:
         self._store = store
         self._pending: list[_Entry] = []
         self._sending = False
+        self._quiet: anyio.Event | None = None
         self.calls = 0  # store calls made (for stats and tests)
+
+    async def quiet(self) -> None:
+        """Return once no completion is queued or on its way to the store."""
+        while self._sending or self._pending:
+            if self._quiet is None:
+                self._quiet = anyio.Event()
+            await self._quiet.wait()
 
     async def complete(self, lease: Lease, value: Any) -> None:
         """Complete ``lease`` with ``value``; raises what `AsyncStore.complete` raises."""
@@ -68,6 +76,9 @@ class Completer:
                 self._sending = False
                 if self._pending:
                     self._pending[0].event.set()
+                elif self._quiet is not None:
+                    self._quiet.set()
+                    self._quiet = None
         entry.answer()
 
     async def _send(self, batch: list[_Entry]) -> None:

@@ -39,6 +39,7 @@ from typing import Any, Literal, TypeVar, overload
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 import anyio.to_thread
 
 from .._clock import Clock, LeaseTiming, SystemClock
@@ -620,6 +621,15 @@ class Worker:
             if free <= 0:
                 await self._wait_for_slot()
                 continue
+            if free < config.concurrency and self._completer is not None:
+                # Jobs whose completions are on their way free their slots when the store
+                # answers: claim for all of them in one call rather than one by one. The
+                # wait is one store round trip at most.
+                await self._completer.quiet()
+                await anyio.lowlevel.checkpoint()
+                free = config.concurrency - len(self._jobs)
+                if free <= 0 or self._stop_requested:
+                    continue
             try:
                 claimed = await store._claim_jobs(self.owner or "", config.ttl, free, queues=queues)
             except StoreUnavailable as exc:
