@@ -52,7 +52,7 @@ from tenure.stores.postgres._common import render
 
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 TTL = 60.0
-SYSTEMS = ("tenure", "tenure batch", "tenure async", "pgqueuer", "procrastinate")
+SYSTEMS = ("tenure", "tenure batch", "tenure async", "tenure Worker", "pgqueuer", "procrastinate")
 
 
 def database_url(base: str, name: str) -> str:
@@ -161,6 +161,23 @@ def tenure_async_worker(index: int, url: str, batch: int) -> Callable[[], int]:
         done = loop.run_until_complete(work())
         loop.close()
         return done
+
+    return run
+
+
+def tenure_runtime_worker(index: int, url: str) -> Callable[[], int]:
+    """The runtime itself, like pgqueuer's QueueManager: `tenure.Worker` with 10 slots (its
+    batch of 10), an async no-op handler; free slots are filled in one claim, jobs that
+    finish together are completed in one call, leases are renewed from its own thread."""
+    worker = tenure.Worker(url, concurrency=10, ttl=TTL, owner=f"worker-{index}")
+
+    @worker.handler("default")
+    async def noop(ctx: tenure.JobContext) -> None:
+        return None
+
+    def run() -> int:
+        worker.run(burst=True, install_signal_handlers=False)
+        return int(worker.stats()["completed"])
 
     return run
 
@@ -374,7 +391,7 @@ def main(argv: list[str]) -> int:
         "pgqueuer": recreate_database(args.url, "bench_pgqueuer"),
         "procrastinate": recreate_database(args.url, "bench_procrastinate"),
     }
-    urls["tenure batch"] = urls["tenure async"] = urls["tenure"]
+    urls["tenure batch"] = urls["tenure async"] = urls["tenure Worker"] = urls["tenure"]
     tenure.connect(urls["tenure"]).close()
     pgqueuer_setup(urls["pgqueuer"])
     procrastinate_setup(urls["procrastinate"])
@@ -382,6 +399,7 @@ def main(argv: list[str]) -> int:
         "tenure": tenure_fill,
         "tenure batch": tenure_fill,
         "tenure async": tenure_fill,
+        "tenure Worker": tenure_fill,
         "pgqueuer": pgqueuer_fill,
         "procrastinate": procrastinate_fill,
     }
@@ -389,6 +407,7 @@ def main(argv: list[str]) -> int:
         "tenure": tenure_check,
         "tenure batch": tenure_check,
         "tenure async": tenure_check,
+        "tenure Worker": tenure_check,
         "pgqueuer": pgqueuer_check,
         "procrastinate": procrastinate_check,
     }
@@ -396,6 +415,7 @@ def main(argv: list[str]) -> int:
         "tenure": (tenure_worker, (urls["tenure"], 1), TENURE_DONE),
         "tenure batch": (tenure_worker, (urls["tenure"], 10), TENURE_DONE),
         "tenure async": (tenure_async_worker, (urls["tenure"], 10), TENURE_DONE),
+        "tenure Worker": (tenure_runtime_worker, (urls["tenure"],), TENURE_DONE),
         "pgqueuer": (pgqueuer_worker, (urls["pgqueuer"],), PGQUEUER_DONE),
         "procrastinate": (procrastinate_worker, (urls["procrastinate"],), PROCRASTINATE_DONE),
     }
