@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slow
 
 
 def _prepared(sql: bytes) -> tuple[str, list[str]]:
-    """The statement with $1, $2... in place of %(name)s, and the names in order."""
+    """The statement with $1, $2... in place of %(name)s or %(name)b, and the names in order."""
     names: list[str] = []
 
     def number(match: re.Match[str]) -> str:
@@ -30,7 +30,7 @@ def _prepared(sql: bytes) -> tuple[str, list[str]]:
             names.append(match.group(1))
         return f"${names.index(match.group(1)) + 1}"
 
-    return re.sub(r"%\((\w+)\)s", number, sql.decode()), names
+    return re.sub(r"%\((\w+)\)[sb]", number, sql.decode()), names
 
 
 def _literal(value: Any) -> str:

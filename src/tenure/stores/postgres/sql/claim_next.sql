@@ -8,7 +8,7 @@
 picked AS MATERIALIZED (
     SELECT c.job_id, c.available_at, c.seq,
            c.state = 'leased' AND c.attempts >= c.max_attempts AS buryable
-    FROM unnest(%(queues)s::text[]) AS q (queue)
+    FROM unnest(%(queues)b::text[]) AS q (queue)
     CROSS JOIN LATERAL (
         SELECT j.job_id, j.state, j.attempts, j.max_attempts, j.available_at, j.seq
         FROM {schema}.tenure_jobs AS j
@@ -39,7 +39,7 @@ applied AS (
         attempts = j.attempts + 1,
         updated_at = clock.now
     FROM numbered AS n
-    JOIN unnest(%(secret_hashes)s::text[]) WITH ORDINALITY AS h (secret_hash, position)
+    JOIN unnest(%(secret_hashes)b::text[]) WITH ORDINALITY AS h (secret_hash, position)
         USING (position),
         clock
     WHERE j.job_id = n.job_id

@@ -5,11 +5,11 @@
 todo AS MATERIALIZED (
     SELECT t.job_id, t.owner, t.generation, t.secret_hash, t.result, t.position
     FROM unnest(
-        %(job_ids)s::text[],
-        %(owners)s::text[],
-        %(generations)s::bigint[],
-        %(secret_hashes)s::text[],
-        %(results)s::text[]
+        %(job_ids)b::text[],
+        %(owners)b::text[],
+        %(generations)b::bigint[],
+        %(secret_hashes)b::text[],
+        %(results)b::text[]
     ) WITH ORDINALITY AS t (job_id, owner, generation, secret_hash, result, position)
     -- The update takes its row locks in this order: the same for every batch, so two
     -- batches sharing jobs wait for each other instead of deadlocking.

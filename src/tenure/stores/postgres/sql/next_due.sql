@@ -9,7 +9,7 @@ WITH clock AS MATERIALIZED (
 )
 SELECT clock.now, (
     SELECT min(due.available_at)
-    FROM unnest(%(queues)s::text[]) AS q (queue)
+    FROM unnest(%(queues)b::text[]) AS q (queue)
     CROSS JOIN LATERAL (
         SELECT j.available_at
         FROM {schema}.tenure_jobs AS j
