@@ -49,6 +49,7 @@ __all__ = [
     "interleave_chunks",
     "machine_line",
     "print_report",
+    "run_children",
     "timed",
 ]
 
@@ -177,6 +178,20 @@ def _child(
         results.put((index, 0.0, 0.0, 0, f"{type(exc).__name__}: {exc}"))
 
 
+def run_children(children: Sequence[Any], queue: Any) -> list[Any]:
+    """Start the child processes, collect one report from each (its last field an error
+    message or None), join them; raise if any failed."""
+    for child in children:
+        child.start()
+    reports = [queue.get() for _ in children]
+    for child in children:
+        child.join()
+    errors = [report[-1] for report in reports if report[-1]]
+    if errors:
+        raise RuntimeError(f"benchmark worker failed: {errors[0]}")
+    return reports
+
+
 def contend(factory: WorkerFactory, processes: int, *args: Any) -> tuple[int, float]:
     """Run ``processes`` OS processes at once, each running ``factory(index, *args)()``,
     released together by a barrier after their setup. Returns the total operations and the
@@ -190,14 +205,7 @@ def contend(factory: WorkerFactory, processes: int, *args: Any) -> tuple[int, fl
         context.Process(target=_child, args=(factory, args, index, barrier, queue))
         for index in range(processes)
     ]
-    for child in children:
-        child.start()
-    reports = [queue.get() for _ in children]
-    for child in children:
-        child.join()
-    errors = [error for *_, error in reports if error]
-    if errors:
-        raise RuntimeError(f"benchmark worker failed: {errors[0]}")
+    reports = run_children(children, queue)
     start = min(report[1] for report in reports)
     end = max(report[2] for report in reports)
     return sum(report[3] for report in reports), end - start
@@ -264,14 +272,7 @@ def contend_chunks(
         )
         for index in range(processes)
     ]
-    for child in children:
-        child.start()
-    reports = [queue.get() for _ in children]
-    for child in children:
-        child.join()
-    errors = [error for *_, error in reports if error]
-    if errors:
-        raise RuntimeError(f"benchmark worker failed: {errors[0]}")
+    reports = run_children(children, queue)
     windows: dict[tuple[int, int], list[tuple[float, float, int]]] = {}
     for _, log, _ in reports:
         for turn, which, start, end, ran in log:

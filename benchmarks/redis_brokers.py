@@ -56,7 +56,7 @@ from collections.abc import Callable
 from typing import Any
 
 import redis
-from _common import Result, machine_line, print_report
+from _common import Result, machine_line, print_report, run_children
 
 import tenure
 
@@ -250,14 +250,10 @@ def run_workers(system: str, url: str, tag: str, workers: int) -> tuple[int, flo
         context.Process(target=_child, args=(system, url, tag, index, barrier, results))
         for index in range(workers)
     ]
-    for child in children:
-        child.start()
-    reports = [results.get() for _ in children]
-    for child in children:
-        child.join()
-    errors = [error for *_, error in reports if error]
-    if errors:
-        raise RuntimeError(f"{system} worker failed: {errors[0]}")
+    try:
+        reports = run_children(children, results)
+    except RuntimeError as exc:
+        raise RuntimeError(f"{system}: {exc}") from None
     start = min(report[0] for report in reports)
     end = max(report[1] for report in reports)
     return sum(report[2] for report in reports), end - start

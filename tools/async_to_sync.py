@@ -52,6 +52,7 @@ RULES: list[tuple[str, str]] = [
     (r"\buncancellable\b", "uncancellable_sync"),
     (r"\blooks_closed\b", "looks_closed_sync"),
     # chaos drivers
+    (r"\bAsyncPassThroughDriver\b", "PassThroughDriver"),
     (r"\bAsyncRecordingDriver\b", "RecordingDriver"),
     (r"\bAsyncUnsafeDriver\b", "UnsafeDriver"),
 ]

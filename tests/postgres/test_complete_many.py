@@ -64,6 +64,21 @@ def _count_statements(
     return calls
 
 
+def _wait_for_the_row_lock(admin: Any, app_name: str) -> None:
+    """Until the store's connection (by application name) waits for a row lock."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        waiting = admin.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+            "AND application_name = %s",
+            (app_name,),
+        ).fetchone()[0]
+        if waiting:
+            return
+        time.sleep(0.005)
+    pytest.fail("complete_many never waited for the row lock")
+
+
 def _table(schema: str) -> sql.Composed:
     return sql.SQL("{}.tenure_jobs").format(sql.Identifier(schema))
 
@@ -89,18 +104,7 @@ def test_the_batch_commits_all_at_once(
         )
         thread = threading.Thread(target=lambda: done.append(store.complete_many(leases)))
         thread.start()
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            waiting = admin.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                "AND application_name = %s",
-                (app_name,),
-            ).fetchone()[0]
-            if waiting:
-                break
-            time.sleep(0.005)
-        else:
-            pytest.fail("complete_many never waited for the row lock")
+        _wait_for_the_row_lock(admin, app_name)
         assert {job.job_id: job.state for job in store.jobs()} == {
             "A": "leased",
             "B": "leased",
@@ -188,18 +192,7 @@ def test_a_raced_completion_runs_again_alone(
             )
         )
         thread.start()
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            waiting = admin.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                "AND application_name = %s",
-                (app_name,),
-            ).fetchone()[0]
-            if waiting:
-                break
-            time.sleep(0.005)
-        else:
-            pytest.fail("complete_many never waited for the row lock")
+        _wait_for_the_row_lock(admin, app_name)
         blocker.commit()
     thread.join(10)
     (outcomes,) = answers

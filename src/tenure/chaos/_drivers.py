@@ -61,24 +61,53 @@ def _ended(error: BaseException) -> str:
     return "unknown"
 
 
-class AsyncRecordingDriver:
+class AsyncPassThroughDriver:
+    """Hands every call to ``inner``; the drivers below override what they watch or break."""
+
+    def __init__(self, inner: AsyncDriver) -> None:
+        self._inner = inner
+        self.store_id = inner.store_id
+        self.url = inner.url
+
+    async def now(self) -> float:
+        return await self._inner.now()
+
+    async def submit(
+        self, job_id: str, queue: str, payload: str | None, delay: float, max_attempts: int
+    ) -> Outcome:
+        return await self._inner.submit(job_id, queue, payload, delay, max_attempts)
+
+    async def claim(self, job_id: str, owner: str, ttl: float, secret_hash: str) -> Outcome:
+        return await self._inner.claim(job_id, owner, ttl, secret_hash)
+
+    async def get(self, job_id: str) -> Outcome:
+        return await self._inner.get(job_id)
+
+    async def list_jobs(
+        self, queue: str | None, state: str | None, limit: int
+    ) -> tuple[float, list[JobRow]]:
+        return await self._inner.list_jobs(queue, state, limit)
+
+    async def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
+        await self._inner.wait_for_jobs(queues, timeout)
+
+    async def close(self) -> None:
+        await self._inner.close()
+
+
+class AsyncRecordingDriver(AsyncPassThroughDriver):
     """Records every call to ``inner`` in ``recorder`` (see the module docstring)."""
 
     def __init__(
         self, inner: AsyncDriver, recorder: Recorder, control: Control | None = None
     ) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._rec = recorder
         self._control = control
-        self.store_id = inner.store_id
-        self.url = inner.url
 
     def _reach(self, point: str, **info: Any) -> None:
         if self._control is not None:
             self._control.reach(point, **info)
-
-    async def now(self) -> float:
-        return await self._inner.now()
 
     async def submit(
         self, job_id: str, queue: str, payload: str | None, delay: float, max_attempts: int
@@ -244,42 +273,15 @@ class AsyncRecordingDriver:
         else:
             self._rec.end(op, f, "fail", **fields)
 
-    async def get(self, job_id: str) -> Outcome:
-        return await self._inner.get(job_id)
 
-    async def list_jobs(
-        self, queue: str | None, state: str | None, limit: int
-    ) -> tuple[float, list[JobRow]]:
-        return await self._inner.list_jobs(queue, state, limit)
-
-    async def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
-        await self._inner.wait_for_jobs(queues, timeout)
-
-    async def close(self) -> None:
-        await self._inner.close()
-
-
-class AsyncUnsafeDriver:
+class AsyncUnsafeDriver(AsyncPassThroughDriver):
     """Breaks the lease protocol on purpose (see the module docstring). Never use it for
     anything but showing that the chaos checker catches it."""
 
     def __init__(self, inner: AsyncDriver, mode: str, clock: Clock) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._mode = mode
         self._clock = clock
-        self.store_id = inner.store_id
-        self.url = inner.url
-
-    async def now(self) -> float:
-        return await self._inner.now()
-
-    async def submit(
-        self, job_id: str, queue: str, payload: str | None, delay: float, max_attempts: int
-    ) -> Outcome:
-        return await self._inner.submit(job_id, queue, payload, delay, max_attempts)
-
-    async def claim(self, job_id: str, owner: str, ttl: float, secret_hash: str) -> Outcome:
-        return await self._inner.claim(job_id, owner, ttl, secret_hash)
 
     async def claim_next(
         self, owner: str, ttl: float, queues: Sequence[str], secret_hashes: Sequence[str]
@@ -363,17 +365,3 @@ class AsyncUnsafeDriver:
         if row.state != "leased" or row.owner is None or row.secret_hash is None:
             return None
         return row.owner, row.generation, row.secret_hash
-
-    async def get(self, job_id: str) -> Outcome:
-        return await self._inner.get(job_id)
-
-    async def list_jobs(
-        self, queue: str | None, state: str | None, limit: int
-    ) -> tuple[float, list[JobRow]]:
-        return await self._inner.list_jobs(queue, state, limit)
-
-    async def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
-        await self._inner.wait_for_jobs(queues, timeout)
-
-    async def close(self) -> None:
-        await self._inner.close()

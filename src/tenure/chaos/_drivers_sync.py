@@ -44,24 +44,53 @@ def _ended(error: BaseException) -> str:
     return "unknown"
 
 
-class RecordingDriver:
+class PassThroughDriver:
+    """Hands every call to ``inner``; the drivers below override what they watch or break."""
+
+    def __init__(self, inner: SyncDriver) -> None:
+        self._inner = inner
+        self.store_id = inner.store_id
+        self.url = inner.url
+
+    def now(self) -> float:
+        return self._inner.now()
+
+    def submit(
+        self, job_id: str, queue: str, payload: str | None, delay: float, max_attempts: int
+    ) -> Outcome:
+        return self._inner.submit(job_id, queue, payload, delay, max_attempts)
+
+    def claim(self, job_id: str, owner: str, ttl: float, secret_hash: str) -> Outcome:
+        return self._inner.claim(job_id, owner, ttl, secret_hash)
+
+    def get(self, job_id: str) -> Outcome:
+        return self._inner.get(job_id)
+
+    def list_jobs(
+        self, queue: str | None, state: str | None, limit: int
+    ) -> tuple[float, list[JobRow]]:
+        return self._inner.list_jobs(queue, state, limit)
+
+    def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
+        self._inner.wait_for_jobs(queues, timeout)
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+class RecordingDriver(PassThroughDriver):
     """Records every call to ``inner`` in ``recorder`` (see the module docstring)."""
 
     def __init__(
         self, inner: SyncDriver, recorder: Recorder, control: Control | None = None
     ) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._rec = recorder
         self._control = control
-        self.store_id = inner.store_id
-        self.url = inner.url
 
     def _reach(self, point: str, **info: Any) -> None:
         if self._control is not None:
             self._control.reach(point, **info)
-
-    def now(self) -> float:
-        return self._inner.now()
 
     def submit(
         self, job_id: str, queue: str, payload: str | None, delay: float, max_attempts: int
@@ -225,42 +254,15 @@ class RecordingDriver:
         else:
             self._rec.end(op, f, "fail", **fields)
 
-    def get(self, job_id: str) -> Outcome:
-        return self._inner.get(job_id)
 
-    def list_jobs(
-        self, queue: str | None, state: str | None, limit: int
-    ) -> tuple[float, list[JobRow]]:
-        return self._inner.list_jobs(queue, state, limit)
-
-    def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
-        self._inner.wait_for_jobs(queues, timeout)
-
-    def close(self) -> None:
-        self._inner.close()
-
-
-class UnsafeDriver:
+class UnsafeDriver(PassThroughDriver):
     """Breaks the lease protocol on purpose (see the module docstring). Never use it for
     anything but showing that the chaos checker catches it."""
 
     def __init__(self, inner: SyncDriver, mode: str, clock: Clock) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._mode = mode
         self._clock = clock
-        self.store_id = inner.store_id
-        self.url = inner.url
-
-    def now(self) -> float:
-        return self._inner.now()
-
-    def submit(
-        self, job_id: str, queue: str, payload: str | None, delay: float, max_attempts: int
-    ) -> Outcome:
-        return self._inner.submit(job_id, queue, payload, delay, max_attempts)
-
-    def claim(self, job_id: str, owner: str, ttl: float, secret_hash: str) -> Outcome:
-        return self._inner.claim(job_id, owner, ttl, secret_hash)
 
     def claim_next(
         self, owner: str, ttl: float, queues: Sequence[str], secret_hashes: Sequence[str]
@@ -344,17 +346,3 @@ class UnsafeDriver:
         if row.state != "leased" or row.owner is None or row.secret_hash is None:
             return None
         return row.owner, row.generation, row.secret_hash
-
-    def get(self, job_id: str) -> Outcome:
-        return self._inner.get(job_id)
-
-    def list_jobs(
-        self, queue: str | None, state: str | None, limit: int
-    ) -> tuple[float, list[JobRow]]:
-        return self._inner.list_jobs(queue, state, limit)
-
-    def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
-        self._inner.wait_for_jobs(queues, timeout)
-
-    def close(self) -> None:
-        self._inner.close()

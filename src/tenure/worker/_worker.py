@@ -621,10 +621,11 @@ class Worker:
             if free <= 0:
                 await self._wait_for_slot()
                 continue
-            if free < config.concurrency and self._completer is not None:
+            if free < config.concurrency:
                 # Jobs whose completions are on their way free their slots when the store
                 # answers: claim for all of them in one call rather than one by one. The
                 # wait is one store round trip at most.
+                assert self._completer is not None
                 await self._completer.quiet()
                 await anyio.lowlevel.checkpoint()
                 free = config.concurrency - len(self._jobs)
@@ -952,7 +953,7 @@ class Worker:
         if result.kind == "ok":
             try:
                 done = await self._store_call(
-                    "complete", lease, self._complete(store, lease, result.value), extra
+                    "complete", lease, self._complete(lease, result.value), extra
                 )
             except InvalidArgument as exc:
                 await self._fail(store, running, f"the handler's result was refused: {exc}")
@@ -981,10 +982,9 @@ class Worker:
             self._stats.incr("released")
             log.debug("job released by its handler", extra=extra)
 
-    def _complete(self, store: AsyncStore, lease: Lease, value: Any) -> Awaitable[None]:
+    def _complete(self, lease: Lease, value: Any) -> Awaitable[None]:
         # Through the completer: jobs finishing together share one store call.
-        if self._completer is None:
-            return store.complete(lease, value)
+        assert self._completer is not None  # made by _serve, before any job starts
         return self._completer.complete(lease, value)
 
     async def _fail(

@@ -487,7 +487,7 @@ class AsyncPostgresDriver:
         raced (see `_one`) run again, only they: the others' answers stand."""
         answers: list[Outcome] = []
         pending = list(range(len(completions)))
-        for attempt in range(_RACE_RETRIES):
+        for _ in range(_RACE_RETRIES):
             if not pending:
                 break
             batch = [completions[i] for i in pending]
@@ -500,16 +500,12 @@ class AsyncPostgresDriver:
                 "now": self._now(),
             }
             rows = await self._rows("complete_many", self._sql["complete_many"], params)
-            if not attempt:
+            if not answers:
                 answers = [outcome(row) for row in rows]
-                pending = [i for i, row in zip(pending, rows, strict=True) if row[17]]
-                continue
-            raced = []
-            for index, row in zip(pending, rows, strict=True):
-                answers[index] = outcome(row)
-                if row[17]:
-                    raced.append(index)
-            pending = raced
+            else:
+                for index, row in zip(pending, rows, strict=True):
+                    answers[index] = outcome(row)
+            pending = [index for index, row in zip(pending, rows, strict=True) if row[17]]
         return answers
 
     async def release(self, job_id: str, owner: str, generation: int, secret_hash: str) -> Outcome:

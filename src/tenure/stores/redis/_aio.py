@@ -268,9 +268,8 @@ class AsyncRedisDriver:
     async def complete(
         self, job_id: str, owner: str, generation: int, secret_hash: str, result: str | None
     ) -> Outcome:
-        has_result = "0" if result is None else "1"
         return await self._holder(
-            "complete", job_id, owner, generation, secret_hash, result or "", has_result
+            "complete", job_id, owner, generation, secret_hash, *_result_args(result)
         )
 
     async def complete_many(self, completions: Sequence[Completion]) -> list[Outcome]:
@@ -281,13 +280,7 @@ class AsyncRedisDriver:
         args = [self._now_arg()]
         for job_id, owner, generation, secret_hash, result in completions:
             keys.append(k.job(job_id))
-            args += (
-                owner,
-                str(generation),
-                secret_hash,
-                result or "",
-                "0" if result is None else "1",
-            )
+            args += (owner, str(generation), secret_hash, *_result_args(result))
         now, items = decode_batch(await self._eval("complete_many", "complete_many", keys, args))
         return [decode_item(item, now) for item in items]
 
@@ -363,3 +356,9 @@ class AsyncRedisDriver:
             self._recent = []
             with uncancellable():
                 await self._pool.disconnect()  # in-use ones too, so the recent ones
+
+
+def _result_args(result: str | None) -> tuple[str, str]:
+    """A result as the scripts take it: its JSON text and whether there is one (a Lua
+    string cannot be nil, so "no result" travels as a flag)."""
+    return ("", "0") if result is None else (result, "1")
