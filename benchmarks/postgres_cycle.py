@@ -42,7 +42,7 @@ from _common import Result, Side, contend_chunks, interleave_chunks, machine_lin
 
 import tenure
 from tenure._validate import MAX_GENERATION
-from tenure.stores.postgres._common import SqlSet, render, sql_text
+from tenure.stores.postgres._common import SqlSet, Statement, binary_lists, render, sql_text
 
 OWNER = "bench-worker"
 TTL = 60.0
@@ -119,6 +119,10 @@ class RawCycles:
     def __init__(self, base: str, schema: str, owner: str) -> None:
         self.conn = psycopg.connect(base, autocommit=True)
         self.conn.execute(sql_text("configure").encode())
+        # As the driver runs them: a raw cursor (PostgreSQL's $n placeholders), arrays in
+        # binary.
+        self.cursor = psycopg.RawCursor(self.conn)
+        binary_lists(self.cursor)
         sql = SqlSet(schema)
         self.claim_next, self.complete = sql["claim_next"], sql["complete"]
         self.claim_params = {
@@ -132,8 +136,11 @@ class RawCycles:
         }
         self.owner = owner
 
+    def execute(self, statement: Statement, params: dict[str, Any]) -> psycopg.RawCursor[Any]:
+        return self.cursor.execute(statement.text, statement.args(params))
+
     def step(self, limit: int) -> int:
-        execute = self.conn.execute
+        execute = self.execute
         claim_next, complete, claim_params = self.claim_next, self.complete, self.claim_params
         done = 0
         while done < limit:
@@ -222,7 +229,7 @@ class RawBatchCycles(RawCycles):
         self.batch = batch
 
     def step(self, limit: int) -> int:
-        execute, owner = self.conn.execute, self.owner
+        execute, owner = self.execute, self.owner
         done = 0
         while done < limit:
             wanted = min(self.batch, limit - done)
@@ -242,7 +249,7 @@ class RawBatchCycles(RawCycles):
                     "job_ids": [row[1] for row in rows],
                     "owners": [owner] * len(rows),
                     "generations": [row[5] for row in rows],
-                    "secret_hashes": [RAW_SECRET_HASH] * len(rows),
+                    "held_hashes": [RAW_SECRET_HASH] * len(rows),
                     "results": [None] * len(rows),
                     "now": None,
                 },

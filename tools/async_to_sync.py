@@ -42,6 +42,7 @@ RULES: list[tuple[str, str]] = [
     (r"\bAsyncConnectionPool\b", "ConnectionPool"),
     (r"\bAsyncConnection\b", "Connection"),
     (r"\bAsyncCursor\b", "Cursor"),
+    (r"\bAsyncRawCursor\b", "RawCursor"),
     (r"\bpause\b", "pause_sync"),
     (r"\bAwaitable\[(\w+)\]", r"\1"),
     (r"\bAwaitable, ", ""),

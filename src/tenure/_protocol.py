@@ -23,6 +23,7 @@ from .models import Job, Lease, lease_seal
 
 __all__ = [
     "JOB_COLUMNS",
+    "ClaimRequest",
     "ClaimVerdict",
     "Completion",
     "JobRow",
@@ -95,6 +96,17 @@ class Completion(NamedTuple):
     generation: int
     secret_hash: str
     result: str | None
+
+
+class ClaimRequest(NamedTuple):
+    """A validated claim of up to ``len(secret_hashes)`` jobs: one fresh secret per lease
+    wanted, drawn before the first try (``secret_of`` maps each hash to its secret)."""
+
+    owner: str
+    ttl: float
+    queues: tuple[str, ...]
+    secret_hashes: list[str]
+    secret_of: dict[str, str]
 
 
 class ClaimVerdict:

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 from ._clock import Clock, LeaseTiming, SystemClock
 from ._concurrency import pause_sync
 from ._protocol import (
+    ClaimRequest,
     ClaimVerdict,
     Completion,
     JobRow,
@@ -51,6 +52,8 @@ T = TypeVar("T")
 
 DEFAULT_MAX_ATTEMPTS = 5
 _STATES = ("ready", "leased", "done", "dead")
+# Operations that take jobs by picking them: not repeated after a lost reply (see _call).
+_CLAIMS = ("claim_next", "complete_and_claim")
 
 
 class Store:
@@ -116,7 +119,7 @@ class Store:
             except StoreUnavailable as exc:
                 # A claim_next whose reply was lost may have taken a job: repeating it would
                 # take another, so that one error goes to the caller as it is.
-                if attempt == self._retries or (operation == "claim_next" and exc.outcome_unknown):
+                if attempt == self._retries or (operation in _CLAIMS and exc.outcome_unknown):
                     raise
                 pause_sync(0.05 * (4**attempt) * (0.5 + self._rng.random()))
         raise AssertionError("unreachable")
@@ -240,24 +243,36 @@ class Store:
     ) -> list[tuple[Lease, JobRow, float]]:
         # Each lease with the row and store time it came from (enough to build a `Job`
         # snapshot without another read, for callers that need one).
+        request = self._claim_request(owner, ttl, limit, queues)
+
+        def call() -> list[Outcome]:
+            return self._driver.claim_next(
+                request.owner, request.ttl, request.queues, request.secret_hashes
+            )
+
+        sent_at = self._clock.monotonic()
+        return self._claimed(request, self._call("claim_next", call), sent_at)
+
+    def _claim_request(
+        self, owner: str, ttl: float | timedelta, limit: int, queues: Sequence[str]
+    ) -> ClaimRequest:
         owner = validate_id("owner", owner)
         ttl_s = validate_ttl(ttl)
         limit = validate_limit(limit)
         queue_names = validate_queues(queues)
         drawn = [new_secret() for _ in range(limit)]
         secret_of = {secret_hash: secret for secret, secret_hash in drawn}
-        hashes = list(secret_of)
-        sent_at = self._clock.monotonic()
+        return ClaimRequest(owner, ttl_s, queue_names, list(secret_of), secret_of)
 
-        def call() -> list[Outcome]:
-            return self._driver.claim_next(owner, ttl_s, queue_names, hashes)
-
-        outcomes = self._call("claim_next", call)
+    def _claimed(
+        self, request: ClaimRequest, outcomes: list[Outcome], sent_at: float
+    ) -> list[tuple[Lease, JobRow, float]]:
         claimed = []
         for outcome in outcomes:
             row = outcome.row
             if outcome.status == Status.APPLIED and row is not None and row.secret_hash:
-                lease = self._leases.lease(row, owner, ttl_s, secret_of[row.secret_hash], sent_at)
+                secret = request.secret_of[row.secret_hash]
+                lease = self._leases.lease(row, request.owner, request.ttl, secret, sent_at)
                 claimed.append((lease, row, outcome.now))
         return claimed
 
@@ -326,7 +341,57 @@ class Store:
         def call() -> list[Outcome]:
             return self._driver.complete_many(completions)
 
-        outcomes = self._call("complete", call)
+        return self._lost_many(checked, completions, self._call("complete", call))
+
+    def complete_and_claim(
+        self,
+        leases: Sequence[Lease],
+        owner: str,
+        ttl: float | timedelta,
+        limit: int,
+        *,
+        results: Sequence[Any] | None = None,
+        queues: Sequence[str] = DEFAULT_QUEUES,
+    ) -> tuple[list[LeaseLost], list[Lease]]:
+        """`complete_many` of ``leases``, then `claim_many` of up to ``limit`` jobs for
+        ``owner``, in one store operation: a batch worker's loop in one round trip (and, on
+        PostgreSQL, one commit) per batch::
+
+            leases = store.claim_many("worker-1", 30, 10)
+            while leases:
+                results = [handle(lease) for lease in leases]
+                lost, leases = store.complete_and_claim(
+                    leases, "worker-1", 30, 10, results=results
+                )
+
+        Each lease is checked exactly as `complete_many` checks it, and the claim sees the
+        store as the completions left it. Returns ``(lost, claimed)``: the `LeaseLost` error
+        of every stale lease, in order, and the new leases, oldest job first.
+
+        After `StoreUnavailable` with ``outcome_unknown``, the call is not repeated (it may
+        have taken jobs, which would then wait out their lease): repeat the completions
+        with `complete_many`, which is safe, then claim again.
+        """
+        checked, completions = self._completions(leases, results)
+        request = self._claim_request(owner, ttl, limit, queues)
+
+        def call() -> tuple[list[Outcome], list[Outcome]]:
+            if not completions:
+                return [], self._driver.claim_next(
+                    request.owner, request.ttl, request.queues, request.secret_hashes
+                )
+            return self._driver.complete_and_claim(
+                completions, request.owner, request.ttl, request.queues, request.secret_hashes
+            )
+
+        sent_at = self._clock.monotonic()
+        completed, claimed = self._call("complete_and_claim", call)
+        lost = self._lost_many(checked, completions, completed)
+        return lost, [lease for lease, _, _ in self._claimed(request, claimed, sent_at)]
+
+    def _lost_many(
+        self, checked: list[Lease], completions: list[Completion], outcomes: list[Outcome]
+    ) -> list[LeaseLost]:
         lost = []
         for lease, completion, outcome in zip(checked, completions, outcomes, strict=True):
             error = self._lost("complete", lease, completion.secret_hash, outcome, ("done",))

@@ -14,6 +14,19 @@ from tenure.models import lease_seal
 _MOMENT_FIELDS = ("as_of", "lease_expired")
 
 
+def claim_all(
+    store: tenure.Store, *job_ids: str, owner: str = "A", ttl: float = 10
+) -> list[tenure.Lease]:
+    """Submit each job and claim it by id for ``owner``."""
+    leases = []
+    for job_id in job_ids:
+        store.submit(job_id)
+        lease = store.claim(job_id, owner, ttl)
+        assert lease is not None
+        leases.append(lease)
+    return leases
+
+
 def job_view(job: tenure.Job) -> dict[str, Any]:
     """A job's stored state, without the fields that depend on when it was read."""
     view = job.to_dict()

@@ -3,6 +3,7 @@ the argument and the rule, before touching the store, which is left unchanged.""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import math
 from collections.abc import Callable, Iterator
@@ -247,6 +248,102 @@ CASES: list[tuple[str, str, list[Any], Call]] = [
         "results",
         [[v] for v in BAD_JSON],
         lambda w, v: w.store.complete_many([w.lease], v),
+    ),
+    # complete_and_claim: the rules of complete_many and of claim_many; a refused call
+    # neither completes the live lease it was given nor claims the ready job "R".
+    (
+        "complete_and_claim",
+        "leases",
+        BAD_LEASE_LISTS,
+        lambda w, v: w.store.complete_and_claim(v, "B", 10, 2),
+    ),
+    (
+        "complete_and_claim",
+        "leases",
+        [[v] for v in BAD_LEASE_VALUES],
+        lambda w, v: w.store.complete_and_claim([w.lease, *v], "B", 10, 2),
+    ),
+    (
+        "complete_and_claim",
+        "leases",
+        [2, 3],
+        lambda w, v: w.store.complete_and_claim([w.lease] * v, "B", 10, 2),
+    ),
+    (
+        "complete_and_claim",
+        "leases",
+        [[None]],
+        lambda w, v: w.store.complete_and_claim([w.job, *v], "B", 10, 2),  # type: ignore[list-item]
+    ),
+    (
+        "complete_and_claim",
+        "leases",  # a lease whose seal does not match (changed after it was issued)
+        [2, 9],
+        lambda w, v: w.store.complete_and_claim(
+            [dataclasses.replace(w.lease, generation=v)], "B", 10, 2
+        ),
+    ),
+    (
+        "complete_and_claim",
+        "results",
+        BAD_RESULT_LISTS,
+        lambda w, v: w.store.complete_and_claim([w.lease], "B", 10, 2, results=v),
+    ),
+    (
+        "complete_and_claim",
+        "results",
+        [[v] for v in BAD_JSON],
+        lambda w, v: w.store.complete_and_claim([w.lease], "B", 10, 2, results=v),
+    ),
+    (
+        "complete_and_claim",
+        "results",  # results without leases
+        [["r"], [None]],
+        lambda w, v: w.store.complete_and_claim([], "B", 10, 2, results=v),
+    ),
+    (
+        "complete_and_claim",
+        "owner",
+        BAD_IDS,
+        lambda w, v: w.store.complete_and_claim([w.lease], v, 10, 2),
+    ),
+    (
+        "complete_and_claim",
+        "ttl",
+        BAD_TTLS,
+        lambda w, v: w.store.complete_and_claim([w.lease], "B", v, 2),
+    ),
+    (
+        "complete_and_claim",
+        "limit",
+        BAD_LIMITS,
+        lambda w, v: w.store.complete_and_claim([w.lease], "B", 10, v),
+    ),
+    (
+        "complete_and_claim",
+        "queues",
+        BAD_QUEUES,
+        lambda w, v: w.store.complete_and_claim([w.lease], "B", 10, 2, queues=v),
+    ),
+    # and with no leases (the claim alone)
+    ("complete_and_claim", "owner", BAD_IDS, lambda w, v: w.store.complete_and_claim([], v, 10, 2)),
+    (
+        "complete_and_claim",
+        "ttl",
+        BAD_TTLS,
+        lambda w, v: w.store.complete_and_claim([], "B", v, 2),
+    ),
+    (
+        "complete_and_claim",
+        "limit",
+        BAD_LIMITS,
+        lambda w, v: w.store.complete_and_claim([], "B", 10, v),
+    ),
+    (
+        "complete_and_claim",
+        "queues",
+        BAD_QUEUES,
+        lambda w, v: w.store.complete_and_claim([], "B", 10, 2, queues=v),
     ),
     ("release", "lease", BAD_LEASE_VALUES, lambda w, v: w.store.release(v)),
     ("fail", "lease", BAD_LEASE_VALUES, lambda w, v: w.store.fail(v, "e")),

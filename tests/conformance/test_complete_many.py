@@ -11,21 +11,9 @@ import pytest
 import tenure
 import tenure.aio
 from tenure.stores import open_sync_driver
-from tests.conformance._support import LosingReplies, forge, job_view, snapshot
+from tests.conformance._support import LosingReplies, claim_all, forge, job_view, snapshot
 
 T0 = tenure.ManualClock().time()
-
-
-def claim_all(
-    store: tenure.Store, *job_ids: str, owner: str = "A", ttl: float = 10
-) -> list[tenure.Lease]:
-    leases = []
-    for job_id in job_ids:
-        store.submit(job_id)
-        lease = store.claim(job_id, owner, ttl)
-        assert lease is not None
-        leases.append(lease)
-    return leases
 
 
 def test_completes_every_lease_with_its_result(

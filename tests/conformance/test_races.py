@@ -230,3 +230,48 @@ def test_threads_completing_overlapping_batches_in_any_order(url: str) -> None:
     assert len(final) == jobs
     assert all(job.state == "done" and job.generation == 1 for job in final)
     assert all(job.result in range(len(clients)) for job in final)
+
+
+def test_threads_looping_complete_and_claim_do_every_job_once(url: str) -> None:
+    # Batch workers over one pool: each claims a batch, then completes it and claims the
+    # next in one call, until nothing is left. No lease expires (30 s), so every job must be
+    # claimed by exactly one worker, at generation 1, and completed by that worker.
+    jobs, workers = 300, 8
+    with tenure.connect(url) as store:
+        for index in range(jobs):
+            store.submit(f"p{index:03d}")
+    clients = [tenure.connect(url) for _ in range(workers)]
+
+    def work(client: tenure.Store, owner: str, limit: int) -> list[tenure.Lease]:
+        taken = []
+        leases = client.claim_many(owner, 30, limit)
+        while leases:
+            taken.extend(leases)
+            results = [[owner, lease.job_id] for lease in leases]
+            lost, leases = client.complete_and_claim(leases, owner, 30, limit, results=results)
+            assert lost == [], lost
+        return taken
+
+    try:
+        results = all_at_once(
+            [
+                partial(work, client, f"w{index}", 1 + index % 5)
+                for index, client in enumerate(clients)
+            ]
+        )
+    finally:
+        for client in clients:
+            client.close()
+    taken = [lease for leases in results for lease in leases]
+    claimed = sorted(lease.job_id for lease in taken)
+    assert claimed == [f"p{index:03d}" for index in range(jobs)]  # each once, none lost
+    assert all(lease.generation == 1 for lease in taken)
+    assert sum(1 for leases in results if leases) > 1, "one worker did everything"
+    owner_of = {lease.job_id: lease.owner for lease in taken}
+    with tenure.connect(url) as store:
+        final = store.jobs(limit=1000)
+    assert len(final) == jobs
+    for job in final:
+        assert (job.state, job.generation, job.attempts) == ("done", 1, 1), job
+        assert job.owner == owner_of[job.job_id]
+        assert job.result == [job.owner, job.job_id]

@@ -2,8 +2,9 @@
 
 The model below is the whole lease protocol in plain Python: store time with its floor,
 claim/claim_next (with burial of poison jobs), renew/complete/release/fail conditioned on
-owner, generation, secret and expiry, and the rule that repeating an operation that already
-took effect succeeds. Hypothesis drives a real store and the model with the same random
+owner, generation, secret and expiry, complete_many and complete_and_claim (completions
+first, then the claim, at one store time), and the rule that repeating an operation that
+already took effect succeeds. Hypothesis drives a real store and the model with the same random
 sequence of operations (several owners, stale and forged leases, the clock moving forwards
 and being stepped backwards) and compares every answer and every job after every step.
 """
@@ -131,7 +132,11 @@ class Model:
         return None
 
     def claim_many(self, owner: str, ttl: float, limit: int, queues: list[str]) -> list[ModelLease]:
-        now = self.tick()
+        return self._claim_many_at(self.tick(), owner, ttl, limit, queues)
+
+    def _claim_many_at(
+        self, now: float, owner: str, ttl: float, limit: int, queues: list[str]
+    ) -> list[ModelLease]:
         granted: list[ModelLease] = []
         while len(granted) < limit:
             due = [j for j in self.jobs.values() if j.queue in queues and self._due(j, now)]
@@ -185,7 +190,14 @@ class Model:
     def complete_many(self, leases: list[ModelLease], results: list[Any]) -> list[str]:
         """Returns the job ids whose leases are stale, as `Store.complete_many` reports."""
         now = self.tick()  # one store operation: one store time for every item
-        lost = []
+        return [job_id for job_id, _, _ in self._complete_many_at(now, leases, results)]
+
+    def _complete_many_at(
+        self, now: float, leases: list[ModelLease], results: list[Any]
+    ) -> list[tuple[str, int | None, str | None]]:
+        """Each stale lease's job id, with the job's generation and owner as the completion
+        found it (what `LeaseLost.current_generation` and `.current_owner` report)."""
+        lost: list[tuple[str, int | None, str | None]] = []
         for lease, result in zip(leases, results, strict=True):
             job = self.jobs.get(lease.job_id)
             if job is not None and self._holds(job, lease, now):
@@ -193,9 +205,26 @@ class Model:
                 job.result = result
                 job.lease_until = None
                 job.available_at = now
-            elif job is None or not self._ended_by(job, lease, ("done",)):
-                lost.append(lease.job_id)
+            elif job is None:
+                lost.append((lease.job_id, None, None))
+            elif not self._ended_by(job, lease, ("done",)):
+                lost.append((lease.job_id, job.generation, job.owner))
         return lost
+
+    def complete_and_claim(
+        self,
+        leases: list[ModelLease],
+        results: list[Any],
+        owner: str,
+        ttl: float,
+        limit: int,
+        queues: list[str],
+    ) -> tuple[list[tuple[str, int | None, str | None]], list[ModelLease]]:
+        """complete_many, then claim_many on the store the completions left: one store
+        operation, one store time."""
+        now = self.tick()
+        lost = self._complete_many_at(now, leases, results)
+        return lost, self._claim_many_at(now, owner, ttl, limit, queues)
 
     def release(self, lease: ModelLease) -> None:
         now = self.tick()
@@ -379,18 +408,49 @@ class LeaseProtocol(RuleBasedStateMachine):
     def complete(self, back: int, result: int) -> None:
         self.holder_op("complete", *self.pick(back), result)
 
-    @has_leases
-    @rule(backs=st.lists(PICK, min_size=1, max_size=4), result=st.integers(0, 3))
-    def complete_many(self, backs: list[int], result: int) -> None:
+    def pick_batch(self, backs: list[int]) -> list[Pair]:
         pairs: dict[str, Pair] = {}
         for back in backs:  # one lease per job, as the store requires
             lease, model_lease = self.pick(back)
             pairs.setdefault(lease.job_id, (lease, model_lease))
-        chosen = list(pairs.values())
+        return list(pairs.values())
+
+    @has_leases
+    @rule(backs=st.lists(PICK, min_size=1, max_size=4), result=st.integers(0, 3))
+    def complete_many(self, backs: list[int], result: int) -> None:
+        chosen = self.pick_batch(backs)
         results = [result + i for i in range(len(chosen))]
         lost = self.store.complete_many([real for real, _ in chosen], results)
         expected = self.model.complete_many([model for _, model in chosen], results)
         assert [error.job_id for error in lost] == expected, (lost, expected)
+
+    @rule(
+        backs=st.lists(PICK, max_size=4),
+        result=st.integers(0, 3),
+        owner=OWNERS,
+        ttl=TTLS,
+        limit=st.integers(1, 3),
+        queues=st.lists(st.integers(0, 1), min_size=1, max_size=2, unique=True),
+    )
+    def complete_and_claim(
+        self, backs: list[int], result: int, owner: str, ttl: float, limit: int, queues: list[int]
+    ) -> None:
+        chosen = self.pick_batch(backs) if self.leases else []  # no leases: the claim alone
+        results = [result + i for i in range(len(chosen))]
+        names = [self.queues[q] for q in queues]
+        lost, claimed = self.store.complete_and_claim(
+            [real for real, _ in chosen], owner, ttl, limit, results=results, queues=names
+        )
+        expected_lost, expected_claimed = self.model.complete_and_claim(
+            [model for _, model in chosen], results, owner, ttl, limit, names
+        )
+        # Each stale lease in order, judged on the store as it was before the claim.
+        got_lost = [(e.job_id, e.current_generation, e.current_owner) for e in lost]
+        assert got_lost == expected_lost, (lost, expected_lost)
+        assert len(claimed) == len(expected_claimed), (claimed, expected_claimed)
+        for got, want in zip(claimed, expected_claimed, strict=True):
+            self.same_lease(got, want)
+            self.leases.append((got, want))
 
     @has_leases
     @rule(back=PICK)

@@ -1,7 +1,7 @@
 """A TCP proxy in front of PostgreSQL that can lose a reply after the server committed.
 
 It reads the server's messages (type byte, length) and, when armed, holds back the whole
-reply to the next request sent on any connection until the server's ReadyForQuery (sent
+reply to the next statement run on any connection until the server's ReadyForQuery (sent
 after COMMIT), then closes that connection without passing any of it on: exactly what a
 client sees when the network drops at the worst moment. Use sslmode=disable so that the
 stream is plain protocol messages.
@@ -84,6 +84,7 @@ class Proxy:
         self, server: socket.socket, client: socket.socket, target: threading.Event
     ) -> None:
         pending = b""
+        held = b""  # an armed connection's reply so far
         while True:
             try:
                 data = server.recv(65536)
@@ -101,13 +102,20 @@ class Proxy:
                     break
                 message, pending = pending[: 1 + length], pending[1 + length :]
                 if target.is_set():
-                    if kind == b"Z":  # ReadyForQuery: the server is done (and committed)
-                        with self._lock:
-                            self.replies_lost += 1
-                        _close(client, server)
-                        self.lost.set()
-                        return
-                    continue  # held back, then lost
+                    held += message
+                    if kind != b"Z":
+                        continue  # held back, then lost
+                    # ReadyForQuery: the server is done (and committed). The reply to a
+                    # statement's PREPARE alone (ParseComplete: tenure prepares at first
+                    # use) goes through: the statement itself has not run yet.
+                    if not _ran_a_statement(held):
+                        forward, held = forward + held, b""
+                        continue
+                    with self._lock:
+                        self.replies_lost += 1
+                    _close(client, server)
+                    self.lost.set()
+                    return
                 forward += message
             if forward:
                 try:
@@ -115,6 +123,16 @@ class Proxy:
                 except OSError:
                     _close(client, server)
                     return
+
+
+def _ran_a_statement(reply: bytes) -> bool:
+    """Whether a reply (whole messages) holds a CommandComplete or an error."""
+    while reply:
+        (length,) = struct.unpack("!I", reply[1:5])
+        if reply[:1] in (b"C", b"E"):
+            return True
+        reply = reply[1 + length :]
+    return False
 
 
 def _close(*sockets: socket.socket) -> None:

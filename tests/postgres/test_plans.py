@@ -6,7 +6,6 @@ through the primary key, and so do complete_many's."""
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,22 +14,10 @@ import pytest
 
 import tenure
 from tenure._validate import MAX_GENERATION
-from tenure.stores.postgres._common import SqlSet, render, sql_text
+from tenure.stores.postgres._common import SqlSet, Statement, render, sql_text
 from tests.backends import POSTGRES_URL, postgres_schema, postgres_schema_url
 
 pytestmark = pytest.mark.slow
-
-
-def _prepared(sql: bytes) -> tuple[str, list[str]]:
-    """The statement with $1, $2... in place of %(name)s or %(name)b, and the names in order."""
-    names: list[str] = []
-
-    def number(match: re.Match[str]) -> str:
-        if match.group(1) not in names:
-            names.append(match.group(1))
-        return f"${names.index(match.group(1)) + 1}"
-
-    return re.sub(r"%\((\w+)\)[sb]", number, sql.decode()), names
 
 
 def _literal(value: Any) -> str:
@@ -44,10 +31,10 @@ def _literal(value: Any) -> str:
     return repr(value)
 
 
-def explain(conn: Any, sql: bytes, params: dict[str, Any]) -> dict[str, Any]:
+def explain(conn: Any, statement: Statement, params: dict[str, Any]) -> dict[str, Any]:
     """EXPLAIN ANALYZE of the generic plan, in a transaction that is rolled back."""
-    text, names = _prepared(sql)
-    args = ", ".join(_literal(params[name]) for name in names)
+    text = statement.text.decode()
+    args = ", ".join(_literal(value) for value in statement.args(params))
     with conn.transaction(force_rollback=True):
         conn.execute(f"PREPARE tenure_plan AS {text}")
         rows = conn.execute(
@@ -176,7 +163,7 @@ def test_complete_many_uses_the_primary_key(filled: tuple[Any, dict[int, str]], 
         "job_ids": [f"job-{i * 97 + 1}" for i in range(count)],
         "owners": ["w"] * count,
         "generations": [0] * count,
-        "secret_hashes": ["h"] * count,
+        "held_hashes": ["h"] * count,
         "results": [None] * count,
         "now": None,
     }
@@ -187,6 +174,34 @@ def test_complete_many_uses_the_primary_key(filled: tuple[Any, dict[int, str]], 
         (n["Node Type"], n.get("Index Name"), n.get("Filter")) for n in scans
     ]
     assert buffers(plan) < 10 * count + 20
+
+
+@pytest.mark.parametrize("operation", ["complete_many", "complete_and_claim"])
+@pytest.mark.parametrize("size", [1_000, 100_000])
+def test_batch_statements_probe_the_primary_key_whatever_the_table_size(
+    filled: tuple[Any, dict[int, str]], operation: str, size: int
+) -> None:
+    # With PostgreSQL's default random_page_cost a few thousand jobs were enough for the
+    # generic plan to read the whole table (hash join over a sequential scan) instead of
+    # probing the primary key ten times: sql/configure.sql sets 1.1.
+    conn, schemas = filled
+    params = {
+        **_claim_next_params(10, ["default"]),
+        "job_ids": [f"job-{i * 97 + 1}" for i in range(10)],
+        "owners": ["w"] * 10,
+        "generations": [0] * 10,
+        "held_hashes": ["h"] * 10,
+        "results": [None] * 10,
+    }
+    plan = explain(conn, SqlSet(schemas[size])[operation], params)
+    scans = scans_of_jobs(plan)
+    assert scans
+    assert all(n["Node Type"] != "Seq Scan" for n in scans), [
+        (n["Node Type"], n.get("Index Name")) for n in scans
+    ]
+    expected = {"tenure_jobs_pkey"} | ({"tenure_jobs_claimable"} if "claim" in operation else set())
+    assert {n.get("Index Name") for n in scans} == expected
+    assert buffers(plan) < 400  # a read of the 100,000-job table would be thousands
 
 
 def test_wait_lookup_uses_the_partial_index(filled: tuple[Any, dict[int, str]]) -> None:
@@ -204,3 +219,4 @@ def test_connections_are_configured(store: tenure.Store) -> None:
     with driver._pool.connection() as conn:
         assert conn.execute("SHOW plan_cache_mode").fetchone() == ("force_generic_plan",)
         assert conn.execute("SHOW jit").fetchone() == ("off",)
+        assert conn.execute("SHOW random_page_cost").fetchone() == ("1.1",)

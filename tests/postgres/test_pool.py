@@ -121,3 +121,32 @@ async def test_more_tasks_than_connections(url: str) -> None:
         assert all(job.state == "done" for job in await store.jobs(limit=100))
     finally:
         await store.close()
+
+
+@pytest.mark.parametrize(("threshold", "prepared"), [(5, True), (None, False)])
+def test_statements_are_prepared_at_first_use_unless_the_pool_turns_it_off(
+    schema: str, threshold: int | None, prepared: bool
+) -> None:
+    """A worker's first batches are not planned afresh (psycopg's default prepares on the
+    sixth use); a pool built with prepare_threshold=None (PgBouncer before 1.21) keeps
+    tenure from preparing anything."""
+    pool = ConnectionPool(
+        POSTGRES_URL,
+        kwargs={"autocommit": True, "prepare_threshold": threshold},
+        configure=PostgresDriver.configure,
+        min_size=1,
+        max_size=1,
+        open=True,
+    )
+    try:
+        store = tenure.Store(PostgresDriver.open(pool=pool, schema=schema))
+        store.submit("J")
+        lease = store.claim_next("A", 30)
+        assert lease is not None
+        store.close()
+        with pool.connection() as conn:
+            rows = conn.execute("SELECT statement FROM pg_prepared_statements").fetchall()
+        claims = [text for (text,) in rows if "FOR NO KEY UPDATE SKIP LOCKED" in text]
+        assert len(claims) == (1 if prepared else 0), rows
+    finally:
+        pool.close()

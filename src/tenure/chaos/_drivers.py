@@ -80,6 +80,16 @@ class AsyncPassThroughDriver:
     async def claim(self, job_id: str, owner: str, ttl: float, secret_hash: str) -> Outcome:
         return await self._inner.claim(job_id, owner, ttl, secret_hash)
 
+    async def complete_and_claim(
+        self,
+        completions: Sequence[Completion],
+        owner: str,
+        ttl: float,
+        queues: Sequence[str],
+        secret_hashes: Sequence[str],
+    ) -> tuple[list[Outcome], list[Outcome]]:
+        return await self._inner.complete_and_claim(completions, owner, ttl, queues, secret_hashes)
+
     async def get(self, job_id: str) -> Outcome:
         return await self._inner.get(job_id)
 
@@ -152,6 +162,10 @@ class AsyncRecordingDriver(AsyncPassThroughDriver):
         except BaseException as exc:
             self._rec.end(op, "claim_next", _ended(exc), error=str(exc)[:300])
             raise
+        self._claimed(op, secret_hashes, outcomes)
+        return outcomes
+
+    def _claimed(self, op: str, secret_hashes: Sequence[str], outcomes: list[Outcome]) -> None:
         ours = set(secret_hashes)
         claims = [
             {
@@ -167,7 +181,6 @@ class AsyncRecordingDriver(AsyncPassThroughDriver):
         ]
         store_now = outcomes[0].now if outcomes else None
         self._rec.end(op, "claim_next", "ok", claims=claims, store_now=store_now)
-        return outcomes
 
     async def renew(
         self, job_id: str, owner: str, generation: int, secret_hash: str, ttl: float
@@ -199,23 +212,59 @@ class AsyncRecordingDriver(AsyncPassThroughDriver):
     async def complete_many(self, completions: Sequence[Completion]) -> list[Outcome]:
         # One history operation per job: to the checker a batch is its completes, sent at
         # once and answered at once.
-        for c in completions:
-            self._reach("complete", job=c.job_id, gen=c.generation)
-        ops = [
-            self._rec.invoke("complete", job=c.job_id, gen=c.generation, owner=c.owner)
-            for c in completions
-        ]
+        ops = self._invoke_completes(completions)
         try:
             outcomes = await self._inner.complete_many(completions)
         except BaseException as exc:
-            for op, c in zip(ops, completions, strict=True):
-                self._rec.end(
-                    op, "complete", _ended(exc), job=c.job_id, gen=c.generation, error=str(exc)
-                )
+            self._completes_raised(ops, completions, exc)
             raise
+        self._completes_settled(ops, completions, outcomes)
+        return outcomes
+
+    async def complete_and_claim(
+        self,
+        completions: Sequence[Completion],
+        owner: str,
+        ttl: float,
+        queues: Sequence[str],
+        secret_hashes: Sequence[str],
+    ) -> tuple[list[Outcome], list[Outcome]]:
+        # Its completes and its claim_next, sent at once and answered at once.
+        ops = self._invoke_completes(completions)
+        op = self._rec.invoke("claim_next", owner=owner, ttl=ttl, limit=len(secret_hashes))
+        try:
+            completed, claimed = await self._inner.complete_and_claim(
+                completions, owner, ttl, queues, secret_hashes
+            )
+        except BaseException as exc:
+            self._completes_raised(ops, completions, exc)
+            self._rec.end(op, "claim_next", _ended(exc), error=str(exc)[:300])
+            raise
+        self._completes_settled(ops, completions, completed)
+        self._claimed(op, secret_hashes, claimed)
+        return completed, claimed
+
+    def _invoke_completes(self, completions: Sequence[Completion]) -> list[str]:
+        for c in completions:
+            self._reach("complete", job=c.job_id, gen=c.generation)
+        return [
+            self._rec.invoke("complete", job=c.job_id, gen=c.generation, owner=c.owner)
+            for c in completions
+        ]
+
+    def _completes_raised(
+        self, ops: list[str], completions: Sequence[Completion], exc: BaseException
+    ) -> None:
+        for op, c in zip(ops, completions, strict=True):
+            self._rec.end(
+                op, "complete", _ended(exc), job=c.job_id, gen=c.generation, error=str(exc)
+            )
+
+    def _completes_settled(
+        self, ops: list[str], completions: Sequence[Completion], outcomes: list[Outcome]
+    ) -> None:
         for op, c, outcome in zip(ops, completions, outcomes, strict=True):
             self._settled(op, "complete", c.job_id, c.owner, c.generation, c.secret_hash, outcome)
-        return outcomes
 
     async def release(self, job_id: str, owner: str, generation: int, secret_hash: str) -> Outcome:
         op = self._rec.invoke("release", job=job_id, gen=generation, owner=owner)
@@ -331,6 +380,18 @@ class AsyncUnsafeDriver(AsyncPassThroughDriver):
     async def complete_many(self, completions: Sequence[Completion]) -> list[Outcome]:
         # One at a time, so that each goes through the unsafe `complete` above.
         return [await self.complete(*completion) for completion in completions]
+
+    async def complete_and_claim(
+        self,
+        completions: Sequence[Completion],
+        owner: str,
+        ttl: float,
+        queues: Sequence[str],
+        secret_hashes: Sequence[str],
+    ) -> tuple[list[Outcome], list[Outcome]]:
+        # In two steps, so that each goes through the unsafe methods above.
+        completed = await self.complete_many(completions)
+        return completed, await self.claim_next(owner, ttl, queues, secret_hashes)
 
     async def release(self, job_id: str, owner: str, generation: int, secret_hash: str) -> Outcome:
         owner, secret_hash = TAKEOVERS.credentials(job_id, generation, owner, secret_hash)

@@ -46,6 +46,19 @@ class AsyncDriver(Protocol):
         per completion, in order. Job ids are distinct (the store checked)."""
         ...
 
+    async def complete_and_claim(
+        self,
+        completions: Sequence[Completion],
+        owner: str,
+        ttl: float,
+        queues: Sequence[str],
+        secret_hashes: Sequence[str],
+    ) -> tuple[list[Outcome], list[Outcome]]:
+        """`complete_many` then `claim_next`, in one atomic store operation at one store
+        time: the claim sees the store as the completions left it. Answers (one outcome
+        per completion, in order; the claim's outcomes, as `claim_next` answers)."""
+        ...
+
     async def release(
         self, job_id: str, owner: str, generation: int, secret_hash: str
     ) -> Outcome: ...

@@ -61,6 +61,17 @@ class ThreadedDriver:
     async def complete_many(self, completions: Sequence[Completion]) -> list[Outcome]:
         return await anyio.to_thread.run_sync(self.sync.complete_many, completions)
 
+    async def complete_and_claim(
+        self,
+        completions: Sequence[Completion],
+        owner: str,
+        ttl: float,
+        queues: Sequence[str],
+        secret_hashes: Sequence[str],
+    ) -> tuple[list[Outcome], list[Outcome]]:
+        call = partial(self.sync.complete_and_claim, completions, owner, ttl, queues, secret_hashes)
+        return await anyio.to_thread.run_sync(call)
+
     async def release(self, job_id: str, owner: str, generation: int, secret_hash: str) -> Outcome:
         call = partial(self.sync.release, job_id, owner, generation, secret_hash)
         return await anyio.to_thread.run_sync(call)

@@ -43,6 +43,19 @@ class SyncDriver(Protocol):
         per completion, in order. Job ids are distinct (the store checked)."""
         ...
 
+    def complete_and_claim(
+        self,
+        completions: Sequence[Completion],
+        owner: str,
+        ttl: float,
+        queues: Sequence[str],
+        secret_hashes: Sequence[str],
+    ) -> tuple[list[Outcome], list[Outcome]]:
+        """`complete_many` then `claim_next`, in one atomic store operation at one store
+        time: the claim sees the store as the completions left it. Answers (one outcome
+        per completion, in order; the claim's outcomes, as `claim_next` answers)."""
+        ...
+
     def release(self, job_id: str, owner: str, generation: int, secret_hash: str) -> Outcome: ...
 
     def fail(

@@ -3,7 +3,7 @@
 Each operation is one statement (see ``sql/*.sql``) run in autocommit on a pooled
 connection: its condition is evaluated by PostgreSQL against ``clock_timestamp()`` read
 once inside the statement, so there is no read-then-write race and nothing to retry at
-SERIALIZABLE. psycopg prepares each statement on a connection after a few uses.
+SERIALIZABLE. Each statement is prepared on a connection at its first use.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import psycopg
-from psycopg import AsyncConnection, AsyncCursor
+from psycopg import AsyncConnection, AsyncRawCursor
 from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool
 
@@ -28,6 +28,8 @@ from ...errors import StoreUnavailable
 from ._common import (
     PostgresOptions,
     SqlSet,
+    Statement,
+    binary_lists,
     closed_error,
     connection_is_stale,
     describe_pool,
@@ -138,11 +140,18 @@ async def _usable_connection(
     )
 
 
+def _raw_cursor(conn: AsyncConnection[Any]) -> AsyncRawCursor[Row]:
+    cursor = AsyncRawCursor(conn, row_factory=tuple_row)
+    binary_lists(cursor)
+    return cursor
+
+
 class Hot(NamedTuple):
     conn: AsyncConnection[Any]
-    cursor: AsyncCursor[Row]
+    cursor: AsyncRawCursor[Row]
     since: float  # when it was taken from the pool (time.monotonic())
     poller: Any  # watches conn's socket (see connection_is_stale)
+    prepare: bool | None  # for cursor.execute (see _checkout)
 
 
 class AsyncPostgresDriver:
@@ -342,8 +351,11 @@ class AsyncPostgresDriver:
         finally:
             with self._demand:
                 self._wanting -= 1
-        cursor = conn.cursor(row_factory=tuple_row)
-        return Hot(conn, cursor, time.monotonic(), socket_poller(conn))
+        # Prepared at their first use (psycopg's default waits for five): each statement is
+        # used again and again, and a short-lived worker would pay for planning the first
+        # five times. Not when the pool's owner turned preparing off (old PgBouncer).
+        prepare = True if conn.prepare_threshold is not None else None
+        return Hot(conn, _raw_cursor(conn), time.monotonic(), socket_poller(conn), prepare)
 
     async def _checkin(self, hot: Hot) -> None:
         # While another operation wants a connection, this one goes back to the pool, which
@@ -359,10 +371,12 @@ class AsyncPostgresDriver:
         else:
             await self._pool.putconn(hot.conn)
 
-    async def _rows(self, operation: str, statement: bytes, params: dict[str, Any]) -> list[Row]:
+    async def _rows(
+        self, operation: str, statement: Statement, params: dict[str, Any]
+    ) -> list[Row]:
         hot = await self._checkout(operation)
         try:
-            await hot.cursor.execute(statement, params)
+            await hot.cursor.execute(statement.text, statement.args(params), prepare=hot.prepare)
             rows = await hot.cursor.fetchall()
             if not hot.conn.autocommit:
                 await hot.conn.commit()
@@ -427,35 +441,53 @@ class AsyncPostgresDriver:
     async def claim_next(
         self, owner: str, ttl: float, queues: Sequence[str], secret_hashes: Sequence[str]
     ) -> list[Outcome]:
-        claimed: list[Outcome] = []
-        wanted = list(secret_hashes)
+        return await self._claim_rest(owner, ttl, queues, list(secret_hashes), [])
+
+    async def _claim_rest(
+        self,
+        owner: str,
+        ttl: float,
+        queues: Sequence[str],
+        wanted: list[str],
+        claimed: list[Outcome],
+    ) -> list[Outcome]:
+        """Claim ``len(wanted)`` more jobs (one per secret hash), adding them to
+        ``claimed``."""
         while wanted:
-            params = {
-                "owner": owner,
-                "ttl": ttl,
-                "queues": list(queues),
-                "secret_hashes": wanted,
-                "limit": len(wanted),
-                "max_generation": MAX_GENERATION,
-                "now": self._now(),
-            }
+            params = self._claim_params(owner, ttl, queues, wanted)
             rows = await self._rows("claim_next", self._sql["claim_next"], params)
-            won = 0
-            for row in rows:
-                o = outcome(row)
-                if o.status == Status.APPLIED:
-                    claimed.append(o)
-                    won += 1
-                elif o.status == Status.BURIED and o.row is not None:
-                    log.info(
-                        "job buried: its last attempt's lease expired",
-                        extra={"job_id": o.row.job_id, "generation": o.row.generation},
-                    )
-            # Jobs buried on the way took places in the pick: look again for the rest.
-            if won == len(rows):
-                break
-            wanted = wanted[won:]
+            wanted = self._take_claims(rows, wanted, claimed)
         return claimed
+
+    def _claim_params(
+        self, owner: str, ttl: float, queues: Sequence[str], wanted: list[str]
+    ) -> dict[str, Any]:
+        return {
+            "owner": owner,
+            "ttl": ttl,
+            "queues": list(queues),
+            "secret_hashes": wanted,
+            "limit": len(wanted),
+            "max_generation": MAX_GENERATION,
+            "now": self._now(),
+        }
+
+    @staticmethod
+    def _take_claims(rows: list[Row], wanted: list[str], claimed: list[Outcome]) -> list[str]:
+        """Add the claims of a claim answer to ``claimed``; return the secret hashes still
+        wanted: jobs buried on the way took places in the pick, so look again for the rest."""
+        won = 0
+        for row in rows:
+            o = outcome(row)
+            if o.status == Status.APPLIED:
+                claimed.append(o)
+                won += 1
+            elif o.status == Status.BURIED and o.row is not None:
+                log.info(
+                    "job buried: its last attempt's lease expired",
+                    extra={"job_id": o.row.job_id, "generation": o.row.generation},
+                )
+        return [] if won == len(rows) else wanted[won:]
 
     @staticmethod
     def _holder(
@@ -483,28 +515,59 @@ class AsyncPostgresDriver:
         return await self._one("complete", params)
 
     async def complete_many(self, completions: Sequence[Completion]) -> list[Outcome]:
-        """All in one statement (``complete_many.sql``), answers in input order. Those that
-        raced (see `_one`) run again, only they: the others' answers stand."""
-        answers: list[Outcome] = []
-        pending = list(range(len(completions)))
-        for _ in range(_RACE_RETRIES):
+        """All in one statement (``complete_many.sql``), answers in input order."""
+        params = self._completion_params(completions)
+        rows = await self._rows("complete_many", self._sql["complete_many"], params)
+        return await self._complete_raced(completions, rows)
+
+    async def complete_and_claim(
+        self,
+        completions: Sequence[Completion],
+        owner: str,
+        ttl: float,
+        queues: Sequence[str],
+        secret_hashes: Sequence[str],
+    ) -> tuple[list[Outcome], list[Outcome]]:
+        """One statement (``complete_and_claim.sql``): `complete_many` and `claim_next`'s
+        first statements in one, their rare second rounds (raced completions, buried jobs)
+        as they run them."""
+        wanted = list(secret_hashes)
+        params = {
+            **self._completion_params(completions),
+            **self._claim_params(owner, ttl, queues, wanted),
+        }
+        rows = await self._rows("complete_and_claim", self._sql["complete_and_claim"], params)
+        count = len(completions)
+        answers = await self._complete_raced(completions, rows[:count])
+        claimed: list[Outcome] = []
+        wanted = self._take_claims(rows[count:], wanted, claimed)
+        return answers, await self._claim_rest(owner, ttl, queues, wanted, claimed)
+
+    def _completion_params(self, completions: Sequence[Completion]) -> dict[str, Any]:
+        return {
+            "job_ids": [c.job_id for c in completions],
+            "owners": [c.owner for c in completions],
+            "generations": [c.generation for c in completions],
+            "held_hashes": [c.secret_hash for c in completions],
+            "results": [c.result for c in completions],
+            "now": self._now(),
+        }
+
+    async def _complete_raced(
+        self, completions: Sequence[Completion], rows: list[Row]
+    ) -> list[Outcome]:
+        """The outcomes of a batch completion's answer ``rows`` (one per completion, in
+        order). Those that raced (see `_one`) run again, only they: the others' answers
+        stand."""
+        answers = [outcome(row) for row in rows]
+        pending = [index for index, row in enumerate(rows) if row[17]]
+        for _ in range(_RACE_RETRIES - 1):
             if not pending:
                 break
-            batch = [completions[i] for i in pending]
-            params = {
-                "job_ids": [c.job_id for c in batch],
-                "owners": [c.owner for c in batch],
-                "generations": [c.generation for c in batch],
-                "secret_hashes": [c.secret_hash for c in batch],
-                "results": [c.result for c in batch],
-                "now": self._now(),
-            }
+            params = self._completion_params([completions[i] for i in pending])
             rows = await self._rows("complete_many", self._sql["complete_many"], params)
-            if not answers:
-                answers = [outcome(row) for row in rows]
-            else:
-                for index, row in zip(pending, rows, strict=True):
-                    answers[index] = outcome(row)
+            for index, row in zip(pending, rows, strict=True):
+                answers[index] = outcome(row)
             pending = [index for index, row in zip(pending, rows, strict=True) if row[17]]
         return answers
 
@@ -548,11 +611,12 @@ class AsyncPostgresDriver:
         reusable = False
         self._waiters.add(conn)
         try:
-            cur = conn.cursor(row_factory=tuple_row)
+            cur = _raw_cursor(conn)
             # LISTEN first, then look: a job submitted in between is seen by one or the other.
-            await cur.execute(self._sql["listen"])
+            await cur.execute(self._sql["listen"].text)
             params = {"queues": list(queues), "max_generation": MAX_GENERATION, "now": self._now()}
-            await cur.execute(self._sql["next_due"], params)
+            next_due = self._sql["next_due"]
+            await cur.execute(next_due.text, next_due.args(params))
             found = await cur.fetchone()
             deadline = self._due_deadline(found, deadline)
             wanted = set(queues)
@@ -560,7 +624,7 @@ class AsyncPostgresDriver:
             while not (woken or self._closed) and (remaining := deadline - time.monotonic()) > 0:
                 async for notify in conn.notifies(timeout=remaining, stop_after=1):
                     woken = woken or notify.payload in wanted
-            await cur.execute(self._sql["unlisten"])
+            await cur.execute(self._sql["unlisten"].text)
             reusable = True
         except psycopg.Error as exc:
             error = store_unavailable("wait_for_jobs", exc, sent=False)
@@ -622,7 +686,7 @@ class AsyncPostgresDriver:
     async def _wake_waiters(self) -> None:
         try:
             async with self._pool.connection(timeout=1.0) as conn:
-                await conn.execute(self._sql["wake"])
+                await conn.execute(self._sql["wake"].text)
         except psycopg.Error:
             pass  # they end at their timeout instead
 

@@ -6,15 +6,16 @@ from __future__ import annotations
 import os
 import re
 import select
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 import psycopg
 from psycopg import pq
 from psycopg.conninfo import conninfo_to_dict
+from psycopg.types.array import ListBinaryDumper
 
 from ..._protocol import JobRow, Outcome
 from ...errors import InvalidArgument, StoreUnavailable
@@ -25,6 +26,8 @@ __all__ = [
     "Migration",
     "PostgresOptions",
     "SqlSet",
+    "Statement",
+    "binary_lists",
     "connection_is_stale",
     "describe_pool",
     "latest_version",
@@ -245,8 +248,46 @@ def sql_text(name: str) -> str:
 _INCLUDE = re.compile(r"\{include:(\w+)\}")
 
 
+class Statement(NamedTuple):
+    """One operation's SQL with PostgreSQL's own ``$1, $2...`` placeholders, for psycopg's
+    raw cursors (`raw_cursor`): psycopg then has no placeholders to parse on each execution
+    (it caches its parsing of ``%(name)s`` only for statements up to 4 kB, and some of
+    these are longer), and the parameters go in the order of ``names``."""
+
+    text: bytes
+    names: tuple[str, ...]
+
+    def args(self, params: Mapping[str, Any]) -> list[Any]:
+        return [params[name] for name in self.names]
+
+
+# In the .sql files: %(name)s for a scalar, %(name)b for an array (see `raw_cursor`).
+_PLACEHOLDER = re.compile(r"%\((\w+)\)[sb]")
+
+
+def statement(text: str) -> Statement:
+    """``text`` with each distinct ``%(name)s`` / ``%(name)b`` numbered in order of first
+    appearance."""
+    names: dict[str, int] = {}
+
+    def number(found: re.Match[str]) -> str:
+        return f"${names.setdefault(found.group(1), len(names) + 1)}"
+
+    converted = _PLACEHOLDER.sub(number, text)
+    if "%(" in converted:
+        raise ValueError(f"a placeholder is neither %(name)s nor %(name)b: {text[:80]!r}")
+    return Statement(converted.encode(), tuple(names))
+
+
+def binary_lists(cursor: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any]) -> None:
+    """Send this cursor's list parameters (the arrays of batch operations) in binary: the
+    text form quotes every element through a regular expression (81 against 37 us for a
+    10-element batch). Only this cursor's adapters change, not its connection's."""
+    cursor.adapters.register_dumper(list, ListBinaryDumper)
+
+
 class SqlSet:
-    """The statements of one schema, rendered once (bytes: psycopg sends them as they are)."""
+    """The statements of one schema, rendered once."""
 
     OPERATIONS = (
         "clock",
@@ -259,6 +300,7 @@ class SqlSet:
         "renew",
         "complete",
         "complete_many",
+        "complete_and_claim",
         "release",
         "fail",
         "listen",
@@ -269,10 +311,10 @@ class SqlSet:
     def __init__(self, schema: str) -> None:
         self.schema = schema
         self._statements = {
-            name: render(sql_text(name), schema).encode() for name in self.OPERATIONS
+            name: statement(render(sql_text(name), schema)) for name in self.OPERATIONS
         }
 
-    def __getitem__(self, name: str) -> bytes:
+    def __getitem__(self, name: str) -> Statement:
         return self._statements[name]
 
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import psycopg
-from psycopg import Connection, Cursor
+from psycopg import Connection, RawCursor
 from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
@@ -25,6 +25,8 @@ from ...errors import StoreUnavailable
 from ._common import (
     PostgresOptions,
     SqlSet,
+    Statement,
+    binary_lists,
     closed_error,
     connection_is_stale,
     describe_pool,
@@ -133,11 +135,18 @@ def _usable_connection(pool: ConnectionPool[Any], operation: str) -> Connection[
     )
 
 
+def _raw_cursor(conn: Connection[Any]) -> RawCursor[Row]:
+    cursor = RawCursor(conn, row_factory=tuple_row)
+    binary_lists(cursor)
+    return cursor
+
+
 class Hot(NamedTuple):
     conn: Connection[Any]
-    cursor: Cursor[Row]
+    cursor: RawCursor[Row]
     since: float  # when it was taken from the pool (time.monotonic())
     poller: Any  # watches conn's socket (see connection_is_stale)
+    prepare: bool | None  # for cursor.execute (see _checkout)
 
 
 class PostgresDriver:
@@ -337,8 +346,11 @@ class PostgresDriver:
         finally:
             with self._demand:
                 self._wanting -= 1
-        cursor = conn.cursor(row_factory=tuple_row)
-        return Hot(conn, cursor, time.monotonic(), socket_poller(conn))
+        # Prepared at their first use (psycopg's default waits for five): each statement is
+        # used again and again, and a short-lived worker would pay for planning the first
+        # five times. Not when the pool's owner turned preparing off (old PgBouncer).
+        prepare = True if conn.prepare_threshold is not None else None
+        return Hot(conn, _raw_cursor(conn), time.monotonic(), socket_poller(conn), prepare)
 
     def _checkin(self, hot: Hot) -> None:
         # While another operation wants a connection, this one goes back to the pool, which
@@ -354,10 +366,10 @@ class PostgresDriver:
         else:
             self._pool.putconn(hot.conn)
 
-    def _rows(self, operation: str, statement: bytes, params: dict[str, Any]) -> list[Row]:
+    def _rows(self, operation: str, statement: Statement, params: dict[str, Any]) -> list[Row]:
         hot = self._checkout(operation)
         try:
-            hot.cursor.execute(statement, params)
+            hot.cursor.execute(statement.text, statement.args(params), prepare=hot.prepare)
             rows = hot.cursor.fetchall()
             if not hot.conn.autocommit:
                 hot.conn.commit()
@@ -422,35 +434,53 @@ class PostgresDriver:
     def claim_next(
         self, owner: str, ttl: float, queues: Sequence[str], secret_hashes: Sequence[str]
     ) -> list[Outcome]:
-        claimed: list[Outcome] = []
-        wanted = list(secret_hashes)
+        return self._claim_rest(owner, ttl, queues, list(secret_hashes), [])
+
+    def _claim_rest(
+        self,
+        owner: str,
+        ttl: float,
+        queues: Sequence[str],
+        wanted: list[str],
+        claimed: list[Outcome],
+    ) -> list[Outcome]:
+        """Claim ``len(wanted)`` more jobs (one per secret hash), adding them to
+        ``claimed``."""
         while wanted:
-            params = {
-                "owner": owner,
-                "ttl": ttl,
-                "queues": list(queues),
-                "secret_hashes": wanted,
-                "limit": len(wanted),
-                "max_generation": MAX_GENERATION,
-                "now": self._now(),
-            }
+            params = self._claim_params(owner, ttl, queues, wanted)
             rows = self._rows("claim_next", self._sql["claim_next"], params)
-            won = 0
-            for row in rows:
-                o = outcome(row)
-                if o.status == Status.APPLIED:
-                    claimed.append(o)
-                    won += 1
-                elif o.status == Status.BURIED and o.row is not None:
-                    log.info(
-                        "job buried: its last attempt's lease expired",
-                        extra={"job_id": o.row.job_id, "generation": o.row.generation},
-                    )
-            # Jobs buried on the way took places in the pick: look again for the rest.
-            if won == len(rows):
-                break
-            wanted = wanted[won:]
+            wanted = self._take_claims(rows, wanted, claimed)
         return claimed
+
+    def _claim_params(
+        self, owner: str, ttl: float, queues: Sequence[str], wanted: list[str]
+    ) -> dict[str, Any]:
+        return {
+            "owner": owner,
+            "ttl": ttl,
+            "queues": list(queues),
+            "secret_hashes": wanted,
+            "limit": len(wanted),
+            "max_generation": MAX_GENERATION,
+            "now": self._now(),
+        }
+
+    @staticmethod
+    def _take_claims(rows: list[Row], wanted: list[str], claimed: list[Outcome]) -> list[str]:
+        """Add the claims of a claim answer to ``claimed``; return the secret hashes still
+        wanted: jobs buried on the way took places in the pick, so look again for the rest."""
+        won = 0
+        for row in rows:
+            o = outcome(row)
+            if o.status == Status.APPLIED:
+                claimed.append(o)
+                won += 1
+            elif o.status == Status.BURIED and o.row is not None:
+                log.info(
+                    "job buried: its last attempt's lease expired",
+                    extra={"job_id": o.row.job_id, "generation": o.row.generation},
+                )
+        return [] if won == len(rows) else wanted[won:]
 
     @staticmethod
     def _holder(
@@ -476,28 +506,57 @@ class PostgresDriver:
         return self._one("complete", params)
 
     def complete_many(self, completions: Sequence[Completion]) -> list[Outcome]:
-        """All in one statement (``complete_many.sql``), answers in input order. Those that
-        raced (see `_one`) run again, only they: the others' answers stand."""
-        answers: list[Outcome] = []
-        pending = list(range(len(completions)))
-        for _ in range(_RACE_RETRIES):
+        """All in one statement (``complete_many.sql``), answers in input order."""
+        params = self._completion_params(completions)
+        rows = self._rows("complete_many", self._sql["complete_many"], params)
+        return self._complete_raced(completions, rows)
+
+    def complete_and_claim(
+        self,
+        completions: Sequence[Completion],
+        owner: str,
+        ttl: float,
+        queues: Sequence[str],
+        secret_hashes: Sequence[str],
+    ) -> tuple[list[Outcome], list[Outcome]]:
+        """One statement (``complete_and_claim.sql``): `complete_many` and `claim_next`'s
+        first statements in one, their rare second rounds (raced completions, buried jobs)
+        as they run them."""
+        wanted = list(secret_hashes)
+        params = {
+            **self._completion_params(completions),
+            **self._claim_params(owner, ttl, queues, wanted),
+        }
+        rows = self._rows("complete_and_claim", self._sql["complete_and_claim"], params)
+        count = len(completions)
+        answers = self._complete_raced(completions, rows[:count])
+        claimed: list[Outcome] = []
+        wanted = self._take_claims(rows[count:], wanted, claimed)
+        return answers, self._claim_rest(owner, ttl, queues, wanted, claimed)
+
+    def _completion_params(self, completions: Sequence[Completion]) -> dict[str, Any]:
+        return {
+            "job_ids": [c.job_id for c in completions],
+            "owners": [c.owner for c in completions],
+            "generations": [c.generation for c in completions],
+            "held_hashes": [c.secret_hash for c in completions],
+            "results": [c.result for c in completions],
+            "now": self._now(),
+        }
+
+    def _complete_raced(self, completions: Sequence[Completion], rows: list[Row]) -> list[Outcome]:
+        """The outcomes of a batch completion's answer ``rows`` (one per completion, in
+        order). Those that raced (see `_one`) run again, only they: the others' answers
+        stand."""
+        answers = [outcome(row) for row in rows]
+        pending = [index for index, row in enumerate(rows) if row[17]]
+        for _ in range(_RACE_RETRIES - 1):
             if not pending:
                 break
-            batch = [completions[i] for i in pending]
-            params = {
-                "job_ids": [c.job_id for c in batch],
-                "owners": [c.owner for c in batch],
-                "generations": [c.generation for c in batch],
-                "secret_hashes": [c.secret_hash for c in batch],
-                "results": [c.result for c in batch],
-                "now": self._now(),
-            }
+            params = self._completion_params([completions[i] for i in pending])
             rows = self._rows("complete_many", self._sql["complete_many"], params)
-            if not answers:
-                answers = [outcome(row) for row in rows]
-            else:
-                for index, row in zip(pending, rows, strict=True):
-                    answers[index] = outcome(row)
+            for index, row in zip(pending, rows, strict=True):
+                answers[index] = outcome(row)
             pending = [index for index, row in zip(pending, rows, strict=True) if row[17]]
         return answers
 
@@ -541,11 +600,12 @@ class PostgresDriver:
         reusable = False
         self._waiters.add(conn)
         try:
-            cur = conn.cursor(row_factory=tuple_row)
+            cur = _raw_cursor(conn)
             # LISTEN first, then look: a job submitted in between is seen by one or the other.
-            cur.execute(self._sql["listen"])
+            cur.execute(self._sql["listen"].text)
             params = {"queues": list(queues), "max_generation": MAX_GENERATION, "now": self._now()}
-            cur.execute(self._sql["next_due"], params)
+            next_due = self._sql["next_due"]
+            cur.execute(next_due.text, next_due.args(params))
             found = cur.fetchone()
             deadline = self._due_deadline(found, deadline)
             wanted = set(queues)
@@ -553,7 +613,7 @@ class PostgresDriver:
             while not (woken or self._closed) and (remaining := deadline - time.monotonic()) > 0:
                 for notify in conn.notifies(timeout=remaining, stop_after=1):
                     woken = woken or notify.payload in wanted
-            cur.execute(self._sql["unlisten"])
+            cur.execute(self._sql["unlisten"].text)
             reusable = True
         except psycopg.Error as exc:
             error = store_unavailable("wait_for_jobs", exc, sent=False)
@@ -615,7 +675,7 @@ class PostgresDriver:
     def _wake_waiters(self) -> None:
         try:
             with self._pool.connection(timeout=1.0) as conn:
-                conn.execute(self._sql["wake"])
+                conn.execute(self._sql["wake"].text)
         except psycopg.Error:
             pass  # they end at their timeout instead
 

@@ -229,6 +229,7 @@ SCRIPTS: dict[str, Script] = {
         "renew",
         "complete",
         "complete_many",
+        "complete_and_claim",
         "release",
         "fail",
         "get",

@@ -261,17 +261,46 @@ class RedisDriver:
             "complete", job_id, owner, generation, secret_hash, *_result_args(result)
         )
 
+    def _add_completions(
+        self, keys: list[str], args: list[str], completions: Sequence[Completion]
+    ) -> None:
+        """The job key of each completion onto ``keys``; its five script arguments (owner,
+        generation, secret hash, result, has result) onto ``args``."""
+        for job_id, owner, generation, secret_hash, result in completions:
+            keys.append(self.keys.job(job_id))
+            args += (owner, str(generation), secret_hash, *_result_args(result))
+
     def complete_many(self, completions: Sequence[Completion]) -> list[Outcome]:
         if not completions:
             return []
         k = self.keys
         keys = [k.clock]
         args = [self._now_arg()]
-        for job_id, owner, generation, secret_hash, result in completions:
-            keys.append(k.job(job_id))
-            args += (owner, str(generation), secret_hash, *_result_args(result))
+        self._add_completions(keys, args, completions)
         now, items = decode_batch(self._eval("complete_many", "complete_many", keys, args))
         return [decode_item(item, now) for item in items]
+
+    def complete_and_claim(
+        self,
+        completions: Sequence[Completion],
+        owner: str,
+        ttl: float,
+        queues: Sequence[str],
+        secret_hashes: Sequence[str],
+    ) -> tuple[list[Outcome], list[Outcome]]:
+        if not completions and not secret_hashes:
+            return [], []
+        k = self.keys
+        keys = [k.clock]
+        args = [self._now_arg(), owner, repr(float(ttl)), k.job_prefix, str(len(completions))]
+        self._add_completions(keys, args, completions)
+        keys += (k.candidates(queue) for queue in queues)
+        args += secret_hashes
+        reply = self._eval("complete_and_claim", "complete_and_claim", keys, args)
+        now, items = decode_batch(reply)
+        count = len(completions)
+        completed = [decode_item(item, now) for item in items[:count]]
+        return completed, [Outcome(Status.APPLIED, decode_row(row), now) for row in items[count:]]
 
     def release(self, job_id: str, owner: str, generation: int, secret_hash: str) -> Outcome:
         return self._holder("release", job_id, owner, generation, secret_hash)

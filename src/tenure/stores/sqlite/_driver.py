@@ -273,39 +273,51 @@ class SQLiteDriver:
 
         return self._write("claim", body)
 
+    def _claim_each(
+        self,
+        cur: sqlite3.Cursor,
+        now: float,
+        owner: str,
+        ttl: float,
+        queues: Sequence[str],
+        secret_hashes: Sequence[str],
+    ) -> list[Outcome]:
+        """claim_next's body: one claim per secret hash, oldest job first."""
+        claimed: list[Outcome] = []
+        pick_params: dict[str, Any] = {
+            "queue": None,
+            "now": now,
+            "max_generation": MAX_GENERATION,
+        }
+        for secret_hash in secret_hashes:
+            while True:
+                # The oldest head of the given queues: by (available_at, seq), the first
+                # queue winning a tie.
+                best = None
+                for queue in queues:
+                    pick_params["queue"] = queue
+                    found = cur.execute(_PICK, pick_params).fetchone()
+                    if found is not None and (
+                        best is None or (found[4], found[5]) < (best[4], best[5])
+                    ):
+                        best = found
+                if best is None:
+                    return claimed
+                job_id, state, attempts, max_attempts, _, _ = best
+                if state == "leased" and attempts >= max_attempts:
+                    cur.execute(_BURY, {"job_id": job_id, "now": now}).fetchall()
+                    continue
+                row = self._claim_one(cur, now, job_id, owner, ttl, secret_hash)
+                if row is not None:
+                    claimed.append(Outcome(Status.APPLIED, row, now))
+                break
+        return claimed
+
     def claim_next(
         self, owner: str, ttl: float, queues: Sequence[str], secret_hashes: Sequence[str]
     ) -> list[Outcome]:
         def body(cur: sqlite3.Cursor, now: float) -> list[Outcome]:
-            claimed: list[Outcome] = []
-            pick_params: dict[str, Any] = {
-                "queue": None,
-                "now": now,
-                "max_generation": MAX_GENERATION,
-            }
-            for secret_hash in secret_hashes:
-                while True:
-                    # The oldest head of the given queues: by (available_at, seq), the
-                    # first queue winning a tie.
-                    best = None
-                    for queue in queues:
-                        pick_params["queue"] = queue
-                        found = cur.execute(_PICK, pick_params).fetchone()
-                        if found is not None and (
-                            best is None or (found[4], found[5]) < (best[4], best[5])
-                        ):
-                            best = found
-                    if best is None:
-                        return claimed
-                    job_id, state, attempts, max_attempts, _, _ = best
-                    if state == "leased" and attempts >= max_attempts:
-                        cur.execute(_BURY, {"job_id": job_id, "now": now}).fetchall()
-                        continue
-                    row = self._claim_one(cur, now, job_id, owner, ttl, secret_hash)
-                    if row is not None:
-                        claimed.append(Outcome(Status.APPLIED, row, now))
-                    break
-            return claimed
+            return self._claim_each(cur, now, owner, ttl, queues, secret_hashes)
 
         return self._write("claim_next", body)
 
@@ -346,21 +358,42 @@ class SQLiteDriver:
             "complete", job_id, owner, generation, secret_hash, result=result
         )
 
+    def _complete_each(
+        self, cur: sqlite3.Cursor, now: float, completions: Sequence[Completion]
+    ) -> list[Outcome]:
+        """complete_many's body: each completion checked on its own, in order."""
+        statement = _HOLDER_UPDATES["complete"]
+        outcomes = []
+        for completion in completions:
+            params = completion._asdict()
+            params["now"] = now
+            applied = self._row(cur, statement, params)
+            outcomes.append(self._settle(cur, now, completion.job_id, applied))
+        return outcomes
+
     def complete_many(self, completions: Sequence[Completion]) -> list[Outcome]:
         # One write transaction for the lot: one lock hand-over and one flush, where
         # separate completes pay one each.
-        statement = _HOLDER_UPDATES["complete"]
-
         def body(cur: sqlite3.Cursor, now: float) -> list[Outcome]:
-            outcomes = []
-            for completion in completions:
-                params = completion._asdict()
-                params["now"] = now
-                applied = self._row(cur, statement, params)
-                outcomes.append(self._settle(cur, now, completion.job_id, applied))
-            return outcomes
+            return self._complete_each(cur, now, completions)
 
         return self._write("complete", body)
+
+    def complete_and_claim(
+        self,
+        completions: Sequence[Completion],
+        owner: str,
+        ttl: float,
+        queues: Sequence[str],
+        secret_hashes: Sequence[str],
+    ) -> tuple[list[Outcome], list[Outcome]]:
+        # complete_many then claim_next in one write transaction, at one store time: the
+        # claim's picks see the jobs the completions just finished.
+        def body(cur: sqlite3.Cursor, now: float) -> tuple[list[Outcome], list[Outcome]]:
+            completed = self._complete_each(cur, now, completions)
+            return completed, self._claim_each(cur, now, owner, ttl, queues, secret_hashes)
+
+        return self._write("complete_and_claim", body)
 
     def release(self, job_id: str, owner: str, generation: int, secret_hash: str) -> Outcome:
         return self._holder_update("release", job_id, owner, generation, secret_hash)

@@ -148,4 +148,71 @@ local function json_row(job)
   return f
 end
 
+-- complete_many's loop: complete `count` jobs as complete does (complete_job), the jobs
+-- KEYS[k], KEYS[k + 1], ..., each with five ARGV from ARGV[a] on: owner, generation, secret
+-- hash, result, has result. Appends to `out` one item per completion, in order:
+-- ["applied", <row>], ["missed", <row as it is now>] or ["missing"].
+local function complete_each(out, k, count, a, now)
+  for n = 0, count - 1 do
+    local job, i = KEYS[k + n], a + 5 * n
+    local status = complete_job(job, ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3],
+      ARGV[i + 4], now)
+    if status == 'missing' then
+      out[#out + 1] = { 'missing' }
+    else
+      local item = json_row(job)
+      table.insert(item, 1, status)
+      out[#out + 1] = item
+    end
+  end
+end
+
+-- pick.sql: the due candidate with the lowest (available_at, submission order) across the
+-- candidate sets KEYS[k] to KEYS[#KEYS], the first set winning a tie. Returns its set and
+-- member, or nil.
+local function oldest(k, now_s)
+  local best_set, best_member, best_score, best_seq
+  for i = k, #KEYS do
+    local found = redis.call('ZRANGEBYSCORE', KEYS[i], '-inf', now_s, 'WITHSCORES', 'LIMIT', 0, 1)
+    if found[1] then
+      local score = tonumber(found[2])
+      local seq = tonumber(string.sub(found[1], 1, 16), 16)
+      if best_score == nil or score < best_score or (score == best_score and seq < best_seq) then
+        best_set, best_member, best_score, best_seq = KEYS[i], found[1], score, seq
+      end
+    end
+  end
+  return best_set, best_member
+end
+
+-- claim_next's loop: for each secret hash ARGV[a] to ARGV[#ARGV], claim the oldest
+-- claimable job of the candidate sets KEYS[k] to KEYS[#KEYS] (oldest). Expired leases on
+-- their last attempt met on the way are buried (bury.sql) and the pick goes on. Appends to
+-- `out` one row (json_row) per lease granted.
+local function claim_each(out, k, a, owner, ttl, job_prefix, now)
+  local now_s = fmt(now)
+  for i = a, #ARGV do
+    while true do
+      local candidates, member = oldest(k, now_s)
+      if candidates == nil then
+        return
+      end
+      local job = job_prefix .. string.sub(member, 17)
+      local f = redis.call('HMGET', job, 's', 'g', 'av', 'a', 'm')
+      if not f[1] or not below_max(f[2]) then
+        -- Never claimable again (pick.sql leaves out exhausted generations).
+        redis.call('ZREM', candidates, member)
+      elseif f[1] == 'leased' and tonumber(f[4]) >= tonumber(f[5]) then
+        bury(job, member, candidates, now)
+      else
+        if claimable(f, now) then
+          take(job, member, candidates, owner, ttl, ARGV[i], now)
+          out[#out + 1] = json_row(job)
+        end
+        break
+      end
+    end
+  end
+end
+
 -- ---------------------------------------------------------------------------------------

@@ -1,0 +1,60 @@
+-- The CTEs of a batch claim (included by claim_next.sql and complete_and_claim.sql, after
+-- "clock"): pick up to %(limit)s of the oldest claimable jobs of %(queues)b, lease them to
+-- %(owner)s ("claimed"; the i-th, oldest first, gets the i-th of %(secret_hashes)b), and
+-- bury those whose expired lease was their last allowed attempt ("buried"). Both return
+-- answer rows: status, the job's columns, store time, raced (false), position.
+-- Per queue, the pick walks tenure_jobs_claimable from its start (O(log n)) and skips rows
+-- other workers are locking right now (SKIP LOCKED), so workers never queue behind each
+-- other.
+picked AS MATERIALIZED (
+    SELECT c.job_id, c.available_at, c.seq,
+           c.state = 'leased' AND c.attempts >= c.max_attempts AS buryable
+    FROM unnest(%(queues)b::text[]) AS q (queue)
+    CROSS JOIN LATERAL (
+        SELECT j.job_id, j.state, j.attempts, j.max_attempts, j.available_at, j.seq
+        FROM {schema}.tenure_jobs AS j
+        WHERE j.queue = q.queue
+          AND j.state IN ('ready', 'leased')
+          AND j.available_at <= (SELECT now FROM clock)
+          AND j.generation < %(max_generation)s::bigint
+        ORDER BY j.available_at, j.seq
+        LIMIT %(limit)s
+        FOR NO KEY UPDATE SKIP LOCKED
+    ) AS c
+    ORDER BY c.available_at, c.seq
+    LIMIT %(limit)s
+),
+numbered AS (
+    SELECT p.job_id, row_number() OVER (ORDER BY p.available_at, p.seq) AS position
+    FROM picked AS p
+    WHERE NOT p.buryable
+),
+claimed AS (
+    UPDATE {schema}.tenure_jobs AS j
+    SET state = 'leased',
+        owner = %(owner)s,
+        generation = j.generation + 1,
+        secret_hash = h.secret_hash,
+        lease_until = clock.now + %(ttl)s::float8,
+        available_at = clock.now + %(ttl)s::float8,
+        attempts = j.attempts + 1,
+        updated_at = clock.now
+    FROM numbered AS n
+    JOIN unnest(%(secret_hashes)b::text[]) WITH ORDINALITY AS h (secret_hash, position)
+        USING (position),
+        clock
+    WHERE j.job_id = n.job_id
+      AND j.attempts < j.max_attempts
+    RETURNING 'applied' AS status, j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at, clock.now, false AS raced, n.position
+),
+buried AS (
+    UPDATE {schema}.tenure_jobs AS j
+    SET state = 'dead',
+        secret_hash = NULL,
+        lease_until = NULL,
+        error = coalesce(j.error, 'lease expired during the last allowed attempt'),
+        updated_at = clock.now
+    FROM picked AS p, clock
+    WHERE j.job_id = p.job_id AND p.buryable
+    RETURNING 'buried' AS status, j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at, clock.now, false AS raced, NULL::bigint AS position
+)

@@ -1,0 +1,19 @@
+-- The answer of a batch completion (see _complete_many_ctes.sql), unordered: one row per
+-- completion, with its input position: the applied row, or the job as it is now.
+SELECT * FROM completed
+UNION ALL
+-- Not applied: the job as this statement's snapshot saw it. When that version would have
+-- matched, a concurrent writer changed the job meanwhile (raced): the driver runs those
+-- completions again rather than report a version that is already gone.
+SELECT CASE WHEN j.job_id IS NULL THEN 'missing' ELSE 'missed' END, j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at, clock.now,
+    coalesce(
+        j.state = 'leased'
+        AND j.owner = t.owner
+        AND j.generation = t.generation
+        AND j.secret_hash = t.secret_hash
+        AND j.lease_until > clock.now,
+        false
+    ),
+    t.position
+FROM todo AS t CROSS JOIN clock LEFT JOIN {schema}.tenure_jobs AS j ON j.job_id = t.job_id
+WHERE NOT EXISTS (SELECT FROM completed AS a WHERE a.position = t.position)

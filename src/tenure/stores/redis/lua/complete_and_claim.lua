@@ -1,0 +1,16 @@
+-- complete_and_claim: complete_many then claim_next in this one run, at one store time: each
+-- completion is checked on its own (complete_each), then the claim (claim_each) sees the
+-- store as the completions left it.
+-- KEYS: clock, then the job key of each completion, then the candidate set of each queue
+-- ARGV: now override, owner, ttl, job key prefix, number of completions n, then for each
+--       completion: owner, generation, secret hash, result, has result; then one secret
+--       hash per lease wanted
+-- Reply: one JSON string (see json_row): [now, item, ..., row, ...]: first n items, one per
+-- completion in order, as complete_many answers them, then one row per lease granted, as
+-- claim_next answers them. (Flat: cjson would encode an empty nested list as {}.)
+local now = store_now(KEYS[1], ARGV[1], true)
+local n = tonumber(ARGV[5])
+local reply = { fmt(now) }
+complete_each(reply, 2, n, 6, now)
+claim_each(reply, 2 + n, 6 + 5 * n, ARGV[2], tonumber(ARGV[3]), ARGV[4], now)
+return cjson.encode(reply)
