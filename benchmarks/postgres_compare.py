@@ -52,7 +52,15 @@ from tenure.stores.postgres._common import render
 
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 TTL = 60.0
-SYSTEMS = ("tenure", "tenure batch", "tenure async", "tenure Worker", "pgqueuer", "procrastinate")
+SYSTEMS = (
+    "tenure",
+    "tenure batch",
+    "tenure chained",
+    "tenure async",
+    "tenure Worker",
+    "pgqueuer",
+    "procrastinate",
+)
 
 
 def database_url(base: str, name: str) -> str:
@@ -100,7 +108,7 @@ def tenure_check(url: str, jobs: int) -> None:
     assert row == (jobs, jobs), row
 
 
-def tenure_worker(index: int, url: str, batch: int) -> Callable[[], int]:
+def tenure_worker(index: int, url: str, batch: int, chained: bool = False) -> Callable[[], int]:
     store = tenure.connect(url)
     owner = f"worker-{index}"
 
@@ -111,11 +119,17 @@ def tenure_worker(index: int, url: str, batch: int) -> Callable[[], int]:
                 while (lease := store.claim_next(owner, TTL)) is not None:
                     store.complete(lease)
                     done += 1
-            else:
+            elif not chained:
                 while leases := store.claim_many(owner, TTL, batch):
                     lost = store.complete_many(leases)
                     assert not lost, lost
                     done += len(leases)
+            else:
+                leases = store.claim_many(owner, TTL, batch)
+                while leases:
+                    done += len(leases)
+                    lost, leases = store.complete_and_claim(leases, owner, TTL, batch)
+                    assert not lost, lost
         finally:
             store.close()
         return done
@@ -323,18 +337,99 @@ def _child(factory: Any, args: tuple[Any, ...], index: int, barrier: Any, result
     try:
         loop = factory(index, *args)
         barrier.wait()
-        start = time.monotonic()
+        start, cpu_start = time.monotonic(), time.process_time()
         done = loop()
-        results.put((start, done, None))
+        results.put((start, done, time.process_time() - cpu_start, None))
     except BaseException as exc:  # report, don't leave the parent waiting
         barrier.abort()
-        results.put((0.0, 0, f"{type(exc).__name__}: {exc}"))
+        results.put((0.0, 0, 0.0, f"{type(exc).__name__}: {exc}"))
+
+
+_TICK = os.sysconf("SC_CLK_TCK")
+# PostgreSQL's own processes that work for every connection (WAL flushes, dirty pages).
+_AUXILIARY = (b"walwriter", b"checkpointer", b"background writer")
+
+
+def _stat_fields(pid: int) -> list[str]:
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().rpartition(")")[2].split()
+
+
+def _proc_cpu(pid: int, *, children: bool = False) -> float:
+    """CPU seconds of a local process (user + system), or of its reaped children."""
+    fields = _stat_fields(pid)
+    first = 13 if children else 11
+    return (int(fields[first]) + int(fields[first + 1])) / _TICK
+
+
+class ServerCpu:
+    """CPU seconds the local PostgreSQL server spends for one database from `start` to
+    `stop`: its backends' (those alive at `start` only from then on; they are counted once
+    they exit, reaped by the postmaster, so `stop` waits for that) plus the WAL writer,
+    checkpointer and background writer. Backends of other sessions that exit meanwhile
+    count too: on a busy machine read it as an upper bound. None when the server is not on
+    this machine."""
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self.conn = conn
+        self.postmaster: int | None = None
+        self.auxiliary: list[int] = []
+        try:
+            self.postmaster = int(_stat_fields(conn.info.backend_pid)[1])
+            for entry in os.listdir("/proc"):
+                if not entry.isdigit():
+                    continue
+                try:
+                    with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                        command = cmdline.read()
+                    parent = int(_stat_fields(int(entry))[1])
+                except (OSError, ValueError, IndexError):
+                    continue
+                if parent == self.postmaster and any(name in command for name in _AUXILIARY):
+                    self.auxiliary.append(int(entry))
+        except (OSError, ValueError, IndexError):
+            self.postmaster = None
+
+    def _others(self) -> list[int]:
+        rows = self.conn.execute(
+            "SELECT pid FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchall()
+        return [row[0] for row in rows]
+
+    def _total(self) -> float:
+        assert self.postmaster is not None
+        return _proc_cpu(self.postmaster, children=True) + sum(map(_proc_cpu, self.auxiliary))
+
+    def start(self) -> float | None:
+        if self.postmaster is None:
+            return None
+        try:
+            # The backends alive now will be counted whole when reaped: take off what they
+            # spent before (connecting, setting up).
+            return self._total() - sum(map(_proc_cpu, self._others()))
+        except OSError:
+            return None
+
+    def stop(self, started: float | None) -> float | None:
+        for _ in range(200):  # the workers' backends exit once their connections close
+            if not self._others():
+                break
+            time.sleep(0.01)
+        time.sleep(0.05)
+        if started is None:
+            return None
+        try:
+            return self._total() - started
+        except OSError:
+            return None
 
 
 def drain(
     factory: Any, processes: int, args: tuple[Any, ...], url: str, done_sql: str, jobs: int
-) -> tuple[int, float]:
-    """Release ``processes`` workers together; time until ``done_sql`` counts ``jobs``."""
+) -> tuple[int, float, tuple[float, float] | None]:
+    """Release ``processes`` workers together; time until ``done_sql`` counts ``jobs``.
+    Returns (jobs done, seconds, CPU seconds of the workers and of the server, or None)."""
     context = multiprocessing.get_context("spawn")
     barrier = context.Barrier(processes + 1)
     results = context.Queue()
@@ -345,7 +440,9 @@ def drain(
     for child in children:
         child.start()
     with psycopg.connect(url, autocommit=True) as conn:
+        server = ServerCpu(conn)
         barrier.wait(timeout=300)
+        server_start = server.start()
         released = time.monotonic()
         finished = None
         while finished is None:
@@ -356,14 +453,17 @@ def drain(
                 time.sleep(0.01)
                 if time.monotonic() - released > 600:
                     raise TimeoutError("the jobs were not done within 10 minutes")
-    reports = [results.get(timeout=600) for _ in children]
-    for child in children:
-        child.join()
+        reports = [results.get(timeout=600) for _ in children]
+        for child in children:
+            child.join()
+        server_cpu = server.stop(server_start)
     errors = [error for *_, error in reports if error]
     if errors:
         raise RuntimeError(f"benchmark worker failed: {errors[0]}")
     start = min(report[0] for report in reports)
-    return sum(report[1] for report in reports), finished - min(start, released)
+    client_cpu = sum(report[2] for report in reports)
+    cpu = None if server_cpu is None else (client_cpu, server_cpu)
+    return sum(report[1] for report in reports), finished - min(start, released), cpu
 
 
 def main(argv: list[str]) -> int:
@@ -391,13 +491,15 @@ def main(argv: list[str]) -> int:
         "pgqueuer": recreate_database(args.url, "bench_pgqueuer"),
         "procrastinate": recreate_database(args.url, "bench_procrastinate"),
     }
-    urls["tenure batch"] = urls["tenure async"] = urls["tenure Worker"] = urls["tenure"]
+    for variant in ("tenure batch", "tenure chained", "tenure async", "tenure Worker"):
+        urls[variant] = urls["tenure"]
     tenure.connect(urls["tenure"]).close()
     pgqueuer_setup(urls["pgqueuer"])
     procrastinate_setup(urls["procrastinate"])
     fill = {
         "tenure": tenure_fill,
         "tenure batch": tenure_fill,
+        "tenure chained": tenure_fill,
         "tenure async": tenure_fill,
         "tenure Worker": tenure_fill,
         "pgqueuer": pgqueuer_fill,
@@ -406,6 +508,7 @@ def main(argv: list[str]) -> int:
     check = {
         "tenure": tenure_check,
         "tenure batch": tenure_check,
+        "tenure chained": tenure_check,
         "tenure async": tenure_check,
         "tenure Worker": tenure_check,
         "pgqueuer": pgqueuer_check,
@@ -414,6 +517,7 @@ def main(argv: list[str]) -> int:
     workers: dict[str, tuple[Callable[..., Callable[[], int]], tuple[Any, ...], str]] = {
         "tenure": (tenure_worker, (urls["tenure"], 1), TENURE_DONE),
         "tenure batch": (tenure_worker, (urls["tenure"], 10), TENURE_DONE),
+        "tenure chained": (tenure_worker, (urls["tenure"], 10, True), TENURE_DONE),
         "tenure async": (tenure_async_worker, (urls["tenure"], 10), TENURE_DONE),
         "tenure Worker": (tenure_runtime_worker, (urls["tenure"],), TENURE_DONE),
         "pgqueuer": (pgqueuer_worker, (urls["pgqueuer"],), PGQUEUER_DONE),
@@ -421,23 +525,34 @@ def main(argv: list[str]) -> int:
     }
     for count in [int(w) for w in args.workers.split(",")]:
         rates: dict[str, list[float]] = {system: [] for system in systems}
+        costs: dict[str, list[tuple[float, float]]] = {system: [] for system in systems}
         for rep in range(args.repeat + 1):  # the first is a warm-up
             for system in systems if rep % 2 == 0 else systems[::-1]:
                 fill[system](urls[system], args.jobs)
                 factory, extra, done_sql = workers[system]
-                done, seconds = drain(factory, count, extra, urls[system], done_sql, args.jobs)
+                done, seconds, cpu = drain(factory, count, extra, urls[system], done_sql, args.jobs)
                 check[system](urls[system], args.jobs)
                 assert done == args.jobs, (system, done)
                 if rep:
                     rates[system].append(done / seconds)
+                    if cpu is not None:
+                        costs[system].append((sum(cpu) / done * 1e6, cpu[1] / done * 1e6))
         medians = {system: statistics.median(values) for system, values in rates.items()}
         rivals = [medians[s] for s in ("pgqueuer", "procrastinate") if s in medians]
         best = max(rivals) if rivals else None
-        print(f"\n{count} worker process(es), {args.jobs:,} jobs: jobs/s (median of {args.repeat})")
+        print(
+            f"\n{count} worker process(es), {args.jobs:,} jobs: jobs/s (median of "
+            f"{args.repeat}); CPU per job: workers + server (server), median"
+        )
         for system in systems:
             versus = f"   {medians[system] / best:5.2f}x the faster rival" if best else ""
             spread = f"[{min(rates[system]):,.0f}-{max(rates[system]):,.0f}]"
-            print(f"  {system:<15}{medians[system]:>10,.0f}  {spread:<16}{versus}")
+            cost = "         -           "
+            if costs[system]:
+                total = statistics.median(c[0] for c in costs[system])
+                server = statistics.median(c[1] for c in costs[system])
+                cost = f"{total:5.0f} us ({server:4.0f} server)"
+            print(f"  {system:<15}{medians[system]:>10,.0f}  {spread:<16}{cost}{versus}")
     with psycopg.connect(args.url, autocommit=True) as conn:
         for name in ("bench_tenure", "bench_pgqueuer", "bench_procrastinate"):
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
