@@ -90,6 +90,23 @@ async def test_jobs_finishing_together_share_one_call(
         assert (job.state, job.result) == ("done", lease.job_id.upper())
 
 
+async def test_jobs_finishing_in_the_same_turn_go_in_the_first_call(
+    gated: tuple[tenure.aio.AsyncStore, GatedDriver],
+) -> None:
+    # A batch claimed together whose handlers do no I/O finishes within one turn of the
+    # event loop: the leader waits that one turn, so all of them go in its call.
+    store, driver = gated
+    leases = await claimed(store, 10)
+    completer = Completer(store)
+    driver.gate.set()
+    async with anyio.create_task_group() as tg:
+        for lease in leases:
+            tg.start_soon(completer.complete, lease, None)
+    assert driver.sizes == [10]
+    assert completer.calls == 1
+    assert {(await store.get(lease.job_id)).state for lease in leases} == {"done"}
+
+
 async def test_each_job_gets_its_own_answer(
     gated: tuple[tenure.aio.AsyncStore, GatedDriver], clock: tenure.ManualClock
 ) -> None:

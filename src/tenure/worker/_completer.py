@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 
 from .._validate import MAX_BATCH
 from ..aio._store import AsyncStore
@@ -69,6 +70,11 @@ class Completer:
             # that kept going while others keep finishing would never free its own slot.
             self._sending = True
             try:
+                # One turn of the event loop first (not a timer, and not a cancellation
+                # point): jobs finishing in this same turn, such as a batch claimed
+                # together whose handlers did no I/O, join this call instead of waiting
+                # for the next one.
+                await anyio.lowlevel.cancel_shielded_checkpoint()
                 batch = self._pending[:MAX_BATCH]
                 del self._pending[:MAX_BATCH]
                 await self._send(batch)
