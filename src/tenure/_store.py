@@ -372,6 +372,33 @@ class Store:
         have taken jobs, which would then wait out their lease): repeat the completions
         with `complete_many`, which is safe, then claim again.
         """
+        lost, claimed = self._complete_and_claim_rows(leases, owner, ttl, limit, results, queues)
+        return lost, [lease for lease, _, _ in claimed]
+
+    def _complete_and_claim_jobs(
+        self,
+        leases: Sequence[Lease],
+        owner: str,
+        ttl: float | timedelta,
+        limit: int,
+        *,
+        results: Sequence[Any] | None = None,
+        queues: Sequence[str] = DEFAULT_QUEUES,
+    ) -> tuple[list[LeaseLost], list[tuple[Lease, Job]]]:
+        """`complete_and_claim`, with the snapshot of each job as claimed (for
+        `tenure.Worker`, as `_claim_jobs`)."""
+        lost, claimed = self._complete_and_claim_rows(leases, owner, ttl, limit, results, queues)
+        return lost, [(lease, job_from_row(row, now)) for lease, row, now in claimed]
+
+    def _complete_and_claim_rows(
+        self,
+        leases: Sequence[Lease],
+        owner: str,
+        ttl: float | timedelta,
+        limit: int,
+        results: Sequence[Any] | None,
+        queues: Sequence[str],
+    ) -> tuple[list[LeaseLost], list[tuple[Lease, JobRow, float]]]:
         checked, completions = self._completions(leases, results)
         request = self._claim_request(owner, ttl, limit, queues)
 
@@ -387,7 +414,7 @@ class Store:
         sent_at = self._clock.monotonic()
         completed, claimed = self._call("complete_and_claim", call)
         lost = self._lost_many(checked, completions, completed)
-        return lost, [lease for lease, _, _ in self._claimed(request, claimed, sent_at)]
+        return lost, self._claimed(request, claimed, sent_at)
 
     def _lost_many(
         self, checked: list[Lease], completions: list[Completion], outcomes: list[Outcome]

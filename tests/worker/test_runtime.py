@@ -82,20 +82,33 @@ def test_jobs_finishing_together_are_completed_together(
     make_worker: MakeWorker, store: tenure.Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     worker = make_worker(concurrency=20)
-    claims: list[int] = []
+    claims: list[int] = []  # jobs claimed by each claim call of the claim loop
+    refills: list[int] = []  # jobs claimed by each completion call (complete_and_claim)
     claim_jobs = tenure.aio.AsyncStore._claim_jobs
+    complete_and_claim_jobs = tenure.aio.AsyncStore._complete_and_claim_jobs
 
     async def counting(self: tenure.aio.AsyncStore, *args: Any, **kwargs: Any) -> Any:
         claimed = await claim_jobs(self, *args, **kwargs)
         claims.append(len(claimed))
         return claimed
 
+    async def counting_refills(self: tenure.aio.AsyncStore, *args: Any, **kwargs: Any) -> Any:
+        lost, claimed = await complete_and_claim_jobs(self, *args, **kwargs)
+        refills.append(len(claimed))
+        return lost, claimed
+
     monkeypatch.setattr(tenure.aio.AsyncStore, "_claim_jobs", counting)
+    monkeypatch.setattr(tenure.aio.AsyncStore, "_complete_and_claim_jobs", counting_refills)
+    running = [0]
+    most = [0]
 
     @worker.handler("q")
     async def work(ctx: JobContext) -> str:
+        running[0] += 1
+        most[0] = max(most[0], running[0])
         for _ in range(int(ctx.job_id[1:]) % 7):  # finish at staggered moments
             await anyio.lowlevel.checkpoint()
+        running[0] -= 1
         return ctx.job_id
 
     for index in range(200):
@@ -103,14 +116,19 @@ def test_jobs_finishing_together_are_completed_together(
     run_burst(worker)
     done = store.jobs(state="done", limit=1000)
     assert sorted(job.result for job in done) == [f"J{index:03d}" for index in range(200)]
-    assert worker.stats()["completed"] == 200
+    assert {job.generation for job in done} == {1}
+    stats = worker.stats()
+    assert (stats["claimed"], stats["completed"]) == (200, 200)
     # Handlers finish close together: while the first completion is on its way, the others
     # queue up and go to the store together (group commit), not one call per job.
     assert worker._completer is not None
     assert 1 <= worker._completer.calls <= 60, worker._completer.calls
-    # Slots freed by one completion call are refilled by one claim, not one claim per slot.
-    assert sum(claims) == 200
+    # The slots a completion call frees are claimed by that same call, not by one claim per
+    # slot: the claim loop claims at the start (and when a call found nothing to claim).
+    assert sum(claims) + sum(refills) == 200
+    assert sum(refills) >= 100, (claims, refills)
     assert len([size for size in claims if size]) <= 15, claims
+    assert most[0] <= 20  # never more handlers at once than the worker's concurrency
 
 
 def test_explicit_register_and_bare_decorator(make_worker: MakeWorker, store: tenure.Store) -> None:
@@ -475,6 +493,36 @@ def test_stop_lets_in_flight_handlers_finish(make_worker: MakeWorker, store: ten
         gate.proceed.set()
     assert store.get("J").result == "finished"
     assert store.get("K").state == "ready"  # never claimed after the stop
+
+
+def test_jobs_a_completion_claims_as_the_worker_stops_are_given_back(
+    make_worker: MakeWorker, store: tenure.Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    worker = make_worker(concurrency=2)
+    complete_and_claim_jobs = tenure.aio.AsyncStore._complete_and_claim_jobs
+    refilled: list[str] = []
+
+    async def stop_meanwhile(self: tenure.aio.AsyncStore, *args: Any, **kwargs: Any) -> Any:
+        lost, claimed = await complete_and_claim_jobs(self, *args, **kwargs)
+        refilled.extend(lease.job_id for lease, _job in claimed)
+        worker.stop()  # the stop arrives while the call is on its way back
+        return lost, claimed
+
+    monkeypatch.setattr(tenure.aio.AsyncStore, "_complete_and_claim_jobs", stop_meanwhile)
+
+    @worker.handler("q")
+    async def work(ctx: JobContext) -> str:
+        return ctx.job_id
+
+    for job_id in ("A", "B", "C", "D"):
+        store.submit(job_id, queue="q")
+    run_burst(worker)
+    assert refilled  # the first completion call claimed for the slots it freed
+    for job_id in refilled:  # ... and, the worker stopping, gave those jobs back
+        job = store.get(job_id)
+        assert (job.state, job.attempts, job.generation) == ("ready", 0, 1), job
+    assert {store.get(job_id).state for job_id in "ABCD"} <= {"done", "ready"}
+    assert worker.stats()["completed"] == len([j for j in "ABCD" if store.get(j).state == "done"])
 
 
 @pytest.mark.parametrize("kind", ["sync", "async"])

@@ -1,5 +1,6 @@
 """Group commit for completions: jobs that finish while a completion is on its way to the
-store are completed together, in one `complete_many`.
+store are completed together, in one `complete_many`; with a `Refill`, that same call also
+claims jobs for the slots it frees (`complete_and_claim`).
 
 No timer and no background task: the first job to finish sends its completion at once (it
 "leads"); jobs finishing meanwhile queue up and the leader, when its call returns, sends
@@ -11,6 +12,8 @@ answer: done, `LeaseLost` for its lease alone, or `StoreUnavailable` for the bat
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -18,10 +21,23 @@ import anyio.lowlevel
 
 from .._validate import MAX_BATCH
 from ..aio._store import AsyncStore
-from ..errors import InvalidArgument, StoreUnavailable, TenureError
-from ..models import Lease
+from ..errors import InvalidArgument, LeaseLost, StoreUnavailable, TenureError
+from ..models import Job, Lease
 
-__all__ = ["Completer"]
+__all__ = ["Completer", "Refill"]
+
+
+@dataclass(frozen=True)
+class Refill:
+    """How a completion call also claims work: ``slots(n)`` says how many jobs to claim
+    when the call completes ``n`` (0: none, complete only), and ``start`` takes what was
+    claimed, at once, in the same step as the store's answer."""
+
+    owner: str
+    ttl: float
+    queues: tuple[str, ...]
+    slots: Callable[[int], int]
+    start: Callable[[list[tuple[Lease, Job]]], None]
 
 
 class _Entry:
@@ -42,8 +58,9 @@ class _Entry:
 class Completer:
     """Completes leases through one store, batching those that finish at the same time."""
 
-    def __init__(self, store: AsyncStore) -> None:
+    def __init__(self, store: AsyncStore, refill: Refill | None = None) -> None:
         self._store = store
+        self.refill = refill
         self._pending: list[_Entry] = []
         self._sending = False
         self._quiet: anyio.Event | None = None
@@ -90,13 +107,12 @@ class Completer:
     async def _send(self, batch: list[_Entry]) -> None:
         try:
             self.calls += 1
-            if len(batch) == 1:
+            wanted = self.refill.slots(len(batch)) if self.refill is not None else 0
+            if len(batch) == 1 and not wanted:
                 await self._one(batch[0])
                 return
             try:
-                lost = await self._store.complete_many(
-                    [entry.lease for entry in batch], [entry.value for entry in batch]
-                )
+                lost = await self._complete_many(batch, wanted)
             except InvalidArgument:
                 # One handler's result was refused: complete the others one by one, so
                 # that only that job sees the refusal.
@@ -124,6 +140,18 @@ class Completer:
                     )
                     entry.sent = True
                 entry.event.set()
+
+    async def _complete_many(self, batch: list[_Entry], wanted: int) -> list[LeaseLost]:
+        leases = [entry.lease for entry in batch]
+        values = [entry.value for entry in batch]
+        if not wanted or self.refill is None:
+            return await self._store.complete_many(leases, values)
+        refill = self.refill
+        lost, claimed = await self._store._complete_and_claim_jobs(
+            leases, refill.owner, refill.ttl, wanted, results=values, queues=refill.queues
+        )
+        refill.start(claimed)  # no await since the answer: nothing claimed is dropped
+        return lost
 
     async def _one(self, entry: _Entry) -> None:
         try:

@@ -57,7 +57,7 @@ from ..aio._store import AsyncStore
 from ..errors import InvalidArgument, LeaseLost, StoreUnavailable, TenureError
 from ..models import Job, Lease
 from ..stores import resolve_url
-from ._completer import Completer
+from ._completer import Completer, Refill
 from ._context import JobContext, ReleaseDecision, RetryDecision, decision_of, set_current
 from ._keeper import LeaseKeeper
 from ._lease import REGISTRY, LeaseHandle
@@ -309,6 +309,7 @@ class Worker:
         self._slot_freed: anyio.Event | None = None
         self._keeper: LeaseKeeper | None = None
         self._completer: Completer | None = None
+        self._claiming = 0  # slots the claim loop's call in flight asks for
         self._rng = random.Random()
 
     def __repr__(self) -> str:
@@ -539,6 +540,16 @@ class Worker:
             )
             try:
                 async with anyio.create_task_group() as task_group:
+                    # A completion call also claims for the slots it frees: one store
+                    # call (one commit) per batch, where completing and then refilling
+                    # made two.
+                    self._completer.refill = Refill(
+                        self._owner,
+                        config.ttl,
+                        queues,
+                        self._refill_slots,
+                        partial(self._refilled, task_group, store, clock),
+                    )
                     await self._claim_loop(task_group, store, queues, burst, clock)
                     await self._drain()
             finally:
@@ -631,6 +642,7 @@ class Worker:
                 free = config.concurrency - len(self._jobs)
                 if free <= 0 or self._stop_requested:
                     continue
+            self._claiming = free
             try:
                 claimed = await store._claim_jobs(self.owner or "", config.ttl, free, queues=queues)
             except StoreUnavailable as exc:
@@ -644,6 +656,8 @@ class Worker:
                 )
                 await self._idle(None, queues, delay)
                 continue
+            finally:
+                self._claiming = 0
             failures = 0
             if self._stop_requested:
                 for lease, _job in claimed:
@@ -655,6 +669,28 @@ class Worker:
                 if burst and not self._jobs:
                     break
                 await self._idle(store, queues, config.poll_interval)
+
+    def _refill_slots(self, finishing: int) -> int:
+        """How many jobs a completion call of ``finishing`` jobs should claim: the slots
+        they free and any already free, less those a claim in flight is asking for."""
+        if self._stop_requested:
+            return 0
+        free = self._config.concurrency - len(self._jobs) - self._claiming + finishing
+        return max(0, min(free, MAX_BATCH))
+
+    def _refilled(
+        self,
+        task_group: anyio.abc.TaskGroup,
+        store: AsyncStore,
+        clock: Clock,
+        claimed: list[tuple[Lease, Job]],
+    ) -> None:
+        for lease, job in claimed:
+            if self._stop_requested:
+                why = "claimed as the worker was stopping"
+                task_group.start_soon(self._give_back, store, lease, why)
+            else:
+                self._start(task_group, store, lease, job, clock)
 
     async def _idle(
         self, store: AsyncStore | None, queues: tuple[str, ...], timeout: float
