@@ -14,8 +14,11 @@ with the system's own worker API and default settings:
 
 * **tenure**: ``claim_next`` + ``complete`` per job (sync API, one process per worker);
   **tenure batch**: ``claim_many(owner, ttl, 10)`` then ``complete_many`` of the 10 leases
-  (two statements per 10 jobs); **tenure async**: the same with the async API
-  (``tenure.aio``, a pool of at most 2 connections per process);
+  (two statements per 10 jobs); **tenure chained**: ``claim_many`` once, then
+  ``complete_and_claim`` of each batch (one statement and one commit per 10 jobs);
+  **tenure async**: claim_many + complete_many with the async API (``tenure.aio``, a pool
+  of at most 2 connections per process); **tenure Worker**: the runtime,
+  ``tenure.Worker(concurrency=10)`` with an async no-op handler, ``run(burst=True)``;
 * **pgqueuer**: ``QueueManager`` with a psycopg ``AsyncConnection``, an async no-op
   entrypoint, ``run(mode=drain)`` (its default batch_size=10: it dequeues 10 at a time and
   logs completions in batches);
@@ -28,6 +31,11 @@ were released): this process polls each system's own record of finished jobs eve
 has one of several seconds). Systems alternate order every repetition (ABC, CBA, ...); the
 medians and ratios to the faster competitor are printed. After each run the script checks
 that every job was done exactly once.
+
+Beside jobs/s it prints the CPU each system spent per job: its worker processes' (each
+one's ``time.process_time`` over its loop) plus the local PostgreSQL server's (`ServerCpu`:
+the backends that served the run, and the WAL writer, checkpointer and background writer).
+Other load on the machine stretches wall time far more than it changes CPU time per job.
 """
 
 from __future__ import annotations
