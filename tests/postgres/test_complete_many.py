@@ -56,7 +56,7 @@ def _count_statements(
     calls: list[tuple[str, int]] = []
     original = driver._rows
 
-    def counting(operation: str, statement: bytes, params: dict[str, Any]) -> Any:
+    def counting(operation: str, statement: Any, params: dict[str, Any]) -> Any:
         calls.append((operation, len(params.get("job_ids", ()))))
         return original(operation, statement, params)
 

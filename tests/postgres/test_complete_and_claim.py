@@ -1,0 +1,61 @@
+"""complete_and_claim on PostgreSQL: one statement (one round trip, one commit), and what a
+reply lost after that commit leaves behind (the conformance suite has the semantics)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+import tenure
+from tests.postgres._proxy import Proxy
+from tests.postgres.test_complete_many import _completion, _count_statements, _driver, _leases
+from tests.postgres.test_faults import proxied  # noqa: F401
+
+
+def test_one_statement_completes_and_claims(
+    store: tenure.Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    leases = _leases(store, *(f"J{i:02}" for i in range(10)))
+    for index in range(10):
+        store.submit(f"K{index:02}")
+    calls = _count_statements(_driver(store), monkeypatch)
+    lost, claimed = store.complete_and_claim(leases, "A", 30, 10, results=list(range(10)))
+    assert calls == [("complete_and_claim", 10)]
+    assert lost == []
+    assert [lease.job_id for lease in claimed] == [f"K{i:02}" for i in range(10)]
+    jobs = {job.job_id: job for job in store.jobs(limit=100)}
+    assert [jobs[f"J{i:02}"].result for i in range(10)] == list(range(10))
+    assert {jobs[f"K{i:02}"].state for i in range(10)} == {"leased"}
+
+
+def test_lost_reply_is_unknown_not_repeated_and_the_completions_can_be(
+    proxied: tuple[Proxy, str],  # noqa: F811
+    open_store: Callable[..., tenure.Store],
+) -> None:
+    proxy, url = proxied
+    store = open_store(url=url)
+    leases = _leases(store, "A", "B")
+    store.submit("C")
+    store.submit("D")
+    proxy.lose_next_reply()
+    with pytest.raises(tenure.StoreUnavailable) as caught:
+        store.complete_and_claim(leases, "W", 30, 1, results=["a", "b"])
+    assert caught.value.outcome_unknown is True
+    assert proxy.replies_lost == 1  # the store did not send it again
+    # It had committed: both done, and C claimed (by a lease nobody holds now).
+    jobs = {job.job_id: job for job in store.jobs()}
+    assert [(jobs[k].state, jobs[k].result) for k in "AB"] == [("done", "a"), ("done", "b")]
+    assert (jobs["C"].state, jobs["C"].owner, jobs["C"].generation) == ("leased", "W", 1)
+    assert jobs["D"].state == "ready"  # no blind repeat took another
+    # Repeating the completions is safe: recognised, nothing changes.
+    assert store.complete_many(leases, ["a", "b"]) == []
+    assert store.get("A").updated_at == jobs["A"].updated_at
+    # The driver's answer for one completion, one claim, when the reply arrives.
+    driver = _driver(store)
+    (more,) = _leases(store, "E")
+    completed, claimed = driver.complete_and_claim(
+        [_completion(more, '"e"')], "W", 30, ("default",), ["h1"]
+    )
+    assert [o.status for o in completed] == ["applied"]
+    assert [(o.row.job_id if o.row else None) for o in claimed] == ["D"]
