@@ -499,29 +499,24 @@ def main(argv: list[str]) -> int:
         "pgqueuer": recreate_database(args.url, "bench_pgqueuer"),
         "procrastinate": recreate_database(args.url, "bench_procrastinate"),
     }
-    for variant in ("tenure batch", "tenure chained", "tenure async", "tenure Worker"):
-        urls[variant] = urls["tenure"]
+    # Every tenure row drains the same database, filled and checked the same way.
+    variants = [system for system in SYSTEMS if system.startswith("tenure ")]
+    urls.update(dict.fromkeys(variants, urls["tenure"]))
     tenure.connect(urls["tenure"]).close()
     pgqueuer_setup(urls["pgqueuer"])
     procrastinate_setup(urls["procrastinate"])
-    fill = {
+    fill: dict[str, Callable[[str, int], None]] = {
         "tenure": tenure_fill,
-        "tenure batch": tenure_fill,
-        "tenure chained": tenure_fill,
-        "tenure async": tenure_fill,
-        "tenure Worker": tenure_fill,
         "pgqueuer": pgqueuer_fill,
         "procrastinate": procrastinate_fill,
     }
-    check = {
+    check: dict[str, Callable[[str, int], None]] = {
         "tenure": tenure_check,
-        "tenure batch": tenure_check,
-        "tenure chained": tenure_check,
-        "tenure async": tenure_check,
-        "tenure Worker": tenure_check,
         "pgqueuer": pgqueuer_check,
         "procrastinate": procrastinate_check,
     }
+    fill.update(dict.fromkeys(variants, tenure_fill))
+    check.update(dict.fromkeys(variants, tenure_check))
     workers: dict[str, tuple[Callable[..., Callable[[], int]], tuple[Any, ...], str]] = {
         "tenure": (tenure_worker, (urls["tenure"], 1), TENURE_DONE),
         "tenure batch": (tenure_worker, (urls["tenure"], 10), TENURE_DONE),

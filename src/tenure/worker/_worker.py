@@ -548,7 +548,7 @@ class Worker:
                         config.ttl,
                         queues,
                         self._refill_slots,
-                        partial(self._refilled, task_group, store, clock),
+                        partial(self._take_claimed, task_group, store, clock),
                     )
                     await self._claim_loop(task_group, store, queues, burst, clock)
                     await self._drain()
@@ -659,12 +659,9 @@ class Worker:
             finally:
                 self._claiming = 0
             failures = 0
+            self._take_claimed(task_group, store, clock, claimed)
             if self._stop_requested:
-                for lease, _job in claimed:
-                    await self._give_back(store, lease, "claimed as the worker was stopping")
                 break
-            for lease, job in claimed:
-                self._start(task_group, store, lease, job, clock)
             if not claimed:
                 if burst and not self._jobs:
                     break
@@ -678,13 +675,15 @@ class Worker:
         free = self._config.concurrency - len(self._jobs) - self._claiming + finishing
         return max(0, min(free, MAX_BATCH))
 
-    def _refilled(
+    def _take_claimed(
         self,
         task_group: anyio.abc.TaskGroup,
         store: AsyncStore,
         clock: Clock,
         claimed: list[tuple[Lease, Job]],
     ) -> None:
+        """Run what a claim (the claim loop's, or a completion call's) took; a stopping
+        worker gives it back instead."""
         for lease, job in claimed:
             if self._stop_requested:
                 why = "claimed as the worker was stopping"

@@ -151,7 +151,6 @@ class Hot(NamedTuple):
     cursor: AsyncRawCursor[Row]
     since: float  # when it was taken from the pool (time.monotonic())
     poller: Any  # watches conn's socket (see connection_is_stale)
-    prepare: bool | None  # for cursor.execute (see _checkout)
 
 
 class AsyncPostgresDriver:
@@ -351,11 +350,7 @@ class AsyncPostgresDriver:
         finally:
             with self._demand:
                 self._wanting -= 1
-        # Prepared at their first use (psycopg's default waits for five): each statement is
-        # used again and again, and a short-lived worker would pay for planning the first
-        # five times. Not when the pool's owner turned preparing off (old PgBouncer).
-        prepare = True if conn.prepare_threshold is not None else None
-        return Hot(conn, _raw_cursor(conn), time.monotonic(), socket_poller(conn), prepare)
+        return Hot(conn, _raw_cursor(conn), time.monotonic(), socket_poller(conn))
 
     async def _checkin(self, hot: Hot) -> None:
         # While another operation wants a connection, this one goes back to the pool, which
@@ -376,7 +371,12 @@ class AsyncPostgresDriver:
     ) -> list[Row]:
         hot = await self._checkout(operation)
         try:
-            await hot.cursor.execute(statement.text, statement.args(params), prepare=hot.prepare)
+            # Prepared at first use (psycopg's default waits for five): each statement is
+            # used again and again, and a short-lived worker would pay for planning the
+            # first five times. Not when the pool's owner turned preparing off (PgBouncer
+            # before 1.21): None leaves it to the connection's prepare_threshold.
+            prepare = True if hot.conn.prepare_threshold is not None else None
+            await hot.cursor.execute(statement.text, statement.args(params), prepare=prepare)
             rows = await hot.cursor.fetchall()
             if not hot.conn.autocommit:
                 await hot.conn.commit()

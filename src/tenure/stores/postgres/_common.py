@@ -250,7 +250,7 @@ _INCLUDE = re.compile(r"\{include:(\w+)\}")
 
 class Statement(NamedTuple):
     """One operation's SQL with PostgreSQL's own ``$1, $2...`` placeholders, for psycopg's
-    raw cursors (`raw_cursor`): psycopg then has no placeholders to parse on each execution
+    raw cursors (with `binary_lists`): psycopg then has no placeholders to parse on each execution
     (it caches its parsing of ``%(name)s`` only for statements up to 4 kB, and some of
     these are longer), and the parameters go in the order of ``names``."""
 
@@ -261,7 +261,7 @@ class Statement(NamedTuple):
         return [params[name] for name in self.names]
 
 
-# In the .sql files: %(name)s for a scalar, %(name)b for an array (see `raw_cursor`).
+# In the .sql files: %(name)s for a scalar, %(name)b for an array (see `binary_lists`).
 _PLACEHOLDER = re.compile(r"%\((\w+)\)[sb]")
 
 

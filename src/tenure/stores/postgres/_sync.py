@@ -146,7 +146,6 @@ class Hot(NamedTuple):
     cursor: RawCursor[Row]
     since: float  # when it was taken from the pool (time.monotonic())
     poller: Any  # watches conn's socket (see connection_is_stale)
-    prepare: bool | None  # for cursor.execute (see _checkout)
 
 
 class PostgresDriver:
@@ -346,11 +345,7 @@ class PostgresDriver:
         finally:
             with self._demand:
                 self._wanting -= 1
-        # Prepared at their first use (psycopg's default waits for five): each statement is
-        # used again and again, and a short-lived worker would pay for planning the first
-        # five times. Not when the pool's owner turned preparing off (old PgBouncer).
-        prepare = True if conn.prepare_threshold is not None else None
-        return Hot(conn, _raw_cursor(conn), time.monotonic(), socket_poller(conn), prepare)
+        return Hot(conn, _raw_cursor(conn), time.monotonic(), socket_poller(conn))
 
     def _checkin(self, hot: Hot) -> None:
         # While another operation wants a connection, this one goes back to the pool, which
@@ -369,7 +364,12 @@ class PostgresDriver:
     def _rows(self, operation: str, statement: Statement, params: dict[str, Any]) -> list[Row]:
         hot = self._checkout(operation)
         try:
-            hot.cursor.execute(statement.text, statement.args(params), prepare=hot.prepare)
+            # Prepared at first use (psycopg's default waits for five): each statement is
+            # used again and again, and a short-lived worker would pay for planning the
+            # first five times. Not when the pool's owner turned preparing off (PgBouncer
+            # before 1.21): None leaves it to the connection's prepare_threshold.
+            prepare = True if hot.conn.prepare_threshold is not None else None
+            hot.cursor.execute(statement.text, statement.args(params), prepare=prepare)
             rows = hot.cursor.fetchall()
             if not hot.conn.autocommit:
                 hot.conn.commit()
