@@ -1,4 +1,4 @@
-"""Bad input (DESIGN.md §5): every public entry point refuses it with InvalidArgument naming
+"""Bad input (docs/design.md §6): every public entry point refuses it with InvalidArgument naming
 the argument and the rule, before touching the store, which is left unchanged."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""claim, claim_next, claim_many; retry safety of claims (DESIGN.md §1, §3)."""
+"""claim, claim_next, claim_many; retry safety of claims (docs/design.md §3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""renew, complete, release, fail; stale callers; repeats; generations (DESIGN.md §1-§4)."""
+"""renew, complete, release, fail; stale callers; repeats; generations (docs/design.md §1-§5)."""
 
 from __future__ import annotations
 
@@ -561,7 +561,7 @@ def test_generation_exhausted_after_expiry(
 def test_worked_example(
     store: tenure.Store, open_store: Callable[[], tenure.Store], clock: tenure.ManualClock
 ) -> None:
-    """DESIGN.md §1: A claims at generation 7 and stalls; B claims at 8; A is rejected."""
+    """docs/design.md §1: A claims at generation 7 and stalls; B claims at 8; A is rejected."""
     store.submit("J", {"report": 42}, max_attempts=3)
     for _ in range(6):  # earlier claims made the generation 6
         store.release(claimed(store, owner="earlier"))

@@ -1,4 +1,4 @@
-"""The worked example of DESIGN.md §1, across real processes and real destinations.
+"""The worked example of docs/design.md §1, across real processes and real destinations.
 
 Worker A claims job J at generation 7, prepares its effect and stalls (it stops itself with
 SIGSTOP). Its lease expires; worker B claims J at generation 8, makes its effect and

@@ -1,4 +1,4 @@
-"""The argument rules of DESIGN.md §5, on their own (pure)."""
+"""The argument rules of docs/design.md §6, on their own (pure)."""
 
 from __future__ import annotations
 

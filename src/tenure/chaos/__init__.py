@@ -3,7 +3,7 @@
 `run_chaos` starts real worker processes (`tenure.Worker`) against a store, the reference
 fenced sink, and a seeded nemesis (pauses, claim storms, clock skew, kills, network and
 store faults); it records every operation as a JSON-lines history. `check_history` verifies
-the invariants I1-I5 of DESIGN.md §4 on such a history, and `write_report` draws it.
+the invariants I1-I5 of docs/design.md §5 on such a history, and `write_report` draws it.
 See docs/reliability.md.
 """
 

@@ -1,4 +1,4 @@
-"""`check_history`: the invariants of DESIGN.md §4, verified on a recorded history.
+"""`check_history`: the invariants of docs/design.md §5, verified on a recorded history.
 
 * **I1 tokens**: per job, the claims the store granted have distinct generations that grow
   with store time; a generation no recorded claim explains is allowed only up to the

@@ -1,4 +1,4 @@
-"""``tenure demo``: the worked example of DESIGN.md, performed for real and narrated.
+"""``tenure demo``: the worked example of docs/design.md §1, performed for real and narrated.
 
 A throwaway SQLite lease store and a second SQLite database as the "external system" (a
 ``reports`` table guarded by `tenure.fence.sql_fence`) live in a temporary directory. The

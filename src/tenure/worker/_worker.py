@@ -138,7 +138,7 @@ def _config(
     timing: object,
     start_method: object,
 ) -> _Config:
-    """Validate the worker's options (DESIGN.md §5: bad input names the argument)."""
+    """Validate the worker's options (docs/design.md §6: bad input names the argument)."""
     if url is not None:
         if not isinstance(url, str):
             raise InvalidArgument("url", f"must be a str, not {type(url).__name__}")
