@@ -1,4 +1,4 @@
-"""The argument rules of DESIGN.md §5 (pure).
+"""The argument rules of docs/design.md §6 (pure).
 
 Every public entry point calls these before touching a store, so bad input raises
 `InvalidArgument` naming the argument and the rule, and the store is left unchanged.

@@ -1,4 +1,4 @@
-"""submit, get, jobs() and the store's clock (DESIGN.md §2, §3)."""
+"""submit, get, jobs() and the store's clock (docs/design.md §2, §4)."""
 
 from __future__ import annotations
 
