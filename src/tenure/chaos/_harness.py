@@ -39,7 +39,7 @@ from ._checker import Verdict, check_history
 from ._history import Recorder, merge_histories, read_history
 from ._nemesis import KINDS, Fault, Nemesis, is_stopped, make_schedule
 from ._proxy import Proxy
-from ._report import write_report
+from ._report import run_origin, write_report
 
 __all__ = ["ChaosOptions", "ChaosResult", "run_chaos", "store_kind"]
 
@@ -67,6 +67,7 @@ class ChaosOptions:
     faketime: bool = True
     kinds: tuple[str, ...] | None = None
     png: bool = True
+    chromium: str | None = None  # the browser for the PNG (default: found on PATH)
 
     def check(self) -> None:
         if self.unsafe is not None and self.unsafe not in UNSAFE_MODES:
@@ -823,12 +824,16 @@ def run_chaos(options: ChaosOptions, echo: Echo = print) -> ChaosResult:
             time.sleep(0.25)
             if time.monotonic() - last >= 10:
                 last = time.monotonic()
-                injected = sum(nemesis.injected.values())
-                echo(f"  t={last - nemesis.start_time:.0f} s: {injected} faults injected")
+                echo(
+                    f"  t={last - nemesis.start_time:.0f} s: {nemesis.injected_count()} of "
+                    f"{len(schedule)} faults injected so far"
+                )
             if harness.fed.is_set() and harness.all_ended():
                 echo("  every job has ended: stopping the faults early")
                 break
         nemesis.stop()
+        for line in _fault_summary(nemesis, len(schedule)):
+            echo(line)
         nemesis.heal()
         harness.heal()
         harness.fed.wait()
@@ -847,6 +852,24 @@ def run_chaos(options: ChaosOptions, echo: Echo = print) -> ChaosResult:
     nemesis_rec.close()
     history = out / "history.jsonl"
     merge_histories(sorted((out / "history").glob("*.jsonl")), history)
-    verdict = check_history(list(read_history(history)))
-    report, png = write_report(verdict, out / "report.html", png=options.png)
+    events = list(read_history(history))
+    verdict = check_history(events)
+    report, png = write_report(
+        verdict,
+        out / "report.html",
+        png=options.png,
+        origin=run_origin(events),
+        browser=options.chromium,
+    )
     return ChaosResult(verdict, history, report, png)
+
+
+def _fault_summary(nemesis: Nemesis, scheduled: int) -> list[str]:
+    """How many scheduled faults were injected, and why each other one was not."""
+    missing = nemesis.not_injected()
+    line = f"  faults: {scheduled - len(missing)} of {scheduled} scheduled injected"
+    if nemesis.followups:
+        line += f", plus {nemesis.followups} claim storm(s) on paused workers' jobs"
+    lines = [line + (":" if missing else "")]
+    lines += [f"    not injected: {f.kind} at {f.at:g} s: {why}" for f, why in missing]
+    return lines

@@ -184,12 +184,19 @@ class Nemesis:
         self._stopped_pids: dict[int, tuple[str, str]] = {}  # pid -> (proc, fault kind)
         self._clocks: dict[str, dict[str, float]] = {}
         self.start_time = 0.0
-        self.injected: dict[str, int] = {}
+        self.injected: dict[str, int] = {}  # kind -> starts, follow-up claim storms included
+        # What became of each scheduled fault, by its place in the schedule: "injected", or
+        # why not (see `not_injected`). Until the nemesis acts on it: not reached.
+        self._outcomes: list[str] = [_NOT_REACHED] * len(schedule)
+        self._place = {id(fault): number for number, fault in enumerate(schedule)}
+        self.followups = 0  # claim storms started after a pause (not in the schedule)
 
     # -- running -------------------------------------------------------------------------
 
     def start(self) -> None:
         self.start_time = time.monotonic()
+        # The zero of the schedule in host time: the report draws its time axis from it.
+        self._rec.event("nemesis-start", faults=len(self._schedule))
         for fault in self._schedule:
             self._at(self.start_time + fault.at, partial(self._inject, fault))
         self._thread.start()
@@ -198,6 +205,31 @@ class Nemesis:
         """Stop injecting; what is still pending is dropped (`heal` undoes what is on)."""
         self._stopping.set()
         self._thread.join(10)
+        with self._lock:
+            for number, outcome in enumerate(self._outcomes):
+                if outcome == _ARMED:
+                    self._outcomes[number] = "armed, but not hit before the faults stopped"
+                elif outcome == _NOT_REACHED:
+                    self._outcomes[number] = "not reached: the faults stopped first"
+
+    def _outcome(self, fault: Fault, outcome: str) -> None:
+        with self._lock:
+            self._outcomes[self._place[id(fault)]] = outcome
+
+    def injected_count(self) -> int:
+        """Scheduled faults injected so far (follow-up claim storms not counted)."""
+        with self._lock:
+            return self._outcomes.count(_INJECTED)
+
+    def not_injected(self) -> list[tuple[Fault, str]]:
+        """The scheduled faults that were not injected, with the reason."""
+        with self._lock:
+            outcomes = list(self._outcomes)
+        return [
+            (fault, outcome)
+            for fault, outcome in zip(self._schedule, outcomes, strict=True)
+            if outcome != _INJECTED
+        ]
 
     def _at(self, when: float, action: Callable[[], None]) -> None:
         with self._lock:
@@ -216,7 +248,11 @@ class Nemesis:
             try:
                 action()
             except Exception as exc:  # a fault that could not be injected is recorded
-                self._rec.event("fault-error", error=f"{type(exc).__name__}: {exc}"[:300])
+                error = f"{type(exc).__name__}: {exc}"[:300]
+                self._rec.event("fault-error", error=error)
+                fault = getattr(action, "args", (None,))[0]
+                if isinstance(fault, Fault) and id(fault) in self._place:
+                    self._outcome(fault, f"failed: {error}")
 
     def _record(self, kind: str, phase: str, **fields: Any) -> None:
         if phase == "start":
@@ -227,48 +263,61 @@ class Nemesis:
 
     def _inject(self, fault: Fault) -> None:
         kind, p = fault.kind, fault.params
+        outcome = _INJECTED
         if kind == "pause":
-            self._pause(fault)
+            outcome = self._pause(fault)
         elif kind.startswith("pause-"):
-            self._arm(fault)
+            outcome = self._arm(fault)
         elif kind == "skew":
-            self._skew(fault)
+            outcome = self._skew(fault)
         elif kind == "kill":
             assert fault.target is not None
             killed = self._target.kill(fault.target, p["restart_after"])
             if killed is not None:
                 self._record(kind, "start", target=killed[0], target_pid=killed[1], **p)
+            else:
+                outcome = _gone(fault)
         elif kind == "storm":
             done = self._target.storm(int(p["jobs"]), p["window"])
             if done is not None:
                 self._record(kind, "start", **done, window=p["window"])
                 self._at(time.monotonic() + p["window"], lambda: self._record(kind, "end"))
+            else:
+                outcome = "no storm processes (--storm 0) or no job to storm"
         elif kind == "proxy-delay":
             if self._target.proxy_delay(p["lag"], p["hold"]):
                 self._record(kind, "start", **p)
                 self._at(time.monotonic() + p["hold"], lambda: self._record(kind, "end"))
+            else:
+                outcome = _NO_PROXY
         elif kind == "proxy-drop":
             if self._target.proxy_drop(p["window"]):
                 self._record(kind, "start", **p)
                 self._at(time.monotonic() + p["window"], lambda: self._record(kind, "end"))
+            else:
+                outcome = _NO_PROXY
         elif kind == "store-pause":
             done = self._target.store_pause(p["duration"])
             if done is not None:
                 self._record(kind, "start", **done, **p)
                 self._at(time.monotonic() + p["duration"], lambda: self._record(kind, "end"))
+            else:
+                outcome = "the store could not be paused (nothing held it at that moment)"
+        self._outcome(fault, outcome)
 
-    def _pause(self, fault: Fault) -> None:
+    def _pause(self, fault: Fault) -> str:
         assert fault.target is not None
         found = self._target.worker(fault.target)
         if found is None:
-            return
+            return _gone(fault)
         name, pid = found
         if not _signal(pid, "SIGSTOP"):
-            return
+            return _gone(fault)
         self._stopped_pids[pid] = (name, "pause")
         self._record("pause", "start", target=name, target_pid=pid, **fault.params)
         self._at(time.monotonic() + fault.params["duration"], lambda: self._resume(pid))
         self._storm_holder(fault, pid)
+        return _INJECTED
 
     def _resume(self, pid: int) -> None:
         stopped = self._stopped_pids.pop(pid, None)
@@ -276,11 +325,11 @@ class Nemesis:
             name, kind = stopped
             self._record(kind, "end", target=name, target_pid=pid)
 
-    def _arm(self, fault: Fault) -> None:
+    def _arm(self, fault: Fault) -> str:
         assert fault.target is not None
         found = self._target.worker(fault.target)
         if found is None:
-            return
+            return _gone(fault)
         name, pid = found
         point = fault.kind.removeprefix("pause-")
         arm = {"id": next(self._arm_ids), "point": point, "duration": fault.params["duration"]}
@@ -289,7 +338,10 @@ class Nemesis:
             "fault", kind=fault.kind, phase="armed", target=name, target_pid=pid, arm=arm["id"]
         )
         deadline = time.monotonic() + fault.params["window"]
+        self._outcome(fault, _ARMED)  # before the watch, which may settle it at once
         self._watch_arm(fault, name, pid, arm, deadline)
+        with self._lock:
+            return self._outcomes[self._place[id(fault)]]
 
     def _watch_arm(
         self, fault: Fault, name: str, pid: int, arm: dict[str, Any], deadline: float
@@ -304,6 +356,7 @@ class Nemesis:
             self._record(
                 fault.kind, "start", target=name, target_pid=pid, arm=arm["id"], **fault.params
             )
+            self._outcome(fault, _INJECTED)
             self._at(now + arm["duration"], lambda: self._resume(pid))
             self._storm_holder(fault, pid)
             return
@@ -316,6 +369,11 @@ class Nemesis:
             self._at(now + 0.05, lambda: self._watch_arm(fault, name, pid, arm, deadline))
             return
         self._rec.event("fault", kind=fault.kind, phase="missed", target=name, arm=arm["id"])
+        self._outcome(
+            fault,
+            f"armed, but {name} did not reach the {arm['point']} point within "
+            f"{fault.params['window']:g} s",
+        )
 
     def _storm_holder(self, fault: Fault, pid: int) -> None:
         """A claim storm on the jobs of the worker just stopped, through their expiry."""
@@ -324,14 +382,15 @@ class Nemesis:
         window = fault.params["duration"]
         done = self._target.storm(3, window, holder=pid)
         if done is not None:
+            self.followups += 1
             self._record("storm", "start", **done, window=window, after=fault.kind)
             self._at(time.monotonic() + window, lambda: self._record("storm", "end"))
 
-    def _skew(self, fault: Fault) -> None:
+    def _skew(self, fault: Fault) -> str:
         assert fault.target is not None
         found = self._target.worker(fault.target)
         if found is None:
-            return
+            return _gone(fault)
         name, pid = found
         clock = {"offset": fault.params["offset"], "rate": fault.params["rate"]}
         self._clocks[name] = clock
@@ -345,6 +404,7 @@ class Nemesis:
                 self._record("skew", "end", target=name, target_pid=pid)
 
         self._at(time.monotonic() + fault.params["hold"], restore)
+        return _INJECTED
 
     # -- healing -------------------------------------------------------------------------
 
@@ -356,6 +416,16 @@ class Nemesis:
             del self._clocks[name]
             self._target.set_control(name, clock=None, arm=None)
             self._record("skew", "end", target=name)
+
+
+_INJECTED = "injected"
+_ARMED = "armed"
+_NOT_REACHED = "not reached"
+_NO_PROXY = "no proxy in front of the store (a store without a host)"
+
+
+def _gone(fault: Fault) -> str:
+    return f"target gone: worker {fault.target} was not running (killed, not yet restarted)"
 
 
 def _signal(pid: int, name: str) -> bool:

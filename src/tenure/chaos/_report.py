@@ -5,29 +5,41 @@ Per job, a timeline of ownership intervals in store time, coloured by generation
 stale attempts marked where they were rejected (by the store: a red cross; by the sink: an
 orange diamond), writes the sink accepted (small ticks), writes a worker withheld itself
 (grey circles) and the moments a worker was stopped holding the job (pause bars). Above, the
-faults on the same time axis, one lane per kind. Jobs with violations come first, then the
-jobs where faults bit; the rest are counted, not drawn.
+faults on the same time axis, one lane per kind; every row shares that axis, whose zero is
+the start of the fault schedule (``schedule.json``'s ``at``) when the history records it.
+Jobs with violations come first, then the jobs where faults bit; the rest are counted, not
+drawn.
+
+The browser is found on ``PATH`` (``chromium``, ``chromium-browser``, ``google-chrome``,
+``chrome``) unless ``TENURE_CHROMIUM`` names one (a path or a command), or is ``none``: no
+screenshot, as if none were installed.
 """
 
 from __future__ import annotations
 
 import html
+import math
+import os
+import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from ._checker import INVARIANTS, Interval, Mark, Verdict
+from ._history import Event
 
-__all__ = ["chromium", "screenshot", "write_report"]
+__all__ = ["CHROMIUM_HINT", "chromium", "run_origin", "screenshot", "write_report"]
 
 Scale = Callable[[float], float]
 
 MAX_ROWS = 60
 WIDTH = 1360
-LABEL = 190
+LABEL = 190  # the least width of the label column; it grows to fit the longest job id
+LABEL_CHAR = 6.6  # pixels per character of an 11 px sans-serif label (a little generous)
+MAX_LABEL_CHARS = 60  # longer job ids are cut in the middle (the title keeps them whole)
 ROW = 22
 LANE = 16
 FAULT_COLORS = {
@@ -68,8 +80,9 @@ def _pick_jobs(verdict: Verdict) -> tuple[list[str], int]:
     return sorted(chosen, key=lambda j: (-(j in bad), j)), len(score) - len(chosen)
 
 
-def _axis(verdict: Verdict, jobs: list[str]) -> tuple[float, float]:
-    times: list[float] = []
+def _axis(verdict: Verdict, jobs: list[str], origin: float | None) -> tuple[float, float]:
+    """The store-time span the picture covers: every fault, every drawn job, the origin."""
+    times: list[float] = [] if origin is None else [origin]
     for job in jobs:
         for i in verdict.intervals.get(job, []):
             times += [i.start, i.end]
@@ -82,6 +95,19 @@ def _axis(verdict: Verdict, jobs: list[str]) -> tuple[float, float]:
         return 0.0, 1.0
     low, high = min(times), max(times)
     return low, max(high, low + 1.0)
+
+
+def run_origin(events: Iterable[Event]) -> float | None:
+    """Host time at which the nemesis started (the zero of the schedule), if recorded."""
+    starts = [float(e["t"]) for e in events if e.get("f") == "nemesis-start" and "t" in e]
+    return min(starts) if starts else None
+
+
+def _label(job: str) -> str:
+    if len(job) <= MAX_LABEL_CHARS:
+        return job
+    half = (MAX_LABEL_CHARS - 1) // 2
+    return f"{job[:half]}…{job[-half:]}"
 
 
 STORE_WIDE = ("store-pause", "proxy-delay", "proxy-drop")
@@ -97,16 +123,6 @@ def _spans(verdict: Verdict) -> list[tuple[float, float, dict[str, Any]]]:
     return found
 
 
-def _window(verdict: Verdict, job: str) -> tuple[float, float]:
-    times = []
-    for i in verdict.intervals.get(job, []):
-        times += [i.start, i.end]
-    times += [m.at for m in verdict.marks.get(job, [])]
-    if not times:
-        return 0.0, 1.0
-    return min(times) - 0.5, max(times) + 0.5
-
-
 def _relevant(span: dict[str, Any], job: str, procs: set[str]) -> bool:
     """Whether a fault could have touched ``job``: it hit one of the job's holders, the
     whole store, or (a claim storm) the job itself."""
@@ -117,95 +133,82 @@ def _relevant(span: dict[str, Any], job: str, procs: set[str]) -> bool:
     return str(span.get("target")) in procs
 
 
-def _svg(verdict: Verdict, jobs: list[str]) -> str:
-    """The fault lanes over the whole run, then one row per job on a window of its own
-    (same seconds per pixel for every row), with the faults that touched it behind."""
-    t0, t1 = _axis(verdict, jobs)
-    plot = WIDTH - LABEL - 20
+def _svg(verdict: Verdict, jobs: list[str], origin: float | None = None) -> str:
+    """The fault lanes, then one row per job, all on one time axis (seconds from the start
+    of the fault schedule), with the faults that touched each job shaded behind it.
+
+    ``origin`` is the host time of the schedule's zero (`run_origin`); without it the axis
+    starts at the first thing drawn."""
+    t0, t1 = _axis(verdict, jobs, None if origin is None else origin + verdict.offset)
+    zero = t0 if origin is None else origin + verdict.offset
+    labels = {job: _label(job) for job in jobs}
+    longest_label = max((len(text) for text in labels.values()), default=0)
+    label_width = max(LABEL, round(longest_label * LABEL_CHAR) + 16)
+    plot = WIDTH - label_width - 20
     spans = _spans(verdict)
 
     def x(t: float) -> float:
-        return LABEL + (t - t0) / (t1 - t0) * plot
+        return label_width + (t - t0) / (t1 - t0) * plot
 
     kinds = sorted({s["kind"] for s in verdict.fault_spans})
     top = 30
-    windows = {job: _window(verdict, job) for job in jobs}
-    longest = max((b - a for a, b in windows.values()), default=1.0)
-    scale = plot / max(longest, 1.0)
-    y0 = top + LANE * len(kinds) + 58
+    lanes_bottom = top + LANE * len(kinds)
+    y0 = lanes_bottom + 30
     height = y0 + ROW * len(jobs) + 20
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
         f'viewBox="0 0 {WIDTH} {height}" font-family="sans-serif" font-size="11">'
     ]
+    # Ticks at whole steps from the schedule's zero, drawn through the lanes and the rows.
     step = _tick_step(t1 - t0)
-    tick = 0.0
-    lanes_bottom = top + LANE * len(kinds)
-    while tick <= t1 - t0:
-        px = x(t0 + tick)
+    first = math.ceil((t0 - zero) / step - 1e-9)
+    last = math.floor((t1 - zero) / step + 1e-9)
+    for k in range(first, last + 1):
+        px = x(zero + k * step)
         parts.append(
-            f'<line x1="{px:.1f}" y1="{top - 8}" x2="{px:.1f}" y2="{lanes_bottom + 8}" '
+            f'<line x1="{px:.1f}" y1="{top - 8}" x2="{px:.1f}" y2="{height - 14}" '
             'stroke="#e5e5e5"/>'
             f'<text x="{px:.1f}" y="{top - 12}" text-anchor="middle" fill="#666">'
-            f"{tick:g} s</text>"
+            f"{k * step:g} s</text>"
         )
-        tick += step
     for lane, kind in enumerate(kinds):
         y = top + lane * LANE
         color = FAULT_COLORS.get(kind, "#555")
         parts.append(
-            f'<text x="{LABEL - 6}" y="{y + 11}" text-anchor="end" fill="{color}">{_e(kind)}</text>'
+            f'<text x="{label_width - 6}" y="{y + 11}" text-anchor="end" fill="{color}">'
+            f"{_e(kind)}</text>"
         )
         for start, end, span in spans:
             if span["kind"] != kind:
                 continue
             width = max(3.0, x(end) - x(start))
-            title = f"{kind} {span.get('target') or ''} {span.get('detail', {})}"
+            title = (
+                f"{kind} {span.get('target') or ''} at {start - zero:.3f} s "
+                f"{span.get('detail', {})}"
+            )
             parts.append(
                 f'<rect class="fault" x="{x(start):.1f}" y="{y + 2}" width="{width:.1f}" '
                 f'height="{LANE - 4}" fill="{color}" opacity="0.8"><title>{_e(title)}</title>'
                 "</rect>"
             )
-    # where the jobs drawn below sit in the run
-    for job in jobs:
-        a, b = windows[job]
-        parts.append(
-            f'<rect x="{x(a):.1f}" y="{lanes_bottom + 10}" width="{max(2.0, x(b) - x(a)):.1f}" '
-            f'height="6" fill="#34495e" opacity="0.5"><title>{_e(job)}</title></rect>'
-        )
     parts.append(
-        f'<text x="{LABEL - 6}" y="{lanes_bottom + 17}" text-anchor="end" fill="#34495e">'
-        "jobs drawn below</text>"
-    )
-    bar = _tick_step(longest / 2)
-    parts.append(
-        f'<text x="6" y="{y0 - 12}" font-weight="bold">jobs: each row on its own window of '
-        f"store time (label: its start, seconds into the run); faults that touched the job "
-        f'behind it</text><line x1="{LABEL}" y1="{y0 - 4}" x2="{LABEL + bar * scale:.1f}" '
-        f'y2="{y0 - 4}" stroke="#222" stroke-width="2"/><text x="{LABEL + bar * scale + 4:.1f}" '
-        f'y="{y0 - 1}" fill="#222">{bar:g} s</text>'
+        f'<text x="6" y="{y0 - 10}" font-weight="bold">jobs, on the same time axis; shaded '
+        "behind a job: the faults that could have touched it (colour of their lane)</text>"
     )
     bad = {v.job for v in verdict.violations if v.job}
     for row, job in enumerate(jobs):
         y = y0 + row * ROW
-        a, _ = windows[job]
-
-        def xj(t: float, a: float = a) -> float:
-            return LABEL + (t - a) * scale
-
-        label = job if len(job) <= 24 else "…" + job[-23:]
         parts.append(
-            f'<text x="{LABEL - 6}" y="{y + 14}" text-anchor="end" '
-            f'fill="{"#c0392b" if job in bad else "#222"}">{_e(label)} '
-            f'<tspan fill="#888">+{a - t0:.0f}s</tspan></text>'
+            f'<text x="{label_width - 6}" y="{y + 14}" text-anchor="end" '
+            f'fill="{"#c0392b" if job in bad else "#222"}"><title>{_e(job)}</title>'
+            f"{_e(labels[job])}</text>"
         )
         procs = {i.proc for i in verdict.intervals.get(job, [])}
         procs |= {m.proc for m in verdict.marks.get(job, [])}
         for start, end, span in spans:
-            if end < a or start > windows[job][1] or not _relevant(span, job, procs):
+            if not _relevant(span, job, procs):
                 continue
-            left = max(LABEL, xj(start))
-            right = min(LABEL + plot, xj(max(end, start)))
+            left, right = x(start), x(max(end, start))
             color = FAULT_COLORS.get(span["kind"], "#555")
             title = f"{span['kind']} {span.get('target') or ''} {span.get('detail', {})}"
             parts.append(
@@ -214,9 +217,9 @@ def _svg(verdict: Verdict, jobs: list[str]) -> str:
                 f'opacity="0.18"><title>{_e(title)}</title></rect>'
             )
         for interval in verdict.intervals.get(job, []):
-            parts.append(_interval(interval, xj, y))
+            parts.append(_interval(interval, x, y))
         for mark in verdict.marks.get(job, []):
-            parts.append(_mark(mark, xj, y))
+            parts.append(_mark(mark, x, y))
     parts.append("</svg>")
     return "".join(parts)
 
@@ -282,7 +285,8 @@ def _mark(mark: Mark, x: Scale, y: int) -> str:
     )
 
 
-def render(verdict: Verdict) -> str:
+def render(verdict: Verdict, origin: float | None = None) -> str:
+    """The report page; ``origin``: host time of the fault schedule's zero (`run_origin`)."""
     jobs, hidden = _pick_jobs(verdict)
     status_color = {"VALID": "#1e8449", "INVALID": "#c0392b"}.get(verdict.status, "#b7950b")
     c = verdict.counts
@@ -316,7 +320,10 @@ def render(verdict: Verdict) -> str:
         "store &nbsp; "
         '<b style="color:#e67e22">◆</b> stale write rejected by the sink &nbsp; '
         "│ write accepted &nbsp; ● write withheld by its worker &nbsp; "
-        '<b style="color:#6c3483">❚❚</b> worker stopped'
+        '<b style="color:#6c3483">❚❚</b> worker stopped &nbsp; '
+        '<span class="swatch" style="background:#9b59b6;opacity:0.3"></span>shaded band '
+        "behind a job: a fault that could have touched it (its holder paused, killed or "
+        "skewed, a claim storm on it, a store-wide fault), in the colour of its lane"
     )
     more = f"<p>{hidden} more jobs not drawn (nothing happened to them).</p>" if hidden else ""
     return f"""<!DOCTYPE html>
@@ -342,43 +349,97 @@ td {{ padding: 1px 8px; border-bottom: 1px solid #eee; }}
 <table><tr><th colspan="2">faults injected</th></tr>{faults}</table>
 </div>
 <div class="legend">{legend}</div>
-{_svg(verdict, jobs)}
+{_svg(verdict, jobs, origin)}
 {more}
 <table class="counts"><tr><th colspan="4">counts</th></tr>{rows}</table>
 </body></html>
 """
 
 
-def chromium() -> str | None:
-    """The headless browser to screenshot with, if one is installed."""
-    for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
+CHROMIUM_HINT = (
+    "install Chromium (apt-get install chromium, or brew install --cask chromium) or name a "
+    "browser with --chromium PATH / TENURE_CHROMIUM"
+)
+_BROWSERS = ("chromium", "chromium-browser", "google-chrome", "chrome")
+
+
+def chromium(browser: str | None = None) -> str | None:
+    """The headless browser to screenshot with: ``browser`` (a path or a command name),
+    else ``TENURE_CHROMIUM`` (``none``: no browser), else the first of `_BROWSERS` on
+    ``PATH``; None when there is none."""
+    named = browser or os.environ.get("TENURE_CHROMIUM", "").strip()
+    if named.lower() == "none":
+        return None
+    if named:
+        return shutil.which(named)
+    for name in _BROWSERS:
         found = shutil.which(name)
         if found:
             return found
     return None
 
 
-def screenshot(page: Path, png: Path, *, width: int = WIDTH + 40, height: int = 1200) -> bool:
-    """Render ``page`` with headless Chromium into ``png``; False when it could not."""
-    browser = chromium()
-    if browser is None:
+def _headless(browser: str, profile: str, width: int, height: int, *args: str) -> list[str]:
+    return [
+        browser,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--hide-scrollbars",
+        f"--user-data-dir={profile}",
+        f"--window-size={width},{height}",
+        *args,
+    ]
+
+
+def _page_height(browser: str, page: Path, profile: str, width: int) -> int | None:
+    """The height of ``page`` laid out ``width`` pixels wide, measured by the browser on a
+    copy that records it (the report itself has no script)."""
+    probe = page.with_name(f".{page.stem}-measure.html")
+    script = (
+        "<script>document.body.setAttribute('data-height', "
+        "Math.ceil(document.documentElement.scrollHeight))</script>"
+    )
+    probe.write_text(page.read_text(encoding="utf-8").replace("</body>", script + "</body>"))
+    try:
+        done = subprocess.run(
+            _headless(browser, profile, width, 600, "--dump-dom", probe.resolve().as_uri()),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    finally:
+        probe.unlink(missing_ok=True)
+    found = re.search(r'data-height="(\d+)"', done.stdout)
+    return int(found.group(1)) if found else None
+
+
+def screenshot(
+    page: Path,
+    png: Path,
+    *,
+    width: int = WIDTH + 40,
+    height: int | None = None,
+    browser: str | None = None,
+) -> bool:
+    """Render ``page`` with headless Chromium into ``png``, as tall as the page (measured
+    unless ``height`` is given); False when it could not."""
+    found = chromium(browser)
+    if found is None:
         return False
     with tempfile.TemporaryDirectory(prefix="tenure-chromium-") as profile:
-        command = [
-            browser,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--no-first-run",
-            "--hide-scrollbars",
-            f"--user-data-dir={profile}",
-            f"--window-size={width},{height}",
-            f"--screenshot={png}",
-            page.resolve().as_uri(),
-        ]
+        if height is None:
+            height = min(16_000, (_page_height(found, page, profile, width) or 1200) + 16)
+        command = _headless(
+            found, profile, width, height, f"--screenshot={png}", page.resolve().as_uri()
+        )
         try:
             subprocess.run(command, capture_output=True, timeout=60, check=False)
         except (OSError, subprocess.TimeoutExpired):
@@ -386,16 +447,22 @@ def screenshot(page: Path, png: Path, *, width: int = WIDTH + 40, height: int = 
     return png.exists() and png.stat().st_size > 0
 
 
-def write_report(verdict: Verdict, path: Path, *, png: bool = True) -> tuple[Path, Path | None]:
+def write_report(
+    verdict: Verdict,
+    path: Path,
+    *,
+    png: bool = True,
+    origin: float | None = None,
+    browser: str | None = None,
+) -> tuple[Path, Path | None]:
     """Write the HTML report to ``path`` (and ``path`` with ``.png`` when Chromium is
-    available and ``png``); returns both paths (the PNG's None when not made)."""
-    path.write_text(render(verdict), encoding="utf-8")
+    available and ``png``); returns both paths (the PNG's None when not made).
+
+    ``origin``: host time of the fault schedule's zero (`run_origin` of the history), so
+    the time axis matches ``schedule.json``; ``browser``: as in `chromium`."""
+    path.write_text(render(verdict, origin), encoding="utf-8")
     if not png:
         return path, None
-    jobs, _ = _pick_jobs(verdict)
-    kinds = {s["kind"] for s in verdict.fault_spans}
-    height = min(
-        4000, 420 + LANE * len(kinds) + ROW * len(jobs) + 14 * len(verdict.violations[:60])
-    )
     image = path.with_suffix(".png")
-    return path, image if screenshot(path, image, height=height) else None
+    image.unlink(missing_ok=True)  # a stale picture of an earlier run must not stand in
+    return path, image if screenshot(path, image, browser=browser) else None

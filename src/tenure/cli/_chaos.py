@@ -25,8 +25,36 @@ __all__ = ["chaos", "check"]
 
 EXIT = {"VALID": 0, "INVALID": 1, "UNPROVEN": 3}
 
+_NO_PNG_HELP = (
+    "Do not screenshot the report (report.png needs headless Chromium; without it the run "
+    "says so and writes the HTML report alone)."
+)
+_CHROMIUM_HELP = (
+    "The browser that screenshots the report: a path or command (default: chromium, "
+    "chromium-browser, google-chrome or chrome on PATH; also TENURE_CHROMIUM)."
+)
 
-def _finish(state: CliState, verdict: Any, report: Path, png: Path | None) -> None:
+
+def _why_no_png(wanted: bool, png: Path | None, browser: str | None) -> str | None:
+    """One line on why there is no PNG of the report (None when there is one, or none was
+    wanted)."""
+    if not wanted or png is not None:
+        return None
+    from ..chaos._report import CHROMIUM_HINT, chromium
+
+    found = chromium(browser)
+    if found is None:
+        named = browser or os.environ.get("TENURE_CHROMIUM")
+        if named and named.strip().lower() == "none":
+            return "no png: TENURE_CHROMIUM=none"
+        where = f"{named!r} was not found" if named else "Chromium is not installed"
+        return f"no png: {where}; {CHROMIUM_HINT}"
+    return f"no png: {found} did not produce a screenshot; the HTML report is complete"
+
+
+def _finish(
+    state: CliState, verdict: Any, report: Path, png: Path | None, no_png: str | None
+) -> None:
     if state.json:
         click.echo(
             json.dumps(
@@ -41,6 +69,7 @@ def _finish(state: CliState, verdict: Any, report: Path, png: Path | None) -> No
                     ],
                     "report": str(report),
                     "png": str(png) if png else None,
+                    "no_png": no_png,
                 },
                 default=str,
             )
@@ -50,6 +79,8 @@ def _finish(state: CliState, verdict: Any, report: Path, png: Path | None) -> No
             click.echo(line)
         if png is not None:
             click.echo(f"png: {png}")
+        elif no_png is not None:
+            click.echo(no_png)
         click.echo(f"verdict: {verdict.headline()}")
         click.echo(f"report: {report}")
     sys.exit(EXIT[verdict.status])
@@ -102,7 +133,8 @@ def _finish(state: CliState, verdict: Any, report: Path, png: Path | None) -> No
     help="Seconds to wait for the queue to drain after the faults.",
 )
 @click.option("--no-faketime", is_flag=True, help="Do not run workers under faketime.")
-@click.option("--no-png", is_flag=True, help="Do not screenshot the report.")
+@click.option("--no-png", is_flag=True, help=_NO_PNG_HELP)
+@click.option("--chromium", "browser", metavar="PATH", default=None, help=_CHROMIUM_HELP)
 @click.option("--dry-run", is_flag=True, help="Print the fault schedule (JSON) and exit.")
 @common_options
 @click.pass_obj
@@ -123,6 +155,7 @@ def chaos(
     drain_timeout: float,
     no_faketime: bool,
     no_png: bool,
+    browser: str | None,
     dry_run: bool,
 ) -> None:
     """Run workers under a seeded nemesis and check the invariants of the history.
@@ -157,6 +190,7 @@ def chaos(
         faketime=not no_faketime,
         kinds=tuple(k.strip() for k in faults.split(",") if k.strip()) if faults else None,
         png=not no_png,
+        chromium=browser,
     )
     try:
         options.check()
@@ -174,7 +208,13 @@ def chaos(
         result = run_chaos(options, echo)
     except (RuntimeError, OSError, ImportError) as exc:
         raise CliError(f"chaos run failed: {exc}", json_mode=state.json) from exc
-    _finish(state, result.verdict, result.report, result.png)
+    _finish(
+        state,
+        result.verdict,
+        result.report,
+        result.png,
+        _why_no_png(not no_png, result.png, browser),
+    )
 
 
 @click.command()
@@ -185,15 +225,22 @@ def chaos(
     default=None,
     help="Where to write the HTML report (default: report.html next to HISTORY).",
 )
-@click.option("--no-png", is_flag=True, help="Do not screenshot the report.")
+@click.option("--no-png", is_flag=True, help=_NO_PNG_HELP)
+@click.option("--chromium", "browser", metavar="PATH", default=None, help=_CHROMIUM_HELP)
 @common_options
 @click.pass_obj
-def check(state: CliState, history: str, report: str | None, no_png: bool) -> None:
+def check(
+    state: CliState, history: str, report: str | None, no_png: bool, browser: str | None
+) -> None:
     """Check a chaos history (JSON lines) against the invariants I1-I5."""
     from ..chaos import check_history, read_history, write_report
+    from ..chaos._report import run_origin
 
     path = Path(history)
-    verdict = check_history(read_history(path))
+    events = list(read_history(path))
+    verdict = check_history(events)
     target = Path(report) if report else path.with_name("report.html")
-    page, png = write_report(verdict, target, png=not no_png)
-    _finish(state, verdict, page, png)
+    page, png = write_report(
+        verdict, target, png=not no_png, origin=run_origin(events), browser=browser
+    )
+    _finish(state, verdict, page, png, _why_no_png(not no_png, png, browser))
