@@ -47,7 +47,10 @@ def test_worker_command_runs_the_app_until_idle(
     )
     assert done.exit_code == 0, done.output
     started = [r for r in caplog.records if r.getMessage().startswith("worker started")]
-    assert started[0].getMessage() == "worker started: queues sync, async, concurrency 2, ttl 5 s"
+    # The first line names the store it opened (so a worker on the wrong store says so).
+    assert started[0].getMessage() == (
+        f"worker started on {real_store.url}: queues sync, async, concurrency 2, ttl 5 s"
+    )
     assert started[0].owner == "cli-worker"  # type: ignore[attr-defined]
     states = {job.job_id: (job.state, job.owner) for job in real_store.jobs()}
     assert states == {

@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import importlib.util
 import json
 import logging
 import os
 import sys
-from collections.abc import Callable
-from typing import Any
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ..stores import DEFAULT_URL
 from ..worker import Worker
 from . import CliError, CliState, common_options
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 __all__ = ["load_app", "worker"]
 
@@ -83,16 +89,98 @@ class _Formatter(logging.Formatter):
         return line
 
 
-def _configure_logging(level: str, json_mode: bool) -> Callable[[], None]:
-    """Log the 'tenure' logger to stderr, unless the application configured logging;
-    returns how to undo it."""
+class _ConsoleHandler(logging.Handler):
+    """Log lines printed through a rich console, above its live progress line."""
+
+    def __init__(self, console: Console) -> None:
+        super().__init__()
+        self.console = console
+
+    def emit(self, record: logging.LogRecord) -> None:
+        from rich.text import Text
+
+        try:
+            self.console.print(Text(self.format(record)), soft_wrap=True)
+        except Exception:
+            self.handleError(record)
+
+
+class _LiveProgress:
+    """The live line under the log on a terminal: counters and rate, redrawn by rich."""
+
+    def __init__(self, found: Worker) -> None:
+        self.worker = found
+        self.started = time.monotonic()
+
+    def __rich__(self) -> Any:
+        from rich.text import Text
+
+        values = self.worker.stats()
+        elapsed = max(time.monotonic() - self.started, 1e-9)
+        rate = values["completed"] / elapsed
+        text = Text()
+        text.append("● ", style="green" if values["in_flight"] else "dim")
+        text.append(f"{values['completed']:g} done", style="green")
+        for name, word, style in (
+            ("failed", "failed", "yellow"),
+            ("retried", "retried", ""),
+            ("dead", "dead", "red"),
+            ("leases_lost", "lost", "red"),
+            ("in_flight", "in flight", "bold"),
+        ):
+            text.append(" · ")
+            text.append(f"{values[name]:g} {word}", style=style if values[name] else "")
+        text.append(f" · {rate:.3g} jobs/s · {elapsed:.0f} s", style="dim")
+        return text
+
+
+def _rich_console(json_mode: bool) -> Console | None:
+    """A rich console on stderr when it is a terminal (and rich is installed), else None."""
+    if json_mode or importlib.util.find_spec("rich") is None:
+        return None
+    try:
+        tty = sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    if not tty:
+        return None
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False)
+
+
+@contextlib.contextmanager
+def _live_progress(found: Worker, console: Console | None) -> Iterator[None]:
+    """A live progress line on ``console`` while the worker runs (nothing without one)."""
+    if console is None:
+        yield
+        return
+    from rich.live import Live
+
+    with Live(
+        _LiveProgress(found),
+        console=console,
+        refresh_per_second=2,
+        transient=True,
+        redirect_stdout=False,
+        redirect_stderr=False,
+    ):
+        yield
+
+
+def _configure_logging(
+    level: str, json_mode: bool, console: Console | None = None
+) -> Callable[[], None]:
+    """Log the 'tenure' logger to stderr (through ``console`` when there is one), unless
+    the application configured logging; returns how to undo it."""
     logger = logging.getLogger("tenure")
     previous_level = logger.level
     logger.setLevel(level.upper())
     real = [h for h in logger.handlers if not isinstance(h, logging.NullHandler)]
     if real or logging.getLogger().handlers:
         return lambda: logger.setLevel(previous_level)
-    handler = logging.StreamHandler(sys.stderr)
+    handler: logging.Handler
+    handler = logging.StreamHandler(sys.stderr) if console is None else _ConsoleHandler(console)
     handler.setFormatter(_Formatter(json_mode))
     logger.addHandler(handler)
 
@@ -141,6 +229,13 @@ def _configure_logging(level: str, json_mode: bool) -> Callable[[], None]:
 @click.option("--owner", default=None, help="Owner id of the leases (default host:pid:random).")
 @click.option("--burst", is_flag=True, default=False, help="Exit once no job is claimable.")
 @click.option(
+    "--summary-every",
+    type=click.FloatRange(0, 86400),
+    default=None,
+    metavar="S",
+    help="Seconds between one-line progress summaries at INFO (default 10; 0: none).",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["debug", "info", "warning", "error"]),
     default="info",
@@ -160,6 +255,7 @@ def worker(
     poll_interval: float | None,
     owner: str | None,
     burst: bool,
+    summary_every: float | None,
     log_level: str,
 ) -> None:
     """Run the handlers of the tenure.Worker APP until SIGTERM/SIGINT.
@@ -167,10 +263,12 @@ def worker(
     APP is module:attribute (a module alone means module:worker). Options given here
     override the worker's own settings. The first SIGTERM/SIGINT stops claiming and gives
     in-flight handlers --grace seconds to finish; a second one releases their jobs at once.
+    On a terminal, a live line under the log shows the counters.
     """
     state = ctx.ensure_object(CliState)
     found = load_app(app)  # first: the app may configure logging as it is imported
-    ctx.call_on_close(_configure_logging(log_level, state.json))
+    console = _rich_console(state.json)
+    ctx.call_on_close(_configure_logging(log_level, state.json, console))
     changes: dict[str, Any] = {
         name: value
         for name, value in (
@@ -181,6 +279,7 @@ def worker(
             ("isolation", isolation),
             ("poll_interval", poll_interval),
             ("owner", owner),
+            ("summary_every", summary_every),
         )
         if value is not None
     }
@@ -189,7 +288,8 @@ def worker(
     if _store_given(ctx, state) or found.url is None:
         changes["url"] = state.store_url
     found.configure(**changes)
-    found.run(burst=burst)
+    with _live_progress(found, console):
+        found.run(burst=burst)
 
 
 def _store_given(ctx: click.Context, state: CliState) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-__all__ = ["COUNTERS", "Stats"]
+__all__ = ["COUNTERS", "Progress", "Stats"]
 
 # name -> what it counts (docs/worker.md lists the same table)
 COUNTERS: dict[str, str] = {
@@ -12,7 +12,8 @@ COUNTERS: dict[str, str] = {
     "completed": "jobs completed (handler returned, store accepted)",
     "failed": "attempts recorded as failed (handler raised, or its process died)",
     "dead": "failed attempts that used the job's last attempt (job is now dead)",
-    "retried": "ctx.retry() calls recorded",
+    "retried": "failed attempts that will run again (the handler raised with attempts left, "
+    "or called ctx.retry())",
     "released": "ctx.release() calls recorded",
     "released_at_stop": "leases given back because the worker stopped before the handler ended",
     "leases_lost": "leases lost while a handler ran (not counting those given back at stop)",
@@ -57,3 +58,53 @@ class Stats:
         renewals = values["renewals"]
         values["renew_latency_avg"] = values["renew_latency_sum"] / renewals if renewals else 0.0
         return values
+
+
+# What a progress line counts, in order: (counter, word).
+_PROGRESS = (
+    ("completed", "done"),
+    ("failed", "failed"),
+    ("retried", "retried"),
+    ("dead", "dead"),
+    ("leases_lost", "lost"),
+    ("in_flight", "in flight"),
+)
+
+
+class Progress:
+    """The one-line summaries of a running worker: `line` says what the counters are and how
+    fast jobs complete since the previous line, or None when nothing changed."""
+
+    def __init__(self, started: float) -> None:
+        self.started = started
+        self._last_time = started
+        self._last: dict[str, float] = {}
+
+    def line(self, values: dict[str, float], now: float) -> str | None:
+        current = {name: values.get(name, 0) for name, _ in _PROGRESS}
+        current["claimed"] = values.get("claimed", 0)
+        if current == self._last or (not self._last and not any(current.values())):
+            return None
+        done_before = self._last.get("completed", 0)
+        elapsed = now - self._last_time
+        self._last, self._last_time = current, now
+        rate = (current["completed"] - done_before) / elapsed if elapsed > 0 else 0.0
+        return f"progress: {_counts(current)}; {_rate(rate)}"
+
+    def final(self, values: dict[str, float], now: float) -> str:
+        elapsed = now - self.started
+        rate = values.get("completed", 0) / elapsed if elapsed > 0 else 0.0
+        counts = {name: values.get(name, 0) for name, _ in _PROGRESS if name != "in_flight"}
+        released = values.get("released", 0) + values.get("released_at_stop", 0)
+        return (
+            f"worker stopped after {elapsed:.1f} s: {_counts(counts)}, {released:g} released; "
+            f"{_rate(rate)} on average"
+        )
+
+
+def _counts(values: dict[str, float]) -> str:
+    return ", ".join(f"{values[name]:g} {word}" for name, word in _PROGRESS if name in values)
+
+
+def _rate(per_second: float) -> str:
+    return f"{per_second:.3g} jobs/s" if per_second < 1000 else f"{per_second:.0f} jobs/s"

@@ -63,11 +63,14 @@ from ._keeper import LeaseKeeper
 from ._lease import REGISTRY, LeaseHandle
 from ._loop import LoopCaller, run_in_daemon_thread
 from ._process import EXIT_DEADLINE, EXIT_PARENT_GONE, Message, child_main, handler_outcome
-from ._stats import Stats
+from ._stats import Progress, Stats
 
 __all__ = ["Handler", "Isolation", "Worker", "default_owner"]
 
 log = logging.getLogger("tenure")
+
+# The counters the final and progress lines carry as structured fields.
+_FINAL_COUNTERS = ("claimed", "completed", "failed", "dead", "retried", "leases_lost")
 
 Isolation = Literal["thread", "process"]
 HandlerFunction = Callable[[JobContext], Any]
@@ -116,6 +119,7 @@ class _Config:
     store_clock: Clock | None
     timing: LeaseTiming | None
     start_method: str | None
+    summary_every: float
 
     def options(self) -> dict[str, Any]:
         return {item.name: getattr(self, item.name) for item in fields(self)}
@@ -137,6 +141,7 @@ def _config(
     store_clock: object,
     timing: object,
     start_method: object,
+    summary_every: object,
 ) -> _Config:
     """Validate the worker's options (docs/design.md §6: bad input names the argument)."""
     if url is not None:
@@ -183,6 +188,12 @@ def _config(
             )
         if start_method not in multiprocessing.get_all_start_methods():
             raise InvalidArgument("start_method", f"{start_method} is not available here")
+    summary_s = validate_delay(summary_every, "summary_every")
+    if summary_s != 0 and not 0.01 <= summary_s <= 86400:
+        raise InvalidArgument(
+            "summary_every",
+            f"must be 0 (no progress lines) or from 0.01 to 86400 seconds, got {summary_s:g}",
+        )
     return _Config(
         url=url,
         concurrency=concurrency,
@@ -198,6 +209,7 @@ def _config(
         store_clock=store_clock,  # type: ignore[arg-type]
         timing=timing,
         start_method=start_method,
+        summary_every=summary_s,
     )
 
 
@@ -258,6 +270,8 @@ class Worker:
     * ``clock``, ``store_clock``, ``timing``: as in `tenure.connect` (tests).
     * ``start_method``: ``"forkserver"`` (default where available) or ``"spawn"``, for
       process isolation.
+    * ``summary_every``: seconds between the one-line progress summaries logged at INFO
+      (done, failed, retried, lost, in flight, rate; none while nothing changes); 0: none.
     """
 
     def __init__(
@@ -277,6 +291,7 @@ class Worker:
         store_clock: Clock | None = None,
         timing: LeaseTiming | None = None,
         start_method: str | None = None,
+        summary_every: float | timedelta = 10.0,
     ) -> None:
         self._config = _config(
             url=url,
@@ -293,6 +308,7 @@ class Worker:
             store_clock=store_clock,
             timing=timing,
             start_method=start_method,
+            summary_every=summary_every,
         )
         self._handlers: dict[str, Handler] = {}
         self._stats = Stats()
@@ -311,6 +327,8 @@ class Worker:
         self._completer: Completer | None = None
         self._claiming = 0  # slots the claim loop's call in flight asks for
         self._rng = random.Random()
+        self._progress: Progress | None = None
+        self._said_idle = False  # "no job to claim" is said once per run
 
     def __repr__(self) -> str:
         queues = ", ".join(self._handlers) or "no handlers"
@@ -531,15 +549,23 @@ class Worker:
             if start_forkserver:  # now, rather than when the first job is waiting for it
                 await anyio.to_thread.run_sync(multiprocessing.forkserver.ensure_running)
             restore = self._install_signal_handlers(install_signal_handlers)
+            # The store's URL as the driver shows it (never a password): a worker pointed at
+            # the wrong store says so in its first line.
             log.info(
-                "worker started: queues %s, concurrency %d, ttl %g s",
+                "worker started on %s: queues %s, concurrency %d, ttl %g s",
+                store.url,
                 ", ".join(queues),
                 config.concurrency,
                 config.ttl,
                 extra={"owner": self._owner, "store": store.url},
             )
+            self._progress = Progress(time.monotonic())
+            self._said_idle = False
+            summaries = anyio.CancelScope()
             try:
                 async with anyio.create_task_group() as task_group:
+                    if config.summary_every > 0:
+                        task_group.start_soon(self._summaries, summaries, config.summary_every)
                     # A completion call also claims for the slots it frees: one store
                     # call (one commit) per batch, where completing and then refilling
                     # made two.
@@ -552,15 +578,40 @@ class Worker:
                     )
                     await self._claim_loop(task_group, store, queues, burst, clock)
                     await self._drain()
+                    summaries.cancel()
             finally:
                 restore()
                 await anyio.to_thread.run_sync(keeper.stop)
                 await anyio.to_thread.run_sync(renewer_store.close)
                 self._keeper = None
-                log.info("worker stopped", extra={"owner": self._owner, **self.stats()})
+                # One short line; every counter is in worker.stats().
+                values = self.stats()
+                log.info(
+                    self._progress.final(values, time.monotonic()),
+                    extra={
+                        "owner": self._owner,
+                        "store": store.url,
+                        **{name: values[name] for name in _FINAL_COUNTERS},
+                    },
+                )
         finally:
             with anyio.CancelScope(shield=True):
                 await store.close()
+
+    async def _summaries(self, scope: anyio.CancelScope, every: float) -> None:
+        """Every ``every`` seconds, one progress line at INFO, unless nothing changed."""
+        with scope:
+            while True:
+                await anyio.sleep(every)
+                self._summarize(time.monotonic())
+
+    def _summarize(self, now: float) -> None:
+        assert self._progress is not None
+        values = self.stats()
+        line = self._progress.line(values, now)
+        if line is not None:
+            extra = {name: values[name] for name in (*_FINAL_COUNTERS, "in_flight")}
+            log.info(line, extra={"owner": self._owner, **extra})
 
     def _check_process_handlers(self, queues: Sequence[str]) -> bool:
         """Check process-isolated handlers; True if a fork server should be started."""
@@ -663,6 +714,17 @@ class Worker:
             if self._stop_requested:
                 break
             if not claimed:
+                if not self._said_idle and not self._jobs:
+                    self._said_idle = True
+                    # Said once: a worker that claims nothing names the store and queues it
+                    # looked in (the usual cause is jobs submitted to another store).
+                    log.info(
+                        "no job to claim in %s (queues %s)%s",
+                        store.url,
+                        ", ".join(queues),
+                        ": exiting (burst mode)" if burst else "; waiting for jobs",
+                        extra={"owner": self.owner, "store": store.url},
+                    )
                 if burst and not self._jobs:
                     break
                 await self._idle(store, queues, config.poll_interval)
@@ -998,19 +1060,9 @@ class Worker:
                 log.debug("job completed", extra=extra)
         elif result.kind in ("error", "died"):
             error = result.error if result.error is not None else "handler failed"
-            if isinstance(error, BaseException):
-                log.warning("handler raised", exc_info=error, extra=extra)
-            else:
-                log.warning(
-                    "handler failed: %s%s",
-                    error,
-                    f"\n{result.detail}" if result.detail else "",
-                    extra=extra,
-                )
-            await self._fail(store, running, error)
+            await self._fail(store, running, error, detail=result.detail)
         elif result.kind == "retry":
             await self._fail(store, running, "retry requested by the handler", result.value)
-            self._stats.incr("retried")
         elif result.kind in ("release", "abandoned") and await self._store_call(
             "release", lease, store.release(lease), extra
         ):
@@ -1028,26 +1080,57 @@ class Worker:
         running: _Running,
         error: BaseException | str,
         retry_in: float | None = None,
+        *,
+        detail: str = "",
     ) -> None:
+        """Record a failed attempt and log it: one line per attempt that will run again
+        (WARNING; its traceback at DEBUG), the traceback once when the job dies (ERROR).
+
+        ``retry_in`` given: the handler asked for the retry (``ctx.retry``), logged at INFO.
+        ``detail``: a traceback as text (a handler process's), for an exception not here."""
         lease = running.handle.lease
         job = running.job
+        requested = retry_in is not None
         if retry_in is None:
             retry_in = running.retry.delay(lease.attempt, self._rng)
-        extra = _lease_extra(lease, queue=job.queue, attempt=lease.attempt)
-        if await self._store_call(
+        summary = _one_line(error)
+        extra = _lease_extra(lease, queue=job.queue, attempt=lease.attempt, error=summary)
+        trace: Any = error if isinstance(error, BaseException) else None
+        if not await self._store_call(
             "fail", lease, store.fail(lease, error, retry_in=retry_in), extra
         ):
-            self._stats.incr("failed")
-            if lease.attempt >= job.max_attempts:
-                self._stats.incr("dead")
-                log.warning(
-                    "job dead: attempt %d of %d failed",
-                    lease.attempt,
-                    job.max_attempts,
-                    extra=extra,
-                )
-            else:
-                log.info("job will be retried in %.3f s", retry_in, extra=extra)
+            _log_traceback(logging.DEBUG, trace, detail, extra)
+            return
+        self._stats.incr("failed")
+        attempts = f"attempt {lease.attempt} of {job.max_attempts}"
+        if lease.attempt >= job.max_attempts:
+            self._stats.incr("dead")
+            # The one record of a dead job that carries the traceback.
+            message = f"job {job.job_id} dead: {attempts} failed: {summary}"
+            if trace is None and detail:
+                message = f"{message}\n{detail.rstrip()}"
+            log.error(message, exc_info=_without_tenure_frames(trace), extra=extra)
+            return
+        self._stats.incr("retried")
+        extra["retry_in"] = round(retry_in, 3)
+        if requested:
+            log.info(
+                "job %s: %s ends, retry requested by the handler; next in %s",
+                job.job_id,
+                attempts,
+                _seconds(retry_in),
+                extra=extra,
+            )
+            return
+        log.warning(
+            "job %s: %s failed: %s; next attempt in %s",
+            job.job_id,
+            attempts,
+            summary,
+            _seconds(retry_in),
+            extra=extra,
+        )
+        _log_traceback(logging.DEBUG, trace, detail, extra)
 
     async def _store_call(
         self, operation: str, lease: Lease, call: Awaitable[None], extra: dict[str, Any]
@@ -1113,6 +1196,48 @@ class Worker:
                 extra={"owner": self.owner},
             )
             self._revoke_all("the worker's grace period ended")
+
+
+def _one_line(error: BaseException | str, limit: int = 300) -> str:
+    """``Type: message`` (or the text) on one line, cut at ``limit`` characters."""
+    text = f"{type(error).__name__}: {error}" if isinstance(error, BaseException) else error
+    text = " ".join(text.split()) or type(error).__name__
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.3g} s" if value < 100 else f"{value:.0f} s"
+
+
+def _log_traceback(
+    level: int, error: BaseException | None, detail: str, extra: dict[str, Any]
+) -> None:
+    """The traceback of a failed attempt as a record of its own (a handler process's comes
+    as text in ``detail``)."""
+    if not log.isEnabledFor(level):
+        return
+    if error is not None:
+        error = _without_tenure_frames(error)
+        log.log(level, "traceback of job %s", extra["job_id"], exc_info=error, extra=extra)
+    elif detail:
+        log.log(level, "traceback of job %s:\n%s", extra["job_id"], detail.rstrip(), extra=extra)
+
+
+_TENURE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _without_tenure_frames(error: BaseException | None) -> BaseException | None:
+    """``error`` with the worker's own frames (tenure calling the handler) cut from the
+    front of its traceback: what is left starts in the handler. The handler has ended, so
+    nothing else looks at this traceback."""
+    if error is None:
+        return None
+    tb = error.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_TENURE_DIR):
+        tb = tb.tb_next
+    if tb is not None:
+        error.__traceback__ = tb
+    return error
 
 
 def _lease_extra(lease: Lease, **more: Any) -> dict[str, Any]:
