@@ -11,14 +11,18 @@ Shared by every command (`CliState`, `common_options`):
 * every other option is mirrored by an environment variable ``TENURE_<COMMAND>_<OPTION>``
   (``tenure jobs list --queue`` ← ``TENURE_JOBS_LIST_QUEUE``), shown in ``--help``;
 * errors: a `TenureError` prints one line on stderr (a JSON object with ``--json``) and exits
-  with 2 for `InvalidArgument` (like a usage error) or 1 for the others; no traceback.
+  with 2 for `InvalidArgument` (like a usage error) or 1 for the others; no traceback. Usage
+  errors (unknown command or option, bad value) are JSON on stderr too with ``--json``, and
+  a bad value read from an environment variable names the variable.
 """
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import json
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any, TypeVar
 
@@ -155,11 +159,74 @@ def common_options(command: F) -> F:
     return command
 
 
+def _json_wanted(ctx: click.Context | None, args: Sequence[str] = ()) -> bool:
+    """Whether ``--json`` (or ``TENURE_JSON``) was asked for, also when parsing failed."""
+    if ctx is not None:
+        state = ctx.find_object(CliState)
+        if (state is not None and state.json) or ctx.find_root().params.get("json_"):
+            return True
+    if "--json" in args:
+        return True
+    return os.environ.get("TENURE_JSON", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _name_the_envvar(exc: click.BadParameter) -> None:
+    """A bad value that came from an environment variable: say which variable."""
+    param, ctx = exc.param, exc.ctx
+    if not isinstance(param, click.Option) or ctx is None or param.name is None:
+        return
+    if ctx.get_parameter_source(param.name) is not click.core.ParameterSource.ENVIRONMENT:
+        return
+    envvar = param.envvar
+    if isinstance(envvar, (list, tuple)):
+        envvar = next((name for name in envvar if os.environ.get(name) is not None), envvar[0])
+    if not envvar and ctx.auto_envvar_prefix:
+        envvar = f"{ctx.auto_envvar_prefix}_{param.name.upper()}"
+    if envvar:
+        option = " / ".join(param.opts)
+        exc.param_hint = f"{envvar} (the environment variable of {option})"
+
+
+def _as_json(exc: click.UsageError) -> CliError:
+    message = exc.format_message()
+    return CliError(message, exit_code=exc.exit_code, json_mode=True, kind="UsageError")
+
+
 class TenureGroup(click.Group):
-    """Loads commands from `COMMANDS` on demand and turns `TenureError` into `CliError`."""
+    """Loads commands from `COMMANDS` on demand and turns `TenureError` into `CliError`;
+    usage errors name the environment variable a bad value came from, and are JSON with
+    ``--json``."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *COMMANDS})
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name = click.utils.make_str(args[0]) if args else ""
+        if args and self.get_command(ctx, name) is None and not name.startswith("-"):
+            # click suggests only among the commands it has loaded; these load on demand.
+            close = difflib.get_close_matches(name, self.list_commands(ctx), n=3)
+            hint = f" Did you mean {' or '.join(map(repr, close))}?" if close else ""
+            ctx.fail(f"No such command {name!r}.{hint}")
+        return super().resolve_command(ctx, args)
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        given = list(args)  # parsing consumes the list
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as exc:
+            if isinstance(exc, click.BadParameter):
+                _name_the_envvar(exc)
+            if _json_wanted(None, given):
+                raise _as_json(exc) from exc
+            raise
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         command = super().get_command(ctx, cmd_name)
@@ -175,6 +242,14 @@ class TenureGroup(click.Group):
         except TenureError as exc:
             state = ctx.find_object(CliState)
             raise CliError.from_tenure_error(exc, json_mode=bool(state and state.json)) from exc
+        except CliError:
+            raise
+        except click.UsageError as exc:
+            if isinstance(exc, click.BadParameter):
+                _name_the_envvar(exc)
+            if _json_wanted(exc.ctx or ctx):
+                raise _as_json(exc) from exc
+            raise
 
 
 @click.group(
