@@ -62,10 +62,20 @@ class CliState:
     def output(self) -> Output:
         return Output(json_mode=self.json)
 
-    def store(self) -> Store:
-        """The store of ``--store``, opened on first use and closed when the command ends."""
+    def store(self, *, create: bool = True) -> Store:
+        """The store of ``--store``, opened on first use and closed when the command ends.
+
+        ``create=False`` (commands that only read): a store that does not exist is an
+        error naming it (`CliError`, exit code 1), and nothing is created."""
         if self._store is None:
             from .. import connect
+
+            if not create:
+                from ._probe import probe_store
+
+                found = probe_store(self.store_url)
+                if found.exists is False:
+                    raise CliError(found.message(), json_mode=self.json, kind="StoreNotFound")
 
             try:
                 self._store = connect(self.store_url)

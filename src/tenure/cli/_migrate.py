@@ -3,7 +3,8 @@
 PostgreSQL: the versioned SQL files shipped in ``tenure/stores/postgres/sql/migrations``,
 applied in one transaction under an advisory lock (concurrent runs wait, then find the work
 done). ``--dry-run`` lists what would run; ``--sql`` prints it as a script for your own
-tooling (psql, Flyway, Liquibase...). SQLite migrates when opened; Redis has no schema.
+tooling (psql, Flyway, Liquibase...). SQLite migrates when opened; Redis has no schema
+(migrate opens the store, which registers it: read-only commands then find it).
 """
 
 from __future__ import annotations
@@ -61,7 +62,11 @@ def migrate(
         from ..stores import resolve_url
 
         resolve_url(state.store_url)  # unknown schemes: the usual InvalidArgument
-        report = {"store": state.store_url, "message": f"{scheme}:// stores have no schema"}
+        store = state.store()  # a Redis store exists once it has been opened (its store id)
+        report = {
+            "store": store.url,
+            "message": f"{scheme}:// stores have no schema; the store exists at {store.url}",
+        }
     if print_sql:
         click.echo(report.pop("sql"), nl=False)
         return
