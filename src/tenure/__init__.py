@@ -11,6 +11,8 @@ The async API has the same names under `tenure.aio`.
 """
 
 import logging as _logging
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+from typing import Any as _Any
 
 from ._clock import Clock, LeaseTiming, ManualClock, SystemClock
 from ._connect import connect
@@ -26,13 +28,29 @@ from .errors import (
     TenureError,
 )
 from .models import FencingToken, Job, JobState, Lease
-from .worker import JobContext, Worker
+
+if _TYPE_CHECKING:
+    from . import worker
+    from .worker import JobContext, Worker
 
 __version__ = "0.1.0"
 
 # The library never configures logging; this only keeps Python from printing our records
 # through its last-resort handler when the application has not configured any.
 _logging.getLogger("tenure").addHandler(_logging.NullHandler())
+
+
+
+def __getattr__(name: str) -> _Any:
+    # The worker runtime (anyio, asyncio, multiprocessing: a tenth of a second) is imported
+    # on first use, so that `tenure jobs submit` and plain store clients start fast.
+    if name in ("JobContext", "Worker", "worker"):
+        import importlib
+
+        module = importlib.import_module(".worker", __name__)
+        return module if name == "worker" else getattr(module, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "Clock",

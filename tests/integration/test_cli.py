@@ -22,6 +22,7 @@ import tenure.fence
 from tenure.cli import COMMANDS, main
 from tenure.cli._demo import DemoResult, render, run_demo
 from tenure.cli._output import Output
+from tests.backends import BACKENDS, POSTGRES, POSTGRES_URL, REDIS_URL, SQLITE, Backend
 
 DEMO_LINES = (
     "The clock is simulated",
@@ -51,6 +52,7 @@ def cli(monkeypatch: pytest.MonkeyPatch, url: str) -> Any:
         environment = {"TENURE_STORE_URL": url, **(env or {})}
         return runner.invoke(main, list(args), env=environment, input=stdin)
 
+    invoke.url = url  # type: ignore[attr-defined]
     return invoke
 
 
@@ -62,6 +64,12 @@ def ok(result: Result) -> Result:
 
 def as_json(result: Result) -> Any:
     return json.loads(ok(result).stdout)
+
+
+def listed(result: Result) -> list[dict[str, Any]]:
+    """The jobs of a ``jobs list --json``."""
+    found: list[dict[str, Any]] = as_json(result)["jobs"]
+    return found
 
 
 # -- demo --------------------------------------------------------------------------------
@@ -198,15 +206,15 @@ def test_submit_show_list_json(cli: Any) -> None:
     assert (job["payload"], job["max_attempts"], job["attempts"]) == ({"month": "2026-11"}, 3, 0)
     assert as_json(cli("jobs", "show", "report-1", "--json")) | {"as_of": 0} == job | {"as_of": 0}
     ok(cli("jobs", "submit", "later", "--delay", "60", "--json"))
-    listed = as_json(cli("jobs", "list", "--json"))
-    assert [j["job_id"] for j in listed] == ["report-1", "later"]
-    later = listed[1]
+    jobs = listed(cli("jobs", "list", "--json"))
+    assert [j["job_id"] for j in jobs] == ["report-1", "later"]
+    later = jobs[1]
     assert later["available_at"] - later["as_of"] == pytest.approx(60, abs=1)
-    assert [j["job_id"] for j in as_json(cli("jobs", "list", "--queue", "reports", "--json"))] == [
+    assert [j["job_id"] for j in listed(cli("jobs", "list", "--queue", "reports", "--json"))] == [
         "report-1"
     ]
-    assert as_json(cli("jobs", "list", "--state", "done", "--json")) == []
-    assert len(as_json(cli("jobs", "list", "--limit", "1", "--json"))) == 1
+    assert listed(cli("jobs", "list", "--state", "done", "--json")) == []
+    assert len(listed(cli("jobs", "list", "--limit", "1", "--json"))) == 1
 
 
 def test_list_reflects_claims_made_through_the_library(cli: Any, url: str) -> None:
@@ -214,8 +222,8 @@ def test_list_reflects_claims_made_through_the_library(cli: Any, url: str) -> No
     with tenure.connect(url) as store:
         lease = store.claim("a", "worker-1", 60)
         assert lease is not None
-    listed = as_json(cli("jobs", "list", "--state", "leased", "--json"))
-    assert [(j["job_id"], j["owner"], j["generation"]) for j in listed] == [("a", "worker-1", 1)]
+    jobs = listed(cli("jobs", "list", "--state", "leased", "--json"))
+    assert [(j["job_id"], j["owner"], j["generation"]) for j in jobs] == [("a", "worker-1", 1)]
     table = ok(cli("jobs", "list")).stdout.splitlines()
     assert table[0].split() == ["JOB", "QUEUE", "STATE", "GEN", "OWNER", "ATTEMPTS", "WHEN"]
     assert table[1].split()[:6] == ["a", "default", "leased", "1", "worker-1", "1/5"]
@@ -231,8 +239,10 @@ def test_human_output_is_plain_text(cli: Any) -> None:
     assert fields["state"].strip() == "ready"
     assert fields["payload"].strip() == "[1, 2]"
     again = ok(cli("jobs", "submit", "a", "--payload", '"other"')).stdout
-    assert again.startswith("a already exists (submit is idempotent): left unchanged")
-    assert "[1, 2]" in again
+    assert again == (
+        "a already exists (submit is idempotent): left unchanged "
+        "(ready, generation 0, payload [1, 2])\n"
+    )
     assert ok(cli("jobs", "list", "--state", "dead")).stdout.startswith("no jobs with state dead")
 
 
@@ -241,7 +251,8 @@ def test_payload_from_stdin(cli: Any) -> None:
     assert job["payload"] == {"a": [1]}
 
 
-def test_now(cli: Any) -> None:
+def test_now(cli: Any, url: str) -> None:
+    tenure.connect(url).close()
     before = time.time()
     report = as_json(cli("now", "--json"))
     assert before - 1 <= report["now"] <= time.time() + 1
@@ -258,12 +269,12 @@ def test_environment_mirrors_options(cli: Any, tmp_path: Path) -> None:
     ok(cli("jobs", "submit", "in-other", env={"TENURE_STORE_URL": other}))
     ok(cli("jobs", "submit", "in-default"))
     ids = [
-        j["job_id"] for j in as_json(cli("jobs", "list", "--json", env={"TENURE_STORE_URL": other}))
+        j["job_id"] for j in listed(cli("jobs", "list", "--json", env={"TENURE_STORE_URL": other}))
     ]
     assert ids == ["in-other"]
     # an explicit --store (global or after the command) beats TENURE_STORE_URL
-    assert [j["job_id"] for j in as_json(cli("--store", other, "jobs", "list", "--json"))] == ids
-    assert [j["job_id"] for j in as_json(cli("jobs", "list", "--store", other, "--json"))] == ids
+    assert [j["job_id"] for j in listed(cli("--store", other, "jobs", "list", "--json"))] == ids
+    assert [j["job_id"] for j in listed(cli("jobs", "list", "--store", other, "--json"))] == ids
     # TENURE_JSON, and per-command options as TENURE_<COMMAND>_<OPTION>
     env = {
         "TENURE_JSON": "true",
@@ -272,10 +283,10 @@ def test_environment_mirrors_options(cli: Any, tmp_path: Path) -> None:
     }
     job = json.loads(ok(cli("jobs", "submit", "from-env", env=env)).stdout)
     assert (job["queue"], job["max_attempts"]) == ("q2", 9)
-    listed = json.loads(
+    jobs = json.loads(
         ok(cli("jobs", "list", env={"TENURE_JSON": "1", "TENURE_JOBS_LIST_QUEUE": "q2"})).stdout
-    )
-    assert [j["job_id"] for j in listed] == ["from-env"]
+    )["jobs"]
+    assert [j["job_id"] for j in jobs] == ["from-env"]
 
 
 def test_help_lists_every_registered_command(cli: Any) -> None:
@@ -314,8 +325,9 @@ def test_help_lists_every_registered_command(cli: Any) -> None:
     ],
 )
 def test_errors_are_one_line_with_an_exit_code(
-    cli: Any, args: tuple[str, ...], code: int, message: str
+    cli: Any, url: str, args: tuple[str, ...], code: int, message: str
 ) -> None:
+    tenure.connect(url).close()  # the store exists (reading a missing one is another error)
     result = cli(*args)
     assert result.exit_code == code, (result.stdout, result.stderr)
     assert message in result.stderr
@@ -325,7 +337,8 @@ def test_errors_are_one_line_with_an_exit_code(
         assert result.stderr.count("\n") == 1, result.stderr
 
 
-def test_errors_are_json_with_json(cli: Any) -> None:
+def test_errors_are_json_with_json(cli: Any, url: str) -> None:
+    tenure.connect(url).close()
     result = cli("--json", "jobs", "show", "missing")
     assert result.exit_code == 1
     error = json.loads(result.stderr)
@@ -341,7 +354,217 @@ def test_bad_input_leaves_the_store_unchanged(cli: Any) -> None:
     ok(cli("jobs", "submit", "kept"))
     assert cli("jobs", "submit", "bad", "--delay", "inf").exit_code == 2
     assert cli("jobs", "submit", "bad", "--payload", "{").exit_code == 2
-    assert [j["job_id"] for j in as_json(cli("jobs", "list", "--json"))] == ["kept"]
+    assert [j["job_id"] for j in listed(cli("jobs", "list", "--json"))] == ["kept"]
+
+
+# -- read-only commands on a store that does not exist -----------------------------------
+
+
+def _created(backend: Backend, url: str, tmp_path: Path) -> bool:
+    """Whether anything of the store at ``url`` exists (file, schema, keys)."""
+    if backend is SQLITE:
+        return any(tmp_path.iterdir())
+    if backend is POSTGRES:
+        import psycopg
+
+        from tenure.stores.postgres import parse_postgres_url
+
+        schema = parse_postgres_url(url).schema
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+            row = admin.execute(
+                "SELECT count(*) FROM pg_namespace WHERE nspname = %s", (schema,)
+            ).fetchone()
+        return bool(row and row[0])
+    import redis
+
+    from tenure.stores.redis import parse_redis_url
+
+    prefix = parse_redis_url(url).prefix
+    client = redis.Redis.from_url(REDIS_URL)
+    try:
+        return bool(list(client.scan_iter(match="{" + prefix + "}*")))
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("backend", BACKENDS, ids=str)
+def test_reading_a_store_that_does_not_exist_says_so_and_creates_nothing(
+    cli: Any, backend: Backend, tmp_path: Path
+) -> None:
+    where = tmp_path / "stores"
+    where.mkdir()
+    with backend.isolated_url(where) as url:
+        if backend is SQLITE:
+            url = f"sqlite:///{where / 'no' / 'such' / 'dir' / 'x.db'}"
+        for args in (("jobs", "list"), ("jobs", "show", "nope"), ("now",)):
+            result = cli("--store", url, *args)
+            assert result.exit_code == 1, (args, result.stdout, result.stderr)
+            assert result.stdout == ""
+            message = result.stderr.strip()
+            assert message.startswith("Error: no tenure store at "), message
+            assert "tenure jobs submit" in message
+            assert "tenure worker" in message
+            assert "tenure migrate" in message
+            assert message.count("\n") == 0
+            error = json.loads(cli("--json", "--store", url, *args).stderr)
+            assert error["error"] == "StoreNotFound"
+            assert not _created(backend, url, where), args
+        # Only the commands that write create it.
+        ok(cli("--store", url, "jobs", "submit", "a"))
+        assert [j["job_id"] for j in listed(cli("--store", url, "jobs", "list", "--json"))] == ["a"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS, ids=str)
+def test_migrate_creates_a_store_that_reading_commands_then_find(
+    cli: Any, backend: Backend, tmp_path: Path
+) -> None:
+    with backend.isolated_url(tmp_path) as url:
+        assert cli("--store", url, "jobs", "list").exit_code == 1
+        ok(cli("--store", url, "migrate"))
+        assert ok(cli("--store", url, "jobs", "list")).stdout.startswith("no jobs in ")
+
+
+def test_a_file_that_is_not_a_store_is_not_read(cli: Any, tmp_path: Path) -> None:
+    other = tmp_path / "other.db"
+    other.write_bytes(b"")
+    result = cli("--store", f"sqlite:///{other}", "jobs", "list")
+    assert result.exit_code == 1
+    assert "the file has no tenure tables" in result.stderr
+    assert other.read_bytes() == b""
+
+
+def test_the_cli_and_a_worker_without_a_url_use_the_same_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in list(os.environ):
+        if name.startswith("TENURE_"):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    ok(CliRunner().invoke(main, ["jobs", "submit", "a"]))
+    assert (tmp_path / "tenure.db").exists()
+    worker = tenure.Worker(poll_interval=0.01, summary_every=0)
+    worker.register("default", lambda ctx: "done by the worker")
+    worker.run(burst=True, install_signal_handlers=False)
+    shown = as_json(CliRunner().invoke(main, ["jobs", "show", "a", "--json"]))
+    assert (shown["state"], shown["result"]) == ("done", "done by the worker")
+
+
+# -- usage errors ------------------------------------------------------------------------
+
+
+def test_unknown_commands_get_a_suggestion_at_every_level(cli: Any) -> None:
+    result = cli("jbos")
+    assert result.exit_code == 2
+    assert "No such command 'jbos'. Did you mean 'jobs'?" in result.stderr
+    assert "Did you mean 'list'?" in cli("jobs", "lst").stderr
+    assert "Did you mean" not in cli("zzzzzz").stderr
+
+
+def test_usage_errors_are_json_with_json(cli: Any) -> None:
+    for args, env in (
+        (("--json", "jobs", "lst"), {}),
+        (("--json", "jbos"), {}),
+        (("--json", "--bogus"), {}),
+        (("jobs", "list", "--limit", "x"), {"TENURE_JSON": "1"}),
+        (("jobs", "list", "--json", "--limit", "x"), {}),
+    ):
+        result = cli(*args, env=env)
+        assert result.exit_code == 2, args
+        assert result.stdout == "", args
+        error = json.loads(result.stderr)
+        assert error["error"] == "UsageError", args
+        assert error["message"], args
+
+
+def test_a_bad_value_from_the_environment_names_the_variable(cli: Any) -> None:
+    result = cli("worker", "tests.worker.apps:app", env={"TENURE_WORKER_CONCURRENCY": "abc"})
+    assert result.exit_code == 2
+    assert "TENURE_WORKER_CONCURRENCY" in result.stderr
+    assert "'abc'" in result.stderr
+    # From the command line, the option is named as before.
+    result = cli("worker", "tests.worker.apps:app", "-c", "abc")
+    assert "'-c' / '--concurrency'" in result.stderr
+    assert "TENURE_WORKER_CONCURRENCY" not in result.stderr
+
+
+# -- submit many, list more --------------------------------------------------------------
+
+
+def test_submit_from_a_file_of_json_lines(cli: Any, tmp_path: Path) -> None:
+    jobs = tmp_path / "jobs.jsonl"
+    jobs.write_text(
+        '{"job_id": "a", "payload": {"n": 1}}\n'
+        "\n"
+        '{"job_id": "b", "queue": "q2", "max_attempts": 1, "delay": 30}\n'
+        '{"job_id": "c"}\n',
+        encoding="utf-8",
+    )
+    out = ok(cli("jobs", "submit", "--from-file", str(jobs), "--queue", "q1")).stdout
+    assert out == f"submitted 3 job(s) from {jobs} to {cli.url}\n"
+    found = {j["job_id"]: j for j in listed(cli("jobs", "list", "--json"))}
+    assert (found["a"]["queue"], found["a"]["payload"]) == ("q1", {"n": 1})
+    assert (found["b"]["queue"], found["b"]["max_attempts"]) == ("q2", 1)
+    assert found["b"]["available_at"] - found["b"]["as_of"] == pytest.approx(30, abs=1)
+    # Again, from stdin: idempotent, and --json says what already existed.
+    again = as_json(cli("jobs", "submit", "--from-file", "-", "--json", stdin=jobs.read_text()))
+    assert again == {"submitted": 0, "existing": ["a", "b", "c"], "store": cli.url}
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"job_id": "x"}\nnot json\n', "--from-file: stdin line 2: not JSON"),
+        ('["x"]\n', "stdin line 1: must be a JSON object"),
+        ('{"job": "x"}\n', "stdin line 1: unknown key(s) job"),
+        ('{"job_id": 7}\n', "stdin line 1: job_id must be a string"),
+        ('{"job_id": "x", "delay": "soon"}\n', "stdin line 1: delay must be a number"),
+    ],
+)
+def test_a_bad_line_submits_nothing(cli: Any, url: str, text: str, message: str) -> None:
+    result = cli("jobs", "submit", "--from-file", "-", stdin=text)
+    assert result.exit_code == 2
+    assert message in result.stderr
+    tenure.connect(url).close()
+    assert listed(cli("jobs", "list", "--json")) == []
+
+
+def test_list_says_when_more_jobs_exist_than_it_shows(cli: Any) -> None:
+    for job in ("a", "b", "c"):
+        ok(cli("jobs", "submit", job))
+    out = ok(cli("jobs", "list", "--limit", "2")).stdout.splitlines()
+    assert len(out) == 4
+    assert out[-1] == "2 shown, more exist: use --limit N (up to 1000) or --state"
+    report = as_json(cli("jobs", "list", "--limit", "2", "--json"))
+    assert (report["shown"], report["more"]) == (2, True)
+    assert [j["job_id"] for j in report["jobs"]] == ["a", "b"]
+    report = as_json(cli("jobs", "list", "--limit", "3", "--json"))
+    assert (report["shown"], report["more"]) == (3, False)
+    assert "more exist" not in ok(cli("jobs", "list", "--limit", "3")).stdout
+
+
+def test_a_finished_job_shows_no_time_it_becomes_available(cli: Any, url: str) -> None:
+    ok(cli("jobs", "submit", "d", "--max-attempts", "1"))
+    with tenure.connect(url) as store:
+        lease = store.claim("d", "w", 30)
+        assert lease is not None
+        store.fail(lease, "broken")
+    shown = ok(cli("jobs", "show", "d")).stdout
+    fields = dict(line.split(None, 1) for line in shown.splitlines() if " " in line.strip())
+    assert fields["state"].strip() == "dead"
+    assert fields["available"].strip() == "at  -"
+
+
+def test_importing_tenure_leaves_the_worker_runtime_for_later(tmp_path: Path) -> None:
+    """`tenure jobs submit` starts faster without the worker runtime (multiprocessing...)."""
+    code = (
+        "import sys, tenure; "
+        "print(sorted(m for m in ('tenure.worker', 'multiprocessing') "
+        "if m in sys.modules)); "
+        "print(tenure.Worker.__name__, tenure.worker.current_context.__name__)"
+    )
+    done = _run([sys.executable, "-c", code], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["[]", "Worker current_context"]
 
 
 # -- the installed entry points, as real processes ---------------------------------------

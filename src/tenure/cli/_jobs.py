@@ -1,10 +1,15 @@
-"""``tenure jobs submit|list|show`` and ``tenure now``."""
+"""``tenure jobs submit|list|show`` and ``tenure now``.
+
+``list``, ``show`` and ``now`` only read: on a store that does not exist they say so and
+create nothing (`CliState.store` with ``create=False``); ``submit`` creates the store.
+"""
 
 from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from dataclasses import dataclass
+from typing import IO, Any
 
 import click
 
@@ -13,6 +18,10 @@ from ..errors import InvalidArgument
 from ..models import Job
 from . import CliState, common_options
 from ._output import Cell, format_time, format_value, relative
+
+# The most jobs one `jobs list` shows (the store's limit for one call).
+MAX_LIST = 1000
+_TERMINAL = ("done", "dead")
 
 __all__ = ["jobs", "now"]
 
@@ -61,8 +70,72 @@ def jobs() -> None:
     """Submit and inspect jobs."""
 
 
+@dataclass(frozen=True)
+class _Submission:
+    line: int  # in the --from-file file (0: the command line)
+    job_id: str
+    payload: Any
+    queue: str
+    delay: float
+    max_attempts: int
+
+
+_LINE_KEYS = {"job_id", "payload", "queue", "delay", "max_attempts"}
+
+
+def _read_submissions(
+    stream: IO[str], name: str, queue: str, delay: float, max_attempts: int
+) -> list[_Submission]:
+    """``--from-file``: one JSON object per line (blank lines skipped), every line checked
+    before any job is submitted; the options are the defaults of each line."""
+    found: list[_Submission] = []
+    for number, text in enumerate(stream, start=1):
+        if not text.strip():
+            continue
+        where = f"{name} line {number}"
+        try:
+            line = json.loads(text, parse_constant=_refuse_constant)
+        except ValueError as exc:
+            raise InvalidArgument("--from-file", f"{where}: not JSON: {exc}") from None
+        if not isinstance(line, dict):
+            raise InvalidArgument(
+                "--from-file", f'{where}: must be a JSON object like {{"job_id": "a"}}'
+            )
+        unknown = sorted(set(line) - _LINE_KEYS)
+        if unknown:
+            known = ", ".join(sorted(_LINE_KEYS))
+            raise InvalidArgument(
+                "--from-file", f"{where}: unknown key(s) {', '.join(unknown)} (known: {known})"
+            )
+        job_id = line.get("job_id")
+        if not isinstance(job_id, str):
+            raise InvalidArgument("--from-file", f"{where}: job_id must be a string")
+        line_delay = line.get("delay", delay)
+        line_attempts = line.get("max_attempts", max_attempts)
+        if isinstance(line_delay, bool) or not isinstance(line_delay, (int, float)):
+            raise InvalidArgument("--from-file", f"{where}: delay must be a number of seconds")
+        if isinstance(line_attempts, bool) or not isinstance(line_attempts, int):
+            raise InvalidArgument("--from-file", f"{where}: max_attempts must be an integer")
+        line_queue = line.get("queue", queue)
+        if not isinstance(line_queue, str):
+            raise InvalidArgument("--from-file", f"{where}: queue must be a string")
+        found.append(
+            _Submission(number, job_id, line.get("payload"), line_queue, line_delay, line_attempts)
+        )
+    return found
+
+
+def _is_new(job: Job, wanted: _Submission) -> bool:
+    as_requested = (job.queue, job.payload, job.max_attempts) == (
+        wanted.queue,
+        wanted.payload,
+        wanted.max_attempts,
+    )
+    return as_requested and job.created_at == job.as_of
+
+
 @jobs.command()
-@click.argument("job_id")
+@click.argument("job_id", required=False)
 @click.option("--payload", metavar="JSON", help="The job's payload as JSON text; '-' reads stdin.")
 @click.option("--queue", default="default", metavar="Q", help="Queue to put the job in.")
 @click.option(
@@ -75,29 +148,93 @@ def jobs() -> None:
     metavar="N",
     help="Claims allowed before the job is dead.",
 )
+@click.option(
+    "--from-file",
+    "from_file",
+    type=click.File("r", encoding="utf-8"),
+    default=None,
+    metavar="JSONL",
+    help='Submit many jobs: one JSON object per line, e.g. {"job_id": "a", "payload": {...}, '
+    '"queue": "q", "delay": 0, "max_attempts": 5} (the options give the defaults); '
+    "'-' reads stdin.",
+)
 @common_options
 @click.pass_obj
 def submit(
     state: CliState,
-    job_id: str,
+    job_id: str | None,
     payload: str | None,
     queue: str,
     delay: float,
     max_attempts: int,
+    from_file: IO[str] | None,
 ) -> None:
-    """Add job JOB_ID (idempotent: an existing job is left unchanged)."""
-    value = parse_payload(payload)
-    job = state.store().submit(job_id, value, queue=queue, delay=delay, max_attempts=max_attempts)
+    """Add job JOB_ID (idempotent: an existing job is left unchanged), or every job of
+    --from-file."""
+    if from_file is not None:
+        if job_id is not None or payload is not None:
+            raise InvalidArgument("--from-file", "give either JOB_ID (and --payload) or a file")
+        name = "stdin" if from_file.name == "<stdin>" else from_file.name
+        _submit_many(state, _read_submissions(from_file, name, queue, delay, max_attempts), name)
+        return
+    if job_id is None:
+        raise InvalidArgument("JOB_ID", "missing: give a job id, or --from-file JSONL")
+    wanted = _Submission(0, job_id, parse_payload(payload), queue, delay, max_attempts)
+    job = state.store().submit(
+        job_id, wanted.payload, queue=queue, delay=delay, max_attempts=max_attempts
+    )
     out = state.output()
     if out.json_mode:
         out.json(job.to_dict())
         return
-    as_requested = (job.queue, job.payload, job.max_attempts) == (queue, value, max_attempts)
-    if as_requested and job.created_at == job.as_of:
+    if _is_new(job, wanted):
         out.line(f"submitted {job.job_id} to queue {job.queue}: {_when(job)}", "good")
     else:
-        out.line(f"{job.job_id} already exists (submit is idempotent): left unchanged", "warn")
-    _show_job(state, job)
+        out.line(
+            f"{job.job_id} already exists (submit is idempotent): left unchanged ({_summary(job)})",
+            "warn",
+        )
+
+
+def _submit_many(state: CliState, wanted: list[_Submission], name: str) -> None:
+    """One store connection, one submit per job: there is no batch submit in the store API
+    yet, so a file of N jobs makes N store calls (and commits)."""
+    store = state.store()
+    existing: list[str] = []
+    for number, item in enumerate(wanted):
+        try:
+            job = store.submit(
+                item.job_id,
+                item.payload,
+                queue=item.queue,
+                delay=item.delay,
+                max_attempts=item.max_attempts,
+            )
+        except InvalidArgument as exc:
+            raise InvalidArgument(
+                "--from-file",
+                f"{name} line {item.line} ({item.job_id!r}): {exc}; the {number} job(s) "
+                "before it were submitted (submit is idempotent: fix the file and run it again)",
+            ) from None
+        if not _is_new(job, item):
+            existing.append(job.job_id)
+    out = state.output()
+    submitted = len(wanted) - len(existing)
+    if out.json_mode:
+        out.json({"submitted": submitted, "existing": existing, "store": store.url})
+        return
+    line = f"submitted {submitted} job(s) from {name} to {store.url}"
+    if existing:
+        line += f"; {len(existing)} already existed and were left unchanged"
+    out.line(line, "good")
+
+
+def _summary(job: Job) -> str:
+    """A job in a few words: state, generation, payload (cut short)."""
+    payload = format_value(job.payload)
+    if len(payload) > 60:
+        payload = payload[:59] + "…"
+    return f"{job.state}, generation {job.generation}, payload {payload}"
 
 
 @jobs.command("list")
@@ -109,17 +246,34 @@ def submit(
 @common_options
 @click.pass_obj
 def list_jobs(state: CliState, queue: str | None, state_: str | None, limit: int) -> None:
-    """List jobs, oldest first."""
-    found = state.store().jobs(queue=queue, state=state_, limit=limit)  # type: ignore[arg-type]
+    """List jobs, oldest first; says when more exist than --limit shows.
+
+    --json: {"jobs": [...], "shown": N, "more": true|false|null, "store": URL} ("more" is
+    null at --limit 1000, the most one list can ask for, when 1000 were found)."""
+    store = state.store(create=False)
+    # One more than asked, to know whether more exist (the store's limit is 1000).
+    asked = limit + 1 if isinstance(limit, int) and 1 <= limit < MAX_LIST else limit
+    found = store.jobs(queue=queue, state=state_, limit=asked)  # type: ignore[arg-type]
+    more: bool | None = len(found) > limit
+    if len(found) == limit == MAX_LIST:
+        more = None  # cannot tell
+    found = found[:limit]
     out = state.output()
     if out.json_mode:
-        out.json([job.to_dict() for job in found])
+        out.json(
+            {
+                "jobs": [job.to_dict() for job in found],
+                "shown": len(found),
+                "more": more,
+                "store": store.url,
+            }
+        )
         return
     if not found:
         filters = " ".join(
             f"{name} {value}" for name, value in (("queue", queue), ("state", state_)) if value
         )
-        out.line(f"no jobs{' with ' + filters if filters else ''} in {state.store().url}")
+        out.line(f"no jobs{' with ' + filters if filters else ''} in {store.url}")
         return
     out.table(
         ["job", "queue", "state", "gen", "owner", "attempts", "when"],
@@ -136,6 +290,10 @@ def list_jobs(state: CliState, queue: str | None, state_: str | None, limit: int
             for job in found
         ],
     )
+    if more:
+        out.line(f"{len(found)} shown, more exist: use --limit N (up to {MAX_LIST}) or --state")
+    elif more is None:
+        out.line(f"{len(found)} shown, the most one list shows: there may be more (use --state)")
 
 
 @jobs.command()
@@ -144,7 +302,7 @@ def list_jobs(state: CliState, queue: str | None, state_: str | None, limit: int
 @click.pass_obj
 def show(state: CliState, job_id: str) -> None:
     """Show one job (JobNotFound: exit code 1)."""
-    job = state.store().get(job_id)
+    job = state.store(create=False).get(job_id)
     out = state.output()
     if out.json_mode:
         out.json(job.to_dict())
@@ -168,7 +326,8 @@ def _show_job(state: CliState, job: Job) -> None:
             ("owner", job.owner or "-"),
             ("attempts", f"{job.attempts} of {job.max_attempts}"),
             ("lease until", at(job.lease_until)),
-            ("available at", at(job.available_at)),
+            # A done or dead job is never claimed again: no time it becomes available.
+            ("available at", "-" if job.state in _TERMINAL else at(job.available_at)),
             ("payload", format_value(job.payload)),
             ("result", format_value(job.result)),
             ("error", job.error or "-"),
@@ -184,7 +343,7 @@ def _show_job(state: CliState, job: Job) -> None:
 @click.pass_obj
 def now(state: CliState) -> None:
     """Print the store's clock (the time that decides lease expiry)."""
-    store = state.store()
+    store = state.store(create=False)
     seconds = store.now()
     out = state.output()
     if out.json_mode:
