@@ -30,7 +30,6 @@ from .errors import (
 from .models import FencingToken, Job, JobState, Lease
 
 if _TYPE_CHECKING:
-    from . import worker
     from .worker import JobContext, Worker
 
 __version__ = "0.1.0"
@@ -38,7 +37,6 @@ __version__ = "0.1.0"
 # The library never configures logging; this only keeps Python from printing our records
 # through its last-resort handler when the application has not configured any.
 _logging.getLogger("tenure").addHandler(_logging.NullHandler())
-
 
 
 def __getattr__(name: str) -> _Any:
