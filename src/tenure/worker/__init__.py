@@ -4,7 +4,7 @@
 
     import tenure
 
-    worker = tenure.Worker("sqlite:///jobs.db", concurrency=4, ttl=30)
+    worker = tenure.Worker("sqlite:///tenure.db", concurrency=4, ttl=30)
 
     @worker.handler("emails")
     async def send(ctx: tenure.JobContext) -> None:

@@ -239,7 +239,7 @@ class Worker:
 
     ::
 
-        worker = tenure.Worker("sqlite:///jobs.db", concurrency=4, ttl=30)
+        worker = tenure.Worker("sqlite:///tenure.db", concurrency=4, ttl=30)
 
         @worker.handler("reports")
         def build_report(ctx: tenure.JobContext) -> dict:
