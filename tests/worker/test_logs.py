@@ -189,3 +189,20 @@ def test_the_live_line_on_a_terminal_shows_the_counters() -> None:
     # Not a terminal (tests, pipes, --json): no live line.
     assert _rich_console(json_mode=False) is None
     assert _rich_console(json_mode=True) is None
+
+
+def test_the_live_line_runs_beside_a_worker_on_a_terminal(
+    make_worker: MakeWorker, store: tenure.Store
+) -> None:
+    from rich.console import Console
+
+    from tenure.cli._worker import _live_progress
+
+    worker = make_worker(summary_every=0)
+    worker.register("q", lambda ctx: None)
+    store.submit("J", queue="q")
+    console = Console(file=io.StringIO(), force_terminal=True, width=200)
+    with _live_progress(worker, console):
+        run_burst(worker)
+    assert "done" in console.file.getvalue()  # type: ignore[attr-defined]
+    assert worker.stats()["completed"] == 1
