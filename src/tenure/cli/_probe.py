@@ -87,9 +87,7 @@ def _postgres(url: str) -> Probe:
     options = parse_postgres_url(url)
     shown = redact(url)
     try:
-        with psycopg.connect(
-            options.conninfo, autocommit=True, **{"connect_timeout": 10, **options.kwargs}
-        ) as conn:
+        with psycopg.connect(options.conninfo, autocommit=True, **options.kwargs) as conn:
             row = conn.execute(
                 "SELECT to_regclass(format('%%I.tenure_jobs', %s::text)) IS NOT NULL",
                 (options.schema,),
