@@ -1,0 +1,70 @@
+"""What the nemesis says about the faults it did not inject (the run's summary lists them)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from tenure.chaos import Fault, Recorder
+from tenure.chaos._nemesis import Nemesis
+
+
+class _Target:
+    """Worker 1 runs (and never reaches an armed point); worker 2 is gone."""
+
+    def worker(self, number: int) -> tuple[str, int] | None:
+        return ("w1.1", 4242) if number == 1 else None
+
+    def set_control(self, name: str, *, clock: Any, arm: Any) -> None:
+        pass
+
+    def hit(self, name: str) -> int | None:
+        return None
+
+    def kill(self, number: int, restart_after: float) -> tuple[str, int] | None:
+        return None
+
+    def storm(self, jobs: int, window: float, holder: int | None = None) -> None:
+        return None
+
+    def proxy_delay(self, lag: float, hold: float) -> bool:
+        return False
+
+    def proxy_drop(self, window: float) -> bool:
+        return False
+
+    def store_pause(self, duration: float) -> None:
+        return None
+
+
+def test_every_fault_not_injected_is_named_with_the_reason(tmp_path: Path) -> None:
+    schedule = [
+        Fault(0.0, "kill", 2, {"restart_after": 1.0}),
+        Fault(0.0, "pause-handler", 1, {"duration": 1.0, "window": 600.0, "storm": 0.0}),
+        Fault(0.0, "proxy-drop", None, {"window": 1.0}),
+        Fault(0.0, "storm", None, {"jobs": 1.0, "window": 1.0}),
+        Fault(3600.0, "skew", 1, {"offset": 60.0, "rate": 1.0, "hold": 1.0}),
+    ]
+    recorder = Recorder(tmp_path / "nemesis.jsonl", "nemesis")
+    nemesis = Nemesis(schedule, _Target(), recorder)  # type: ignore[arg-type]
+    nemesis.start()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:  # the four due at once have been acted on
+        pending = [why for _, why in nemesis.not_injected() if why == "not reached"]
+        if len(pending) == 1:
+            break
+        time.sleep(0.01)
+    nemesis.stop()
+    recorder.close()
+    reasons = {fault.kind: why for fault, why in nemesis.not_injected()}
+    assert nemesis.injected_count() == 0
+    assert reasons == {
+        "kill": "target gone: worker 2 was not running (killed, not yet restarted)",
+        "pause-handler": "armed, but not hit before the faults stopped",
+        "proxy-drop": "no proxy in front of the store (a store without a host)",
+        "storm": "no storm processes (--storm 0) or no job to storm",
+        "skew": "not reached: the faults stopped first",
+    }
+    # The schedule's zero is in the history, for the report's time axis.
+    assert '"f":"nemesis-start"' in (tmp_path / "nemesis.jsonl").read_text(encoding="utf-8")
