@@ -214,7 +214,8 @@ class TenureGroup(click.Group):
         self, ctx: click.Context, args: list[str]
     ) -> tuple[str | None, click.Command | None, list[str]]:
         name = click.utils.make_str(args[0]) if args else ""
-        if args and self.get_command(ctx, name) is None and not name.startswith("-"):
+        unknown = args and not ctx.resilient_parsing and not name.startswith("-")
+        if unknown and self.get_command(ctx, name) is None:
             # click suggests only among the commands it has loaded; these load on demand.
             close = difflib.get_close_matches(name, self.list_commands(ctx), n=3)
             hint = f" Did you mean {' or '.join(map(repr, close))}?" if close else ""
