@@ -4,6 +4,7 @@ once when a job dies, periodic progress lines, a short final line, and the store
 from __future__ import annotations
 
 import io
+import json
 import logging
 import threading
 import traceback
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import tenure
-from tenure.cli._worker import _LiveProgress, _rich_console
+from tenure.cli._worker import _Formatter, _LiveProgress, _rich_console
 from tenure.worker import JobContext
 from tenure.worker._stats import Progress
 from tests.backends import POSTGRES
@@ -145,9 +146,13 @@ def test_a_running_worker_logs_progress_lines_and_a_short_final_line(
     assert record.getMessage().startswith("worker stopped after ")
     assert ": 2 done, 0 failed, 0 retried, 0 dead, 0 lost, 0 released; " in record.getMessage()
     assert len(record.getMessage()) < 160
-    assert record.completed == 2  # type: ignore[attr-defined]
-    # Not a field per counter: the line a person reads stays short.
+    assert record.counters["completed"] == 2  # type: ignore[attr-defined]
+    # One field for the counters, which `tenure worker` prints in --json only: the line a
+    # person reads stays short.
     assert not hasattr(record, "renew_latency_avg")
+    text = _Formatter(json_mode=False).format(record)
+    assert text.endswith(f"{record.getMessage()}  owner={worker.owner} store={record.store}")  # type: ignore[attr-defined]
+    assert json.loads(_Formatter(json_mode=True).format(record))["counters"]["completed"] == 2
 
 
 def test_progress_lines_say_nothing_when_nothing_changed() -> None:

@@ -80,7 +80,8 @@ class _Formatter(logging.Formatter):
             if record.exc_info:
                 data["traceback"] = self.formatException(record.exc_info)
             return json.dumps(data, default=str, ensure_ascii=False)
-        fields = " ".join(f"{k}={v}" for k, v in extra.items())
+        # Mappings (a summary's counters) are for --json: the message already says them.
+        fields = " ".join(f"{k}={v}" for k, v in extra.items() if not isinstance(v, dict))
         line = f"{self.formatTime(record)} {record.levelname:<7} {message}"
         if fields:
             line = f"{line}  {fields}"

@@ -69,7 +69,7 @@ __all__ = ["Handler", "Isolation", "Worker", "default_owner"]
 
 log = logging.getLogger("tenure")
 
-# The counters the final and progress lines carry as structured fields.
+# The counters the final and progress lines carry in their structured field ``counters``.
 _FINAL_COUNTERS = ("claimed", "completed", "failed", "dead", "retried", "leases_lost")
 
 Isolation = Literal["thread", "process"]
@@ -591,7 +591,7 @@ class Worker:
                     extra={
                         "owner": self._owner,
                         "store": store.url,
-                        **{name: values[name] for name in _FINAL_COUNTERS},
+                        "counters": {name: values[name] for name in _FINAL_COUNTERS},
                     },
                 )
         finally:
@@ -610,8 +610,8 @@ class Worker:
         values = self.stats()
         line = self._progress.line(values, now)
         if line is not None:
-            extra = {name: values[name] for name in (*_FINAL_COUNTERS, "in_flight")}
-            log.info(line, extra={"owner": self._owner, **extra})
+            counters = {name: values[name] for name in (*_FINAL_COUNTERS, "in_flight")}
+            log.info(line, extra={"owner": self._owner, "counters": counters})
 
     def _check_process_handlers(self, queues: Sequence[str]) -> bool:
         """Check process-isolated handlers; True if a fork server should be started."""
