@@ -161,6 +161,9 @@ class Harness:
         for sub in ("history", "ctl", "logs"):
             (self.out / sub).mkdir(parents=True, exist_ok=True)
         self.rec = Recorder(self.out / "history" / "harness.jsonl", "harness")
+        # Workers started with a clock off (faketime, --unsafe client-clock): faults the
+        # checker counts that are not in the schedule.
+        self.started_skewed = 0
         install(self.rec)
         self.store: Store = connect(chaos_url(options.store_url))
         self.side: Store = connect(options.store_url)  # the nemesis thread's own client
@@ -284,6 +287,7 @@ class Harness:
             offset = round(self._rng.uniform(10.0, 60.0) * self.o.ttl, 3)
             self.set_control(name, clock={"offset": offset, "rate": 1.0}, arm=None)
             self.rec.event("fault", kind="skew", phase="start", target=name, offset=offset)
+            self.started_skewed += 1
         elif self.faketime and self.kind != "sqlite" and slot.number % 2 == 0:
             # The whole process (libpq, redis-py) sees a clock minutes to an hour off. Not on
             # SQLite, whose store clock is the host clock of whichever process writes. The
@@ -298,6 +302,7 @@ class Harness:
             env["FAKETIME_DONT_FAKE_MONOTONIC"] = "1"
             env["TENURE_CHAOS_TIME_OFFSET"] = str(offset)
             self.rec.event("fault", kind="faketime", phase="start", target=name, offset=offset)
+            self.started_skewed += 1
         slot.process = subprocess.Popen(
             command,
             stdin=subprocess.DEVNULL,
@@ -832,8 +837,6 @@ def run_chaos(options: ChaosOptions, echo: Echo = print) -> ChaosResult:
                 echo("  every job has ended: stopping the faults early")
                 break
         nemesis.stop()
-        for line in _fault_summary(nemesis, len(schedule)):
-            echo(line)
         nemesis.heal()
         harness.heal()
         harness.fed.wait()
@@ -842,6 +845,9 @@ def run_chaos(options: ChaosOptions, echo: Echo = print) -> ChaosResult:
             echo(f"  not drained after {options.drain_timeout:g} s: the checker will say which")
         harness.calibrate()
         harness.stop_workers()
+        # After the last worker start (a killed worker restarted while draining counts too).
+        for line in _fault_summary(nemesis, len(schedule), harness.started_skewed):
+            echo(line)
         states = harness.record_finals()
         echo("  final states: " + ", ".join(f"{n} {s}" for s, n in sorted(states.items())))
     finally:
@@ -864,12 +870,15 @@ def run_chaos(options: ChaosOptions, echo: Echo = print) -> ChaosResult:
     return ChaosResult(verdict, history, report, png)
 
 
-def _fault_summary(nemesis: Nemesis, scheduled: int) -> list[str]:
-    """How many scheduled faults were injected, and why each other one was not."""
+def _fault_summary(nemesis: Nemesis, scheduled: int, skewed_starts: int) -> list[str]:
+    """How many scheduled faults were injected, and why each other one was not; the
+    faults outside the schedule are counted too, so the total is the checker's."""
     missing = nemesis.not_injected()
     line = f"  faults: {scheduled - len(missing)} of {scheduled} scheduled injected"
     if nemesis.followups:
         line += f", plus {nemesis.followups} claim storm(s) on paused workers' jobs"
+    if skewed_starts:
+        line += f", plus {skewed_starts} worker(s) started with a clock off (faketime/unsafe)"
     lines = [line + (":" if missing else "")]
     lines += [f"    not injected: {f.kind} at {f.at:g} s: {why}" for f, why in missing]
     return lines
