@@ -53,6 +53,15 @@ QUEUE = "default"
 RAW_SECRET_HASH = "0" * 64
 
 _SQL = files("tenure.stores.sqlite").joinpath("sql")
+_HOST = tenure.SystemClock()
+
+
+def _clock_params() -> dict[str, object]:
+    """What the driver passes to clock.sql: the wall clock and (Linux) the boot clock."""
+    boot = _HOST.boot()
+    if boot is None:
+        return {"host_now": time.time(), "boot_id": None, "boot_now": None}
+    return {"host_now": time.time(), "boot_id": boot[0], "boot_now": boot[1]}
 
 
 def sql(name: str) -> str:
@@ -108,7 +117,7 @@ class RawCycles:
         while done < limit:
             # claim_next
             cur.execute("BEGIN IMMEDIATE")
-            now = cur.execute(clock, {"host_now": time.time()}).fetchone()[0]
+            now = cur.execute(clock, _clock_params()).fetchone()[0]
             found = cur.execute(
                 pick, {"queue": QUEUE, "now": now, "max_generation": MAX_GENERATION}
             ).fetchone()
@@ -132,7 +141,7 @@ class RawCycles:
             cur.execute("COMMIT")
             # complete
             cur.execute("BEGIN IMMEDIATE")
-            now = cur.execute(clock, {"host_now": time.time()}).fetchone()[0]
+            now = cur.execute(clock, _clock_params()).fetchone()[0]
             row = cur.execute(
                 complete,
                 {

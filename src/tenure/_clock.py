@@ -10,18 +10,32 @@ Two clocks matter and they are never compared with each other:
 The local deadline is ``sent_at + ttl * (1 - max_drift) - safety_margin`` (Gray & Cheriton,
 "Leases", 1989): ``max_drift`` bounds how much faster the store's clock may run than ours,
 ``safety_margin`` covers the time between deciding to act and the effect landing.
+
+A clock may also offer ``boot() -> (boot id, seconds) | None``: the host's boot clock, which
+every process of one boot shares and no wall-clock step moves. It is optional (not part of
+`Clock`, so a user's clock without it keeps working); the SQLite store derives its time from
+it where it is there (`boot_clock`).
 """
 
 from __future__ import annotations
 
 import threading
 import time
+import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from functools import cache
+from typing import Protocol, cast, runtime_checkable
 
 from .errors import InvalidArgument
 
-__all__ = ["Clock", "LeaseTiming", "ManualClock", "SystemClock"]
+__all__ = ["BootReading", "Clock", "LeaseTiming", "ManualClock", "SystemClock", "boot_clock"]
+
+# (boot id, seconds on that boot's clock): two readings with the same id are on one clock.
+BootReading = tuple[str, float]
+
+_BOOT_ID = "/proc/sys/kernel/random/boot_id"
+_TIME_NAMESPACE = "/proc/self/timens_offsets"
 
 
 @runtime_checkable
@@ -33,14 +47,63 @@ class Clock(Protocol):
     def monotonic(self) -> float: ...
 
 
+def boot_clock(clock: Clock) -> Callable[[], BootReading | None] | None:
+    """``clock.boot`` when the clock has one, else None (wall time is all it offers)."""
+    boot = getattr(clock, "boot", None)
+    return cast("Callable[[], BootReading | None]", boot) if callable(boot) else None
+
+
+@cache
+def _host_boot() -> tuple[str, float] | None:
+    """(this boot's id, the offset of our boot clock from the host's), read once per
+    process; None without a boot id or ``CLOCK_BOOTTIME`` (anything but Linux)."""
+    if not hasattr(time, "CLOCK_BOOTTIME"):
+        return None
+    try:
+        with open(_BOOT_ID, encoding="ascii") as file:
+            boot_id = file.read().strip()
+    except (OSError, ValueError):
+        return None
+    if not boot_id:
+        return None
+    # A Linux time namespace (`unshare --time`, a container restored by CRIU) may shift
+    # CLOCK_BOOTTIME for the processes inside it: take the shift off, so that every
+    # process of the host reads the host's one boot clock.
+    offset = 0.0
+    try:
+        with open(_TIME_NAMESPACE, encoding="ascii") as file:
+            for line in file:
+                fields = line.split()
+                if len(fields) == 3 and fields[0] == "boottime":
+                    offset = int(fields[1]) + int(fields[2]) / 1e9
+    except (OSError, ValueError):
+        pass  # a kernel without time namespaces: nothing is shifted
+    return boot_id, offset
+
+
 class SystemClock:
-    """The host's clocks: ``time.time()`` and ``time.monotonic()``."""
+    """The host's clocks: ``time.time()``, ``time.monotonic()`` and, on Linux, the boot
+    clock (`boot`)."""
 
     def time(self) -> float:
         return time.time()
 
     def monotonic(self) -> float:
         return time.monotonic()
+
+    def boot(self) -> BootReading | None:
+        """(boot id, seconds on ``CLOCK_BOOTTIME``), or None where the platform has no boot
+        id or boot clock (macOS, Windows).
+
+        ``CLOCK_BOOTTIME`` is shared by every process of one boot, is never stepped (NTP
+        only adjusts its rate) and, unlike ``CLOCK_MONOTONIC``, keeps counting while the
+        host is suspended, so it measures the real time that passed.
+        """
+        host = _host_boot()
+        if host is None:
+            return None
+        boot_id, offset = host
+        return boot_id, time.clock_gettime(time.CLOCK_BOOTTIME) - offset
 
     def __repr__(self) -> str:
         return "SystemClock()"
@@ -49,15 +112,27 @@ class SystemClock:
 class ManualClock:
     """A clock that moves only when told to; for tests and simulations.
 
-    ``advance`` moves both clocks forward; ``jump`` steps wall time alone (forwards or
-    backwards), the way an NTP step or an operator's ``date -s`` does, while monotonic time
-    keeps going as it does on a real host.
+    It models the clocks of one host, which all its processes share: wall time, monotonic
+    time and the boot clock (`boot`), which starts equal to monotonic time. ``advance``
+    moves all three forward; ``jump`` steps wall time alone (forwards or backwards), the way
+    an NTP step or an operator's ``date -s`` does; ``suspend`` is the host sleeping (wall
+    and boot clock go on, monotonic time does not); ``reboot`` starts a new boot.
+
+    Each clock is its own boot (a fresh boot id) unless ``boot_id`` is given.
     """
 
-    def __init__(self, start: float = 1_700_000_000.0, *, monotonic_start: float = 1000.0):
+    def __init__(
+        self,
+        start: float = 1_700_000_000.0,
+        *,
+        monotonic_start: float = 1000.0,
+        boot_id: str | None = None,
+    ):
         self._lock = threading.Lock()
         self._wall = float(start)
         self._mono = float(monotonic_start)
+        self._boot = self._mono
+        self._boot_id = uuid.uuid4().hex if boot_id is None else boot_id
 
     def time(self) -> float:
         with self._lock:
@@ -67,16 +142,37 @@ class ManualClock:
         with self._lock:
             return self._mono
 
+    def boot(self) -> BootReading:
+        with self._lock:
+            return self._boot_id, self._boot
+
     def advance(self, seconds: float) -> None:
         if seconds < 0:
             raise InvalidArgument("seconds", "must be >= 0; use jump() to step wall time back")
         with self._lock:
             self._wall += seconds
             self._mono += seconds
+            self._boot += seconds
 
     def jump(self, seconds: float) -> None:
         with self._lock:
             self._wall += seconds
+
+    def suspend(self, seconds: float) -> None:
+        """The host sleeps for ``seconds``: wall time and the boot clock move on, monotonic
+        time (``CLOCK_MONOTONIC``, which a process's local lease deadlines use) does not."""
+        if seconds < 0:
+            raise InvalidArgument("seconds", "must be >= 0")
+        with self._lock:
+            self._wall += seconds
+            self._boot += seconds
+
+    def reboot(self, *, boot_id: str | None = None) -> None:
+        """A new boot (a fresh boot id unless given): the boot and monotonic clocks start
+        again from zero; wall time stays where it is."""
+        with self._lock:
+            self._boot_id = uuid.uuid4().hex if boot_id is None else boot_id
+            self._mono = self._boot = 0.0
 
     def __repr__(self) -> str:
         return f"ManualClock(time={self._wall!r}, monotonic={self._mono!r})"

@@ -30,6 +30,7 @@ from hypothesis.stateful import (
 )
 
 import tenure
+from tests.backends import Backend
 from tests.conformance._support import forge
 
 MAX_GENERATION = 2**63 - 1
@@ -76,16 +77,25 @@ class ModelLease:
 class Model:
     """The reference: what a store must answer, computed without any store."""
 
-    def __init__(self, clock: tenure.ManualClock) -> None:
+    def __init__(self, clock: tenure.ManualClock, follows_boot_clock: bool) -> None:
         self.clock = clock
+        self.follows_boot_clock = follows_boot_clock
+        self.anchor: tuple[str, float, float] | None = None  # boot id, store time, boot time
         self.floor = -math.inf
         self.jobs: dict[str, ModelJob] = {}
         self.seq = itertools.count()
         self.secrets = itertools.count(1)
 
     def tick(self) -> float:
-        """Store time for a write (or now()): the host clock, never below the floor."""
-        self.floor = max(self.floor, self.clock.time())
+        """Store time for a write (or now()): the host's wall clock, or (SQLite) its boot
+        clock from where the boot's first write anchored it; never below the floor."""
+        now = self.clock.time()
+        if self.follows_boot_clock:
+            boot_id, boot_now = self.clock.boot()
+            if self.anchor is None or self.anchor[0] != boot_id:
+                self.anchor = (boot_id, max(self.floor, now), boot_now)
+            now = self.anchor[1] + (boot_now - self.anchor[2])
+        self.floor = max(self.floor, now)
         return self.floor
 
     def submit(self, job_id: str, queue: str, delay: float, max_attempts: int) -> ModelJob:
@@ -270,11 +280,13 @@ has_leases = precondition(lambda self: bool(self.leases))
 
 
 class LeaseProtocol(RuleBasedStateMachine):
-    def __init__(self, url: str, clock: tenure.ManualClock, namespace: str) -> None:
+    def __init__(
+        self, url: str, clock: tenure.ManualClock, namespace: str, follows_boot_clock: bool
+    ) -> None:
         super().__init__()
         self.clock = clock
         self.store = tenure.connect(url, clock=clock, store_clock=clock)
-        self.model = Model(clock)
+        self.model = Model(clock, follows_boot_clock)
         self.job_ids = [f"{namespace}j{i}" for i in range(5)]  # j4 is never submitted
         self.queues = [f"{namespace}q0", f"{namespace}q1"]
         # Every lease ever granted (renewals too), the stale ones included.
@@ -540,15 +552,18 @@ class LeaseProtocol(RuleBasedStateMachine):
             assert real.error == expected.error, (real, expected)
 
 
-def test_store_matches_the_reference_model(url: str) -> None:
+def test_store_matches_the_reference_model(backend: Backend, url: str) -> None:
     examples = itertools.count()
+    # SQLite's store time runs on the host's boot clock; the servers' on wall time.
+    follows_boot_clock = backend.name == "sqlite"
 
     def factory() -> LeaseProtocol:
         # Examples share the store: each gets its own job ids and queues, and a clock that
         # starts past every time an earlier example could have reached (the floor stays).
+        # Each clock is a boot of its own, so SQLite re-anchors on its wall time.
         k = next(examples)
         clock = tenure.ManualClock(1_700_000_000.0 + k * 1_000_000.0)
-        return LeaseProtocol(url, clock, f"e{k}-")
+        return LeaseProtocol(url, clock, f"e{k}-", follows_boot_clock)
 
     run_state_machine_as_test(factory)  # type: ignore[arg-type]  # a factory is documented
     assert next(examples) > 1

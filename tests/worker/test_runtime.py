@@ -310,7 +310,9 @@ def test_rejected_renewal_is_a_loss_before_the_local_deadline(
     store.submit("J", queue="q")
     with running(worker):
         gate.wait_started()
-        clock.jump(2 * TTL)  # store time alone: the store sees the lease expired
+        # The host sleeps: store time (wall and boot clock) moves on, so the store sees the
+        # lease expired, while the worker's monotonic clock (its local deadline) stood still.
+        clock.suspend(2 * TTL)
         lease_b = store.claim_next("B", TTL, queues=["q"])
         assert lease_b is not None
         assert lease_b.generation == 2

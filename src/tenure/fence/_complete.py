@@ -83,7 +83,7 @@ class _SQLiteDatabase(_Database):
 
     def __init__(self, driver: Any, store_id: str) -> None:
         self._path = str(driver.path)
-        self._clock = driver._clock  # the store's clock (host clock; a test hook's otherwise)
+        self._driver = driver  # for the store's clock readings (host clocks, or a test hook's)
         self._store_id = store_id
         self._own = False
         if self._path == ":memory:":
@@ -115,7 +115,8 @@ class _SQLiteDatabase(_Database):
         self.conn = None
 
     def _now(self, cur: Any) -> float:
-        found = cur.execute(load_text(_SQLITE, "sql/clock.sql"), {"host_now": self._clock.time()})
+        clock_sql = load_text(_SQLITE, "sql/clock.sql")
+        found = cur.execute(clock_sql, self._driver._clock_params())
         return float(found.fetchone()[0])
 
     def job(self, cur: Any, job_id: str) -> Outcome:

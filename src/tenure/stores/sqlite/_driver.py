@@ -1,8 +1,14 @@
 """SQLite driver: each operation is one ``BEGIN IMMEDIATE`` transaction.
 
 ``BEGIN IMMEDIATE`` takes the database's write lock before anything is read, so the store
-time read at the start (host clock, floored) and the conditional update that uses it are
-atomic with respect to every other process using the file.
+time read at the start and the conditional update that uses it are atomic with respect to
+every other process using the file.
+
+Store time (clock.sql): within one boot of the host, the boot clock (`SystemClock.boot`,
+Linux's ``CLOCK_BOOTTIME``) from an anchor kept in the file, so a process whose wall clock
+is stepped neither expires live leases nor freezes store time for the others; across
+reboots, and for a clock without a boot clock (macOS, Windows, a user's clock), the host's
+wall clock. Never below a persisted floor.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from ..._clock import Clock, SystemClock
+from ..._clock import Clock, SystemClock, boot_clock
 from ..._protocol import Completion, JobRow, Outcome, Status
 from ..._validate import MAX_GENERATION
 from ...errors import InvalidArgument, StoreUnavailable
@@ -102,6 +108,7 @@ class SQLiteDriver:
         self.path = str(path)
         self.url = f"sqlite:///{self.path}"
         self._clock = clock or SystemClock()
+        self._boot = boot_clock(self._clock)
         self._lock = threading.Lock()
         self._closed = False
         self.poll_interval = 0.02
@@ -197,13 +204,22 @@ class SQLiteDriver:
                 raise
             self._commit(cur, operation)
 
+    def _clock_params(self) -> dict[str, Any]:
+        """The host's clocks for clock.sql and read_clock.sql. A write reads them once it
+        holds the write lock, so a writer that waited reads them after its predecessor."""
+        boot = None if self._boot is None else self._boot()
+        host_now = self._clock.time()
+        if boot is None:
+            return {"host_now": host_now, "boot_id": None, "boot_now": None}
+        return {"host_now": host_now, "boot_id": boot[0], "boot_now": boot[1]}
+
     def _write(self, operation: str, body: Callable[[sqlite3.Cursor, float], T]) -> T:
         # `_transaction` spelled out: this is the hot path, and a generator-based context
         # manager costs more than the statements' Python side.
         with self._lock:
             cur = self._begin(operation)
             try:
-                now = cur.execute(_CLOCK, {"host_now": self._clock.time()}).fetchone()[0]
+                now = cur.execute(_CLOCK, self._clock_params()).fetchone()[0]
                 result = body(cur, now)
             except BaseException:
                 self._conn.rollback()
@@ -413,7 +429,7 @@ class SQLiteDriver:
 
     def get(self, job_id: str) -> Outcome:
         with self._lock:
-            now = self._conn.execute(_READ_CLOCK, {"host_now": self._clock.time()})
+            now = self._conn.execute(_READ_CLOCK, self._clock_params())
             as_of = float(now.fetchone()[0])
             row = self._row(self._conn.cursor(), _GET, {"job_id": job_id})
         return Outcome(Status.MISSING if row is None else Status.APPLIED, row, as_of)
@@ -422,7 +438,7 @@ class SQLiteDriver:
         self, queue: str | None, state: str | None, limit: int
     ) -> tuple[float, list[JobRow]]:
         with self._lock:
-            now = self._conn.execute(_READ_CLOCK, {"host_now": self._clock.time()})
+            now = self._conn.execute(_READ_CLOCK, self._clock_params())
             as_of = float(now.fetchone()[0])
             found = self._conn.execute(
                 _LIST, {"queue": queue, "state": state, "limit": limit}
@@ -435,9 +451,7 @@ class SQLiteDriver:
         deadline = time.monotonic() + timeout
         with self._lock:
             version = self._conn.execute("PRAGMA data_version").fetchone()[0]
-            now = float(
-                self._conn.execute(_READ_CLOCK, {"host_now": self._clock.time()}).fetchone()[0]
-            )
+            now = float(self._conn.execute(_READ_CLOCK, self._clock_params()).fetchone()[0])
             for queue in queues:
                 due = self._conn.execute(
                     _NEXT_DUE, {"queue": queue, "max_generation": MAX_GENERATION}
