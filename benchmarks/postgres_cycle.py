@@ -47,6 +47,7 @@ from tenure.stores.postgres._common import SqlSet, Statement, binary_lists, rend
 OWNER = "bench-worker"
 TTL = 60.0
 RAW_SECRET_HASH = "0" * 64  # as long as a real one (sha256 hex)
+RAW_RECEIPT = "1" * 64  # what a settle leaves in its place, as long as a real receipt
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 
 
@@ -155,6 +156,7 @@ class RawCycles:
                     "owner": self.owner,
                     "generation": row[5],
                     "secret_hash": RAW_SECRET_HASH,
+                    "receipt": RAW_RECEIPT,
                     "result": None,
                     "now": None,
                 },
@@ -250,6 +252,7 @@ class RawBatchCycles(RawCycles):
                     "owners": [owner] * len(rows),
                     "generations": [row[5] for row in rows],
                     "held_hashes": [RAW_SECRET_HASH] * len(rows),
+                    "receipts": [RAW_RECEIPT] * len(rows),
                     "results": [None] * len(rows),
                     "now": None,
                 },

@@ -59,6 +59,7 @@ OWNER = "bench-worker"
 TTL = 60.0
 QUEUE = "default"
 RAW_SECRET_HASH = "0" * 64  # as long as a real one (sha256 hex)
+RAW_RECEIPT = "1" * 64  # what a settle leaves in its place, as long as a real receipt
 
 
 def store_url(base: str, prefix: str) -> str:
@@ -127,7 +128,7 @@ class RawCycles:
             job_id, generation = row[0], row[4]
             self.complete(
                 keys=[keys.job(job_id), keys.clock],
-                args=["", owner, generation, RAW_SECRET_HASH, "", "0"],
+                args=["", owner, generation, RAW_SECRET_HASH, RAW_RECEIPT, "", "0"],
             )
             done += 1
         self.cpu += time.process_time() - cpu
@@ -184,6 +185,7 @@ class RawConnectionCycles:
                 owner,
                 generation,
                 RAW_SECRET_HASH,
+                RAW_RECEIPT,
                 "",
                 "0",
             )

@@ -51,6 +51,7 @@ TTL = 60.0
 QUEUE = "default"
 # Same length as a real secret hash (sha256 hex), so rows have the same size on both sides.
 RAW_SECRET_HASH = "0" * 64
+RAW_RECEIPT = "1" * 64  # what a settle leaves in its place
 
 _SQL = files("tenure.stores.sqlite").joinpath("sql")
 _HOST = tenure.SystemClock()
@@ -149,6 +150,7 @@ class RawCycles:
                     "owner": owner,
                     "generation": row[4],
                     "secret_hash": RAW_SECRET_HASH,
+                    "receipt": RAW_RECEIPT,
                     "result": None,
                     "now": now,
                 },

@@ -9,6 +9,7 @@ for every store and for both the sync and async APIs.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import random
@@ -17,9 +18,19 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from ._clock import LeaseTiming
-from ._validate import MAX_GENERATION, decode_json, validate_delay
+from ._validate import (
+    MAX_GENERATION,
+    decode_json,
+    validate_attempts,
+    validate_delay,
+    validate_generation,
+    validate_id,
+    validate_real,
+    validate_secret,
+    validate_ttl,
+)
 from .errors import GenerationExhausted, InvalidArgument, JobNotFound, LeaseLost
-from .models import Job, Lease, lease_seal
+from .models import Job, Lease
 
 __all__ = [
     "JOB_COLUMNS",
@@ -89,12 +100,14 @@ class Outcome(NamedTuple):
 
 
 class Completion(NamedTuple):
-    """One item of a batch completion, as a driver receives it (result already JSON)."""
+    """One item of a batch completion, as a driver receives it (result already JSON;
+    ``receipt`` is what the store keeps in place of ``secret_hash`` once done)."""
 
     job_id: str
     owner: str
     generation: int
     secret_hash: str
+    receipt: str
     result: str | None
 
 
@@ -126,6 +139,22 @@ def hash_secret(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
+# The operations that end a lease, each leaving its own receipt.
+SETTLES = ("complete", "release", "fail")
+
+
+def settle_receipt(secret_hash: str, operation: str) -> str:
+    """What the store keeps in place of the secret's hash once ``operation`` (complete,
+    release or fail) has ended the lease.
+
+    A retry of that very operation (after a lost reply) finds its own receipt and is told
+    it already took effect; any other operation on the ended lease finds a receipt that is
+    not its own and is refused. Without receipts, ``release`` then ``fail`` on one lease
+    both answered success (the second one a false "repeat", its error never recorded).
+    """
+    return hashlib.sha256(f"tenure-settle:{operation}:{secret_hash}".encode()).hexdigest()
+
+
 @dataclass(frozen=True, slots=True)
 class LeaseMaker:
     """Turns claim/renew answers into `Lease` values for one store."""
@@ -145,32 +174,44 @@ class LeaseMaker:
             local_deadline=self.timing.local_deadline(sent_at, ttl),
             secret=secret,
             store_id=self.store_id,
-            seal=lease_seal(self.store_id, row.job_id, owner, row.generation, secret, ttl),
         )
 
-    def check(self, lease: object) -> Lease:
-        """Refuse what is not an untampered lease of this store, before any I/O."""
-        if not isinstance(lease, Lease):
-            raise InvalidArgument("lease", f"must be a tenure.Lease, not {type(lease).__name__}")
-        if lease.store_id != self.store_id:
-            raise InvalidArgument(
-                "lease",
-                f"was granted by another store ({lease.store_id}), not this one "
-                f"({self.store_id}); use the store that granted it",
-            )
-        expected = lease_seal(
-            lease.store_id, lease.job_id, lease.owner, lease.generation, lease.secret, lease.ttl
+    def check(self, lease: object, argument: str = "lease") -> Lease:
+        """Refuse what is not a well-formed lease of this store, before any I/O."""
+        return check_lease(lease, self.store_id, argument)
+
+
+def check_lease(lease: object, store_id: str, argument: str = "lease") -> Lease:
+    """Check every field of a lease handed back to a store by the rules that made it.
+
+    Nothing in a `Lease` is trusted because the client holds it: a field that breaks its
+    rule is `InvalidArgument` naming ``lease.<field>`` before anything is sent. Fields that
+    pass go to the store, whose own check (job, owner, generation and secret hash of the live
+    lease, by store time) decides; see docs/design.md, "Decisions", for why there is no seal.
+    A lease whose ttl is a `timedelta` comes back with it in seconds.
+    """
+    if not isinstance(lease, Lease):
+        raise InvalidArgument(argument, f"must be a tenure.Lease, not {type(lease).__name__}")
+    if not isinstance(lease.store_id, str) or lease.store_id != store_id:
+        raise InvalidArgument(
+            f"{argument}.store_id",
+            f"was granted by another store ({lease.store_id!r}), not this one "
+            f"({store_id}); use the store that granted it",
         )
-        if not secrets.compare_digest(expected, lease.seal):
-            raise InvalidArgument(
-                "lease",
-                f"does not match what the store granted for job {lease.job_id!r} (altered "
-                "job_id, owner, generation, ttl or secret); pass the Lease object unchanged",
-            )
-        return lease
+    validate_id(f"{argument}.job_id", lease.job_id)
+    validate_id(f"{argument}.owner", lease.owner)
+    validate_generation(f"{argument}.generation", lease.generation)
+    ttl = validate_ttl(lease.ttl, f"{argument}.ttl")
+    validate_secret(f"{argument}.secret", lease.secret)
+    validate_attempts(lease.attempt, f"{argument}.attempt")
+    validate_real(f"{argument}.lease_until", lease.lease_until)
+    validate_real(f"{argument}.local_deadline", lease.local_deadline)
+    if type(lease.ttl) is not float:
+        return dataclasses.replace(lease, ttl=ttl)
+    return lease
 
 
-def job_from_row(row: JobRow, as_of: float) -> Job:
+def job_from_row(row: JobRow, as_of: float, created: bool | None = None) -> Job:
     return Job(
         job_id=row.job_id,
         queue=row.queue,
@@ -187,6 +228,7 @@ def job_from_row(row: JobRow, as_of: float) -> Job:
         created_at=float(row.created_at),
         updated_at=float(row.updated_at),
         as_of=float(as_of),
+        created=created,
     )
 
 
@@ -214,19 +256,85 @@ def claim_verdict(outcome: Outcome, job_id: str, owner: str, secret_hash: str) -
     return ClaimVerdict.NOT_CLAIMABLE
 
 
-def ended_by_same_lease(
-    row: JobRow, lease: Lease, secret_hash: str, states: tuple[str, ...]
+def _same_json(stored: str | None, sent: str | None) -> bool:
+    # Compared as values: PostgreSQL or a later reader may store the same JSON differently.
+    if stored is None or sent is None:
+        return stored is sent
+    return bool(decode_json(stored) == decode_json(sent))
+
+
+def _same_content(operation: str, row: JobRow, sent: str | None) -> bool:
+    """Whether what a settle would have written (complete's result, fail's error text) is
+    what the store holds: only then is the call a true repeat."""
+    if operation == "complete":
+        return _same_json(row.result, sent)
+    if operation == "fail":
+        return row.error == sent
+    return True
+
+
+def is_repeat(
+    operation: str,
+    row: JobRow | None,
+    generation: int,
+    receipt: str,
+    end_states: tuple[str, ...],
+    sent: str | None = None,
+    *,
+    compare_content: bool = True,
 ) -> bool:
-    """True when the job already left the lease through this very lease (a retried call)."""
+    """True when the job already left the lease through this very operation with the same
+    content (``sent``: complete's result JSON, fail's error text): a retried call.
+    ``compare_content=False`` asks only whether this operation ended the lease."""
     return (
-        row.state in states
-        and row.generation == lease.generation
-        and row.secret_hash == secret_hash
+        row is not None
+        and row.state in end_states
+        and row.generation == generation
+        and row.secret_hash == receipt
+        and (not compare_content or _same_content(operation, row, sent))
     )
 
 
-def lease_lost(operation: str, lease: Lease, outcome: Outcome) -> LeaseLost:
-    """The error for an operation the store rejected, saying why in plain words."""
+def settle_verdict(
+    operation: str,
+    lease: Lease,
+    secret_hash: str,
+    outcome: Outcome,
+    end_states: tuple[str, ...],
+    sent: str | None = None,
+) -> LeaseLost | None:
+    """None when the store applied the settle, or when it is a repeat (`is_repeat`); else
+    the `LeaseLost` to raise."""
+    if outcome.status == Status.APPLIED:
+        return None
+    receipt = settle_receipt(secret_hash, operation)
+    if is_repeat(operation, outcome.row, lease.generation, receipt, end_states, sent):
+        return None
+    return lease_lost(operation, lease, outcome, secret_hash)
+
+
+def _ended_how(row: JobRow, lease: Lease, secret_hash: str | None) -> str:
+    """Why a lease of the job's current generation is no longer live, in plain words."""
+    if secret_hash is not None:
+        for settle in SETTLES:
+            if row.secret_hash == settle_receipt(secret_hash, settle):
+                done = {"complete": "completed", "release": "released", "fail": "failed"}
+                return (
+                    f"this lease already {done[settle]} the job (now {row.state}); only a "
+                    f"repeat of that {settle} with the same "
+                    + ("result " if settle == "complete" else "error " if settle == "fail" else "")
+                    + "is answered as done"
+                )
+    if row.state == "dead" and row.secret_hash is None:
+        return "the lease expired during the job's last allowed attempt (job is dead)"
+    return f"the lease already ended (job is {row.state})"
+
+
+def lease_lost(
+    operation: str, lease: Lease, outcome: Outcome, secret_hash: str | None = None
+) -> LeaseLost:
+    """The error for an operation the store rejected, saying why in plain words
+    (``secret_hash``, when given, lets it tell which settle already ended the lease)."""
     row = outcome.row
     if outcome.status == Status.MISSING or row is None:
         reason = "the job no longer exists"
@@ -237,13 +345,18 @@ def lease_lost(operation: str, lease: Lease, outcome: Outcome) -> LeaseLost:
             generation=lease.generation,
         )
     else:
-        if row.generation != lease.generation:
+        if row.generation < lease.generation:
+            reason = (
+                f"the store never granted generation {lease.generation} (the job is at "
+                f"generation {row.generation}): this lease is not one the store issued"
+            )
+        elif row.generation != lease.generation:
             reason = (
                 f"the job was claimed again: it is now at generation {row.generation}, "
                 f"held by {row.owner!r}"
             )
         elif row.state != "leased":
-            reason = f"the lease already ended (job is {row.state})"
+            reason = _ended_how(row, lease, secret_hash)
         elif row.lease_until is not None and row.lease_until <= outcome.now:
             reason = (
                 f"the lease expired {outcome.now - row.lease_until:.3f} s ago by the store's clock"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import unicodedata
 from collections.abc import Iterable
 from datetime import timedelta
@@ -62,6 +63,9 @@ def validate_id(argument: str, value: object) -> str:
         )
     if not value.isprintable() or not value.isascii():
         # isprintable() is False for spaces other than ' ' too: allow those, refuse Cc/Cs/Cn.
+        # Unassigned code points (Cn) are refused because ids travel to three stores and into
+        # HTTP headers: a code point a later Unicode version assigns may be normalised or
+        # rejected differently by a peer that knows it.
         for position, char in enumerate(value):
             category = unicodedata.category(char)
             if category == "Cc":
@@ -72,7 +76,43 @@ def validate_id(argument: str, value: object) -> str:
                 raise InvalidArgument(
                     argument, f"must be valid Unicode text (lone surrogate at {position})"
                 )
+            if category == "Cn":
+                raise InvalidArgument(
+                    argument,
+                    f"must not contain unassigned code points (U+{ord(char):04X} at {position})",
+                )
     return value
+
+
+# What `tenure._protocol.new_secret` draws: 24 bytes from the OS CSPRNG, as lowercase hex.
+SECRET_LENGTH = 48
+_SECRET = re.compile(r"[0-9a-f]{48}")
+
+
+def validate_secret(argument: str, value: object) -> str:
+    """A lease secret: the 48 lowercase hex digits a claim drew (never any other text)."""
+    if not isinstance(value, str):
+        raise InvalidArgument(argument, f"must be a str, not {type(value).__name__}")
+    if _SECRET.fullmatch(value) is None:
+        raise InvalidArgument(
+            argument,
+            f"must be the {SECRET_LENGTH} lowercase hex digits the claim drew "
+            f"(got {len(value)} characters); pass the Lease the store returned",
+        )
+    return value
+
+
+def validate_real(argument: str, value: object) -> float:
+    """A finite real number (a time on some clock): int or float, not bool, NaN or inf."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidArgument(argument, f"must be a number, not {type(value).__name__}")
+    if isinstance(value, int) and value.bit_length() > 64:
+        raise InvalidArgument(
+            argument, f"must be a finite number, got an int of {value.bit_length()} bits"
+        )
+    if not math.isfinite(value):
+        raise InvalidArgument(argument, f"must be a finite number, got {value!r}")
+    return float(value)
 
 
 def _seconds(argument: str, value: object) -> float:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import quote, unquote
@@ -54,18 +53,6 @@ class FencingToken:
         )
 
 
-def lease_seal(
-    store_id: str, job_id: str, owner: str, generation: int, secret: str, ttl: float
-) -> str:
-    """Digest binding a lease's fields together, so an altered copy is detected locally.
-
-    The tuple's ``repr`` is an unambiguous encoding (Python literal syntax: strings quoted
-    and escaped, ``1``, ``1.0`` and ``True`` all distinct) and costs a third of
-    ``json.dumps``; this runs twice per claim/complete cycle."""
-    material = repr((store_id, job_id, owner, generation, secret, ttl))
-    return hashlib.blake2b(material.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
-
-
 @dataclass(frozen=True, slots=True)
 class Lease:
     """Temporary ownership of one job, as granted by a store.
@@ -74,6 +61,10 @@ class Lease:
     ``local_deadline``, a value on the client's monotonic clock (see `tenure._clock`).
     ``secret`` proves authority to renew/complete/release/fail; it never leaves the holder
     except to go back to the store, and it is hidden from ``repr``.
+
+    Every field is checked again when the lease comes back to a store (docs/design.md,
+    "Decisions"): an edited lease acts as the genuine one would with those values, or is
+    refused (`InvalidArgument` for a broken rule, `LeaseLost` from the store's own check).
     """
 
     job_id: str
@@ -85,7 +76,6 @@ class Lease:
     local_deadline: float
     secret: str = field(repr=False)
     store_id: str = field(repr=False)
-    seal: str = field(repr=False, compare=False)
 
     @property
     def token(self) -> FencingToken:
@@ -108,6 +98,10 @@ class Job:
     A ``leased`` job whose ``lease_until`` is not after ``as_of`` has an expired lease and is
     claimable (`lease_expired`). ``available_at`` is the store time from which the job can be
     claimed: its run time when ``ready``, the end of its lease when ``leased``.
+
+    ``created`` answers for the snapshot that `Store.submit` returns: True when that submit
+    created the job, False when the id existed already (submit is idempotent and left it
+    unchanged). It is None on every other snapshot.
     """
 
     job_id: str
@@ -125,6 +119,7 @@ class Job:
     created_at: float
     updated_at: float
     as_of: float
+    created: bool | None = None
 
     @property
     def lease_expired(self) -> bool:
@@ -152,4 +147,5 @@ class Job:
             "created_at": self.created_at,
             "updated_at": self.updated_at,
             "as_of": self.as_of,
+            "created": self.created,
         }

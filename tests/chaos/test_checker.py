@@ -169,6 +169,43 @@ def test_i3_rejected_operation_changed_the_job() -> None:
     assert any("ended done at generation 1" in m for m in messages), verdict.lines()
 
 
+@pytest.mark.parametrize("answered_as", ["repeat", "applied"])
+def test_i3_another_settle_of_an_ended_lease_accepted(answered_as: str) -> None:
+    """release, then fail on the same lease answered ok: whether the store called it a
+    repeat (the hole of issue #12: it took any earlier settle for this one) or applied it,
+    the fail was not the current holder's, and its error was never recorded."""
+    h = History()
+    h.submit("j1")
+    h.claim("w1.1", A, "j1", 1, at=1.0)
+    release = h.holder("release", "w1.1", A, "j1", 1, at=1.2)
+    fail = h.holder(
+        "fail", "w1.1", A, "j1", 1, at=1.3, repeat=answered_as == "repeat", row_state="ready"
+    )
+    h.claim("w2.1", B, "j1", 2, at=1.5)
+    h.holder("complete", "w2.1", B, "j1", 2, at=1.6)
+    h.final("j1", "done", 2)
+    verdict = _check(h)
+    messages = _only(verdict, "I3")
+    assert any(fail in m for m in messages), messages
+    if answered_as == "repeat":
+        assert any(f"ended by release [op {release}]" in m for m in messages), messages
+
+
+def test_i3_a_repeat_after_its_own_unknown_settle_is_valid() -> None:
+    h = History()
+    h.submit("j1")
+    h.claim("w1.1", A, "j1", 1, at=1.0)
+    h.holder("fail", "w1.1", A, "j1", 1, at=1.2, outcome="unknown")
+    h.holder("fail", "w1.1", A, "j1", 1, at=1.3, repeat=True, row_state="ready")
+    h.claim("w2.1", B, "j1", 2, at=1.5)
+    h.holder("complete", "w2.1", B, "j1", 2, at=1.6)
+    h.write("w2.1", B, "j1", 2, 1, at=1.55)
+    h.write("w1.1", A, "j1", 1, 1, at=1.7, stale=True)
+    h.final("j1", "done", 2)
+    verdict = _check(h)
+    assert not verdict.violations, verdict.lines()
+
+
 def test_i4_stale_write_accepted() -> None:
     h = clean()
     op, record = h.write("w1.1", A, "j1", 1, 3, at=4.8)  # generation 1 after generation 2

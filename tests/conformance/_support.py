@@ -4,14 +4,15 @@ stores through the public API, or wrap a real driver to lose a reply after it to
 from __future__ import annotations
 
 import dataclasses
+import secrets
 from collections import Counter
 from typing import Any
 
 import tenure
-from tenure.models import lease_seal
 
-# Job fields that do not depend on when the snapshot was read.
-_MOMENT_FIELDS = ("as_of", "lease_expired")
+# Job fields that depend on when the snapshot was read (as_of, lease_expired) or on which
+# call returned it (created: only submit's answer says).
+_MOMENT_FIELDS = ("as_of", "lease_expired", "created")
 
 
 def claim_all(
@@ -41,18 +42,14 @@ def snapshot(store: tenure.Store) -> list[dict[str, Any]]:
 
 
 def forge(lease: tenure.Lease, **changes: Any) -> tenure.Lease:
-    """A lease with some fields changed AND a matching seal: it passes the client-side check,
-    so only the store can refuse it. (The seal detects accidents, not attackers.)"""
-    changed = dataclasses.replace(lease, **changes)
-    seal = lease_seal(
-        changed.store_id,
-        changed.job_id,
-        changed.owner,
-        changed.generation,
-        changed.secret,
-        changed.ttl,
-    )
-    return dataclasses.replace(changed, seal=seal)
+    """A lease with some fields changed, each still well-formed: it passes the client's
+    checks, so only the store can refuse it."""
+    return dataclasses.replace(lease, **changes)
+
+
+def fresh_secret() -> str:
+    """A well-formed lease secret that no claim drew (a forger's best guess)."""
+    return secrets.token_hex(24)
 
 
 class LosingReplies:

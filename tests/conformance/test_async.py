@@ -100,12 +100,14 @@ async def test_errors(astore: tenure.aio.AsyncStore) -> None:
     assert await astore.jobs() == []
 
 
-async def test_tampered_lease(astore: tenure.aio.AsyncStore) -> None:
+async def test_edited_and_malformed_leases(astore: tenure.aio.AsyncStore) -> None:
     await astore.submit("J")
     lease = await astore.claim("J", "A", 10)
     assert lease is not None
-    with pytest.raises(tenure.InvalidArgument):
+    with pytest.raises(tenure.LeaseLost, match="never granted generation 2"):
         await astore.complete(dataclasses.replace(lease, generation=2))
+    with pytest.raises(tenure.InvalidArgument, match=r"^lease\.ttl: "):
+        await astore.renew(dataclasses.replace(lease, ttl=float("nan")))
     await astore.complete(lease)
 
 

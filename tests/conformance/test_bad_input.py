@@ -16,6 +16,7 @@ import pytest
 
 import tenure
 import tenure.aio
+from tenure.stores import FRAGMENT_RULE
 from tests.conformance._support import snapshot
 
 WEEK = 7 * 24 * 3600
@@ -165,6 +166,31 @@ BAD_STATES: list[Any] = ["running", "", "READY", "leased ", 1, ["ready"]]
 BAD_LEASE_VALUES: list[Any] = [None, "lease", 42, {"job_id": "L", "generation": 1}]
 BAD_LEASE_LISTS: list[Any] = [None, "L", b"L", 42, {"L"}, iter([]), [None] * 1001]
 BAD_RESULT_LISTS: list[Any] = ["r", b"r", 42, {"r"}, [], ["r", "s"]]
+# Every field of a Lease handed back to a store, with values no claim could have produced:
+# each is refused by the rule that made the field, naming it (issue #12: before, ttl=inf
+# stranded the job, ttl=NaN broke each store differently, NUL reached PostgreSQL).
+BAD_LEASE_FIELDS: dict[str, list[Any]] = {
+    "job_id": [*BAD_IDS, "unassigned \U000e0080 code point"],
+    "owner": [*BAD_IDS, "unassigned \u0378"],
+    "generation": [0, -1, 2**63, 2**64, True, 1.0, "7", None],
+    "ttl": BAD_RENEW_TTLS,
+    "secret": [
+        None,
+        42,
+        b"0" * 48,
+        "",
+        "0" * 47,
+        "0" * 49,
+        "A" * 48,  # hex, but not as a claim draws it
+        "g" * 48,
+        "\ud800" * 48,
+        "0" * 47 + "\x00",
+    ],
+    "attempt": [0, -1, 1_000_001, True, 1.5, "1", None],
+    "lease_until": [float("nan"), float("inf"), "100", None, True, 10**400],
+    "local_deadline": [float("nan"), float("-inf"), "0", None, False],
+    "store_id": [None, 42, "another-store", b"store"],
+}
 
 
 @dataclass
@@ -277,8 +303,8 @@ CASES: list[tuple[str, str, list[Any], Call]] = [
     ),
     (
         "complete_and_claim",
-        "leases",  # a lease whose seal does not match (changed after it was issued)
-        [2, 9],
+        "leases",  # a lease edited after it was issued, to a generation no claim grants
+        [0, 2**63],
         lambda w, v: w.store.complete_and_claim(
             [dataclasses.replace(w.lease, generation=v)], "B", 10, 2
         ),
@@ -350,6 +376,35 @@ CASES: list[tuple[str, str, list[Any], Call]] = [
     ("fail", "error", BAD_ERRORS, lambda w, v: w.store.fail(w.lease, v)),
     ("fail", "retry_in", BAD_RETRY_IN, lambda w, v: w.store.fail(w.lease, "e", retry_in=v)),
 ]
+
+
+def _edited(world: World, field: str, value: Any) -> tenure.Lease:
+    return dataclasses.replace(world.lease, **{field: value})
+
+
+# Each lease-taking entry point, given the world's live lease edited in one field.
+LEASE_ENTRIES: list[tuple[str, str, Callable[[World, tenure.Lease], object]]] = [
+    ("renew", "lease", lambda w, lease: w.store.renew(lease)),
+    ("complete", "lease", lambda w, lease: w.store.complete(lease, "r")),
+    ("release", "lease", lambda w, lease: w.store.release(lease)),
+    ("fail", "lease", lambda w, lease: w.store.fail(lease, "e")),
+    ("complete_many", "leases[0]", lambda w, lease: w.store.complete_many([lease])),
+    (
+        "complete_and_claim",
+        "leases[0]",
+        lambda w, lease: w.store.complete_and_claim([lease], "B", 10, 2),
+    ),
+]
+for _field, _values in BAD_LEASE_FIELDS.items():
+    for _entry, _argument, _call in LEASE_ENTRIES:
+        CASES.append(
+            (
+                _entry,
+                f"{_argument}.{_field}",
+                _values,
+                lambda w, v, call=_call, field=_field: call(w, _edited(w, field, v)),
+            )
+        )
 
 
 def _case_ids() -> Iterator[str]:
@@ -456,6 +511,26 @@ def test_unknown_scheme_from_the_environment(
         tenure.connect()
     assert caught.value.argument == "url"
     assert "bogus" in str(caught.value)
+
+
+@pytest.mark.parametrize("fragment", ["#frag", "#", "#a=b"])
+def test_url_fragments_are_refused_by_every_store(
+    url: str, fragment: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fragment used to be ignored by sqlite:// (and refused by postgresql:// alone): a
+    '#' left unencoded in a path or password would silently cut the URL short."""
+    monkeypatch.chdir(tmp_path)
+    before = sorted(tmp_path.rglob("*"))
+    with pytest.raises(tenure.InvalidArgument) as caught:
+        tenure.connect(url + fragment)
+    assert (caught.value.argument, caught.value.rule) == ("url", FRAGMENT_RULE)
+    assert sorted(tmp_path.rglob("*")) == before  # nothing was created
+
+
+@pytest.mark.anyio
+async def test_url_fragments_are_refused_async(url: str) -> None:
+    with pytest.raises(tenure.InvalidArgument, match="#fragment"):
+        await tenure.aio.connect(url + "#frag")
 
 
 @pytest.mark.anyio

@@ -196,17 +196,24 @@ def test_a_repeated_call_is_not_lost_and_claims_new_jobs(
 
     # A repeat (say, after an error): the completions are repeats, answered as success and
     # changing nothing; its claim is a new claim and takes new jobs.
-    lost, second = store.complete_and_claim([a, b], "A", 10, 2, results=["other", "values"])
+    lost, second = store.complete_and_claim([a, b], "A", 10, 2, results=["1", "2"])
     assert lost == []
     assert [(lease.job_id, lease.generation) for lease in second] == [("e", 1), ("f", 1)]
     assert [job_view(store.get(k)) for k in "ab"] == done_ab
     assert [job_view(store.get(k)) for k in "cd"] == held_cd  # the first call's leases hold
-    lost, third = store.complete_and_claim([b, a], "A", 10, 2)
+    lost, third = store.complete_and_claim([b, a], "A", 10, 2, results=["2", "1"])
     assert (lost, third) == ([], [])
+    # Other results are not a repeat: refused, each, and nothing changes.
+    lost, fourth = store.complete_and_claim([a, b], "A", 10, 2, results=["other", "values"])
+    assert [(error.job_id, error.generation) for error in lost] == [("a", 1), ("b", 1)]
+    assert fourth == []
+    assert [job_view(store.get(k)) for k in "ab"] == done_ab
     # Mixed with fresh leases and with the other completion calls: still repeats.
-    assert store.complete_many([a, b]) == []
+    assert store.complete_many([a, b], ["1", "2"]) == []
     store.complete(a, "1")
-    lost, none = store.complete_and_claim([first[0], a, second[1]], "A", 10, 2)
+    lost, none = store.complete_and_claim(
+        [first[0], a, second[1]], "A", 10, 2, results=[None, "1", None]
+    )
     assert (lost, none) == ([], [])
     assert [store.get(k).result for k in "abcdef"] == ["1", "2", None, None, None, None]
     assert [store.get(k).state for k in "abcdef"] == ["done"] * 3 + ["leased", "leased", "done"]
@@ -356,7 +363,9 @@ def test_a_lost_reply_is_not_retried_and_complete_many_afterwards_is_safe(
         assert store.complete_many([a, b], ["x", "y"]) == []
         assert snapshot(store) == before
         assert driver.calls["complete_many"] == 1
-        lost, leases = store.complete_and_claim([a, b], "A", 30, 5)  # now a normal call
+        lost, leases = store.complete_and_claim(  # now a normal call
+            [a, b], "A", 30, 5, results=["x", "y"]
+        )
         assert lost == []
         assert [lease.job_id for lease in leases] == ["e"]
         clock.advance(10)  # the jobs the lost reply took come back when their leases end

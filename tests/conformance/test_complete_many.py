@@ -106,13 +106,17 @@ def test_repeating_a_batch_that_took_effect_succeeds_and_changes_nothing(
     assert store.complete_many(leases, ["1", "2"]) == []
     after_first = snapshot(store)
     clock.advance(1)
-    assert store.complete_many(leases, ["other", "values"]) == []
+    assert store.complete_many(leases, ["1", "2"]) == []
+    assert snapshot(store) == after_first
+    # Other results are not a repeat: each is refused and nothing changes.
+    lost = store.complete_many(leases, ["other", "values"])
+    assert [error.job_id for error in lost] == ["a", "b"]
     assert snapshot(store) == after_first
     # A single complete with one of the same leases is a repeat too, and vice versa.
     store.complete(leases[0], "1")
     (c,) = claim_all(store, "c")
     store.complete(c)
-    assert store.complete_many([c, leases[1]]) == []
+    assert store.complete_many([c, leases[1]], [None, "2"]) == []
     assert [store.get(k).result for k in "abc"] == ["1", "2", None]
 
 
@@ -154,15 +158,26 @@ def test_bad_items_refuse_the_whole_batch(store: tenure.Store) -> None:
         assert snapshot(store) == before
 
 
-def test_a_tampered_lease_is_refused_before_anything_is_sent(store: tenure.Store) -> None:
+def test_a_malformed_lease_is_refused_before_anything_is_sent(store: tenure.Store) -> None:
     a, b = claim_all(store, "a", "b")
     before = snapshot(store)
-    tampered = dataclasses.replace(b, generation=2)  # seal no longer matches
+    malformed = dataclasses.replace(b, generation=0)  # no claim grants generation 0
     with pytest.raises(tenure.InvalidArgument) as caught:
-        store.complete_many([a, tampered])
-    assert caught.value.argument == "leases[1]"
-    assert "pass the Lease object unchanged" in caught.value.rule
+        store.complete_many([a, malformed])
+    assert caught.value.argument == "leases[1].generation"
+    assert "from 1 to 2**63-1" in caught.value.rule
     assert snapshot(store) == before
+
+
+def test_an_edited_lease_is_refused_by_the_store_alone(store: tenure.Store) -> None:
+    """Well-formed but not what the store granted: only that job is refused."""
+    a, b = claim_all(store, "a", "b")
+    lost = store.complete_many([a, dataclasses.replace(b, generation=2)])
+    assert [(error.job_id, error.generation) for error in lost] == [("b", 2)]
+    assert store.get("a").state == "done"
+    job = store.get("b")
+    assert (job.state, job.generation, job.owner) == ("leased", 1, "A")
+    store.complete(b)  # the genuine lease still holds the job
 
 
 def test_many_jobs_in_one_call(store: tenure.Store) -> None:

@@ -35,7 +35,9 @@ def test_submit_returns_a_ready_job(store: tenure.Store, clock: tenure.ManualClo
     assert job.error is None
     assert job.available_at == clock.time()
     assert job.created_at == clock.time()
+    assert job.created is True  # this call created it
     assert job_view(store.get("J")) == job_view(job)
+    assert store.get("J").created is None  # only submit's answer says
 
 
 def test_submit_defaults(store: tenure.Store) -> None:
@@ -50,7 +52,9 @@ def test_submit_is_idempotent(store: tenure.Store, clock: tenure.ManualClock) ->
     before = job_view(store.get("J"))
     clock.advance(3)
     again = store.submit("J", {"v": 2}, queue="b", delay=100, max_attempts=9)
-    # The existing job is left as it is and its current snapshot returned.
+    # The existing job is left as it is and its current snapshot returned, saying so.
+    assert (first.created, again.created) == (True, False)
+    assert again.to_dict()["created"] is False
     assert job_view(again) == before
     assert again.payload == first.payload == {"v": 1}
     assert job_view(store.get("J")) == before

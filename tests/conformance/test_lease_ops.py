@@ -13,7 +13,7 @@ import pytest
 import tenure
 from tenure.stores import open_sync_driver
 from tests.backends import Backend
-from tests.conformance._support import LosingReplies, forge, job_view
+from tests.conformance._support import LosingReplies, forge, fresh_secret, job_view
 
 T0 = tenure.ManualClock().time()
 MAX_GENERATION = 2**63 - 1
@@ -150,8 +150,8 @@ def test_expired_lease_is_rejected(store: tenure.Store, clock: tenure.ManualCloc
 def test_forged_leases_are_rejected_by_the_store(
     store: tenure.Store, clock: tenure.ManualClock, op: str, forgery: str
 ) -> None:
-    """A lease whose seal was recomputed passes the client check; the store must still
-    refuse a wrong owner, secret or generation."""
+    """A well-formed lease with other fields passes the client's checks; the store must
+    still refuse a wrong owner, secret or generation."""
     store.submit("J")
     clock.advance(10)
     if forgery == "generation-1":
@@ -159,9 +159,9 @@ def test_forged_leases_are_rejected_by_the_store(
         clock.advance(1)
     real = claimed(store, owner="A")
     changes: dict[str, Any] = {  # type: ignore[assignment]
-        "secret": {"secret": "guessed-" + real.secret[8:]},
+        "secret": {"secret": fresh_secret()},
         "owner": {"owner": "B"},
-        "owner+secret": {"owner": "B", "secret": "x" * 32},
+        "owner+secret": {"owner": "B", "secret": fresh_secret()},
         "generation+1": {"generation": real.generation + 1},
         "generation-1": {"generation": real.generation - 1},
     }[forgery]
@@ -170,27 +170,67 @@ def test_forged_leases_are_rejected_by_the_store(
 
 
 @ops
-@pytest.mark.parametrize("field", ["job_id", "owner", "generation", "secret", "ttl"])
-def test_tampered_leases_are_invalid(store: tenure.Store, op: str, field: str) -> None:
+@pytest.mark.parametrize("field", ["job_id", "owner", "generation", "secret"])
+def test_edited_leases_are_refused_by_the_store(store: tenure.Store, op: str, field: str) -> None:
+    """Another job's id, another owner, another generation or another lease's secret:
+    well-formed, so only the store can tell, and it refuses without changing anything."""
     store.submit("J")
     store.submit("K")
     lease = claimed(store)
     other = claimed(store, "K")
-    value: Any = {
-        "job_id": "K",
-        "owner": "B",
-        "generation": 2,
-        "secret": other.secret,
-        "ttl": 99.0,
-    }[field]
-    tampered = dataclasses.replace(lease, **{field: value})
+    value: Any = {"job_id": "K", "owner": "B", "generation": 2, "secret": other.secret}[field]
+    assert_rejected(store, op, dataclasses.replace(lease, **{field: value}))
+    HOLDER_OPS[op](store, lease)
+    HOLDER_OPS[op](store, other)
+
+
+def test_an_edited_ttl_acts_as_the_ttl_argument(
+    store: tenure.Store, clock: tenure.ManualClock
+) -> None:
+    """ttl is the holder's own choice (renew(lease, ttl) takes any valid one), so an edited
+    but valid ttl grants nothing new: it renews exactly as passing it would."""
+    store.submit("J")
+    lease = claimed(store, ttl=10)
+    renewed = store.renew(dataclasses.replace(lease, ttl=99.0))
+    assert renewed.ttl == 99.0
+    assert store.get("J").lease_until == T0 + 99.0
+    renewed = store.renew(dataclasses.replace(lease, ttl=timedelta(seconds=20)))  # type: ignore[arg-type]
+    assert renewed.ttl == 20.0
+    assert store.get("J").lease_until == T0 + 20.0
+
+
+@ops
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("ttl", float("inf")),
+        ("ttl", float("nan")),
+        ("ttl", 0),
+        ("ttl", True),
+        ("ttl", "30"),
+        ("secret", None),
+        ("secret", b"0" * 48),
+        ("secret", "\ud800" * 48),
+        ("job_id", "J\x00"),
+        ("owner", "A\x00"),
+        ("generation", 2**64),
+        ("generation", 0),
+    ],
+)
+def test_malformed_leases_are_invalid_and_change_nothing(
+    store: tenure.Store, clock: tenure.ManualClock, op: str, field: str, value: Any
+) -> None:
+    """The holes of issue #12: each reached the store (stranding the job with ttl=inf or
+    NaN) or raised a raw driver error. Now each is InvalidArgument naming the field."""
+    store.submit("J")
+    lease = claimed(store)
     before = [job_view(job) for job in store.jobs()]
     with pytest.raises(tenure.InvalidArgument) as caught:
-        HOLDER_OPS[op](store, tampered)
-    assert caught.value.argument == "lease"
-    assert "'J'" in str(caught.value) or "'K'" in str(caught.value)
+        HOLDER_OPS[op](store, dataclasses.replace(lease, **{field: value}))
+    assert caught.value.argument == f"lease.{field}"
     assert [job_view(job) for job in store.jobs()] == before
-    HOLDER_OPS[op](store, lease)
+    clock.advance(11)  # the lease runs out as it would have: nothing stranded the job
+    assert store.claim("J", "B", 10) is not None
 
 
 @ops
@@ -216,7 +256,7 @@ def test_lease_from_another_store_is_invalid(
             before = [job_view(job) for job in store.jobs()]
             with pytest.raises(tenure.InvalidArgument) as caught:
                 HOLDER_OPS[op](store, foreign)
-            assert caught.value.argument == "lease"
+            assert caught.value.argument == "lease.store_id"
             assert "another store" in str(caught.value)
             assert [job_view(job) for job in store.jobs()] == before
             HOLDER_OPS[op](other_store, foreign)
@@ -229,7 +269,9 @@ def test_operations_on_ended_leases_are_rejected(
     store: tenure.Store, clock: tenure.ManualClock, op: str
 ) -> None:
     """After one operation ended the lease, the *other* operations with it are rejected
-    (a repeat of the same one is not: see below)."""
+    (a repeat of the same one is not: see below). release and fail both leave the job ready
+    at the same generation; the settle receipt the store keeps tells them apart (issue #12:
+    release then fail used to answer success and drop the error)."""
     for index, ender in enumerate(["complete", "release", "fail"]):
         job_id = f"J{index}"
         store.submit(job_id)
@@ -237,11 +279,9 @@ def test_operations_on_ended_leases_are_rejected(
         HOLDER_OPS[ender](store, lease)
         if op == ender:
             continue
-        if {op, ender} <= {"release", "fail"}:
-            # Both leave the job ready for the same lease: indistinguishable from a repeat.
-            HOLDER_OPS[op](store, lease)
-            continue
-        assert_rejected(store, op, lease)
+        error = assert_rejected(store, op, lease)
+        past = {"complete": "completed", "release": "released", "fail": "failed"}[ender]
+        assert f"already {past}" in str(error), error
 
 
 # -- repeats of operations that took effect ----------------------------------------------
@@ -261,12 +301,45 @@ def test_repeat_of_an_applied_operation_succeeds_and_changes_nothing(
     assert job_view(store.get("J")) == after
 
 
-def test_repeated_complete_keeps_the_first_result(store: tenure.Store) -> None:
+def test_complete_with_another_result_is_not_a_repeat(store: tenure.Store) -> None:
     store.submit("J")
     lease = claimed(store)
-    store.complete(lease, {"v": 1})
-    store.complete(lease, {"v": 2})
-    assert store.get("J").result == {"v": 1}
+    store.complete(lease, {"v": 1, "w": [1, 2]})
+    store.complete(lease, {"w": [1, 2], "v": 1})  # the same value, keys in another order
+    error = assert_rejected(store, "complete", lease)  # "result" is not {"v": 1, ...}
+    assert "same result" in str(error)
+    with pytest.raises(tenure.LeaseLost):
+        store.complete(lease, {"v": 2})
+    assert store.get("J").result == {"v": 1, "w": [1, 2]}
+
+
+def test_fail_with_another_error_is_not_a_repeat(store: tenure.Store) -> None:
+    store.submit("J", max_attempts=3)
+    lease = claimed(store)
+    store.fail(lease, "boom", retry_in=60)
+    store.fail(lease, "boom", retry_in=60)
+    with pytest.raises(tenure.LeaseLost):
+        store.fail(lease, "another error", retry_in=60)
+    assert store.get("J").error == "boom"
+
+
+@pytest.mark.parametrize(("first", "second"), [("release", "fail"), ("fail", "release")])
+def test_release_and_fail_of_one_lease_do_not_pass_for_repeats(
+    store: tenure.Store, first: str, second: str
+) -> None:
+    """The two examples of issue #12 item 2, on every backend."""
+    store.submit("J", max_attempts=3)
+    lease = claimed(store)
+    if first == "release":
+        store.release(lease)
+    else:
+        store.fail(lease, "boom", retry_in=60)
+    after = job_view(store.get("J"))
+    settle = {"fail": lambda: store.fail(lease, "boom"), "release": lambda: store.release(lease)}
+    with pytest.raises(tenure.LeaseLost) as caught:
+        settle[second]()
+    assert "changed nothing" in str(caught.value)
+    assert job_view(store.get("J")) == after
 
 
 def test_repeat_after_the_job_moved_on_is_rejected(

@@ -11,7 +11,7 @@ import random
 import subprocess
 import sys
 import threading
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -198,10 +198,12 @@ def test_threads_claim_next_share_out_jobs(url: str) -> None:
     assert results.count(None) == THREADS - jobs
 
 
-def test_threads_completing_overlapping_batches_in_any_order(url: str) -> None:
+@pytest.mark.parametrize("results", ["same", "different"])
+def test_threads_completing_overlapping_batches_in_any_order(url: str, results: str) -> None:
     # Every thread completes the same leases, each in its own order: a store that locked
-    # rows in input order could deadlock here. Exactly one completion per job takes effect;
-    # the others are repeats of it, answered as success.
+    # rows in input order could deadlock here. Exactly one completion per job takes effect.
+    # With the same result per job the others are repeats of it, answered as success; with
+    # each thread's own result they are not repeats, and each is refused.
     jobs = 50
     with tenure.connect(url) as store:
         for index in range(jobs):
@@ -214,22 +216,37 @@ def test_threads_completing_overlapping_batches_in_any_order(url: str) -> None:
         order = list(leases)
         random.Random(index).shuffle(order)
         orders.append(order)
+
+    def values(index: int, order: list[tenure.Lease]) -> list[object]:
+        return [lease.job_id if results == "same" else index for lease in order]
+
     try:
-        results = all_at_once(
+        answers = all_at_once(
             [
-                partial(client.complete_many, order, [index] * jobs)
+                partial(client.complete_many, order, values(index, order))
                 for index, (client, order) in enumerate(zip(clients, orders, strict=True))
             ]
         )
     finally:
         for client in clients:
             client.close()
-    assert results == [[]] * len(clients)
     with tenure.connect(url) as store:
         final = store.jobs(limit=1000)
     assert len(final) == jobs
     assert all(job.state == "done" and job.generation == 1 for job in final)
-    assert all(job.result in range(len(clients)) for job in final)
+    if results == "same":
+        assert answers == [[]] * len(clients)
+        assert all(job.result == job.job_id for job in final)
+    else:
+        refused = Counter(error.job_id for answer in answers for error in answer)
+        assert refused == {f"b{index:02d}": len(clients) - 1 for index in range(jobs)}
+        for job in final:  # the result is that of the one thread not refused for the job
+            (winner,) = [
+                index
+                for index, answer in enumerate(answers)
+                if job.job_id not in {error.job_id for error in answer}
+            ]
+            assert job.result == winner
 
 
 def test_threads_looping_complete_and_claim_do_every_job_once(url: str) -> None:

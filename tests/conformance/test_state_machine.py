@@ -4,9 +4,11 @@ The model below is the whole lease protocol in plain Python: store time with its
 claim/claim_next (with burial of poison jobs), renew/complete/release/fail conditioned on
 owner, generation, secret and expiry, complete_many and complete_and_claim (completions
 first, then the claim, at one store time), and the rule that repeating an operation that
-already took effect succeeds. Hypothesis drives a real store and the model with the same random
-sequence of operations (several owners, stale and forged leases, the clock moving forwards
-and being stepped backwards) and compares every answer and every job after every step.
+already took effect succeeds (the same operation, with the same result or error: another
+settle of an ended lease is refused). Hypothesis drives a real store and the model with the
+same random sequence of operations (several owners, stale and forged leases, the clock
+moving forwards and being stepped backwards) and compares every answer and every job after
+every step.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from hypothesis.stateful import (
 
 import tenure
 from tests.backends import Backend
-from tests.conformance._support import forge
+from tests.conformance._support import forge, fresh_secret
 
 MAX_GENERATION = 2**63 - 1
 TOLERANCE = 1e-3  # seconds: stores may keep timestamps in microseconds
@@ -57,6 +59,7 @@ class ModelJob:
     owner: str | None = None
     generation: int = 0
     secret: int | None = None
+    settled_by: str | None = None  # the operation that ended the lease (the store's receipt)
     lease_until: float | None = None
     attempts: int = 0
     result: Any = None
@@ -109,6 +112,7 @@ class Model:
         job.owner = owner
         job.generation += 1
         job.secret = next(self.secrets)
+        job.settled_by = None
         job.lease_until = job.available_at = now + ttl
         job.attempts += 1
         return ModelLease(
@@ -170,11 +174,17 @@ class Model:
         )
 
     @staticmethod
-    def _ended_by(job: ModelJob, lease: ModelLease, states: tuple[str, ...]) -> bool:
+    def _ended_by(
+        job: ModelJob, lease: ModelLease, operation: str, states: tuple[str, ...], content: Any
+    ) -> bool:
+        """A repeat: this lease was ended by this operation, which wrote this content."""
+        written = {"complete": job.result, "fail": job.error, "release": None}[operation]
         return (
             job.state in states
             and job.generation == lease.generation
             and job.secret == lease.secret
+            and job.settled_by == operation
+            and written == content
         )
 
     def renew(self, lease: ModelLease, ttl: float | None) -> ModelLease:
@@ -191,10 +201,11 @@ class Model:
         job = self.jobs[lease.job_id]
         if self._holds(job, lease, now):
             job.state = "done"
+            job.settled_by = "complete"
             job.result = result
             job.lease_until = None
             job.available_at = now
-        elif not self._ended_by(job, lease, ("done",)):
+        elif not self._ended_by(job, lease, "complete", ("done",), result):
             raise ModelLeaseLost
 
     def complete_many(self, leases: list[ModelLease], results: list[Any]) -> list[str]:
@@ -212,12 +223,13 @@ class Model:
             job = self.jobs.get(lease.job_id)
             if job is not None and self._holds(job, lease, now):
                 job.state = "done"
+                job.settled_by = "complete"
                 job.result = result
                 job.lease_until = None
                 job.available_at = now
             elif job is None:
                 lost.append((lease.job_id, None, None))
-            elif not self._ended_by(job, lease, ("done",)):
+            elif not self._ended_by(job, lease, "complete", ("done",), result):
                 lost.append((lease.job_id, job.generation, job.owner))
         return lost
 
@@ -241,10 +253,11 @@ class Model:
         job = self.jobs[lease.job_id]
         if self._holds(job, lease, now):
             job.state = "ready"
+            job.settled_by = "release"
             job.lease_until = None
             job.available_at = now
             job.attempts -= 1
-        elif not self._ended_by(job, lease, ("ready", "dead")):
+        elif not self._ended_by(job, lease, "release", ("ready",), None):
             raise ModelLeaseLost
 
     def fail(self, lease: ModelLease, error: str, retry_in: float) -> None:
@@ -255,7 +268,8 @@ class Model:
             job.lease_until = None
             job.available_at = now + retry_in
             job.error = error
-        elif not self._ended_by(job, lease, ("ready", "dead")):
+            job.settled_by = "fail"
+        elif not self._ended_by(job, lease, "fail", ("ready", "dead"), error):
             raise ModelLeaseLost
 
 
@@ -484,7 +498,7 @@ class LeaseProtocol(RuleBasedStateMachine):
         """Someone who knows the public fields (and maybe an old secret) tries to act."""
         lease, model_lease = self.pick(back)
         if forgery == "secret":
-            fake = forge(lease, secret="forged-" + lease.secret)
+            fake = forge(lease, secret=fresh_secret())
             model_fake = dataclasses.replace(model_lease, secret=-1)
         elif forgery == "owner":
             fake = forge(lease, owner="Mallory")

@@ -3,6 +3,7 @@ the lease store's own database (SQLite and PostgreSQL stores, with the store clo
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -175,6 +176,40 @@ def test_bad_arguments_are_refused_before_any_io(env: Env, tmp_path: Path) -> No
     ):
         pass
     assert env.store.get("job-1").state == "leased"
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("ttl", float("nan")),
+        ("ttl", float("inf")),
+        ("generation", 0),
+        ("generation", 2**64),
+        ("secret", None),
+        ("secret", b"0" * 48),
+        ("job_id", "job-1\x00"),
+        ("owner", "A\x00"),
+        ("attempt", "1"),
+    ],
+)
+def test_every_lease_field_is_checked_before_any_io(env: Env, field: str, value: Any) -> None:
+    """complete_with checks a lease by the same rules as the store's own operations."""
+    lease = claimed(env)
+    with pytest.raises(tenure.InvalidArgument) as caught:
+        fence.complete_with(env.store, dataclasses.replace(lease, **{field: value}))
+    assert caught.value.argument == f"lease.{field}"
+    assert env.store.get("job-1").state == "leased"
+
+
+def test_an_edited_lease_is_refused_by_the_store(env: Env) -> None:
+    lease = claimed(env)
+    edited = dataclasses.replace(lease, generation=lease.generation + 1)
+    with pytest.raises(tenure.LeaseLost), fence.complete_with(env.store, edited) as done:
+        env.insert(done.cursor, "never")
+    assert env.store.get("job-1").state == "leased"
+    with fence.complete_with(env.store, lease) as done:
+        env.insert(done.cursor, "mine")
+    assert env.store.get("job-1").state == "done"
 
 
 def test_your_own_connection(env: Env) -> None:

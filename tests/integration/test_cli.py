@@ -204,7 +204,9 @@ def test_submit_show_list_json(cli: Any) -> None:
         0,
     )
     assert (job["payload"], job["max_attempts"], job["attempts"]) == ({"month": "2026-11"}, 3, 0)
-    assert as_json(cli("jobs", "show", "report-1", "--json")) | {"as_of": 0} == job | {"as_of": 0}
+    assert job["created"] is True
+    shown = as_json(cli("jobs", "show", "report-1", "--json"))
+    assert shown | {"as_of": 0, "created": None} == job | {"as_of": 0, "created": None}
     ok(cli("jobs", "submit", "later", "--delay", "60", "--json"))
     jobs = listed(cli("jobs", "list", "--json"))
     assert [j["job_id"] for j in jobs] == ["report-1", "later"]
@@ -244,6 +246,16 @@ def test_human_output_is_plain_text(cli: Any) -> None:
         "(ready, generation 0, payload [1, 2])\n"
     )
     assert ok(cli("jobs", "list", "--state", "dead")).stdout.startswith("no jobs with state dead")
+
+
+def test_json_submit_says_whether_it_created_the_job(cli: Any) -> None:
+    """Issue #13 point 8: a script can tell a new job from an existing one left unchanged."""
+    first = as_json(cli("jobs", "submit", "j1", "--payload", "1", "--json"))
+    again = as_json(cli("jobs", "submit", "j1", "--payload", "2", "--json"))
+    same = as_json(cli("jobs", "submit", "j1", "--payload", "1", "--json"))  # same request
+    assert (first["created"], again["created"], same["created"]) == (True, False, False)
+    assert again["payload"] == 1
+    assert as_json(cli("jobs", "show", "j1", "--json"))["created"] is None
 
 
 def test_payload_from_stdin(cli: Any) -> None:

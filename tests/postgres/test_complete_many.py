@@ -13,7 +13,7 @@ import pytest
 from psycopg import sql
 
 import tenure
-from tenure._protocol import Completion, JobRow, Outcome, Status, hash_secret
+from tenure._protocol import Completion, JobRow, Outcome, Status, hash_secret, settle_receipt
 from tenure.stores.postgres import PostgresDriver
 from tests.backends import POSTGRES_URL
 from tests.postgres._proxy import Proxy
@@ -29,7 +29,12 @@ def _driver(store: tenure.Store) -> PostgresDriver:
 
 def _completion(lease: tenure.Lease, result: str | None = None) -> Completion:
     return Completion(
-        lease.job_id, lease.owner, lease.generation, hash_secret(lease.secret), result
+        lease.job_id,
+        lease.owner,
+        lease.generation,
+        hash_secret(lease.secret),
+        settle_receipt(hash_secret(lease.secret), "complete"),
+        result,
     )
 
 
@@ -133,7 +138,7 @@ def test_answers_in_input_order_whatever_happened(
     batch = [
         _completion(wrong_secret)._replace(secret_hash="0" * 64),
         _completion(expired, '"late"'),
-        Completion("nobody-has-this", "A", 1, "0" * 64, None),
+        Completion("nobody-has-this", "A", 1, "0" * 64, "1" * 64, None),
         _completion(live, '"ok"'),
         _completion(repeated, '"again"'),
         _completion(stale),
@@ -160,7 +165,7 @@ def test_answers_in_input_order_whatever_happened(
     store.submit("Y")
     fresh = store.claim("Y", "A", 30)
     assert fresh is not None
-    lost = store.complete_many([expired, stale, fresh, repeated])
+    lost = store.complete_many([expired, stale, fresh, repeated], [None, None, None, "first"])
     assert [error.job_id for error in lost] == ["X", "S"]
     assert store.get("Y").state == "done"
 
@@ -182,9 +187,10 @@ def test_a_raced_completion_runs_again_alone(
     with psycopg.connect(POSTGRES_URL) as blocker:  # one transaction until commit()
         blocker.execute(
             sql.SQL(
-                "UPDATE {} SET state = 'done', result = '\"single\"', lease_until = NULL "
-                "WHERE job_id = 'B'"
-            ).format(_table(schema))
+                "UPDATE {} SET state = 'done', result = '\"single\"', lease_until = NULL, "
+                "secret_hash = %s WHERE job_id = 'B'"
+            ).format(_table(schema)),
+            [settle_receipt(hash_secret(second.secret), "complete")],
         )
         thread = threading.Thread(
             target=lambda: answers.append(
@@ -201,7 +207,8 @@ def test_a_raced_completion_runs_again_alone(
     assert outcomes[1].status == Status.MISSED
     row = _row(outcomes[1])
     assert (row.state, row.result, row.generation) == ("done", '"single"', 1)
-    assert store.complete_many([first, second]) == []  # both count as done by their lease
+    # Both count as done by their lease (repeats of what each did).
+    assert store.complete_many([first, second], ["a", "single"]) == []
 
 
 @pytest.fixture

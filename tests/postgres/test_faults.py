@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 import pytest
 
 import tenure
-from tenure._protocol import hash_secret
+from tenure._protocol import hash_secret, settle_receipt
 from tenure.stores.postgres import PostgresDriver
 from tests.backends import POSTGRES_URL
 from tests.postgres._proxy import Proxy
@@ -163,9 +163,15 @@ def test_killed_during_holder_operation(
     secret_hash = hash_secret(lease.secret)
     raw: dict[str, Callable[[], Any]] = {
         "renew": lambda: driver.renew("J", "A", 1, secret_hash, 60),
-        "complete": lambda: driver.complete("J", "A", 1, secret_hash, '"r"'),
-        "release": lambda: driver.release("J", "A", 1, secret_hash),
-        "fail": lambda: driver.fail("J", "A", 1, secret_hash, "boom", 0),
+        "complete": lambda: driver.complete(
+            "J", "A", 1, secret_hash, settle_receipt(secret_hash, "complete"), '"r"'
+        ),
+        "release": lambda: driver.release(
+            "J", "A", 1, secret_hash, settle_receipt(secret_hash, "release")
+        ),
+        "fail": lambda: driver.fail(
+            "J", "A", 1, secret_hash, settle_receipt(secret_hash, "fail"), "boom", 0
+        ),
     }
     _, error = killing("J", raw[operation])
     assert isinstance(error, tenure.StoreUnavailable)
@@ -202,8 +208,10 @@ def test_lost_reply_to_complete_is_unknown_and_retry_is_safe(
     assert lease is not None
     driver = _driver(store)
     proxy.lose_next_reply()
+    secret_hash = hash_secret(lease.secret)
+    receipt = settle_receipt(secret_hash, "complete")
     with pytest.raises(tenure.StoreUnavailable) as caught:
-        driver.complete("J", "A", 1, hash_secret(lease.secret), '"first"')
+        driver.complete("J", "A", 1, secret_hash, receipt, '"first"')
     assert caught.value.outcome_unknown is True
     assert proxy.replies_lost == 1
     job = store.get("J")

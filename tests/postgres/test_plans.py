@@ -140,6 +140,7 @@ def test_single_job_operations_use_the_primary_key(
         "owner": "w",
         "generation": 0,
         "secret_hash": "h",
+        "receipt": "r",
         "ttl": 30.0,
         "result": None,
         "error": "e",
@@ -164,6 +165,7 @@ def test_complete_many_uses_the_primary_key(filled: tuple[Any, dict[int, str]], 
         "owners": ["w"] * count,
         "generations": [0] * count,
         "held_hashes": ["h"] * count,
+        "receipts": ["r"] * count,
         "results": [None] * count,
         "now": None,
     }
@@ -191,6 +193,7 @@ def test_batch_statements_probe_the_primary_key_whatever_the_table_size(
         "owners": ["w"] * 10,
         "generations": [0] * 10,
         "held_hashes": ["h"] * 10,
+        "receipts": ["r"] * 10,
         "results": [None] * 10,
     }
     plan = explain(conn, SqlSet(schemas[size])[operation], params)

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 import tenure
-from tenure._protocol import Completion, Status, hash_secret
+from tenure._protocol import Completion, Status, hash_secret, settle_receipt
 from tenure.stores.redis import Keys
 from tenure.stores.redis._common import SCRIPTS
 from tests.backends import REDIS
@@ -36,7 +36,12 @@ def cached(raw: Any, name: str) -> None:
 
 def completion(lease: tenure.Lease, result: str | None = None) -> Completion:
     return Completion(
-        lease.job_id, lease.owner, lease.generation, hash_secret(lease.secret), result
+        lease.job_id,
+        lease.owner,
+        lease.generation,
+        hash_secret(lease.secret),
+        settle_receipt(hash_secret(lease.secret), "complete"),
+        result,
     )
 
 
@@ -136,8 +141,10 @@ def test_awkward_ids_and_results(store: tenure.Store, queue: str) -> None:
     for job_id, result in zip(AWKWARD_IDS, results, strict=True):
         job = store.get(job_id)
         assert (job.state, job.result, job.owner) == ("done", result, "worker :{*} ✓")
-    # Repeating the call is a success and changes nothing.
-    assert store.complete_many(leases) == []
+    # Repeating the call is a success and changes nothing; without the results it is not
+    # a repeat, and each completion is refused.
+    assert store.complete_many(leases, results) == []
+    assert len(store.complete_many(leases)) == len(leases)
     assert store.get(AWKWARD_IDS[0]).result == results[0]
 
 

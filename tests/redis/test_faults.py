@@ -12,7 +12,7 @@ import pytest
 
 import tenure
 import tenure.aio
-from tenure._protocol import hash_secret
+from tenure._protocol import hash_secret, settle_receipt
 from tenure.stores.redis import _common
 from tests.redis._proxy import Proxy
 
@@ -47,8 +47,10 @@ def test_lost_reply_to_complete_is_unknown_and_safe_to_retry(
     assert lease is not None
     driver: Any = store._driver
     proxy.lose_next_reply.set()
+    secret_hash = hash_secret(lease.secret)
+    receipt = settle_receipt(secret_hash, "complete")
     with pytest.raises(tenure.StoreUnavailable) as caught:
-        driver.complete("J", "A", lease.generation, hash_secret(lease.secret), '"r"')
+        driver.complete("J", "A", lease.generation, secret_hash, receipt, '"r"')
     assert caught.value.outcome_unknown is True
     assert proxy.replies_lost == 1
     assert store.get("J").state == "done"  # it did take effect

@@ -70,7 +70,7 @@ def row(**changes: Any) -> JobRow:
     return base._replace(**changes)
 
 
-LEASE_A = tenure.Lease("J", "A", 7, 110.0, 10.0, 1, 0.0, "secret-a", "store", "seal")
+LEASE_A = tenure.Lease("J", "A", 7, 110.0, 10.0, 1, 0.0, "secret-a", "store")
 
 
 @pytest.mark.parametrize(

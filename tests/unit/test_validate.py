@@ -70,7 +70,7 @@ def test_invalid_ids(value: Any, words: str) -> None:
 @given(st.text(max_size=300))
 def test_ids_accepted_exactly_when_the_rule_says(value: str) -> None:
     allowed = 1 <= len(value) <= 255 and not any(
-        unicodedata.category(char) in ("Cc", "Cs") for char in value
+        unicodedata.category(char) in ("Cc", "Cs", "Cn") for char in value
     )
     if allowed:
         assert validate_id("queue", value) == value

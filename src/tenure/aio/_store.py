@@ -23,11 +23,12 @@ from .._protocol import (
     RetryPolicy,
     Status,
     claim_verdict,
-    ended_by_same_lease,
     hash_secret,
     job_from_row,
     lease_lost,
     new_secret,
+    settle_receipt,
+    settle_verdict,
 )
 from .._validate import (
     DEFAULT_PAYLOAD_LIMIT,
@@ -141,7 +142,8 @@ class AsyncStore:
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     ) -> Job:
         """Add a job, ready ``delay`` seconds from now. An existing ``job_id`` is left as it is
-        and its current snapshot returned (submit is idempotent)."""
+        and its current snapshot returned (submit is idempotent); ``job.created`` tells the
+        two apart (True: this call created it)."""
         job_id = validate_id("job_id", job_id)
         queue = validate_id("queue", queue)
         delay_s = validate_delay(delay)
@@ -153,7 +155,7 @@ class AsyncStore:
 
         outcome = await self._call("submit", call)
         assert outcome.row is not None
-        return job_from_row(outcome.row, outcome.now)
+        return job_from_row(outcome.row, outcome.now, created=outcome.status == Status.APPLIED)
 
     async def get(self, job_id: str) -> Job:
         """A snapshot of the job; raises `JobNotFound`."""
@@ -305,7 +307,7 @@ class AsyncStore:
 
         outcome = await self._call("renew", call)
         if outcome.status != Status.APPLIED or outcome.row is None:
-            raise lease_lost("renew", lease, outcome)
+            raise lease_lost("renew", lease, outcome, secret_hash)
         return self._leases.lease(outcome.row, lease.owner, ttl_s, lease.secret, sent_at)
 
     async def complete(self, lease: Lease, result: Any = None) -> None:
@@ -314,14 +316,15 @@ class AsyncStore:
         lease = self._leases.check(lease)
         result_json = encode_json("result", result, self._payload_limit)
         secret_hash = hash_secret(lease.secret)
+        receipt = settle_receipt(secret_hash, "complete")
 
         async def call() -> Outcome:
             return await self._driver.complete(
-                lease.job_id, lease.owner, lease.generation, secret_hash, result_json
+                lease.job_id, lease.owner, lease.generation, secret_hash, receipt, result_json
             )
 
         outcome = await self._call("complete", call)
-        self._settled("complete", lease, secret_hash, outcome, ("done",))
+        self._settled("complete", lease, secret_hash, outcome, ("done",), result_json)
 
     async def complete_many(
         self, leases: Sequence[Lease], results: Sequence[Any] | None = None
@@ -426,7 +429,9 @@ class AsyncStore:
     ) -> list[LeaseLost]:
         lost = []
         for lease, completion, outcome in zip(checked, completions, outcomes, strict=True):
-            error = self._lost("complete", lease, completion.secret_hash, outcome, ("done",))
+            error = settle_verdict(
+                "complete", lease, completion.secret_hash, outcome, ("done",), completion.result
+            )
             if error is not None:
                 lost.append(error)
         return lost
@@ -448,12 +453,9 @@ class AsyncStore:
             )
         else:
             values = results
-        checked = []
-        for index, item in enumerate(leases):
-            try:
-                checked.append(self._leases.check(item))
-            except InvalidArgument as exc:
-                raise InvalidArgument(f"leases[{index}]", exc.rule) from None
+        checked = [
+            self._leases.check(item, f"leases[{index}]") for index, item in enumerate(leases)
+        ]
         seen: set[str] = set()
         completions = []
         for index, (lease, value) in enumerate(zip(checked, values, strict=True)):
@@ -463,12 +465,14 @@ class AsyncStore:
                 )
             seen.add(lease.job_id)
             result_json = encode_json(f"results[{index}]", value, self._payload_limit)
+            secret_hash = hash_secret(lease.secret)
             completions.append(
                 Completion(
                     lease.job_id,
                     lease.owner,
                     lease.generation,
-                    hash_secret(lease.secret),
+                    secret_hash,
+                    settle_receipt(secret_hash, "complete"),
                     result_json,
                 )
             )
@@ -478,14 +482,15 @@ class AsyncStore:
         """Give the job back now, claimable at once by anyone; the attempt is not counted."""
         lease = self._leases.check(lease)
         secret_hash = hash_secret(lease.secret)
+        receipt = settle_receipt(secret_hash, "release")
 
         async def call() -> Outcome:
             return await self._driver.release(
-                lease.job_id, lease.owner, lease.generation, secret_hash
+                lease.job_id, lease.owner, lease.generation, secret_hash, receipt
             )
 
         outcome = await self._call("release", call)
-        self._settled("release", lease, secret_hash, outcome, ("ready", "dead"))
+        self._settled("release", lease, secret_hash, outcome, ("ready",))
 
     async def fail(
         self, lease: Lease, error: str | BaseException, *, retry_in: float | timedelta | None = None
@@ -499,38 +504,31 @@ class AsyncStore:
         else:
             retry_s = validate_delay(retry_in, "retry_in")
         secret_hash = hash_secret(lease.secret)
+        receipt = settle_receipt(secret_hash, "fail")
 
         async def call() -> Outcome:
             return await self._driver.fail(
-                lease.job_id, lease.owner, lease.generation, secret_hash, error_message, retry_s
+                lease.job_id,
+                lease.owner,
+                lease.generation,
+                secret_hash,
+                receipt,
+                error_message,
+                retry_s,
             )
 
         outcome = await self._call("fail", call)
-        self._settled("fail", lease, secret_hash, outcome, ("ready", "dead"))
-
-    def _settled(
-        self,
-        operation: str,
-        lease: Lease,
-        secret_hash: str,
-        outcome: Outcome,
-        end_states: tuple[str, ...],
-    ) -> None:
-        lost = self._lost(operation, lease, secret_hash, outcome, end_states)
-        if lost is not None:
-            raise lost
+        self._settled("fail", lease, secret_hash, outcome, ("ready", "dead"), error_message)
 
     @staticmethod
-    def _lost(
+    def _settled(
         operation: str,
         lease: Lease,
         secret_hash: str,
         outcome: Outcome,
         end_states: tuple[str, ...],
-    ) -> LeaseLost | None:
-        if outcome.status == Status.APPLIED:
-            return None
-        row = outcome.row
-        if row is not None and ended_by_same_lease(row, lease, secret_hash, end_states):
-            return None  # a repeat of a call that already took effect
-        return lease_lost(operation, lease, outcome)
+        sent: str | None = None,
+    ) -> None:
+        lost = settle_verdict(operation, lease, secret_hash, outcome, end_states, sent)
+        if lost is not None:
+            raise lost

@@ -343,17 +343,48 @@ def check_history(events: Iterable[Event]) -> Verdict:
             if unknown is not None:
                 unknown.unknown_renewals += 1
     completions: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    # The settles (complete/release/fail) that may have ended each lease: accepted, or with
+    # their outcome unknown. A "repeat" answer is only true when one of the same kind did.
+    settles: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
     for op in holder_ops:
         f, kind = op["f"], op["type"]
+        lease_key = (str(op.get("job")), int(op.get("gen") or 0))
         if kind in ("unknown", "pending"):
             counts["store_unknown"] += 1
+            if f != "renew":
+                settles[lease_key].append(op)
             continue
         if kind == "fail":
             counts[f"stale_{_plural(f)}_rejected"] += 1
             continue
         if op.get("repeat"):
             counts[f"{f}_repeats" if f != "complete" else "completion_repeats"] += 1
+            earlier = settles.get(lease_key, [])
+            if f != "renew" and not any(e["f"] == f for e in earlier):
+                ended = (
+                    f"the lease was ended by {earlier[0]['f']} [op {earlier[0]['op']}]"
+                    if earlier
+                    else f"no earlier {f} of this lease was accepted or left unknown"
+                )
+                violations.append(
+                    Violation(
+                        "I3",
+                        lease_key[0],
+                        f"job {lease_key[0]}: {_desc(op)} was answered as a repeat of an "
+                        f"earlier {f}, but {ended}",
+                        [op["op"], *(e["op"] for e in earlier[:1])],
+                    )
+                )
+            elif f != "renew":
+                # The repeat proves its earlier settle (maybe one whose reply was lost)
+                # ended the lease, by this store time at the latest.
+                settled = interval_of(op)
+                if settled is not None and settled.end_at is None:
+                    settled.end_at = float(op["store_now"])
+                    settled.ended_by = op["op"]
             continue
+        if f != "renew":
+            settles[lease_key].append(op)
         counts[_plural(f)] += 1
         if f == "complete":
             completions[op["job"]].append(op)

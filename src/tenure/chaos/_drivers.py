@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._clock import Clock
-from .._protocol import Completion, JobRow, Outcome, Status
+from .._protocol import Completion, JobRow, Outcome, Status, is_repeat
 from ..errors import StoreUnavailable
 from ..stores._async_driver import AsyncDriver
 from ._control import TAKEOVERS, Control
@@ -34,7 +34,7 @@ from ._history import Recorder
 
 __all__ = ["AsyncRecordingDriver", "AsyncUnsafeDriver"]
 
-_END_STATES = {"complete": ("done",), "release": ("ready", "dead"), "fail": ("ready", "dead")}
+_END_STATES = {"complete": ("done",), "release": ("ready",), "fail": ("ready", "dead")}
 
 
 def _row(row: JobRow | None) -> dict[str, Any]:
@@ -197,16 +197,24 @@ class AsyncRecordingDriver(AsyncPassThroughDriver):
         return outcome
 
     async def complete(
-        self, job_id: str, owner: str, generation: int, secret_hash: str, result: str | None
+        self,
+        job_id: str,
+        owner: str,
+        generation: int,
+        secret_hash: str,
+        receipt: str,
+        result: str | None,
     ) -> Outcome:
         self._reach("complete", job=job_id, gen=generation)
         op = self._rec.invoke("complete", job=job_id, gen=generation, owner=owner)
         try:
-            outcome = await self._inner.complete(job_id, owner, generation, secret_hash, result)
+            outcome = await self._inner.complete(
+                job_id, owner, generation, secret_hash, receipt, result
+            )
         except BaseException as exc:
             self._rec.end(op, "complete", _ended(exc), job=job_id, gen=generation, error=str(exc))
             raise
-        self._settled(op, "complete", job_id, owner, generation, secret_hash, outcome)
+        self._settled(op, "complete", job_id, generation, receipt, outcome, result)
         return outcome
 
     async def complete_many(self, completions: Sequence[Completion]) -> list[Outcome]:
@@ -264,16 +272,18 @@ class AsyncRecordingDriver(AsyncPassThroughDriver):
         self, ops: list[str], completions: Sequence[Completion], outcomes: list[Outcome]
     ) -> None:
         for op, c, outcome in zip(ops, completions, outcomes, strict=True):
-            self._settled(op, "complete", c.job_id, c.owner, c.generation, c.secret_hash, outcome)
+            self._settled(op, "complete", c.job_id, c.generation, c.receipt, outcome, c.result)
 
-    async def release(self, job_id: str, owner: str, generation: int, secret_hash: str) -> Outcome:
+    async def release(
+        self, job_id: str, owner: str, generation: int, secret_hash: str, receipt: str
+    ) -> Outcome:
         op = self._rec.invoke("release", job=job_id, gen=generation, owner=owner)
         try:
-            outcome = await self._inner.release(job_id, owner, generation, secret_hash)
+            outcome = await self._inner.release(job_id, owner, generation, secret_hash, receipt)
         except BaseException as exc:
             self._rec.end(op, "release", _ended(exc), job=job_id, gen=generation, error=str(exc))
             raise
-        self._settled(op, "release", job_id, owner, generation, secret_hash, outcome)
+        self._settled(op, "release", job_id, generation, receipt, outcome)
         return outcome
 
     async def fail(
@@ -282,18 +292,19 @@ class AsyncRecordingDriver(AsyncPassThroughDriver):
         owner: str,
         generation: int,
         secret_hash: str,
+        receipt: str,
         error: str,
         retry_in: float,
     ) -> Outcome:
         op = self._rec.invoke("fail", job=job_id, gen=generation, owner=owner)
         try:
             outcome = await self._inner.fail(
-                job_id, owner, generation, secret_hash, error, retry_in
+                job_id, owner, generation, secret_hash, receipt, error, retry_in
             )
         except BaseException as exc:
             self._rec.end(op, "fail", _ended(exc), job=job_id, gen=generation, error=str(exc))
             raise
-        self._settled(op, "fail", job_id, owner, generation, secret_hash, outcome)
+        self._settled(op, "fail", job_id, generation, receipt, outcome, error)
         return outcome
 
     def _settled(
@@ -301,22 +312,15 @@ class AsyncRecordingDriver(AsyncPassThroughDriver):
         op: str,
         f: str,
         job_id: str,
-        owner: str,
         generation: int,
-        secret_hash: str,
+        receipt: str,
         outcome: Outcome,
+        sent: str | None = None,
     ) -> None:
-        row = outcome.row
         fields = {"job": job_id, "gen": generation, **_outcome(outcome)}
         if outcome.status == Status.APPLIED:
             self._rec.end(op, f, "ok", **fields)
-        elif (
-            row is not None
-            and row.generation == generation
-            and row.owner == owner
-            and row.secret_hash == secret_hash
-            and row.state in _END_STATES[f]
-        ):
+        elif is_repeat(f, outcome.row, generation, receipt, _END_STATES[f], sent):
             # A repeat of a call that already took effect (its first reply was lost).
             self._rec.end(op, f, "ok", repeat=True, **fields)
         else:
@@ -368,13 +372,21 @@ class AsyncUnsafeDriver(AsyncPassThroughDriver):
         return await self._inner.renew(job_id, owner, generation, secret_hash, ttl)
 
     async def complete(
-        self, job_id: str, owner: str, generation: int, secret_hash: str, result: str | None
+        self,
+        job_id: str,
+        owner: str,
+        generation: int,
+        secret_hash: str,
+        receipt: str,
+        result: str | None,
     ) -> Outcome:
         owner, secret_hash = TAKEOVERS.credentials(job_id, generation, owner, secret_hash)
-        outcome = await self._inner.complete(job_id, owner, generation, secret_hash, result)
+        outcome = await self._inner.complete(
+            job_id, owner, generation, secret_hash, receipt, result
+        )
         current = self._current(outcome)
         if current is not None:
-            return await self._inner.complete(job_id, *current, result)
+            return await self._inner.complete(job_id, *current, receipt, result)
         return outcome
 
     async def complete_many(self, completions: Sequence[Completion]) -> list[Outcome]:
@@ -393,12 +405,14 @@ class AsyncUnsafeDriver(AsyncPassThroughDriver):
         completed = await self.complete_many(completions)
         return completed, await self.claim_next(owner, ttl, queues, secret_hashes)
 
-    async def release(self, job_id: str, owner: str, generation: int, secret_hash: str) -> Outcome:
+    async def release(
+        self, job_id: str, owner: str, generation: int, secret_hash: str, receipt: str
+    ) -> Outcome:
         owner, secret_hash = TAKEOVERS.credentials(job_id, generation, owner, secret_hash)
-        outcome = await self._inner.release(job_id, owner, generation, secret_hash)
+        outcome = await self._inner.release(job_id, owner, generation, secret_hash, receipt)
         current = self._current(outcome)
         if current is not None:
-            return await self._inner.release(job_id, *current)
+            return await self._inner.release(job_id, *current, receipt)
         return outcome
 
     async def fail(
@@ -407,14 +421,17 @@ class AsyncUnsafeDriver(AsyncPassThroughDriver):
         owner: str,
         generation: int,
         secret_hash: str,
+        receipt: str,
         error: str,
         retry_in: float,
     ) -> Outcome:
         owner, secret_hash = TAKEOVERS.credentials(job_id, generation, owner, secret_hash)
-        outcome = await self._inner.fail(job_id, owner, generation, secret_hash, error, retry_in)
+        outcome = await self._inner.fail(
+            job_id, owner, generation, secret_hash, receipt, error, retry_in
+        )
         current = self._current(outcome)
         if current is not None:
-            return await self._inner.fail(job_id, *current, error, retry_in)
+            return await self._inner.fail(job_id, *current, receipt, error, retry_in)
         return outcome
 
     def _current(self, outcome: Outcome) -> tuple[str, int, str] | None:

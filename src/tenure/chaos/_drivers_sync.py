@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._clock import Clock
-from .._protocol import Completion, JobRow, Outcome, Status
+from .._protocol import Completion, JobRow, Outcome, Status, is_repeat
 from ..errors import StoreUnavailable
 from ..stores._sync_driver import SyncDriver
 from ._control import TAKEOVERS, Control
@@ -17,7 +17,7 @@ from ._history import Recorder
 
 __all__ = ["RecordingDriver", "UnsafeDriver"]
 
-_END_STATES = {"complete": ("done",), "release": ("ready", "dead"), "fail": ("ready", "dead")}
+_END_STATES = {"complete": ("done",), "release": ("ready",), "fail": ("ready", "dead")}
 
 
 def _row(row: JobRow | None) -> dict[str, Any]:
@@ -180,16 +180,22 @@ class RecordingDriver(PassThroughDriver):
         return outcome
 
     def complete(
-        self, job_id: str, owner: str, generation: int, secret_hash: str, result: str | None
+        self,
+        job_id: str,
+        owner: str,
+        generation: int,
+        secret_hash: str,
+        receipt: str,
+        result: str | None,
     ) -> Outcome:
         self._reach("complete", job=job_id, gen=generation)
         op = self._rec.invoke("complete", job=job_id, gen=generation, owner=owner)
         try:
-            outcome = self._inner.complete(job_id, owner, generation, secret_hash, result)
+            outcome = self._inner.complete(job_id, owner, generation, secret_hash, receipt, result)
         except BaseException as exc:
             self._rec.end(op, "complete", _ended(exc), job=job_id, gen=generation, error=str(exc))
             raise
-        self._settled(op, "complete", job_id, owner, generation, secret_hash, outcome)
+        self._settled(op, "complete", job_id, generation, receipt, outcome, result)
         return outcome
 
     def complete_many(self, completions: Sequence[Completion]) -> list[Outcome]:
@@ -247,16 +253,18 @@ class RecordingDriver(PassThroughDriver):
         self, ops: list[str], completions: Sequence[Completion], outcomes: list[Outcome]
     ) -> None:
         for op, c, outcome in zip(ops, completions, outcomes, strict=True):
-            self._settled(op, "complete", c.job_id, c.owner, c.generation, c.secret_hash, outcome)
+            self._settled(op, "complete", c.job_id, c.generation, c.receipt, outcome, c.result)
 
-    def release(self, job_id: str, owner: str, generation: int, secret_hash: str) -> Outcome:
+    def release(
+        self, job_id: str, owner: str, generation: int, secret_hash: str, receipt: str
+    ) -> Outcome:
         op = self._rec.invoke("release", job=job_id, gen=generation, owner=owner)
         try:
-            outcome = self._inner.release(job_id, owner, generation, secret_hash)
+            outcome = self._inner.release(job_id, owner, generation, secret_hash, receipt)
         except BaseException as exc:
             self._rec.end(op, "release", _ended(exc), job=job_id, gen=generation, error=str(exc))
             raise
-        self._settled(op, "release", job_id, owner, generation, secret_hash, outcome)
+        self._settled(op, "release", job_id, generation, receipt, outcome)
         return outcome
 
     def fail(
@@ -265,16 +273,19 @@ class RecordingDriver(PassThroughDriver):
         owner: str,
         generation: int,
         secret_hash: str,
+        receipt: str,
         error: str,
         retry_in: float,
     ) -> Outcome:
         op = self._rec.invoke("fail", job=job_id, gen=generation, owner=owner)
         try:
-            outcome = self._inner.fail(job_id, owner, generation, secret_hash, error, retry_in)
+            outcome = self._inner.fail(
+                job_id, owner, generation, secret_hash, receipt, error, retry_in
+            )
         except BaseException as exc:
             self._rec.end(op, "fail", _ended(exc), job=job_id, gen=generation, error=str(exc))
             raise
-        self._settled(op, "fail", job_id, owner, generation, secret_hash, outcome)
+        self._settled(op, "fail", job_id, generation, receipt, outcome, error)
         return outcome
 
     def _settled(
@@ -282,22 +293,15 @@ class RecordingDriver(PassThroughDriver):
         op: str,
         f: str,
         job_id: str,
-        owner: str,
         generation: int,
-        secret_hash: str,
+        receipt: str,
         outcome: Outcome,
+        sent: str | None = None,
     ) -> None:
-        row = outcome.row
         fields = {"job": job_id, "gen": generation, **_outcome(outcome)}
         if outcome.status == Status.APPLIED:
             self._rec.end(op, f, "ok", **fields)
-        elif (
-            row is not None
-            and row.generation == generation
-            and row.owner == owner
-            and row.secret_hash == secret_hash
-            and row.state in _END_STATES[f]
-        ):
+        elif is_repeat(f, outcome.row, generation, receipt, _END_STATES[f], sent):
             # A repeat of a call that already took effect (its first reply was lost).
             self._rec.end(op, f, "ok", repeat=True, **fields)
         else:
@@ -349,13 +353,19 @@ class UnsafeDriver(PassThroughDriver):
         return self._inner.renew(job_id, owner, generation, secret_hash, ttl)
 
     def complete(
-        self, job_id: str, owner: str, generation: int, secret_hash: str, result: str | None
+        self,
+        job_id: str,
+        owner: str,
+        generation: int,
+        secret_hash: str,
+        receipt: str,
+        result: str | None,
     ) -> Outcome:
         owner, secret_hash = TAKEOVERS.credentials(job_id, generation, owner, secret_hash)
-        outcome = self._inner.complete(job_id, owner, generation, secret_hash, result)
+        outcome = self._inner.complete(job_id, owner, generation, secret_hash, receipt, result)
         current = self._current(outcome)
         if current is not None:
-            return self._inner.complete(job_id, *current, result)
+            return self._inner.complete(job_id, *current, receipt, result)
         return outcome
 
     def complete_many(self, completions: Sequence[Completion]) -> list[Outcome]:
@@ -374,12 +384,14 @@ class UnsafeDriver(PassThroughDriver):
         completed = self.complete_many(completions)
         return completed, self.claim_next(owner, ttl, queues, secret_hashes)
 
-    def release(self, job_id: str, owner: str, generation: int, secret_hash: str) -> Outcome:
+    def release(
+        self, job_id: str, owner: str, generation: int, secret_hash: str, receipt: str
+    ) -> Outcome:
         owner, secret_hash = TAKEOVERS.credentials(job_id, generation, owner, secret_hash)
-        outcome = self._inner.release(job_id, owner, generation, secret_hash)
+        outcome = self._inner.release(job_id, owner, generation, secret_hash, receipt)
         current = self._current(outcome)
         if current is not None:
-            return self._inner.release(job_id, *current)
+            return self._inner.release(job_id, *current, receipt)
         return outcome
 
     def fail(
@@ -388,14 +400,15 @@ class UnsafeDriver(PassThroughDriver):
         owner: str,
         generation: int,
         secret_hash: str,
+        receipt: str,
         error: str,
         retry_in: float,
     ) -> Outcome:
         owner, secret_hash = TAKEOVERS.credentials(job_id, generation, owner, secret_hash)
-        outcome = self._inner.fail(job_id, owner, generation, secret_hash, error, retry_in)
+        outcome = self._inner.fail(job_id, owner, generation, secret_hash, receipt, error, retry_in)
         current = self._current(outcome)
         if current is not None:
-            return self._inner.fail(job_id, *current, error, retry_in)
+            return self._inner.fail(job_id, *current, receipt, error, retry_in)
         return outcome
 
     def _current(self, outcome: Outcome) -> tuple[str, int, str] | None:

@@ -125,15 +125,6 @@ def _read_submissions(
     return found
 
 
-def _is_new(job: Job, wanted: _Submission) -> bool:
-    as_requested = (job.queue, job.payload, job.max_attempts) == (
-        wanted.queue,
-        wanted.payload,
-        wanted.max_attempts,
-    )
-    return as_requested and job.created_at == job.as_of
-
-
 @jobs.command()
 @click.argument("job_id", required=False)
 @click.option("--payload", metavar="JSON", help="The job's payload as JSON text; '-' reads stdin.")
@@ -179,15 +170,14 @@ def submit(
         return
     if job_id is None:
         raise InvalidArgument("JOB_ID", "missing: give a job id, or --from-file JSONL")
-    wanted = _Submission(0, job_id, parse_payload(payload), queue, delay, max_attempts)
     job = state.store().submit(
-        job_id, wanted.payload, queue=queue, delay=delay, max_attempts=max_attempts
+        job_id, parse_payload(payload), queue=queue, delay=delay, max_attempts=max_attempts
     )
     out = state.output()
     if out.json_mode:
-        out.json(job.to_dict())
+        out.json(job.to_dict())  # "created": false when the job existed and was left as it was
         return
-    if _is_new(job, wanted):
+    if job.created:
         out.line(f"submitted {job.job_id} to queue {job.queue}: {_when(job)}", "good")
     else:
         out.line(
@@ -216,7 +206,7 @@ def _submit_many(state: CliState, wanted: list[_Submission], name: str) -> None:
                 f"{name} line {item.line} ({item.job_id!r}): {exc}; the {number} job(s) "
                 "before it were submitted (submit is idempotent: fix the file and run it again)",
             ) from None
-        if not _is_new(job, item):
+        if not job.created:
             existing.append(job.job_id)
     out = state.output()
     submitted = len(wanted) - len(existing)

@@ -28,7 +28,6 @@ wherever that connection sees them (SQLite: the same file; PostgreSQL: the conne
 from __future__ import annotations
 
 import logging
-import secrets
 import sqlite3
 from types import TracebackType
 from typing import Any
@@ -37,13 +36,15 @@ from .._protocol import (
     JobRow,
     Outcome,
     Status,
-    ended_by_same_lease,
+    check_lease,
     hash_secret,
+    is_repeat,
     lease_lost,
+    settle_receipt,
 )
 from .._validate import DEFAULT_PAYLOAD_LIMIT, encode_json
 from ..errors import InvalidArgument, StoreUnavailable
-from ..models import Lease, lease_seal
+from ..models import Lease
 from ..stores._resources import load_text
 from ._loss import refuse_if_lost
 from ._sql import _close, _Transaction, _transaction_status
@@ -71,7 +72,9 @@ class _Database:
     def job(self, cur: Any, job_id: str) -> Outcome:
         raise NotImplementedError
 
-    def complete(self, cur: Any, lease: Lease, secret_hash: str, result: str | None) -> Outcome:
+    def complete(
+        self, cur: Any, lease: Lease, secret_hash: str, receipt: str, result: str | None
+    ) -> Outcome:
         raise NotImplementedError
 
     def store_error(self, exc: BaseException, sent: bool) -> StoreUnavailable | None:
@@ -126,13 +129,16 @@ class _SQLiteDatabase(_Database):
             return Outcome(Status.MISSING, None, now)
         return Outcome(Status.MISSED, JobRow._make(row), now)
 
-    def complete(self, cur: Any, lease: Lease, secret_hash: str, result: str | None) -> Outcome:
+    def complete(
+        self, cur: Any, lease: Lease, secret_hash: str, receipt: str, result: str | None
+    ) -> Outcome:
         now = self._now(cur)
         params = {
             "job_id": lease.job_id,
             "owner": lease.owner,
             "generation": lease.generation,
             "secret_hash": secret_hash,
+            "receipt": receipt,
             "result": result,
             "now": now,
         }
@@ -230,7 +236,9 @@ class _PostgresDatabase(_Database):
             return Outcome(Status.MISSING, None, float(now))
         return Outcome(Status.MISSED, JobRow._make(job), float(now))
 
-    def complete(self, cur: Any, lease: Lease, secret_hash: str, result: str | None) -> Outcome:
+    def complete(
+        self, cur: Any, lease: Lease, secret_hash: str, receipt: str, result: str | None
+    ) -> Outcome:
         from ..stores.postgres._common import outcome
 
         params = {
@@ -238,6 +246,7 @@ class _PostgresDatabase(_Database):
             "owner": lease.owner,
             "generation": lease.generation,
             "secret_hash": secret_hash,
+            "receipt": receipt,
             "result": result,
         }
         for _ in range(_RACE_RETRIES):
@@ -283,23 +292,6 @@ def _database(store: object) -> tuple[_Database, str, int]:
     )
 
 
-def _check_lease(lease: object, store_id: str) -> Lease:
-    if not isinstance(lease, Lease):
-        raise InvalidArgument("lease", f"must be a tenure.Lease, not {type(lease).__name__}")
-    if lease.store_id != store_id:
-        raise InvalidArgument(
-            "lease", f"was granted by another store ({lease.store_id}), not this one ({store_id})"
-        )
-    expected = lease_seal(
-        lease.store_id, lease.job_id, lease.owner, lease.generation, lease.secret, lease.ttl
-    )
-    if not secrets.compare_digest(expected, lease.seal):
-        raise InvalidArgument(
-            "lease", f"does not match what the store granted for job {lease.job_id!r}"
-        )
-    return lease
-
-
 def _holds(row: JobRow | None, lease: Lease, secret_hash: str, now: float) -> bool:
     return (
         row is not None
@@ -330,6 +322,7 @@ class CompletionGuard:
         self._limit = limit
         self._conn = conn
         self._secret_hash = hash_secret(lease.secret)
+        self._receipt = settle_receipt(self._secret_hash, "complete")
         self._txn: _Transaction | None = None
         self._used = False
 
@@ -368,14 +361,18 @@ class CompletionGuard:
             db.release()
             raise
         if not _holds(found.row, lease, self._secret_hash, found.now):
-            row = found.row
-            if row is not None and ended_by_same_lease(row, lease, self._secret_hash, ("done",)):
+            # A repeat of a completion that took effect, whatever result it recorded: the
+            # block's writes will be rolled back (the first attempt's committed with it).
+            receipt = self._receipt
+            if is_repeat(
+                "complete", found.row, lease.generation, receipt, ("done",), compare_content=False
+            ):
                 self.already_completed = True
             else:
                 txn.rollback()
                 _close(cur)
                 db.release()
-                raise lease_lost("complete", lease, found)
+                raise lease_lost("complete", lease, found, self._secret_hash)
         self.cursor, self._txn = cur, txn
         return self
 
@@ -408,7 +405,7 @@ class CompletionGuard:
             result = encode_json("result", self.result, self._limit)
             refuse_if_lost(lease.token)  # lost while the block ran: do not commit
             try:
-                done = self._db.complete(cur, lease, self._secret_hash, result)
+                done = self._db.complete(cur, lease, self._secret_hash, self._receipt, result)
             except BaseException as exc:
                 raise self._translate(exc, sent=False) from exc
         except BaseException:
@@ -416,11 +413,10 @@ class CompletionGuard:
             raise
         if done.status != Status.APPLIED:
             txn.rollback()
-            row = done.row
-            if row is not None and ended_by_same_lease(row, lease, self._secret_hash, ("done",)):
+            if is_repeat("complete", done.row, lease.generation, self._receipt, ("done",), result):
                 self.already_completed = True  # a concurrent retry of ours committed first
                 return
-            raise lease_lost("complete", lease, done)
+            raise lease_lost("complete", lease, done, self._secret_hash)
         try:
             txn.commit()
         except BaseException as exc:
@@ -461,4 +457,4 @@ def complete_with(
     database (idle; sqlite3 or psycopg); by default the guard opens or borrows one.
     """
     db, store_id, limit = _database(store)
-    return CompletionGuard(db, _check_lease(lease, store_id), result, limit, conn)
+    return CompletionGuard(db, check_lease(lease, store_id), result, limit, conn)

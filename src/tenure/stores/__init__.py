@@ -24,6 +24,9 @@ __all__ = [
 ]
 
 DEFAULT_URL = "sqlite:///tenure.db"
+# Every store refuses a fragment rather than ignore it: a '#' in a password or a path that
+# was not percent-encoded would otherwise silently cut the URL short.
+FRAGMENT_RULE = "must not have a #fragment (write a '#' in a password or path as %23)"
 
 # scheme -> (module, the extra that installs its client library)
 _BACKENDS: dict[str, tuple[str, str | None]] = {
@@ -53,7 +56,10 @@ def resolve_url(url: str | None) -> str:
         url = os.environ.get("TENURE_STORE_URL") or DEFAULT_URL
     if not isinstance(url, str):
         raise InvalidArgument("url", f"must be a str, not {type(url).__name__}")
-    scheme = urlsplit(url).scheme
+    parts = urlsplit(url)
+    scheme = parts.scheme
+    if parts.fragment or url.endswith("#"):
+        raise InvalidArgument("url", FRAGMENT_RULE)
     if scheme not in _BACKENDS:
         known = ", ".join(f"{s}://" for s in _BACKENDS)
         raise InvalidArgument(

@@ -36,8 +36,17 @@ class AsyncDriver(Protocol):
         self, job_id: str, owner: str, generation: int, secret_hash: str, ttl: float
     ) -> Outcome: ...
 
+    # complete, release and fail end the lease: the store keeps ``receipt`` in place of the
+    # secret's hash (see tenure._protocol.settle_receipt), so a retry can tell its own
+    # settle from another one.
     async def complete(
-        self, job_id: str, owner: str, generation: int, secret_hash: str, result: str | None
+        self,
+        job_id: str,
+        owner: str,
+        generation: int,
+        secret_hash: str,
+        receipt: str,
+        result: str | None,
     ) -> Outcome: ...
 
     async def complete_many(self, completions: Sequence[Completion]) -> list[Outcome]:
@@ -60,7 +69,7 @@ class AsyncDriver(Protocol):
         ...
 
     async def release(
-        self, job_id: str, owner: str, generation: int, secret_hash: str
+        self, job_id: str, owner: str, generation: int, secret_hash: str, receipt: str
     ) -> Outcome: ...
 
     async def fail(
@@ -69,6 +78,7 @@ class AsyncDriver(Protocol):
         owner: str,
         generation: int,
         secret_hash: str,
+        receipt: str,
         error: str,
         retry_in: float,
     ) -> Outcome: ...

@@ -53,9 +53,15 @@ class ThreadedDriver:
         return await anyio.to_thread.run_sync(call)
 
     async def complete(
-        self, job_id: str, owner: str, generation: int, secret_hash: str, result: str | None
+        self,
+        job_id: str,
+        owner: str,
+        generation: int,
+        secret_hash: str,
+        receipt: str,
+        result: str | None,
     ) -> Outcome:
-        call = partial(self.sync.complete, job_id, owner, generation, secret_hash, result)
+        call = partial(self.sync.complete, job_id, owner, generation, secret_hash, receipt, result)
         return await anyio.to_thread.run_sync(call)
 
     async def complete_many(self, completions: Sequence[Completion]) -> list[Outcome]:
@@ -72,8 +78,10 @@ class ThreadedDriver:
         call = partial(self.sync.complete_and_claim, completions, owner, ttl, queues, secret_hashes)
         return await anyio.to_thread.run_sync(call)
 
-    async def release(self, job_id: str, owner: str, generation: int, secret_hash: str) -> Outcome:
-        call = partial(self.sync.release, job_id, owner, generation, secret_hash)
+    async def release(
+        self, job_id: str, owner: str, generation: int, secret_hash: str, receipt: str
+    ) -> Outcome:
+        call = partial(self.sync.release, job_id, owner, generation, secret_hash, receipt)
         return await anyio.to_thread.run_sync(call)
 
     async def fail(
@@ -82,10 +90,13 @@ class ThreadedDriver:
         owner: str,
         generation: int,
         secret_hash: str,
+        receipt: str,
         error: str,
         retry_in: float,
     ) -> Outcome:
-        call = partial(self.sync.fail, job_id, owner, generation, secret_hash, error, retry_in)
+        call = partial(
+            self.sync.fail, job_id, owner, generation, secret_hash, receipt, error, retry_in
+        )
         return await anyio.to_thread.run_sync(call)
 
     async def get(self, job_id: str) -> Outcome:

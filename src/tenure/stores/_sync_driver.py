@@ -33,8 +33,17 @@ class SyncDriver(Protocol):
         self, job_id: str, owner: str, generation: int, secret_hash: str, ttl: float
     ) -> Outcome: ...
 
+    # complete, release and fail end the lease: the store keeps ``receipt`` in place of the
+    # secret's hash (see tenure._protocol.settle_receipt), so a retry can tell its own
+    # settle from another one.
     def complete(
-        self, job_id: str, owner: str, generation: int, secret_hash: str, result: str | None
+        self,
+        job_id: str,
+        owner: str,
+        generation: int,
+        secret_hash: str,
+        receipt: str,
+        result: str | None,
     ) -> Outcome: ...
 
     def complete_many(self, completions: Sequence[Completion]) -> list[Outcome]:
@@ -56,7 +65,9 @@ class SyncDriver(Protocol):
         per completion, in order; the claim's outcomes, as `claim_next` answers)."""
         ...
 
-    def release(self, job_id: str, owner: str, generation: int, secret_hash: str) -> Outcome: ...
+    def release(
+        self, job_id: str, owner: str, generation: int, secret_hash: str, receipt: str
+    ) -> Outcome: ...
 
     def fail(
         self,
@@ -64,6 +75,7 @@ class SyncDriver(Protocol):
         owner: str,
         generation: int,
         secret_hash: str,
+        receipt: str,
         error: str,
         retry_in: float,
     ) -> Outcome: ...

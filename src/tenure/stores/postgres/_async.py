@@ -509,9 +509,17 @@ class AsyncPostgresDriver:
         )
 
     async def complete(
-        self, job_id: str, owner: str, generation: int, secret_hash: str, result: str | None
+        self,
+        job_id: str,
+        owner: str,
+        generation: int,
+        secret_hash: str,
+        receipt: str,
+        result: str | None,
     ) -> Outcome:
-        params = self._holder(job_id, owner, generation, secret_hash, result=result)
+        params = self._holder(
+            job_id, owner, generation, secret_hash, receipt=receipt, result=result
+        )
         return await self._one("complete", params)
 
     async def complete_many(self, completions: Sequence[Completion]) -> list[Outcome]:
@@ -549,6 +557,7 @@ class AsyncPostgresDriver:
             "owners": [c.owner for c in completions],
             "generations": [c.generation for c in completions],
             "held_hashes": [c.secret_hash for c in completions],
+            "receipts": [c.receipt for c in completions],
             "results": [c.result for c in completions],
             "now": self._now(),
         }
@@ -571,8 +580,11 @@ class AsyncPostgresDriver:
             pending = [index for index, row in zip(pending, rows, strict=True) if row[17]]
         return answers
 
-    async def release(self, job_id: str, owner: str, generation: int, secret_hash: str) -> Outcome:
-        return await self._one("release", self._holder(job_id, owner, generation, secret_hash))
+    async def release(
+        self, job_id: str, owner: str, generation: int, secret_hash: str, receipt: str
+    ) -> Outcome:
+        params = self._holder(job_id, owner, generation, secret_hash, receipt=receipt)
+        return await self._one("release", params)
 
     async def fail(
         self,
@@ -580,11 +592,12 @@ class AsyncPostgresDriver:
         owner: str,
         generation: int,
         secret_hash: str,
+        receipt: str,
         error: str,
         retry_in: float,
     ) -> Outcome:
         params = self._holder(
-            job_id, owner, generation, secret_hash, error=error, retry_in=retry_in
+            job_id, owner, generation, secret_hash, receipt=receipt, error=error, retry_in=retry_in
         )
         return await self._one("fail", params)
 

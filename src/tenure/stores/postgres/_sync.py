@@ -500,9 +500,17 @@ class PostgresDriver:
         return self._one("renew", self._holder(job_id, owner, generation, secret_hash, ttl=ttl))
 
     def complete(
-        self, job_id: str, owner: str, generation: int, secret_hash: str, result: str | None
+        self,
+        job_id: str,
+        owner: str,
+        generation: int,
+        secret_hash: str,
+        receipt: str,
+        result: str | None,
     ) -> Outcome:
-        params = self._holder(job_id, owner, generation, secret_hash, result=result)
+        params = self._holder(
+            job_id, owner, generation, secret_hash, receipt=receipt, result=result
+        )
         return self._one("complete", params)
 
     def complete_many(self, completions: Sequence[Completion]) -> list[Outcome]:
@@ -540,6 +548,7 @@ class PostgresDriver:
             "owners": [c.owner for c in completions],
             "generations": [c.generation for c in completions],
             "held_hashes": [c.secret_hash for c in completions],
+            "receipts": [c.receipt for c in completions],
             "results": [c.result for c in completions],
             "now": self._now(),
         }
@@ -560,8 +569,11 @@ class PostgresDriver:
             pending = [index for index, row in zip(pending, rows, strict=True) if row[17]]
         return answers
 
-    def release(self, job_id: str, owner: str, generation: int, secret_hash: str) -> Outcome:
-        return self._one("release", self._holder(job_id, owner, generation, secret_hash))
+    def release(
+        self, job_id: str, owner: str, generation: int, secret_hash: str, receipt: str
+    ) -> Outcome:
+        params = self._holder(job_id, owner, generation, secret_hash, receipt=receipt)
+        return self._one("release", params)
 
     def fail(
         self,
@@ -569,11 +581,12 @@ class PostgresDriver:
         owner: str,
         generation: int,
         secret_hash: str,
+        receipt: str,
         error: str,
         retry_in: float,
     ) -> Outcome:
         params = self._holder(
-            job_id, owner, generation, secret_hash, error=error, retry_in=retry_in
+            job_id, owner, generation, secret_hash, receipt=receipt, error=error, retry_in=retry_in
         )
         return self._one("fail", params)
 

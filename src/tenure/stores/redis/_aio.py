@@ -266,20 +266,26 @@ class AsyncRedisDriver:
         return await self._holder("renew", job_id, owner, generation, secret_hash, repr(float(ttl)))
 
     async def complete(
-        self, job_id: str, owner: str, generation: int, secret_hash: str, result: str | None
+        self,
+        job_id: str,
+        owner: str,
+        generation: int,
+        secret_hash: str,
+        receipt: str,
+        result: str | None,
     ) -> Outcome:
         return await self._holder(
-            "complete", job_id, owner, generation, secret_hash, *_result_args(result)
+            "complete", job_id, owner, generation, secret_hash, receipt, *_result_args(result)
         )
 
     def _add_completions(
         self, keys: list[str], args: list[str], completions: Sequence[Completion]
     ) -> None:
-        """The job key of each completion onto ``keys``; its five script arguments (owner,
-        generation, secret hash, result, has result) onto ``args``."""
-        for job_id, owner, generation, secret_hash, result in completions:
+        """The job key of each completion onto ``keys``; its six script arguments (owner,
+        generation, secret hash, receipt, result, has result) onto ``args``."""
+        for job_id, owner, generation, secret_hash, receipt, result in completions:
             keys.append(self.keys.job(job_id))
-            args += (owner, str(generation), secret_hash, *_result_args(result))
+            args += (owner, str(generation), secret_hash, receipt, *_result_args(result))
 
     async def complete_many(self, completions: Sequence[Completion]) -> list[Outcome]:
         if not completions:
@@ -313,8 +319,10 @@ class AsyncRedisDriver:
         completed = [decode_item(item, now) for item in items[:count]]
         return completed, [Outcome(Status.APPLIED, decode_row(row), now) for row in items[count:]]
 
-    async def release(self, job_id: str, owner: str, generation: int, secret_hash: str) -> Outcome:
-        return await self._holder("release", job_id, owner, generation, secret_hash)
+    async def release(
+        self, job_id: str, owner: str, generation: int, secret_hash: str, receipt: str
+    ) -> Outcome:
+        return await self._holder("release", job_id, owner, generation, secret_hash, receipt)
 
     async def fail(
         self,
@@ -322,11 +330,12 @@ class AsyncRedisDriver:
         owner: str,
         generation: int,
         secret_hash: str,
+        receipt: str,
         error: str,
         retry_in: float,
     ) -> Outcome:
         return await self._holder(
-            "fail", job_id, owner, generation, secret_hash, error, repr(float(retry_in))
+            "fail", job_id, owner, generation, secret_hash, receipt, error, repr(float(retry_in))
         )
 
     async def get(self, job_id: str) -> Outcome:

@@ -25,6 +25,7 @@ import anyio
 
 from ..._protocol import JobRow, Outcome, Status
 from ...errors import InvalidArgument, StoreUnavailable
+from .. import FRAGMENT_RULE
 from .._resources import load_text
 
 __all__ = [
@@ -102,6 +103,8 @@ def parse_redis_url(url: str) -> RedisOptions:
     parts = urlsplit(url)
     if parts.scheme not in ("redis", "rediss"):
         raise InvalidArgument("url", f"must start with redis:// or rediss://, got {url!r}")
+    if parts.fragment or url.endswith("#"):
+        raise InvalidArgument("url", FRAGMENT_RULE)
     if not parts.hostname:
         raise InvalidArgument("url", "must name a host, e.g. redis://127.0.0.1:6379/0")
     try:
@@ -389,10 +392,15 @@ def unreachable(operation: str, address: str, exc: BaseException, sent: bool) ->
     )
 
 
-def refused(operation: str, address: str, exc: BaseException) -> StoreUnavailable:
+def refused(operation: str, address: str, exc: BaseException) -> StoreUnavailable | InvalidArgument:
     """The error for an error answer from the server."""
     message = str(exc)
     code = getattr(exc, "status_code", None) or message.split(" ", 1)[0]
+    if code == "BADARG":
+        # A script refused an argument before its first write (see _lib.lua): nothing
+        # changed. The client checks the same rules first, so this means one that did not.
+        name, _, rule = message.partition(" ")[2].partition(" ")
+        return InvalidArgument(name, rule.split(" script:", 1)[0])
     if code in _REFUSALS or type(exc).__name__ in ("BusyLoadingError", "ReadOnlyError"):
         hint = ""
         if code in ("MOVED", "ASK"):

@@ -28,6 +28,7 @@ from ..._clock import Clock, SystemClock, boot_clock
 from ..._protocol import Completion, JobRow, Outcome, Status
 from ..._validate import MAX_GENERATION
 from ...errors import InvalidArgument, StoreUnavailable
+from .. import FRAGMENT_RULE
 from .._resources import load_text, migrations
 
 __all__ = ["SQLiteDriver", "parse_sqlite_url"]
@@ -62,6 +63,8 @@ def parse_sqlite_url(url: str) -> dict[str, Any]:
     parts = urlsplit(url)
     if parts.scheme != "sqlite":
         raise InvalidArgument("url", f"must start with sqlite://, got {url!r}")
+    if parts.fragment or url.endswith("#"):
+        raise InvalidArgument("url", FRAGMENT_RULE)
     if parts.netloc:
         raise InvalidArgument(
             "url", "a sqlite URL has no host: use sqlite:///relative.db or sqlite:////abs.db"
@@ -368,10 +371,16 @@ class SQLiteDriver:
         return self._holder_update("renew", job_id, owner, generation, secret_hash, ttl=ttl)
 
     def complete(
-        self, job_id: str, owner: str, generation: int, secret_hash: str, result: str | None
+        self,
+        job_id: str,
+        owner: str,
+        generation: int,
+        secret_hash: str,
+        receipt: str,
+        result: str | None,
     ) -> Outcome:
         return self._holder_update(
-            "complete", job_id, owner, generation, secret_hash, result=result
+            "complete", job_id, owner, generation, secret_hash, receipt=receipt, result=result
         )
 
     def _complete_each(
@@ -411,8 +420,12 @@ class SQLiteDriver:
 
         return self._write("complete_and_claim", body)
 
-    def release(self, job_id: str, owner: str, generation: int, secret_hash: str) -> Outcome:
-        return self._holder_update("release", job_id, owner, generation, secret_hash)
+    def release(
+        self, job_id: str, owner: str, generation: int, secret_hash: str, receipt: str
+    ) -> Outcome:
+        return self._holder_update(
+            "release", job_id, owner, generation, secret_hash, receipt=receipt
+        )
 
     def fail(
         self,
@@ -420,11 +433,19 @@ class SQLiteDriver:
         owner: str,
         generation: int,
         secret_hash: str,
+        receipt: str,
         error: str,
         retry_in: float,
     ) -> Outcome:
         return self._holder_update(
-            "fail", job_id, owner, generation, secret_hash, error=error, retry_in=retry_in
+            "fail",
+            job_id,
+            owner,
+            generation,
+            secret_hash,
+            receipt=receipt,
+            error=error,
+            retry_in=retry_in,
         )
 
     def get(self, job_id: str) -> Outcome:

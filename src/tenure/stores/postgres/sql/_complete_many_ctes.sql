@@ -3,14 +3,15 @@
 -- exactly as complete.sql checks its one job ("completed", which returns answer rows: status,
 -- the job's columns, store time, raced (false), position).
 todo AS MATERIALIZED (
-    SELECT t.job_id, t.owner, t.generation, t.secret_hash, t.result, t.position
+    SELECT t.job_id, t.owner, t.generation, t.secret_hash, t.receipt, t.result, t.position
     FROM unnest(
         %(job_ids)b::text[],
         %(owners)b::text[],
         %(generations)b::bigint[],
         %(held_hashes)b::text[],
+        %(receipts)b::text[],
         %(results)b::text[]
-    ) WITH ORDINALITY AS t (job_id, owner, generation, secret_hash, result, position)
+    ) WITH ORDINALITY AS t (job_id, owner, generation, secret_hash, receipt, result, position)
     -- The update takes its row locks in this order: the same for every batch, so two
     -- batches sharing jobs wait for each other instead of deadlocking.
     ORDER BY t.job_id
@@ -19,6 +20,7 @@ completed AS (
     UPDATE {schema}.tenure_jobs AS j
     SET state = 'done',
         result = t.result,
+        secret_hash = t.receipt,
         lease_until = NULL,
         available_at = clock.now,
         updated_at = clock.now

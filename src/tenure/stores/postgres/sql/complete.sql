@@ -1,9 +1,11 @@
--- Done, by the live lease only. The secret hash stays, so a repeated complete is recognised.
+-- Done, by the live lease only. The secret hash gives way to this complete's receipt, so a
+-- retried complete is recognised and a release or fail of the ended lease is not.
 {include:_clock},
 applied AS (
     UPDATE {schema}.tenure_jobs AS j
     SET state = 'done',
         result = %(result)s::text,
+        secret_hash = %(receipt)s::text,
         lease_until = NULL,
         available_at = clock.now,
         updated_at = clock.now

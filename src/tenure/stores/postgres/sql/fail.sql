@@ -6,6 +6,7 @@ applied AS (
         lease_until = NULL,
         available_at = clock.now + %(retry_in)s::float8,
         error = %(error)s::text,
+        secret_hash = %(receipt)s::text,
         updated_at = clock.now
     FROM clock
     WHERE j.job_id = %(job_id)s

@@ -3,6 +3,7 @@
 applied AS (
     UPDATE {schema}.tenure_jobs AS j
     SET state = 'ready',
+        secret_hash = %(receipt)s::text,
         lease_until = NULL,
         available_at = clock.now,
         attempts = j.attempts - 1,

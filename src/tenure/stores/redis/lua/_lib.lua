@@ -23,10 +23,36 @@ local function fmt(x)
   return string.format('%.17g', x)
 end
 
+-- A script's writes are not rolled back when it fails, so every argument that can be refused
+-- is checked before the first write (store_now's floor included): a refused call writes
+-- nothing. The client checks the same rules first; these catch a client that did not. The
+-- driver turns a BADARG error into InvalidArgument.
+local function refuse(name, rule, text)
+  error({ err = 'BADARG ' .. name .. ' ' .. rule .. ', got ' .. tostring(text) })
+end
+
+-- A number from `low` to `high` (NaN and infinities fail the comparisons).
+local function number_arg(name, text, low, high)
+  local x = tonumber(text)
+  if x == nil or not (x >= low and x <= high) then
+    refuse(name, 'must be a number from ' .. fmt(low) .. ' to ' .. fmt(high), text)
+  end
+  return x
+end
+
+-- The limits of tenure._validate: a TTL, a delay, a count of attempts.
+local function ttl_arg(text)
+  return number_arg('ttl', text, 0.01, 604800)
+end
+
+local function delay_arg(name, text)
+  return number_arg(name, text, 0, 31622400)
+end
+
 local function store_now(clock_key, override, write)
   local now
   if override ~= '' then
-    now = tonumber(override)
+    now = number_arg('store_clock', override, 0, 1e12)
   else
     local t = redis.call('TIME')
     now = tonumber(t[1]) + tonumber(t[2]) / 1000000
@@ -111,9 +137,11 @@ local function held(job, owner, generation, secret_hash, now)
 end
 
 -- complete.sql for one job: 'applied' (now done), 'missed' (not the caller's current
--- lease: nothing changed) or 'missing'. The secret hash stays, so that a repeated complete
--- by the same lease is recognised as a repeat. complete and complete_many both run this.
-local function complete_job(job, owner, generation, secret_hash, result, has_result, now)
+-- lease: nothing changed) or 'missing'. The secret hash gives way to the complete's
+-- receipt, so that a repeated complete by the same lease is recognised as a repeat and a
+-- release or fail of the ended lease is not. complete and complete_many both run this.
+local function complete_job(job, owner, generation, secret_hash, receipt, result, has_result,
+    now)
   if redis.call('EXISTS', job) == 0 then
     return 'missing'
   end
@@ -122,7 +150,7 @@ local function complete_job(job, owner, generation, secret_hash, result, has_res
     return 'missed'
   end
   local now_s = fmt(now)
-  redis.call('HSET', job, 's', 'done', 'av', now_s, 'u', now_s)
+  redis.call('HSET', job, 's', 'done', 'h', receipt, 'av', now_s, 'u', now_s)
   redis.call('HDEL', job, 'lu')
   if has_result == '1' then
     redis.call('HSET', job, 'r', result)
@@ -149,14 +177,15 @@ local function json_row(job)
 end
 
 -- complete_many's loop: complete `count` jobs as complete does (complete_job), the jobs
--- KEYS[k], KEYS[k + 1], ..., each with five ARGV from ARGV[a] on: owner, generation, secret
--- hash, result, has result. Appends to `out` one item per completion, in order:
--- ["applied", <row>], ["missed", <row as it is now>] or ["missing"].
+-- KEYS[k], KEYS[k + 1], ..., each with COMPLETION_ARGS ARGV from ARGV[a] on: owner,
+-- generation, secret hash, receipt, result, has result. Appends to `out` one item per
+-- completion, in order: ["applied", <row>], ["missed", <row as it is now>] or ["missing"].
+local COMPLETION_ARGS = 6
 local function complete_each(out, k, count, a, now)
   for n = 0, count - 1 do
-    local job, i = KEYS[k + n], a + 5 * n
+    local job, i = KEYS[k + n], a + COMPLETION_ARGS * n
     local status = complete_job(job, ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3],
-      ARGV[i + 4], now)
+      ARGV[i + 4], ARGV[i + 5], now)
     if status == 'missing' then
       out[#out + 1] = { 'missing' }
     else

@@ -3,13 +3,14 @@
 -- KEYS: job, clock
 -- ARGV: now override, owner, ttl, secret hash
 local job = KEYS[1]
+local ttl = ttl_arg(ARGV[3])
 local now = store_now(KEYS[2], ARGV[1], true)
 if redis.call('EXISTS', job) == 0 then
   return { 'missing', fmt(now) }
 end
 local f = redis.call('HMGET', job, 's', 'g', 'av', 'a', 'm', 'z', 'k')
 if claimable(f, now) then
-  take(job, f[7], f[6], ARGV[2], tonumber(ARGV[3]), ARGV[4], now)
+  take(job, f[7], f[6], ARGV[2], ttl, ARGV[4], now)
   return answer('applied', now, job)
 end
 if f[1] == 'leased' and tonumber(f[3]) <= now and tonumber(f[4]) >= tonumber(f[5]) then

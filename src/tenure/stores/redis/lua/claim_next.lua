@@ -3,7 +3,8 @@
 -- KEYS: clock, then the candidate set of each queue
 -- ARGV: now override, owner, ttl, job key prefix, then one secret hash per lease wanted
 -- Reply: one JSON string (see json_row): [now, row, row, ...], one row per lease granted.
+local ttl = ttl_arg(ARGV[3])
 local now = store_now(KEYS[1], ARGV[1], true)
 local reply = { fmt(now) }
-claim_each(reply, 2, 5, ARGV[2], tonumber(ARGV[3]), ARGV[4], now)
+claim_each(reply, 2, 5, ARGV[2], ttl, ARGV[4], now)
 return cjson.encode(reply)

@@ -3,14 +3,15 @@
 -- store as the completions left it.
 -- KEYS: clock, then the job key of each completion, then the candidate set of each queue
 -- ARGV: now override, owner, ttl, job key prefix, number of completions n, then for each
---       completion: owner, generation, secret hash, result, has result; then one secret
---       hash per lease wanted
+--       completion: owner, generation, secret hash, receipt, result, has result; then one
+--       secret hash per lease wanted
 -- Reply: one JSON string (see json_row): [now, item, ..., row, ...]: first n items, one per
 -- completion in order, as complete_many answers them, then one row per lease granted, as
 -- claim_next answers them. (Flat: cjson would encode an empty nested list as {}.)
+local ttl = ttl_arg(ARGV[3])
+local n = number_arg('completions', ARGV[5], 0, #KEYS - 1)
 local now = store_now(KEYS[1], ARGV[1], true)
-local n = tonumber(ARGV[5])
 local reply = { fmt(now) }
 complete_each(reply, 2, n, 6, now)
-claim_each(reply, 2 + n, 6 + 5 * n, ARGV[2], tonumber(ARGV[3]), ARGV[4], now)
+claim_each(reply, 2 + n, 6 + COMPLETION_ARGS * n, ARGV[2], ttl, ARGV[4], now)
 return cjson.encode(reply)

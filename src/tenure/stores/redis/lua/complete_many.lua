@@ -1,8 +1,8 @@
 -- complete_many: complete each job as complete does (complete_each), all in this one run, at
 -- one store time. Each completion is checked on its own: stale ones change nothing.
 -- KEYS: clock, then the job key of each completion
--- ARGV: now override, then for each completion: owner, generation, secret hash, result,
---       has result
+-- ARGV: now override, then for each completion: owner, generation, secret hash, receipt,
+--       result, has result
 -- Reply: one JSON string (see json_row): [now, item, item, ...], one item per completion in
 -- order: ["applied", <row>], ["missed", <row as it is now>] or ["missing"].
 local now = store_now(KEYS[1], ARGV[1], true)

@@ -1,8 +1,9 @@
 -- fail: a failed attempt; ready again at now + retry_in, or dead when the attempts are used
 -- up (fail.sql).
 -- KEYS: job, clock
--- ARGV: now override, owner, generation, secret hash, error, retry in
+-- ARGV: now override, owner, generation, secret hash, receipt, error, retry in
 local job = KEYS[1]
+local retry_in = delay_arg('retry_in', ARGV[7])
 local now = store_now(KEYS[2], ARGV[1], true)
 if redis.call('EXISTS', job) == 0 then
   return { 'missing', fmt(now) }
@@ -12,13 +13,13 @@ if not candidates then
   return answer('missed', now, job)
 end
 local f = redis.call('HMGET', job, 'a', 'm')
-local available = now + tonumber(ARGV[6])
+local available = now + retry_in
 local available_s = fmt(available)
 local state = 'ready'
 if tonumber(f[1]) >= tonumber(f[2]) then
   state = 'dead'
 end
-redis.call('HSET', job, 's', state, 'av', available_s, 'e', ARGV[5], 'u', fmt(now))
+redis.call('HSET', job, 's', state, 'h', ARGV[5], 'av', available_s, 'e', ARGV[6], 'u', fmt(now))
 redis.call('HDEL', job, 'lu')
 if state == 'dead' then
   redis.call('ZREM', candidates, member)

@@ -2,13 +2,15 @@
 -- KEYS: job, candidates, queue listing, all jobs listing, seq, clock, wake
 -- ARGV: now override, job id, queue, member suffix, payload, has payload, delay, max attempts
 local job = KEYS[1]
+local delay = delay_arg('delay', ARGV[7])
+number_arg('max_attempts', ARGV[8], 1, 1000000)
 local now = store_now(KEYS[6], ARGV[1], true)
 if redis.call('EXISTS', job) == 1 then
   return answer('missed', now, job)
 end
 local seq = redis.call('INCR', KEYS[5])
 local member = string.format('%016x', seq) .. ARGV[4]
-local available = now + tonumber(ARGV[7])
+local available = now + delay
 local now_s, available_s = fmt(now), fmt(available)
 redis.call('HSET', job, 'id', ARGV[2], 'q', ARGV[3], 's', 'ready', 'g', '0', 'av', available_s,
   'a', '0', 'm', ARGV[8], 'c', now_s, 'u', now_s, 'z', KEYS[2], 'k', member, 'w', KEYS[7])

@@ -1,6 +1,9 @@
+-- Done, by the live lease only. The secret hash gives way to the receipt of this complete,
+-- so that a retried complete is recognised and a release or fail of the ended lease is not.
 UPDATE tenure_jobs
 SET state = 'done',
     result = :result,
+    secret_hash = :receipt,
     lease_until = NULL,
     available_at = :now,
     updated_at = :now

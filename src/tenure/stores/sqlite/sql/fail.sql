@@ -3,6 +3,7 @@ SET state = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'ready' END,
     lease_until = NULL,
     available_at = :now + :retry_in,
     error = :error,
+    secret_hash = :receipt,
     updated_at = :now
 WHERE job_id = :job_id
   AND state = 'leased'

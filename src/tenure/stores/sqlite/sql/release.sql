@@ -1,6 +1,7 @@
 -- Giving a job back is not a failed attempt: the attempt is refunded.
 UPDATE tenure_jobs
 SET state = 'ready',
+    secret_hash = :receipt,
     lease_until = NULL,
     available_at = :now,
     attempts = attempts - 1,

@@ -1,0 +1,90 @@
+"""Every Lua script checks its arguments before its first write (issue #12).
+
+A Redis script's writes are not rolled back when it fails: renew with ``ttl=NaN`` used to
+write ``nan`` into the job hash, then fail at ZADD, and the client reported a lost lease
+that "changed nothing". The client refuses such values first (see the conformance suite);
+these tests go under it, to the driver, as a client without those checks would, and
+require that the store is left exactly as it was, store clock floor included.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import tenure
+from tenure._protocol import Completion, hash_secret, settle_receipt
+from tenure.stores.redis import Keys
+
+BAD_SECONDS = [float("nan"), float("inf"), float("-inf"), -1.0, 0.0, 1e300]
+
+
+def everything(raw: Any, prefix: str) -> dict[str, Any]:
+    """Every key of the store with its whole value."""
+    dump: dict[str, Any] = {}
+    for key in sorted(raw.scan_iter(match="{" + prefix + "}:*", count=1000)):
+        kind = raw.type(key).decode()
+        if kind == "hash":
+            dump[key] = raw.hgetall(key)
+        elif kind == "zset":
+            dump[key] = raw.zrange(key, 0, -1, withscores=True)
+        elif kind == "list":
+            dump[key] = raw.lrange(key, 0, -1)
+        else:
+            dump[key] = raw.get(key)
+    return dump
+
+
+@pytest.fixture
+def held(store: tenure.Store) -> tenure.Lease:
+    store.submit("J", max_attempts=3)
+    store.submit("K")
+    lease = store.claim("J", "A", 30)
+    assert lease is not None
+    return lease
+
+
+def _driver_calls(lease: tenure.Lease, value: float) -> dict[str, Any]:
+    secret_hash = hash_secret(lease.secret)
+    job, owner, gen = lease.job_id, lease.owner, lease.generation
+    return {
+        "renew": lambda d: d.renew(job, owner, gen, secret_hash, value),
+        "fail": lambda d: d.fail(
+            job, owner, gen, secret_hash, settle_receipt(secret_hash, "fail"), "e", value
+        ),
+        "claim": lambda d: d.claim("K", "B", value, "1" * 64),
+        "claim_next": lambda d: d.claim_next("B", value, ["default"], ["1" * 64]),
+        "complete_and_claim": lambda d: d.complete_and_claim(
+            [
+                Completion(
+                    job, owner, gen, secret_hash, settle_receipt(secret_hash, "complete"), None
+                )
+            ],
+            "B",
+            value,
+            ["default"],
+            ["1" * 64],
+        ),
+        "submit": lambda d: d.submit("new", "default", None, value, 5),
+    }
+
+
+@pytest.mark.parametrize(
+    "operation", ["renew", "fail", "claim", "claim_next", "complete_and_claim", "submit"]
+)
+def test_a_refused_argument_writes_nothing(
+    store: tenure.Store, raw: Any, prefix: str, held: tenure.Lease, operation: str
+) -> None:
+    driver = store._driver
+    before = everything(raw, prefix)
+    assert Keys(prefix).clock.encode() in before  # the floor exists: a write would move it
+    for value in BAD_SECONDS:
+        if operation in ("submit", "fail") and value == 0.0:
+            continue  # a delay of 0 is valid
+        # The driver sends what it is given, as float text (repr): 'nan', 'inf', '1e+300'.
+        with pytest.raises(tenure.InvalidArgument) as caught:
+            _driver_calls(held, value)[operation](driver)
+        assert "must be a number from" in caught.value.rule, caught.value
+        assert everything(raw, prefix) == before, (operation, value)
+    store.complete(held, "fine")  # the lease was not touched
