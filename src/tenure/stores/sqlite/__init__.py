@@ -1,8 +1,10 @@
 """The embedded SQLite store (the default): ``sqlite:///path.db``.
 
-The store's clock is the host's clock, read inside each write transaction and kept from
-running backwards by a persisted floor. All processes sharing the file share the store;
-the file must be on a local disk (SQLite locking is unreliable on network filesystems).
+The store's clock is the host's, read inside each write transaction: its boot clock from an
+anchor kept in the file (Linux), so wall-clock steps do not move it, or its wall clock
+elsewhere; never below a persisted floor (see docs/how-it-works.md). All processes sharing
+the file share the store; the file must be on a local disk of one host (SQLite locking is
+unreliable on network filesystems).
 """
 
 from __future__ import annotations
