@@ -20,6 +20,7 @@ from typing import NamedTuple
 from ._clock import LeaseTiming
 from ._validate import (
     MAX_GENERATION,
+    SECRET_LENGTH,
     decode_json,
     validate_attempts,
     validate_delay,
@@ -131,7 +132,7 @@ class ClaimVerdict:
 
 def new_secret() -> tuple[str, str]:
     """A fresh lease secret and the hash the store keeps instead of it."""
-    secret = secrets.token_hex(24)  # 192 bits from the OS CSPRNG
+    secret = secrets.token_hex(SECRET_LENGTH // 2)  # 192 bits from the OS CSPRNG
     return secret, hash_secret(secret)
 
 
@@ -139,8 +140,13 @@ def hash_secret(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
-# The operations that end a lease, each leaving its own receipt.
-SETTLES = ("complete", "release", "fail")
+# The operations that end a lease, each leaving its own receipt, with the states the job
+# can be in once that operation has ended it (fail: ready for a retry, or dead).
+END_STATES: dict[str, tuple[str, ...]] = {
+    "complete": ("done",),
+    "release": ("ready",),
+    "fail": ("ready", "dead"),
+}
 
 
 def settle_receipt(secret_hash: str, operation: str) -> str:
@@ -273,57 +279,59 @@ def _same_content(operation: str, row: JobRow, sent: str | None) -> bool:
     return True
 
 
-def is_repeat(
-    operation: str,
-    row: JobRow | None,
-    generation: int,
-    receipt: str,
-    end_states: tuple[str, ...],
-    sent: str | None = None,
-    *,
-    compare_content: bool = True,
-) -> bool:
-    """True when the job already left the lease through this very operation with the same
-    content (``sent``: complete's result JSON, fail's error text): a retried call.
-    ``compare_content=False`` asks only whether this operation ended the lease."""
+def ended_by(operation: str, row: JobRow | None, generation: int, receipt: str) -> bool:
+    """True when ``operation`` (complete, release or fail) with the lease whose settle
+    receipt is ``receipt`` is what ended the job's lease at ``generation``."""
     return (
         row is not None
-        and row.state in end_states
+        and row.state in END_STATES[operation]
         and row.generation == generation
         and row.secret_hash == receipt
-        and (not compare_content or _same_content(operation, row, sent))
+    )
+
+
+def is_repeat(
+    operation: str, row: JobRow | None, generation: int, receipt: str, sent: str | None = None
+) -> bool:
+    """True when the job already left the lease through this very operation with the same
+    content (``sent``: complete's result JSON, fail's error text): a retried call."""
+    return (
+        ended_by(operation, row, generation, receipt)
+        and row is not None
+        and _same_content(operation, row, sent)
     )
 
 
 def settle_verdict(
-    operation: str,
-    lease: Lease,
-    secret_hash: str,
-    outcome: Outcome,
-    end_states: tuple[str, ...],
-    sent: str | None = None,
+    operation: str, lease: Lease, secret_hash: str, outcome: Outcome, sent: str | None = None
 ) -> LeaseLost | None:
     """None when the store applied the settle, or when it is a repeat (`is_repeat`); else
     the `LeaseLost` to raise."""
     if outcome.status == Status.APPLIED:
         return None
     receipt = settle_receipt(secret_hash, operation)
-    if is_repeat(operation, outcome.row, lease.generation, receipt, end_states, sent):
+    if is_repeat(operation, outcome.row, lease.generation, receipt, sent):
         return None
     return lease_lost(operation, lease, outcome, secret_hash)
+
+
+# How `_ended_how` names each settle, and what a repeat of it must send again.
+_SETTLED = {
+    "complete": ("completed", "the same result"),
+    "release": ("released", ""),
+    "fail": ("failed", "the same error"),
+}
 
 
 def _ended_how(row: JobRow, lease: Lease, secret_hash: str | None) -> str:
     """Why a lease of the job's current generation is no longer live, in plain words."""
     if secret_hash is not None:
-        for settle in SETTLES:
+        for settle, (past, same) in _SETTLED.items():
             if row.secret_hash == settle_receipt(secret_hash, settle):
-                done = {"complete": "completed", "release": "released", "fail": "failed"}
+                repeat = f"a repeat of that {settle}" + (f" with {same}" if same else "")
                 return (
-                    f"this lease already {done[settle]} the job (now {row.state}); only a "
-                    f"repeat of that {settle} with the same "
-                    + ("result " if settle == "complete" else "error " if settle == "fail" else "")
-                    + "is answered as done"
+                    f"this lease already {past} the job (now {row.state}); only {repeat} "
+                    "is answered as done"
                 )
     if row.state == "dead" and row.secret_hash is None:
         return "the lease expired during the job's last allowed attempt (job is dead)"

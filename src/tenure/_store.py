@@ -323,7 +323,7 @@ class Store:
             )
 
         outcome = self._call("complete", call)
-        self._settled("complete", lease, secret_hash, outcome, ("done",), result_json)
+        self._settled("complete", lease, secret_hash, outcome, result_json)
 
     def complete_many(
         self, leases: Sequence[Lease], results: Sequence[Any] | None = None
@@ -425,7 +425,7 @@ class Store:
         lost = []
         for lease, completion, outcome in zip(checked, completions, outcomes, strict=True):
             error = settle_verdict(
-                "complete", lease, completion.secret_hash, outcome, ("done",), completion.result
+                "complete", lease, completion.secret_hash, outcome, completion.result
             )
             if error is not None:
                 lost.append(error)
@@ -485,7 +485,7 @@ class Store:
             )
 
         outcome = self._call("release", call)
-        self._settled("release", lease, secret_hash, outcome, ("ready",))
+        self._settled("release", lease, secret_hash, outcome)
 
     def fail(
         self, lease: Lease, error: str | BaseException, *, retry_in: float | timedelta | None = None
@@ -513,7 +513,7 @@ class Store:
             )
 
         outcome = self._call("fail", call)
-        self._settled("fail", lease, secret_hash, outcome, ("ready", "dead"), error_message)
+        self._settled("fail", lease, secret_hash, outcome, error_message)
 
     @staticmethod
     def _settled(
@@ -521,9 +521,8 @@ class Store:
         lease: Lease,
         secret_hash: str,
         outcome: Outcome,
-        end_states: tuple[str, ...],
         sent: str | None = None,
     ) -> None:
-        lost = settle_verdict(operation, lease, secret_hash, outcome, end_states, sent)
+        lost = settle_verdict(operation, lease, secret_hash, outcome, sent)
         if lost is not None:
             raise lost

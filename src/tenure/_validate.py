@@ -86,7 +86,7 @@ def validate_id(argument: str, value: object) -> str:
 
 # What `tenure._protocol.new_secret` draws: 24 bytes from the OS CSPRNG, as lowercase hex.
 SECRET_LENGTH = 48
-_SECRET = re.compile(r"[0-9a-f]{48}")
+_SECRET = re.compile(f"[0-9a-f]{{{SECRET_LENGTH}}}")
 
 
 def validate_secret(argument: str, value: object) -> str:
@@ -104,34 +104,30 @@ def validate_secret(argument: str, value: object) -> str:
 
 def validate_real(argument: str, value: object) -> float:
     """A finite real number (a time on some clock): int or float, not bool, NaN or inf."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InvalidArgument(argument, f"must be a number, not {type(value).__name__}")
-    if isinstance(value, int) and value.bit_length() > 64:
-        raise InvalidArgument(
-            argument, f"must be a finite number, got an int of {value.bit_length()} bits"
-        )
-    if not math.isfinite(value):
-        raise InvalidArgument(argument, f"must be a finite number, got {value!r}")
-    return float(value)
+    return _finite(argument, value, "a number", "finite number")
 
 
 def _seconds(argument: str, value: object) -> float:
     if isinstance(value, timedelta):
         return value.total_seconds()
+    return _finite(
+        argument, value, "a number of seconds or a timedelta", "finite number of seconds"
+    )
+
+
+def _finite(argument: str, value: object, kind: str, finite: str) -> float:
+    """``value`` as a float: an int or float (not bool) that is neither NaN nor infinite;
+    ``kind`` and ``finite`` name what is wanted in the messages."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InvalidArgument(
-            argument, f"must be a number of seconds or a timedelta, not {type(value).__name__}"
-        )
+        raise InvalidArgument(argument, f"must be {kind}, not {type(value).__name__}")
     try:
-        seconds = float(value)
+        number = float(value)
     except OverflowError:  # an int beyond float range: as out of range as infinity
         bits = int(value).bit_length()
-        raise InvalidArgument(
-            argument, f"must be a finite number of seconds, got an int of {bits} bits"
-        ) from None
-    if not math.isfinite(seconds):
-        raise InvalidArgument(argument, f"must be a finite number of seconds, got {value!r}")
-    return seconds
+        raise InvalidArgument(argument, f"must be a {finite}, got an int of {bits} bits") from None
+    if not math.isfinite(number):
+        raise InvalidArgument(argument, f"must be a {finite}, got {value!r}")
+    return number
 
 
 def validate_ttl(value: object, argument: str = "ttl") -> float:

@@ -9,6 +9,7 @@ require that the store is left exactly as it was, store clock floor included.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -88,3 +89,19 @@ def test_a_refused_argument_writes_nothing(
         assert "must be a number from" in caught.value.rule, caught.value
         assert everything(raw, prefix) == before, (operation, value)
     store.complete(held, "fine")  # the lease was not touched
+
+
+def test_the_scripts_limits_are_the_clients() -> None:
+    """_lib.lua restates tenure._validate's limits (a script cannot import them)."""
+    from tenure import _validate
+    from tenure.stores._resources import load_text
+
+    lib = load_text("tenure.stores.redis", "lua/_lib.lua")
+    limits = r"^local (MIN_TTL|MAX_TTL|MAX_DELAY|MAX_ATTEMPTS) = (\S+)$"
+    stated = dict(re.findall(limits, lib, re.M))
+    assert {name: float(value) for name, value in stated.items()} == {
+        "MIN_TTL": _validate.MIN_TTL,
+        "MAX_TTL": _validate.MAX_TTL,
+        "MAX_DELAY": _validate.MAX_DELAY,
+        "MAX_ATTEMPTS": float(_validate.MAX_ATTEMPTS),
+    }

@@ -324,7 +324,7 @@ class AsyncStore:
             )
 
         outcome = await self._call("complete", call)
-        self._settled("complete", lease, secret_hash, outcome, ("done",), result_json)
+        self._settled("complete", lease, secret_hash, outcome, result_json)
 
     async def complete_many(
         self, leases: Sequence[Lease], results: Sequence[Any] | None = None
@@ -430,7 +430,7 @@ class AsyncStore:
         lost = []
         for lease, completion, outcome in zip(checked, completions, outcomes, strict=True):
             error = settle_verdict(
-                "complete", lease, completion.secret_hash, outcome, ("done",), completion.result
+                "complete", lease, completion.secret_hash, outcome, completion.result
             )
             if error is not None:
                 lost.append(error)
@@ -490,7 +490,7 @@ class AsyncStore:
             )
 
         outcome = await self._call("release", call)
-        self._settled("release", lease, secret_hash, outcome, ("ready",))
+        self._settled("release", lease, secret_hash, outcome)
 
     async def fail(
         self, lease: Lease, error: str | BaseException, *, retry_in: float | timedelta | None = None
@@ -518,7 +518,7 @@ class AsyncStore:
             )
 
         outcome = await self._call("fail", call)
-        self._settled("fail", lease, secret_hash, outcome, ("ready", "dead"), error_message)
+        self._settled("fail", lease, secret_hash, outcome, error_message)
 
     @staticmethod
     def _settled(
@@ -526,9 +526,8 @@ class AsyncStore:
         lease: Lease,
         secret_hash: str,
         outcome: Outcome,
-        end_states: tuple[str, ...],
         sent: str | None = None,
     ) -> None:
-        lost = settle_verdict(operation, lease, secret_hash, outcome, end_states, sent)
+        lost = settle_verdict(operation, lease, secret_hash, outcome, sent)
         if lost is not None:
             raise lost

@@ -34,8 +34,6 @@ from ._history import Recorder
 
 __all__ = ["AsyncRecordingDriver", "AsyncUnsafeDriver"]
 
-_END_STATES = {"complete": ("done",), "release": ("ready",), "fail": ("ready", "dead")}
-
 
 def _row(row: JobRow | None) -> dict[str, Any]:
     if row is None:
@@ -320,7 +318,7 @@ class AsyncRecordingDriver(AsyncPassThroughDriver):
         fields = {"job": job_id, "gen": generation, **_outcome(outcome)}
         if outcome.status == Status.APPLIED:
             self._rec.end(op, f, "ok", **fields)
-        elif is_repeat(f, outcome.row, generation, receipt, _END_STATES[f], sent):
+        elif is_repeat(f, outcome.row, generation, receipt, sent):
             # A repeat of a call that already took effect (its first reply was lost).
             self._rec.end(op, f, "ok", repeat=True, **fields)
         else:

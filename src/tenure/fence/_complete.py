@@ -37,6 +37,7 @@ from .._protocol import (
     Outcome,
     Status,
     check_lease,
+    ended_by,
     hash_secret,
     is_repeat,
     lease_lost,
@@ -363,10 +364,7 @@ class CompletionGuard:
         if not _holds(found.row, lease, self._secret_hash, found.now):
             # A repeat of a completion that took effect, whatever result it recorded: the
             # block's writes will be rolled back (the first attempt's committed with it).
-            receipt = self._receipt
-            if is_repeat(
-                "complete", found.row, lease.generation, receipt, ("done",), compare_content=False
-            ):
+            if ended_by("complete", found.row, lease.generation, self._receipt):
                 self.already_completed = True
             else:
                 txn.rollback()
@@ -413,7 +411,7 @@ class CompletionGuard:
             raise
         if done.status != Status.APPLIED:
             txn.rollback()
-            if is_repeat("complete", done.row, lease.generation, self._receipt, ("done",), result):
+            if is_repeat("complete", done.row, lease.generation, self._receipt, result):
                 self.already_completed = True  # a concurrent retry of ours committed first
                 return
             raise lease_lost("complete", lease, done, self._secret_hash)

@@ -28,6 +28,13 @@ DEFAULT_URL = "sqlite:///tenure.db"
 # was not percent-encoded would otherwise silently cut the URL short.
 FRAGMENT_RULE = "must not have a #fragment (write a '#' in a password or path as %23)"
 
+
+def refuse_fragment(url: str) -> None:
+    """`InvalidArgument` for a store URL with a fragment (even an empty one: ``x.db#``)."""
+    if urlsplit(url).fragment or url.endswith("#"):
+        raise InvalidArgument("url", FRAGMENT_RULE)
+
+
 # scheme -> (module, the extra that installs its client library)
 _BACKENDS: dict[str, tuple[str, str | None]] = {
     "sqlite": ("tenure.stores.sqlite", None),
@@ -56,10 +63,8 @@ def resolve_url(url: str | None) -> str:
         url = os.environ.get("TENURE_STORE_URL") or DEFAULT_URL
     if not isinstance(url, str):
         raise InvalidArgument("url", f"must be a str, not {type(url).__name__}")
-    parts = urlsplit(url)
-    scheme = parts.scheme
-    if parts.fragment or url.endswith("#"):
-        raise InvalidArgument("url", FRAGMENT_RULE)
+    refuse_fragment(url)
+    scheme = urlsplit(url).scheme
     if scheme not in _BACKENDS:
         known = ", ".join(f"{s}://" for s in _BACKENDS)
         raise InvalidArgument(

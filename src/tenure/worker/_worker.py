@@ -47,6 +47,7 @@ from .._connect import connect
 from .._protocol import RetryPolicy
 from .._validate import (
     MAX_BATCH,
+    error_text,
     validate_delay,
     validate_id,
     validate_queues,
@@ -1200,8 +1201,7 @@ class Worker:
 
 def _one_line(error: BaseException | str, limit: int = 300) -> str:
     """``Type: message`` (or the text) on one line, cut at ``limit`` characters."""
-    text = f"{type(error).__name__}: {error}" if isinstance(error, BaseException) else error
-    text = " ".join(text.split()) or type(error).__name__
+    text = " ".join(error_text(error).split()) or type(error).__name__
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

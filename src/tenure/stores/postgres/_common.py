@@ -19,7 +19,7 @@ from psycopg.types.array import ListBinaryDumper
 
 from ..._protocol import JobRow, Outcome
 from ...errors import InvalidArgument, StoreUnavailable
-from .. import FRAGMENT_RULE
+from .. import refuse_fragment
 from .._resources import load_text, migrations
 
 __all__ = [
@@ -167,8 +167,7 @@ def parse_postgres_url(url: str) -> PostgresOptions:
     parts = urlsplit(url)
     if parts.scheme not in ("postgresql", "postgres"):
         raise InvalidArgument("url", f"must start with postgresql://, got {redact(url)!r}")
-    if parts.fragment or url.endswith("#"):
-        raise InvalidArgument("url", FRAGMENT_RULE)
+    refuse_fragment(url)
     options: dict[str, Any] = {}
     libpq_query: list[tuple[str, str]] = []
     for key, value in parse_qsl(parts.query, keep_blank_values=True):

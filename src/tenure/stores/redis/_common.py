@@ -25,7 +25,7 @@ import anyio
 
 from ..._protocol import JobRow, Outcome, Status
 from ...errors import InvalidArgument, StoreUnavailable
-from .. import FRAGMENT_RULE
+from .. import refuse_fragment
 from .._resources import load_text
 
 __all__ = [
@@ -103,8 +103,7 @@ def parse_redis_url(url: str) -> RedisOptions:
     parts = urlsplit(url)
     if parts.scheme not in ("redis", "rediss"):
         raise InvalidArgument("url", f"must start with redis:// or rediss://, got {url!r}")
-    if parts.fragment or url.endswith("#"):
-        raise InvalidArgument("url", FRAGMENT_RULE)
+    refuse_fragment(url)
     if not parts.hostname:
         raise InvalidArgument("url", "must name a host, e.g. redis://127.0.0.1:6379/0")
     try:

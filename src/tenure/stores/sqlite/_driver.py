@@ -28,7 +28,7 @@ from ..._clock import Clock, SystemClock, boot_clock
 from ..._protocol import Completion, JobRow, Outcome, Status
 from ..._validate import MAX_GENERATION
 from ...errors import InvalidArgument, StoreUnavailable
-from .. import FRAGMENT_RULE
+from .. import refuse_fragment
 from .._resources import load_text, migrations
 
 __all__ = ["SQLiteDriver", "parse_sqlite_url"]
@@ -63,8 +63,7 @@ def parse_sqlite_url(url: str) -> dict[str, Any]:
     parts = urlsplit(url)
     if parts.scheme != "sqlite":
         raise InvalidArgument("url", f"must start with sqlite://, got {url!r}")
-    if parts.fragment or url.endswith("#"):
-        raise InvalidArgument("url", FRAGMENT_RULE)
+    refuse_fragment(url)
     if parts.netloc:
         raise InvalidArgument(
             "url", "a sqlite URL has no host: use sqlite:///relative.db or sqlite:////abs.db"
@@ -211,10 +210,8 @@ class SQLiteDriver:
         """The host's clocks for clock.sql and read_clock.sql. A write reads them once it
         holds the write lock, so a writer that waited reads them after its predecessor."""
         boot = None if self._boot is None else self._boot()
-        host_now = self._clock.time()
-        if boot is None:
-            return {"host_now": host_now, "boot_id": None, "boot_now": None}
-        return {"host_now": host_now, "boot_id": boot[0], "boot_now": boot[1]}
+        boot_id, boot_now = (None, None) if boot is None else boot
+        return {"host_now": self._clock.time(), "boot_id": boot_id, "boot_now": boot_now}
 
     def _write(self, operation: str, body: Callable[[sqlite3.Cursor, float], T]) -> T:
         # `_transaction` spelled out: this is the hot path, and a generator-based context

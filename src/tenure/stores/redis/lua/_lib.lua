@@ -40,13 +40,18 @@ local function number_arg(name, text, low, high)
   return x
 end
 
--- The limits of tenure._validate: a TTL, a delay, a count of attempts.
+-- The limits of tenure._validate (tests/redis/test_script_arguments.py checks they agree).
+local MIN_TTL = 0.01
+local MAX_TTL = 604800
+local MAX_DELAY = 31622400
+local MAX_ATTEMPTS = 1000000
+
 local function ttl_arg(text)
-  return number_arg('ttl', text, 0.01, 604800)
+  return number_arg('ttl', text, MIN_TTL, MAX_TTL)
 end
 
 local function delay_arg(name, text)
-  return number_arg(name, text, 0, 31622400)
+  return number_arg(name, text, 0, MAX_DELAY)
 end
 
 local function store_now(clock_key, override, write)

@@ -3,7 +3,7 @@
 -- ARGV: now override, job id, queue, member suffix, payload, has payload, delay, max attempts
 local job = KEYS[1]
 local delay = delay_arg('delay', ARGV[7])
-number_arg('max_attempts', ARGV[8], 1, 1000000)
+number_arg('max_attempts', ARGV[8], 1, MAX_ATTEMPTS)
 local now = store_now(KEYS[6], ARGV[1], true)
 if redis.call('EXISTS', job) == 1 then
   return answer('missed', now, job)
