@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import logging
 import random
 import secrets
 from dataclasses import dataclass
@@ -31,7 +30,7 @@ from ._validate import (
     validate_ttl,
 )
 from .errors import GenerationExhausted, InvalidArgument, JobNotFound, LeaseLost
-from .models import Job, Lease
+from .models import Job, JobState, Lease, StrEnum
 
 __all__ = [
     "JOB_COLUMNS",
@@ -42,8 +41,6 @@ __all__ = [
     "Outcome",
     "Status",
 ]
-
-log = logging.getLogger("tenure")
 
 # Column order every driver returns job rows in.
 JOB_COLUMNS = (
@@ -85,7 +82,7 @@ class JobRow(NamedTuple):
     updated_at: float
 
 
-class Status:
+class Status(StrEnum):
     """What a driver reports the store did."""
 
     APPLIED = "applied"  # the conditional write matched and took effect
@@ -123,11 +120,22 @@ class ClaimRequest(NamedTuple):
     secret_of: dict[str, str]
 
 
-class ClaimVerdict:
+class ClaimVerdict(StrEnum):
+    """What a claim of one job by id means for its caller (`claim_verdict`)."""
+
     CLAIMED = "claimed"
     ALREADY_YOURS = "already_yours"  # a retried claim found the lease it already won
     HELD = "held"
+    BURIED = "buried"  # the claim found the last attempt's lease expired: the job is dead
     NOT_CLAIMABLE = "not_claimable"
+
+
+class Settle(StrEnum):
+    """The three operations that end a lease ("settle" it); each leaves its own receipt."""
+
+    COMPLETE = "complete"
+    RELEASE = "release"
+    FAIL = "fail"
 
 
 def new_secret() -> tuple[str, str]:
@@ -142,10 +150,10 @@ def hash_secret(secret: str) -> str:
 
 # The operations that end a lease, each leaving its own receipt, with the states the job
 # can be in once that operation has ended it (fail: ready for a retry, or dead).
-END_STATES: dict[str, tuple[str, ...]] = {
-    "complete": ("done",),
-    "release": ("ready",),
-    "fail": ("ready", "dead"),
+END_STATES: dict[str, tuple[JobState, ...]] = {
+    Settle.COMPLETE: (JobState.DONE,),
+    Settle.RELEASE: (JobState.READY,),
+    Settle.FAIL: (JobState.READY, JobState.DEAD),
 }
 
 
@@ -221,7 +229,7 @@ def job_from_row(row: JobRow, as_of: float, created: bool | None = None) -> Job:
     return Job(
         job_id=row.job_id,
         queue=row.queue,
-        state=row.state,  # type: ignore[arg-type]
+        state=JobState(row.state),
         owner=row.owner,
         generation=row.generation,
         lease_until=None if row.lease_until is None else float(row.lease_until),
@@ -238,7 +246,7 @@ def job_from_row(row: JobRow, as_of: float, created: bool | None = None) -> Job:
     )
 
 
-def claim_verdict(outcome: Outcome, job_id: str, owner: str, secret_hash: str) -> str:
+def claim_verdict(outcome: Outcome, job_id: str, owner: str, secret_hash: str) -> ClaimVerdict:
     """Classify a claim answer; raises for missing jobs and exhausted generations."""
     if outcome.status == Status.APPLIED:
         return ClaimVerdict.CLAIMED
@@ -246,17 +254,17 @@ def claim_verdict(outcome: Outcome, job_id: str, owner: str, secret_hash: str) -
     if outcome.status == Status.MISSING or row is None:
         raise JobNotFound(job_id)
     if outcome.status == Status.BURIED:
-        log.info(
-            "job buried: its last attempt's lease expired",
-            extra={"job_id": row.job_id, "generation": row.generation, "attempts": row.attempts},
-        )
-        return ClaimVerdict.NOT_CLAIMABLE
-    live = row.state == "leased" and row.lease_until is not None and row.lease_until > outcome.now
+        return ClaimVerdict.BURIED
+    live = (
+        row.state == JobState.LEASED
+        and row.lease_until is not None
+        and row.lease_until > outcome.now
+    )
     if live and row.owner == owner and row.secret_hash == secret_hash:
         return ClaimVerdict.ALREADY_YOURS
     if live:
         return ClaimVerdict.HELD
-    claimable = row.state in ("ready", "leased") and row.available_at <= outcome.now
+    claimable = row.state in (JobState.READY, JobState.LEASED) and row.available_at <= outcome.now
     if claimable and row.generation >= MAX_GENERATION:
         raise GenerationExhausted(row.job_id, row.generation)
     return ClaimVerdict.NOT_CLAIMABLE
@@ -272,9 +280,9 @@ def _same_json(stored: str | None, sent: str | None) -> bool:
 def _same_content(operation: str, row: JobRow, sent: str | None) -> bool:
     """Whether what a settle would have written (complete's result, fail's error text) is
     what the store holds: only then is the call a true repeat."""
-    if operation == "complete":
+    if operation == Settle.COMPLETE:
         return _same_json(row.result, sent)
-    if operation == "fail":
+    if operation == Settle.FAIL:
         return row.error == sent
     return True
 
@@ -317,9 +325,9 @@ def settle_verdict(
 
 # How `_ended_how` names each settle, and what a repeat of it must send again.
 _SETTLED = {
-    "complete": ("completed", "the same result"),
-    "release": ("released", ""),
-    "fail": ("failed", "the same error"),
+    Settle.COMPLETE: ("completed", "the same result"),
+    Settle.RELEASE: ("released", ""),
+    Settle.FAIL: ("failed", "the same error"),
 }
 
 
@@ -333,7 +341,7 @@ def _ended_how(row: JobRow, lease: Lease, secret_hash: str | None) -> str:
                     f"this lease already {past} the job (now {row.state}); only {repeat} "
                     "is answered as done"
                 )
-    if row.state == "dead" and row.secret_hash is None:
+    if row.state == JobState.DEAD and row.secret_hash is None:
         return "the lease expired during the job's last allowed attempt (job is dead)"
     return f"the lease already ended (job is {row.state})"
 
@@ -363,7 +371,7 @@ def lease_lost(
                 f"the job was claimed again: it is now at generation {row.generation}, "
                 f"held by {row.owner!r}"
             )
-        elif row.state != "leased":
+        elif row.state != JobState.LEASED:
             reason = _ended_how(row, lease, secret_hash)
         elif row.lease_until is not None and row.lease_until <= outcome.now:
             reason = (
@@ -380,16 +388,6 @@ def lease_lost(
             current_generation=row.generation,
             current_owner=row.owner,
         )
-    log.warning(
-        "stale %s rejected",
-        operation,
-        extra={
-            "job_id": lease.job_id,
-            "owner": lease.owner,
-            "generation": lease.generation,
-            "current_generation": error.current_generation,
-        },
-    )
     return error
 
 

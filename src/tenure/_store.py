@@ -5,6 +5,7 @@ Edit the async source and run ``python tools/async_to_sync.py``.
 
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import Callable, Sequence
 from datetime import timedelta
@@ -51,8 +52,10 @@ __all__ = ["Store"]
 
 T = TypeVar("T")
 
+log = logging.getLogger("tenure")
+
 DEFAULT_MAX_ATTEMPTS = 5
-_STATES = ("ready", "leased", "done", "dead")
+_STATES = tuple(JobState)
 # Operations that take jobs by picking them: not repeated after a lost reply (see _call).
 _CLAIMS = ("claim_next", "complete_and_claim")
 
@@ -169,7 +172,7 @@ class Store:
         return job_from_row(outcome.row, outcome.now)
 
     def jobs(
-        self, *, queue: str | None = None, state: JobState | None = None, limit: int = 100
+        self, *, queue: str | None = None, state: JobState | str | None = None, limit: int = 100
     ) -> list[Job]:
         """Snapshots of jobs, oldest first, optionally only one queue and/or state."""
         if queue is not None:
@@ -205,6 +208,15 @@ class Store:
         if verdict in (ClaimVerdict.CLAIMED, ClaimVerdict.ALREADY_YOURS):
             assert outcome.row is not None
             return self._leases.lease(outcome.row, owner, ttl_s, secret, sent_at)
+        if verdict == ClaimVerdict.BURIED:
+            # This claim is what ended the job (the store buried it on the way): worth a
+            # line, since no worker's handler will report it.
+            assert outcome.row is not None
+            log.info(
+                "job %s dead: the lease of its last allowed attempt expired",
+                job_id,
+                extra={"job_id": job_id, "generation": outcome.row.generation},
+            )
         return None
 
     def claim_next(

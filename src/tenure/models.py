@@ -3,14 +3,37 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from enum import Enum
+from typing import Any
 from urllib.parse import quote, unquote
 
 from ._clock import Clock, SystemClock
 
 __all__ = ["FencingToken", "Job", "JobState", "Lease"]
 
-JobState = Literal["ready", "leased", "done", "dead"]
+
+class StrEnum(str, Enum):
+    """`enum.StrEnum` for Python 3.10: members are their words, in f-strings and JSON too."""
+
+    def __str__(self) -> str:
+        return str.__str__(self)
+
+    def __format__(self, format_spec: str) -> str:
+        return str.__format__(str.__str__(self), format_spec)
+
+
+class JobState(StrEnum):
+    """The state of a job, the one spelling used everywhere (a `str`: ``"ready"`` compares
+    equal to `JobState.READY`, and JSON shows the plain word).
+
+    ``ready``: claimable from ``available_at``. ``leased``: held until ``lease_until`` (then
+    claimable again). ``done`` and ``dead`` are final: completed, or out of attempts."""
+
+    READY = "ready"
+    LEASED = "leased"
+    DONE = "done"
+    DEAD = "dead"
+
 
 _SYSTEM_CLOCK = SystemClock()
 
@@ -124,7 +147,7 @@ class Job:
     @property
     def lease_expired(self) -> bool:
         return (
-            self.state == "leased"
+            self.state == JobState.LEASED
             and self.lease_until is not None
             and self.lease_until <= self.as_of
         )

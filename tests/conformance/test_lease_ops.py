@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -569,13 +570,20 @@ def test_poison_job_is_buried_after_max_attempts(
     assert store.claim("poison", "w5", 10) is None
 
 
-def test_poison_job_is_buried_by_claim_too(store: tenure.Store, clock: tenure.ManualClock) -> None:
+def test_poison_job_is_buried_by_claim_too(
+    store: tenure.Store, clock: tenure.ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
     store.submit("poison", max_attempts=2)
     for _ in range(2):
         claimed(store, "poison", ttl=5)
         clock.advance(5)
-    assert store.claim("poison", "B", 10) is None
+    with caplog.at_level(logging.INFO, logger="tenure"):
+        assert store.claim("poison", "B", 10) is None
     assert store.get("poison").state == "dead"
+    # The claim that buried the job says so: no handler will report this death.
+    (record,) = [r for r in caplog.records if r.name == "tenure"]
+    assert record.getMessage() == "job poison dead: the lease of its last allowed attempt expired"
+    assert (record.job_id, record.generation) == ("poison", 2)  # type: ignore[attr-defined]
 
 
 def test_buried_job_does_not_block_the_queue(

@@ -110,7 +110,7 @@ def test_claim_verdicts() -> None:
     done = row(state="done")
     assert claim_verdict(Outcome(Status.MISSED, done, now), "J", "A", "h") == "not_claimable"
     buried = row(state="dead")
-    assert claim_verdict(Outcome(Status.BURIED, buried, now), "J", "A", "h") == "not_claimable"
+    assert claim_verdict(Outcome(Status.BURIED, buried, now), "J", "A", "h") == "buried"
     with pytest.raises(tenure.JobNotFound) as caught:
         claim_verdict(Outcome(Status.MISSING, None, now), "J", "A", "h")
     assert caught.value.job_id == "J"

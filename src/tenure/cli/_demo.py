@@ -24,7 +24,7 @@ from .._clock import ManualClock
 from .._connect import connect
 from .._store import Store
 from ..errors import LeaseLost, StaleToken
-from ..models import FencingToken, Lease
+from ..models import FencingToken, JobState, Lease
 from . import CliError, CliState, common_options
 from ._output import Cell, Output, format_value
 
@@ -251,7 +251,10 @@ def _tell(story: _Story, store: Store, dest: sqlite3.Connection, clock: ManualCl
     def b_completes() -> tuple[bool, str]:
         store.complete(leases["b"], result={"total": 1234})
         job = store.get(JOB)
-        return job.state == "done" and job.owner == "worker-b", f"completes {JOB} -> {job.state}"
+        return (
+            job.state == JobState.DONE and job.owner == "worker-b",
+            f"completes {JOB} -> {job.state}",
+        )
 
     story.step("worker-b", "complete", "the store accepts the completion", b_completes)
     clock.advance(12)  # +45s: A wakes up
@@ -284,7 +287,7 @@ def _tell(story: _Story, store: Store, dest: sqlite3.Connection, clock: ManualCl
             store.complete(leases["a"], result={"total": 999})
         except LeaseLost as exc:
             job = store.get(JOB)
-            kept = job.state == "done" and job.owner == "worker-b" and job.generation == 8
+            kept = job.state == JobState.DONE and job.owner == "worker-b" and job.generation == 8
             return kept, (
                 f"completes with {exc.generation} -> REJECTED by the store: LeaseLost "
                 f"(job is at {exc.current_generation})"

@@ -15,18 +15,23 @@ import click
 
 from .._store import DEFAULT_MAX_ATTEMPTS
 from ..errors import InvalidArgument
-from ..models import Job
+from ..models import Job, JobState
 from . import CliState, common_options
 from ._output import Cell, format_time, format_value, relative
 
 # The most jobs one `jobs list` shows (the store's limit for one call).
 MAX_LIST = 1000
-_TERMINAL = ("done", "dead")
+_TERMINAL = (JobState.DONE, JobState.DEAD)
 
 __all__ = ["jobs", "now"]
 
-_STATES = ("ready", "leased", "done", "dead")
-_STATE_STYLES = {"ready": None, "leased": "warn", "done": "good", "dead": "bad"}
+_STATES = [state.value for state in JobState]
+_STATE_STYLES = {
+    JobState.READY: None,
+    JobState.LEASED: "warn",
+    JobState.DONE: "good",
+    JobState.DEAD: "bad",
+}
 
 
 def _refuse_constant(name: str) -> Any:
@@ -55,10 +60,10 @@ def _state_cell(job: Job) -> Cell:
 
 def _when(job: Job) -> str:
     """When the job next matters, in words, relative to store time."""
-    if job.state == "ready":
+    if job.state == JobState.READY:
         due = relative(job.available_at, job.as_of)
         return "due now" if job.available_at <= job.as_of else f"due {due}"
-    if job.state == "leased" and job.lease_until is not None:
+    if job.state == JobState.LEASED and job.lease_until is not None:
         if job.lease_expired:
             return f"lease ended {relative(job.lease_until, job.as_of)}, claimable"
         return f"lease ends {relative(job.lease_until, job.as_of)}"
@@ -243,7 +248,7 @@ def list_jobs(state: CliState, queue: str | None, state_: str | None, limit: int
     store = state.store(create=False)
     # One more than asked, to know whether more exist (the store's limit is 1000).
     asked = limit + 1 if isinstance(limit, int) and 1 <= limit < MAX_LIST else limit
-    found = store.jobs(queue=queue, state=state_, limit=asked)  # type: ignore[arg-type]
+    found = store.jobs(queue=queue, state=state_, limit=asked)
     more: bool | None = len(found) > limit
     if len(found) == limit == MAX_LIST:
         more = None  # cannot tell
