@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import importlib
 import os
-from types import ModuleType
 from urllib.parse import urlsplit
 
 from .._clock import Clock
 from ..errors import InvalidArgument
 from ._driver import AsyncDriver, SyncDriver
+from .abc import Backend
 
 __all__ = [
     "DEFAULT_URL",
@@ -46,8 +46,9 @@ _BACKENDS: dict[str, tuple[str, str | None]] = {
 
 
 def register_backend(scheme: str, module: str, extra: str | None = None) -> None:
-    """Serve ``scheme://`` URLs with ``module``, which exposes ``open_sync(url, clock)`` and
-    ``async open_async(url, clock)`` like the built-in backends (imported on first use).
+    """Serve ``scheme://`` URLs with ``module``, a `tenure.stores.abc.Backend`: it exposes
+    ``open_sync(url, clock)`` and ``async open_async(url, clock)`` returning the drivers of
+    `tenure.stores.abc`, like the built-in backends (imported on first use).
 
     For stores that wrap another one, such as the chaos harness's history recorder
     (``chaos+sqlite://...``, see `tenure.chaos`). ``extra`` names the pip extra that installs
@@ -73,10 +74,10 @@ def resolve_url(url: str | None) -> str:
     return url
 
 
-def _backend(url: str) -> ModuleType:
+def _backend(url: str) -> Backend:
     module_name, extra = _BACKENDS[urlsplit(url).scheme]
     try:
-        return importlib.import_module(module_name)
+        module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if extra is None or (exc.name or "").startswith("tenure"):
             raise
@@ -84,6 +85,13 @@ def _backend(url: str) -> ModuleType:
             f"the {urlsplit(url).scheme}:// store needs the {exc.name} package: "
             f"pip install 'tenure[{extra}]'"
         ) from exc
+    if not isinstance(module, Backend):
+        raise TypeError(
+            f"{module_name} serves {urlsplit(url).scheme}:// URLs but is not a store backend: "
+            "it must define open_sync(url, clock) and async open_async(url, clock) "
+            "(see tenure.stores.abc)"
+        )
+    return module
 
 
 def open_sync_driver(url: str, clock: Clock | None = None) -> SyncDriver:
