@@ -143,7 +143,7 @@ def run_demo(workdir: Path) -> DemoResult:
         dest.execute(_CREATE_REPORTS)
         fence.create_fence_table(dest)
         with contextlib.suppress(_StoryBroken):
-            _tell(_Story(clock, result), store, dest, clock)
+            _ClassicStory(_Story(clock, result), store, dest, clock).tell()
         try:
             _final_state(result, store, dest)
         except Exception as exc:  # report it like a broken step, not as a traceback
@@ -170,109 +170,115 @@ def _final_state(result: DemoResult, store: Store, dest: sqlite3.Connection) -> 
     ]
 
 
-def _tell(story: _Story, store: Store, dest: sqlite3.Connection, clock: ManualClock) -> None:
-    leases: dict[str, Lease] = {}
+class _ClassicStory:
+    """The worked example, one method per step; `tell` runs them in order on a manual
+    clock, so each step sees the store exactly as the story says."""
 
-    def prelude() -> tuple[bool, str]:
-        store.submit(JOB, {"month": "2026-11"}, max_attempts=10)
+    def __init__(
+        self, story: _Story, store: Store, dest: sqlite3.Connection, clock: ManualClock
+    ) -> None:
+        self.story, self.store, self.dest, self.clock = story, store, dest, clock
+        self.leases: dict[str, Lease] = {}
+
+    def tell(self) -> None:
+        story, clock = self.story, self.clock
+        story.step(
+            "store", f"job {JOB}", f"generation {EARLIER} after {EARLIER} claims", self.prelude
+        )
+        story.t0 = clock.time()
+        story.step("worker-a", "claim", f"generation {EARLIER + 1}", self.a_claims)
+        clock.advance(1)
+        story.step("worker-a", "stall", "worker-a holds the lease when it stalls", self.a_stalls)
+        clock.advance(TTL)  # now +31s: A's lease ended at +30s by the store's clock
+        story.step("store", "expire", "the lease has expired", self.expiry)
+        story.step("worker-b", "claim", f"generation {EARLIER + 2}", self.b_claims)
+        clock.advance(1)
+        story.step("worker-b", "write", "the destination accepts generation 8", self.b_writes)
+        clock.advance(1)
+        story.step("worker-b", "complete", "the store accepts the completion", self.b_completes)
+        clock.advance(12)  # +45s: A wakes up
+        story.step("worker-a", "wake", "worker-a's local deadline has passed", self.a_wakes)
+        story.step("worker-a", "write", "StaleToken from the destination", self.a_writes)
+        story.step("worker-a", "complete", "LeaseLost from the store", self.a_completes)
+
+    def prelude(self) -> tuple[bool, str]:
+        self.store.submit(JOB, {"month": "2026-11"}, max_attempts=10)
         expired = released = 0
         for number in range(1, EARLIER + 1):
-            lease = store.claim(JOB, f"worker-{number:02d}", TTL)
+            lease = self.store.claim(JOB, f"worker-{number:02d}", TTL)
             if lease is None:
                 return False, f"earlier claim {number} was refused"
             if number % 2:
-                clock.advance(TTL + 1)  # this one stalled: its lease expired
+                self.clock.advance(TTL + 1)  # this one stalled: its lease expired
                 expired += 1
             else:
-                store.release(lease)
+                self.store.release(lease)
                 released += 1
-        generation = store.get(JOB).generation
+        generation = self.store.get(JOB).generation
         return generation == EARLIER, (
             f"{JOB} submitted; earlier leases used generations 1-{generation} "
             f"({expired} expired, {released} released)"
         )
 
-    story.step("store", f"job {JOB}", f"generation {EARLIER} after {EARLIER} claims", prelude)
-    story.t0 = clock.time()
-
-    def a_claims() -> tuple[bool, str]:
-        lease = store.claim(JOB, "worker-a", TTL)
+    def a_claims(self) -> tuple[bool, str]:
+        lease = self.store.claim(JOB, "worker-a", TTL)
         if lease is None:
             return False, "claim refused"
-        leases["a"] = lease
+        self.leases["a"] = lease
         return lease.generation == EARLIER + 1, (
             f"claims {JOB} -> generation {lease.generation}, lease {TTL:.0f}s (until +{TTL:.0f}s)"
         )
 
-    story.step("worker-a", "claim", f"generation {EARLIER + 1}", a_claims)
-    clock.advance(1)
-
-    def a_stalls() -> tuple[bool, str]:
-        job = store.get(JOB)
+    def a_stalls(self) -> tuple[bool, str]:
+        job = self.store.get(JOB)
         holds = job.owner == "worker-a" and not job.lease_expired
         return holds, "stalls (GC pause, SIGSTOP...) with a write stamped 7 in hand"
 
-    story.step("worker-a", "stall", "worker-a holds the lease when it stalls", a_stalls)
-    clock.advance(TTL)  # now +31s: A's lease ended at +30s by the store's clock
-
-    def expiry() -> tuple[bool, str]:
-        job = store.get(JOB)
+    def expiry(self) -> tuple[bool, str]:
+        job = self.store.get(JOB)
         return job.lease_expired, (
             f"worker-a's lease has expired (at +{TTL:.0f}s, by the store's clock)"
             if job.lease_expired
             else f"lease still live (state {job.state})"
         )
 
-    story.step("store", "expire", "the lease has expired", expiry)
-
-    def b_claims() -> tuple[bool, str]:
-        lease = store.claim(JOB, "worker-b", TTL)
+    def b_claims(self) -> tuple[bool, str]:
+        lease = self.store.claim(JOB, "worker-b", TTL)
         if lease is None:
             return False, "claim refused"
-        leases["b"] = lease
+        self.leases["b"] = lease
         return lease.generation == EARLIER + 2, f"claims {JOB} -> generation {lease.generation}"
 
-    story.step("worker-b", "claim", f"generation {EARLIER + 2}", b_claims)
-    clock.advance(1)
-
-    def b_writes() -> tuple[bool, str]:
-        _write(dest, leases["b"].token, "total 1234 (by worker-b)", "worker-b")
-        highest = fence.fence_generation(dest, JOB)
-        report = _report(dest)
+    def b_writes(self) -> tuple[bool, str]:
+        _write(self.dest, self.leases["b"].token, "total 1234 (by worker-b)", "worker-b")
+        highest = fence.fence_generation(self.dest, JOB)
+        report = _report(self.dest)
         ok = highest == EARLIER + 2 and report is not None and report[1] == "worker-b"
-        written = f"writes the report, fenced with {leases['b'].generation} -> "
+        written = f"writes the report, fenced with {self.leases['b'].generation} -> "
         if ok:
             return True, written + "accepted"
         return False, written + f"fence holds {highest}, report row {report}"
 
-    story.step("worker-b", "write", "the destination accepts generation 8", b_writes)
-    clock.advance(1)
-
-    def b_completes() -> tuple[bool, str]:
-        store.complete(leases["b"], result={"total": 1234})
-        job = store.get(JOB)
+    def b_completes(self) -> tuple[bool, str]:
+        self.store.complete(self.leases["b"], result={"total": 1234})
+        job = self.store.get(JOB)
         return (
             job.state == JobState.DONE and job.owner == "worker-b",
             f"completes {JOB} -> {job.state}",
         )
 
-    story.step("worker-b", "complete", "the store accepts the completion", b_completes)
-    clock.advance(12)  # +45s: A wakes up
-
-    def a_wakes() -> tuple[bool, str]:
-        lease = leases["a"]
-        late = -lease.remaining(clock)
-        return lease.expired_locally(clock), (
+    def a_wakes(self) -> tuple[bool, str]:
+        lease = self.leases["a"]
+        late = -lease.remaining(self.clock)
+        return lease.expired_locally(self.clock), (
             f"wakes up {late:.0f}s past its local deadline and carries on with {lease.generation}"
         )
 
-    story.step("worker-a", "wake", "worker-a's local deadline has passed", a_wakes)
-
-    def a_writes() -> tuple[bool, str]:
+    def a_writes(self) -> tuple[bool, str]:
         try:
-            _write(dest, leases["a"].token, "total 999 (by worker-a, stale)", "worker-a")
+            _write(self.dest, self.leases["a"].token, "total 999 (by worker-a, stale)", "worker-a")
         except StaleToken as exc:
-            report = _report(dest)
+            report = _report(self.dest)
             kept = report is not None and report[1] == "worker-b"
             return kept, (
                 f"writes the report, fenced with {exc.generation} -> REJECTED by the "
@@ -280,21 +286,17 @@ def _tell(story: _Story, store: Store, dest: sqlite3.Connection, clock: ManualCl
             )
         return False, "the destination ACCEPTED the stale write"
 
-    story.step("worker-a", "write", "StaleToken from the destination", a_writes)
-
-    def a_completes() -> tuple[bool, str]:
+    def a_completes(self) -> tuple[bool, str]:
         try:
-            store.complete(leases["a"], result={"total": 999})
+            self.store.complete(self.leases["a"], result={"total": 999})
         except LeaseLost as exc:
-            job = store.get(JOB)
+            job = self.store.get(JOB)
             kept = job.state == JobState.DONE and job.owner == "worker-b" and job.generation == 8
             return kept, (
                 f"completes with {exc.generation} -> REJECTED by the store: LeaseLost "
                 f"(job is at {exc.current_generation})"
             )
         return False, "the store ACCEPTED the stale completion"
-
-    story.step("worker-a", "complete", "LeaseLost from the store", a_completes)
 
 
 # -- rendering ----------------------------------------------------------------------------

@@ -32,7 +32,7 @@ import contextlib
 import json
 import sqlite3
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -252,20 +252,17 @@ def _page(request: Request) -> tuple[str | None, int, int]:
     return job, after, limit
 
 
-def create_app(
-    db: str | Path,
-    *,
-    keyring: Keyring | None = None,
-    strict: bool = False,
-) -> Starlette:
-    """The sink as a Starlette app over the SQLite file ``db`` (created if missing)."""
-    sink = Sink(db, keyring=keyring, strict=strict)
+class _Endpoints:
+    """The sink's HTTP endpoints, each a thin async shell over one `Sink` call in a thread."""
 
-    async def on_rejected(rejection: Rejection, scope: Scope) -> None:
+    def __init__(self, sink: Sink) -> None:
+        self.sink = sink
+
+    async def on_rejected(self, rejection: Rejection, scope: Scope) -> None:
         headers = dict(scope.get("headers", ()))
         key = headers.get(EFFECT_KEY_HEADER.lower().encode())
         await anyio.to_thread.run_sync(
-            lambda: sink.reject(
+            lambda: self.sink.reject(
                 rejection,
                 effect_key=None if key is None else key.decode("latin-1"),
                 method=scope.get("method"),
@@ -273,7 +270,7 @@ def create_app(
             )
         )
 
-    async def write(request: Request) -> Response:
+    async def write(self, request: Request) -> Response:
         token = getattr(request.state, STATE_KEY, None)
         instance = request.url.path
         if not isinstance(token, FencingToken):  # the middleware requires one: defensive
@@ -298,84 +295,106 @@ def create_app(
         except (InvalidArgument, ValueError) as exc:
             return _problem(400, "bad-request", "Bad request", str(exc), instance)
         outcome, detail = await anyio.to_thread.run_sync(
-            lambda: sink.accept(token, value, effect_key)
+            lambda: self.sink.accept(token, value, effect_key)
         )
         if outcome == "created":
             return JSONResponse({"record": detail}, status_code=201)
         if outcome == "duplicate":
-            original, generation = detail
-            await anyio.to_thread.run_sync(
-                lambda: sink.reject(
-                    None,
-                    kind="duplicate",
-                    status=200,
-                    detail=f"effect key {effect_key!r} was applied before by generation "
-                    f"{generation}; nothing changed",
-                    job_id=token.job_id,
-                    presented=token.generation,
-                    current=generation,
-                    effect_key=effect_key,
-                    method=request.method,
-                    path=instance,
-                )
-            )
-            return JSONResponse(
-                {"duplicate": True, "applied_by_generation": generation, "record": original}
-            )
+            return await self._duplicate(request, token, effect_key, *detail)
         rejection = Rejection.stale(token, detail, strict=False)
-        await on_rejected(rejection, request.scope)
+        await self.on_rejected(rejection, request.scope)
         return Response(
             rejection.body(instance), status_code=rejection.status, media_type=PROBLEM_CONTENT_TYPE
         )
 
-    async def records(request: Request) -> Response:
-        try:
-            job, after, limit = _page(request)
-        except InvalidArgument as exc:
-            return _problem(400, "bad-request", "Bad request", str(exc), request.url.path)
-        found = await anyio.to_thread.run_sync(lambda: sink.records(job, after, limit))
-        return JSONResponse({"records": found, "next_after": found[-1]["id"] if found else after})
-
-    async def rejections(request: Request) -> Response:
-        try:
-            job, after, limit = _page(request)
-        except InvalidArgument as exc:
-            return _problem(400, "bad-request", "Bad request", str(exc), request.url.path)
-        found = await anyio.to_thread.run_sync(lambda: sink.rejections(job, after, limit))
+    async def _duplicate(
+        self,
+        request: Request,
+        token: FencingToken,
+        effect_key: str | None,
+        original: dict[str, Any] | None,
+        generation: int,
+    ) -> Response:
+        # A repeat of an applied effect is answered as done (200), and logged with the
+        # rejections so the audit shows what was turned away.
+        await anyio.to_thread.run_sync(
+            lambda: self.sink.reject(
+                None,
+                kind="duplicate",
+                status=200,
+                detail=f"effect key {effect_key!r} was applied before by generation "
+                f"{generation}; nothing changed",
+                job_id=token.job_id,
+                presented=token.generation,
+                current=generation,
+                effect_key=effect_key,
+                method=request.method,
+                path=request.url.path,
+            )
+        )
         return JSONResponse(
-            {"rejections": found, "next_after": found[-1]["id"] if found else after}
+            {"duplicate": True, "applied_by_generation": generation, "record": original}
         )
 
-    async def fence(request: Request) -> Response:
+    async def records(self, request: Request) -> Response:
+        return await self._page_of("records", self.sink.records, request)
+
+    async def rejections(self, request: Request) -> Response:
+        return await self._page_of("rejections", self.sink.rejections, request)
+
+    async def _page_of(
+        self,
+        name: str,
+        read: Callable[[str | None, int, int], list[dict[str, Any]]],
+        request: Request,
+    ) -> Response:
+        try:
+            job, after, limit = _page(request)
+        except InvalidArgument as exc:
+            return _problem(400, "bad-request", "Bad request", str(exc), request.url.path)
+        found = await anyio.to_thread.run_sync(lambda: read(job, after, limit))
+        return JSONResponse({name: found, "next_after": found[-1]["id"] if found else after})
+
+    async def fence(self, request: Request) -> Response:
         try:
             job = validate_id("job", request.path_params["job"])
         except InvalidArgument as exc:
             return _problem(400, "bad-request", "Bad request", str(exc), request.url.path)
-        generation = await anyio.to_thread.run_sync(lambda: sink.fence.highest(job))
+        generation = await anyio.to_thread.run_sync(lambda: self.sink.fence.highest(job))
         return JSONResponse({"job_id": job, "generation": generation})
 
-    async def summary(request: Request) -> Response:
-        return JSONResponse(await anyio.to_thread.run_sync(sink.summary))
+    async def summary(self, request: Request) -> Response:
+        return JSONResponse(await anyio.to_thread.run_sync(self.sink.summary))
 
-    async def health(request: Request) -> Response:
+    async def health(self, request: Request) -> Response:
         return JSONResponse({"ok": True})
 
     @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
         try:
             yield
         finally:
-            sink.close()
+            self.sink.close()
 
+
+def create_app(
+    db: str | Path,
+    *,
+    keyring: Keyring | None = None,
+    strict: bool = False,
+) -> Starlette:
+    """The sink as a Starlette app over the SQLite file ``db`` (created if missing)."""
+    sink = Sink(db, keyring=keyring, strict=strict)
+    endpoints = _Endpoints(sink)
     app = Starlette(
         routes=[
-            Route("/", summary, methods=["GET"]),
-            Route("/healthz", health, methods=["GET"]),
-            Route("/records", write, methods=["POST"]),
-            Route("/records", records, methods=["GET"]),
-            Route("/records/{key:path}", write, methods=["PUT"]),
-            Route("/rejections", rejections, methods=["GET"]),
-            Route("/fence/{job:path}", fence, methods=["GET"]),
+            Route("/", endpoints.summary, methods=["GET"]),
+            Route("/healthz", endpoints.health, methods=["GET"]),
+            Route("/records", endpoints.write, methods=["POST"]),
+            Route("/records", endpoints.records, methods=["GET"]),
+            Route("/records/{key:path}", endpoints.write, methods=["PUT"]),
+            Route("/rejections", endpoints.rejections, methods=["GET"]),
+            Route("/fence/{job:path}", endpoints.fence, methods=["GET"]),
         ],
         middleware=[
             Middleware(
@@ -383,10 +402,10 @@ def create_app(
                 store=sink.fence,
                 keyring=keyring,
                 strict=strict,
-                on_rejected=on_rejected,
+                on_rejected=endpoints.on_rejected,
             )
         ],
-        lifespan=lifespan,
+        lifespan=endpoints.lifespan,
     )
     app.state.sink = sink
     return app
