@@ -105,6 +105,13 @@ class AsyncRedisDriver:
                     outcome_unknown=False,
                 )
             self.store_id = str(store_id)
+            self.keys = self.keys.for_store(self.store_id)
+            await self._eval(
+                "connect",
+                "identity",
+                [self.keys.meta, self.keys.clock, self.keys.layout1_clock],
+                [str(LAYOUT_VERSION)],
+            )
             await self._check_persistence()
         except BaseException:
             await self.close()

@@ -59,7 +59,9 @@ log = logging.getLogger("tenure")
 _PACKAGE = __package__ or "tenure.stores.redis"
 
 # Bumped when the key layout changes incompatibly; stored in {prefix}:meta.
-LAYOUT_VERSION = 1
+# 2: the clock key is named by the store id ({prefix}:clock:<id>), so that a client whose
+# store's keys vanished is refused (see _lib.lua's store_now).
+LAYOUT_VERSION = 2
 DEFAULT_PREFIX = "tenure"
 DEFAULT_TIMEOUT = 5.0
 _PREFIX = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
@@ -175,16 +177,21 @@ def encode(name: str) -> str:
 class Keys:
     """The key names of one store (see docs/redis.md)."""
 
-    __slots__ = ("clock", "job_prefix", "jobs", "meta", "prefix", "seq", "tag")
+    __slots__ = ("clock", "job_prefix", "jobs", "layout1_clock", "meta", "prefix", "seq", "tag")
 
-    def __init__(self, prefix: str) -> None:
+    def __init__(self, prefix: str, store_id: str = "") -> None:
         self.prefix = prefix
         self.tag = "{" + prefix + "}"
         self.meta = self.tag + ":meta"
-        self.clock = self.tag + ":clock"
+        # Named by the store id, known once the store is opened (`for_store`).
+        self.clock = self.tag + ":clock:" + store_id
+        self.layout1_clock = self.tag + ":clock"
         self.seq = self.tag + ":seq"
         self.jobs = self.tag + ":jobs"
         self.job_prefix = self.tag + ":j:"
+
+    def for_store(self, store_id: str) -> Keys:
+        return Keys(self.prefix, store_id)
 
     def job(self, job_id: str) -> str:
         return self.job_prefix + encode(job_id)
@@ -224,6 +231,7 @@ SCRIPTS: dict[str, Script] = {
     name: _script(name)
     for name in (
         "init",
+        "identity",
         "now",
         "submit",
         "claim",
@@ -395,6 +403,18 @@ def refused(operation: str, address: str, exc: BaseException) -> StoreUnavailabl
     """The error for an error answer from the server."""
     message = str(exc)
     code = getattr(exc, "status_code", None) or message.split(" ", 1)[0]
+    if code == "STORELOST":
+        # Raised before any write (see _lib.lua): nothing changed.
+        return StoreUnavailable(
+            f"{operation}: Redis at {address} no longer holds the store this client opened "
+            f"(its key {message.partition(' ')[2].split(' script:', 1)[0]} is gone): the "
+            "server restarted without persistence, was flushed, evicted keys or failed over "
+            "to a replica that missed writes, so generations it issued could be issued "
+            "again. This client refuses to go on: stop the workers and read 'A store that "
+            "lost its data' in docs/redis.md before starting them again; nothing changed",
+            operation=operation,
+            outcome_unknown=False,
+        )
     if code == "BADARG":
         # A script refused an argument before its first write (see _lib.lua): nothing
         # changed. The client checks the same rules first, so this means one that did not.

@@ -96,6 +96,13 @@ class RedisDriver:
                     outcome_unknown=False,
                 )
             self.store_id = str(store_id)
+            self.keys = self.keys.for_store(self.store_id)
+            self._eval(
+                "connect",
+                "identity",
+                [self.keys.meta, self.keys.clock, self.keys.layout1_clock],
+                [str(LAYOUT_VERSION)],
+            )
             self._check_persistence()
         except BaseException:
             self.close()
