@@ -24,6 +24,7 @@ from .errors import (
     JobNotFound,
     LeaseLost,
     StaleToken,
+    StoreLost,
     StoreUnavailable,
     TenureError,
 )
@@ -66,6 +67,7 @@ __all__ = [
     "RetryPolicy",
     "StaleToken",
     "Store",
+    "StoreLost",
     "StoreUnavailable",
     "SystemClock",
     "TenureError",

@@ -11,7 +11,10 @@
      ├── InvalidArgument       (also a ValueError) an argument broke a documented rule;
      │                         nothing was sent to the store
      └── StoreUnavailable      the store could not be reached or did not answer in time;
-                               the outcome of the operation may be unknown
+          │                    the outcome of the operation may be unknown
+          └── StoreLost        the store no longer holds what this client saw (its data
+                               was lost or replaced by an older copy): generations could
+                               be issued again, so the client refuses to go on
 
 What is safe to retry after `StoreUnavailable`: ``renew``, ``complete``, ``release`` and
 ``fail`` with the same lease (a repeat of an operation that already took effect answers
@@ -30,6 +33,7 @@ __all__ = [
     "JobNotFound",
     "LeaseLost",
     "StaleToken",
+    "StoreLost",
     "StoreUnavailable",
     "TenureError",
 ]
@@ -123,3 +127,14 @@ class StoreUnavailable(TenureError):
         super().__init__(message)
         self.operation = operation
         self.outcome_unknown = outcome_unknown
+
+
+class StoreLost(StoreUnavailable):
+    """The store this client opened no longer holds what the client saw: its data was lost
+    (a Redis restarted without persistence, flushed or failed over to a replica that missed
+    writes) or replaced by an older copy. Generations it issued could be issued again, so
+    the client refuses every further operation; nothing was changed by the refused one.
+
+    Not worth retrying: stop the workers, and read the store's documentation (docs/redis.md,
+    docs/postgres.md, docs/how-it-works.md) on what to do before starting them again.
+    """

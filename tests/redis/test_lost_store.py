@@ -72,7 +72,7 @@ def test_a_store_that_came_back_empty_is_refused_by_its_old_clients(
         "now": store.now,
     }
     for name, call in calls.items():
-        with pytest.raises(tenure.StoreUnavailable) as caught:
+        with pytest.raises(tenure.StoreLost) as caught:
             call()
         message = str(caught.value)
         assert "no longer holds the store this client opened" in message, name
@@ -87,7 +87,7 @@ def test_a_store_that_came_back_empty_is_refused_by_its_old_clients(
         with pytest.raises(tenure.InvalidArgument, match="store_id"):
             fresh.renew(lease)
     # The old client still refuses, though the keyspace has a store again.
-    with pytest.raises(tenure.StoreUnavailable, match="no longer holds"):
+    with pytest.raises(tenure.StoreLost, match="no longer holds"):
         store.claim_next("w1", 30)
     store.close()
     raw.close()

@@ -23,6 +23,40 @@ def test_the_tree() -> None:
     assert issubclass(tenure.InvalidArgument, ValueError)
     assert issubclass(tenure.JobNotFound, LookupError)
     assert issubclass(tenure.TenureError, Exception)
+    assert issubclass(tenure.StoreLost, tenure.StoreUnavailable)
+
+
+class _Refusing:
+    """A driver whose clock read fails with ``error`` every time, counting the calls."""
+
+    store_id = "s"
+    url = "test://"
+
+    def __init__(self, error: tenure.StoreUnavailable) -> None:
+        self.error = error
+        self.calls = 0
+
+    def now(self) -> float:
+        self.calls += 1
+        raise self.error
+
+
+@pytest.mark.parametrize(
+    ("error", "calls"),
+    [
+        (tenure.StoreUnavailable("down", operation="now", outcome_unknown=False), 3),
+        (tenure.StoreLost("lost", operation="now", outcome_unknown=False), 1),
+    ],
+)
+def test_the_store_retries_an_outage_but_not_a_lost_store(
+    error: tenure.StoreUnavailable, calls: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("tenure._store.pause_sync", lambda seconds: None)
+    driver = _Refusing(error)
+    store = tenure.Store(driver, retries=2)  # type: ignore[arg-type]
+    with pytest.raises(type(error)):
+        store.now()
+    assert driver.calls == calls
 
 
 def test_invalid_argument_message() -> None:

@@ -45,7 +45,7 @@ from .._validate import (
     validate_queues,
     validate_ttl,
 )
-from ..errors import InvalidArgument, JobNotFound, LeaseLost, StoreUnavailable
+from ..errors import InvalidArgument, JobNotFound, LeaseLost, StoreLost, StoreUnavailable
 from ..models import Job, JobState, Lease
 from ..stores._driver import AsyncDriver
 
@@ -123,8 +123,13 @@ class AsyncStore:
                 return await call()
             except StoreUnavailable as exc:
                 # A claim_next whose reply was lost may have taken a job: repeating it would
-                # take another, so that one error goes to the caller as it is.
-                if attempt == self._retries or (operation in _CLAIMS and exc.outcome_unknown):
+                # take another, so that one error goes to the caller as it is. A store that
+                # lost its data stays lost: no point in asking again.
+                if (
+                    attempt == self._retries
+                    or (operation in _CLAIMS and exc.outcome_unknown)
+                    or isinstance(exc, StoreLost)
+                ):
                     raise
                 await pause(0.05 * (4**attempt) * (0.5 + self._rng.random()))
         raise AssertionError("unreachable")

@@ -24,7 +24,7 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 import anyio
 
 from ..._protocol import JobRow, Outcome, Status
-from ...errors import InvalidArgument, StoreUnavailable
+from ...errors import InvalidArgument, StoreLost, StoreUnavailable
 from .. import refuse_fragment
 from .._resources import load_text
 
@@ -405,7 +405,7 @@ def refused(operation: str, address: str, exc: BaseException) -> StoreUnavailabl
     code = getattr(exc, "status_code", None) or message.split(" ", 1)[0]
     if code == "STORELOST":
         # Raised before any write (see _lib.lua): nothing changed.
-        return StoreUnavailable(
+        return StoreLost(
             f"{operation}: Redis at {address} no longer holds the store this client opened "
             f"(its key {message.partition(' ')[2].split(' script:', 1)[0]} is gone): the "
             "server restarted without persistence, was flushed, evicted keys or failed over "
