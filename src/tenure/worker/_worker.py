@@ -56,7 +56,7 @@ from .._validate import (
 from ..aio import connect as connect_async
 from ..aio._store import AsyncStore
 from ..errors import InvalidArgument, LeaseLost, StoreUnavailable, TenureError
-from ..models import Job, Lease
+from ..models import Claim, Job, Lease
 from ..stores import resolve_url
 from ._completer import Completer, Refill
 from ._context import JobContext, ReleaseDecision, RetryDecision, decision_of, set_current
@@ -696,7 +696,7 @@ class Worker:
                     continue
             self._claiming = free
             try:
-                claimed = await store._claim_jobs(self.owner or "", config.ttl, free, queues=queues)
+                claimed = await store.claim_jobs(self.owner or "", config.ttl, free, queues=queues)
             except StoreUnavailable as exc:
                 failures += 1
                 self._stats.incr("store_errors")
@@ -743,7 +743,7 @@ class Worker:
         task_group: anyio.abc.TaskGroup,
         store: AsyncStore,
         clock: Clock,
-        claimed: list[tuple[Lease, Job]],
+        claimed: list[Claim],
     ) -> None:
         """Run what a claim (the claim loop's, or a completion call's) took; a stopping
         worker gives it back instead."""
