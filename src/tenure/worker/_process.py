@@ -1,9 +1,5 @@
 """``isolation="process"``: the handler runs in a child process that is killed at loss.
 
-Both sides live here: `run_in_process` in the worker, `child_main` in the child, and the
-pipe between them (the worker sends renewed deadlines down; the child sends its `Outcome`
-up, once).
-
 The worker (parent) keeps the lease: it renews it and decides loss, and kills the child
 with SIGKILL the moment the lease is lost. The child also guards itself, for the cases
 where the parent cannot act:
@@ -13,6 +9,10 @@ where the parent cannot act:
 * the parent is stalled (SIGSTOP, swapped out): the parent sends each renewed local
   deadline down the pipe, and the child exits by itself when the last one passes (only
   when the worker runs on the system clock: the child cannot see a test's ManualClock).
+
+Both sides live here: `run_in_process` in the worker, `child_main` in the child, and the
+pipe between them (the worker sends renewed deadlines down; the child sends its `Outcome`
+up, once).
 """
 
 from __future__ import annotations
