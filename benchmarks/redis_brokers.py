@@ -14,7 +14,7 @@ The workload, for each system, on fresh keys (a new key prefix, queue name or na
    run ``handle(n)`` (checks n, returns None) and acknowledge it:
 
    * *tenure*: claim one job (lease and job snapshot, payload included: the claim path of
-     ``tenure.Worker``, ``Store._claim_jobs``) -> ``handle(payload["n"])`` ->
+     ``tenure.Worker``, ``Store.claim_jobs``) -> ``handle(payload["n"])`` ->
      ``complete(lease)``, until nothing is left to claim (every job is then done);
    * *tenure batch*: the same, claiming ``--batch`` jobs per store operation;
    * *tenure many*: a worker with ``--batch`` slots: it fills them all in one claim
@@ -161,7 +161,7 @@ def process(system: str, url: str, tag: str, index: int) -> Callable[[], int]:
 
             def tenure_many_loop() -> int:
                 done = 0
-                while claimed := store._claim_jobs(owner, TTL, batch):
+                while claimed := store.claim_jobs(owner, TTL, batch):
                     for _, job in claimed:
                         handle(job.payload["n"])
                     lost = store.complete_many([lease for lease, _ in claimed])
@@ -177,7 +177,7 @@ def process(system: str, url: str, tag: str, index: int) -> Callable[[], int]:
             done = 0
             # The claim path of tenure.Worker: leases with their jobs' snapshots (payload
             # included, as the brokers deliver the message with its arguments).
-            while claimed := store._claim_jobs(owner, TTL, batch):
+            while claimed := store.claim_jobs(owner, TTL, batch):
                 for lease, job in claimed:
                     handle(job.payload["n"])
                     store.complete(lease)

@@ -28,7 +28,7 @@ from .errors import (
     StoreUnavailable,
     TenureError,
 )
-from .models import FencingToken, Job, JobState, Lease
+from .models import Claim, FencingToken, Job, JobState, Lease
 
 if _TYPE_CHECKING:
     from .worker import JobContext, Worker
@@ -52,6 +52,7 @@ def __getattr__(name: str) -> _Any:
 
 
 __all__ = [
+    "Claim",
     "Clock",
     "FencingToken",
     "GenerationExhausted",

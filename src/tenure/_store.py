@@ -45,7 +45,7 @@ from ._validate import (
     validate_ttl,
 )
 from .errors import InvalidArgument, JobNotFound, LeaseLost, StoreLost, StoreUnavailable
-from .models import Job, JobState, Lease
+from .models import Claim, Job, JobState, Lease
 from .stores._driver import SyncDriver
 
 __all__ = ["Store"]
@@ -244,18 +244,25 @@ class Store:
         claimed = self._claim_rows(owner, ttl, limit, queues)
         return [lease for lease, _, _ in claimed]
 
-    def _claim_jobs(
+    def claim_jobs(
         self,
         owner: str,
         ttl: float | timedelta,
         limit: int,
         *,
         queues: Sequence[str] = DEFAULT_QUEUES,
-    ) -> list[tuple[Lease, Job]]:
-        """`claim_many`, with the snapshot of each job as claimed (for `tenure.Worker`,
-        which needs the payload and queue: saves a ``get`` per job)."""
+    ) -> list[Claim]:
+        """`claim_many`, each lease with the snapshot of its job as claimed: for a loop of
+        your own that needs the payload (or queue, attempts...) of what it claimed, saving a
+        `get` per job. The snapshot is read in the same store operation as the claim, so it
+        is what `get` would return right after it. Arguments, errors and retry rules are
+        those of `claim_many`::
+
+            for lease, job in store.claim_jobs("worker-1", 30, 10):
+                store.complete(lease, handle(job.payload))
+        """
         claimed = self._claim_rows(owner, ttl, limit, queues)
-        return [(lease, job_from_row(row, now)) for lease, row, now in claimed]
+        return _with_jobs(claimed)
 
     def _claim_rows(
         self, owner: str, ttl: float | timedelta, limit: int, queues: Sequence[str]
@@ -395,7 +402,7 @@ class Store:
         lost, claimed = self._complete_and_claim_rows(leases, owner, ttl, limit, results, queues)
         return lost, [lease for lease, _, _ in claimed]
 
-    def _complete_and_claim_jobs(
+    def complete_and_claim_jobs(
         self,
         leases: Sequence[Lease],
         owner: str,
@@ -404,11 +411,22 @@ class Store:
         *,
         results: Sequence[Any] | None = None,
         queues: Sequence[str] = DEFAULT_QUEUES,
-    ) -> tuple[list[LeaseLost], list[tuple[Lease, Job]]]:
-        """`complete_and_claim`, with the snapshot of each job as claimed (for
-        `tenure.Worker`, as `_claim_jobs`)."""
+    ) -> tuple[list[LeaseLost], list[Claim]]:
+        """`complete_and_claim`, each new lease with the snapshot of its job as claimed (as
+        `claim_jobs`): a batch loop that needs the payloads of what it claims, in one round
+        trip per batch and no `get`. Arguments, errors and the rule after `StoreUnavailable`
+        with ``outcome_unknown`` are those of `complete_and_claim`::
+
+            claims = store.claim_jobs("worker-1", 30, 10)
+            while claims:
+                results = [handle(job.payload) for _, job in claims]
+                leases = [lease for lease, _ in claims]
+                lost, claims = store.complete_and_claim_jobs(
+                    leases, "worker-1", 30, 10, results=results
+                )
+        """
         lost, claimed = self._complete_and_claim_rows(leases, owner, ttl, limit, results, queues)
-        return lost, [(lease, job_from_row(row, now)) for lease, row, now in claimed]
+        return lost, _with_jobs(claimed)
 
     def _complete_and_claim_rows(
         self,
@@ -543,3 +561,7 @@ class Store:
         lost = settle_verdict(operation, lease, secret_hash, outcome, sent)
         if lost is not None:
             raise lost
+
+
+def _with_jobs(claimed: list[tuple[Lease, JobRow, float]]) -> list[Claim]:
+    return [Claim(lease, job_from_row(row, now)) for lease, row, now in claimed]

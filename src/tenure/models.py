@@ -1,15 +1,15 @@
-"""Frozen values handed to users: `Lease`, `Job`, `FencingToken`."""
+"""Frozen values handed to users: `Lease`, `Job`, `FencingToken`, `Claim`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import quote, unquote
 
 from ._clock import Clock, SystemClock
 
-__all__ = ["FencingToken", "Job", "JobState", "Lease"]
+__all__ = ["Claim", "FencingToken", "Job", "JobState", "Lease"]
 
 
 class StrEnum(str, Enum):
@@ -172,3 +172,12 @@ class Job:
             "as_of": self.as_of,
             "created": self.created,
         }
+
+
+class Claim(NamedTuple):
+    """A lease and the snapshot of its job as that claim left it (``leased``, this owner,
+    this generation), read in the same store operation: what `Store.claim_jobs` and
+    `Store.complete_and_claim_jobs` return. A tuple, so ``for lease, job in claims`` works."""
+
+    lease: Lease
+    job: Job

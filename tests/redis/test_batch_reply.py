@@ -13,7 +13,7 @@ def test_batch_claim_reply_keeps_every_field(store: tenure.Store) -> None:
     payloads: list[Any] = [None, "", '"\\/\n\u0001\u2028 ✓ 🚀', {"nested": [1.5, None, True]}]
     for number, payload in enumerate(payloads):
         store.submit(f"p{number}", payload)
-    jobs = store._claim_jobs("A", 10, len(payloads))
+    jobs = store.claim_jobs("A", 10, len(payloads))
     assert [job.payload for _, job in jobs] == payloads
     for lease, job in jobs:
         assert (job.state, job.owner, job.generation, job.attempts) == ("leased", "A", 1, 1)

@@ -84,8 +84,8 @@ def test_jobs_finishing_together_are_completed_together(
     worker = make_worker(concurrency=20)
     claims: list[int] = []  # jobs claimed by each claim call of the claim loop
     refills: list[int] = []  # jobs claimed by each completion call (complete_and_claim)
-    claim_jobs = tenure.aio.AsyncStore._claim_jobs
-    complete_and_claim_jobs = tenure.aio.AsyncStore._complete_and_claim_jobs
+    claim_jobs = tenure.aio.AsyncStore.claim_jobs
+    complete_and_claim_jobs = tenure.aio.AsyncStore.complete_and_claim_jobs
 
     async def counting(self: tenure.aio.AsyncStore, *args: Any, **kwargs: Any) -> Any:
         claimed = await claim_jobs(self, *args, **kwargs)
@@ -97,8 +97,8 @@ def test_jobs_finishing_together_are_completed_together(
         refills.append(len(claimed))
         return lost, claimed
 
-    monkeypatch.setattr(tenure.aio.AsyncStore, "_claim_jobs", counting)
-    monkeypatch.setattr(tenure.aio.AsyncStore, "_complete_and_claim_jobs", counting_refills)
+    monkeypatch.setattr(tenure.aio.AsyncStore, "claim_jobs", counting)
+    monkeypatch.setattr(tenure.aio.AsyncStore, "complete_and_claim_jobs", counting_refills)
     running = [0]
     most = [0]
 
@@ -501,7 +501,7 @@ def test_jobs_a_completion_claims_as_the_worker_stops_are_given_back(
     make_worker: MakeWorker, store: tenure.Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     worker = make_worker(concurrency=2)
-    complete_and_claim_jobs = tenure.aio.AsyncStore._complete_and_claim_jobs
+    complete_and_claim_jobs = tenure.aio.AsyncStore.complete_and_claim_jobs
     refilled: list[str] = []
 
     async def stop_meanwhile(self: tenure.aio.AsyncStore, *args: Any, **kwargs: Any) -> Any:
@@ -510,7 +510,7 @@ def test_jobs_a_completion_claims_as_the_worker_stops_are_given_back(
         worker.stop()  # the stop arrives while the call is on its way back
         return lost, claimed
 
-    monkeypatch.setattr(tenure.aio.AsyncStore, "_complete_and_claim_jobs", stop_meanwhile)
+    monkeypatch.setattr(tenure.aio.AsyncStore, "complete_and_claim_jobs", stop_meanwhile)
 
     @worker.handler("q")
     async def work(ctx: JobContext) -> str:

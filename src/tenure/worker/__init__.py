@@ -16,10 +16,11 @@ See docs/worker.md. For fenced destinations: `token_state` / `check_token` tell 
 worker of this process still holds the lease behind a token.
 """
 
+from ._config import Handler, Isolation, default_owner
 from ._context import JobContext, current_context
 from ._lease import TokenState, check_token, token_state
 from ._stats import COUNTERS
-from ._worker import Handler, Isolation, Worker, default_owner
+from ._worker import Worker
 
 __all__ = [
     "COUNTERS",

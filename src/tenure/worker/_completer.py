@@ -22,7 +22,7 @@ import anyio.lowlevel
 from .._validate import MAX_BATCH
 from ..aio._store import AsyncStore
 from ..errors import InvalidArgument, LeaseLost, StoreUnavailable, TenureError
-from ..models import Job, Lease
+from ..models import Claim, Lease
 
 __all__ = ["Completer", "Refill"]
 
@@ -37,7 +37,7 @@ class Refill:
     ttl: float
     queues: tuple[str, ...]
     slots: Callable[[int], int]
-    start: Callable[[list[tuple[Lease, Job]]], None]
+    start: Callable[[list[Claim]], None]
 
 
 class _Entry:
@@ -147,7 +147,7 @@ class Completer:
         if not wanted or self.refill is None:
             return await self._store.complete_many(leases, values)
         refill = self.refill
-        lost, claimed = await self._store._complete_and_claim_jobs(
+        lost, claimed = await self._store.complete_and_claim_jobs(
             leases, refill.owner, refill.ttl, wanted, results=values, queues=refill.queues
         )
         refill.start(claimed)  # no await since the answer: nothing claimed is dropped

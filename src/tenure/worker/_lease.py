@@ -17,13 +17,13 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Literal
+from typing import Any, Literal
 
 from .._clock import Clock
 from ..errors import InvalidArgument, LeaseLost
 from ..models import FencingToken, Lease
 
-__all__ = ["LeaseHandle", "LossKind", "TokenState", "check_token", "token_state"]
+__all__ = ["LeaseHandle", "LossKind", "TokenState", "check_token", "lease_extra", "token_state"]
 
 log = logging.getLogger("tenure")
 
@@ -203,6 +203,16 @@ class LeaseHandle:
             callback(*args)
         except Exception:
             log.exception("tenure: a lease-loss callback failed")
+
+
+def lease_extra(lease: Lease, **more: Any) -> dict[str, Any]:
+    """The structured fields (``extra``) of a worker log record about ``lease``."""
+    return {
+        "job_id": lease.job_id,
+        "owner": lease.owner,
+        "generation": lease.generation,
+        **more,
+    }
 
 
 # -- the registry ------------------------------------------------------------------------

@@ -9,34 +9,54 @@ where the parent cannot act:
 * the parent is stalled (SIGSTOP, swapped out): the parent sends each renewed local
   deadline down the pipe, and the child exits by itself when the last one passes (only
   when the worker runs on the system clock: the child cannot see a test's ManualClock).
+
+Both sides live here: `run_in_process` in the worker, `child_main` in the child, and the
+pipe between them (the worker sends renewed deadlines down; the child sends its `Outcome`
+up, once).
 """
 
 from __future__ import annotations
 
-import inspect
+import contextlib
+import logging
+import multiprocessing
 import os
+import pickle
 import signal
 import threading
 import time
-import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from functools import partial
 from multiprocessing.connection import Connection
 from typing import Any
 
 import anyio
 
-from .._validate import error_text
-from ..errors import LeaseLost
+from .._clock import SystemClock
+from ..errors import InvalidArgument, LeaseLost
 from ..models import Job, Lease
-from ._context import JobContext, ReleaseDecision, RetryDecision, decision_of, set_current
+from ._config import Handler, HandlerFunction, Isolation, is_async
+from ._context import JobContext, set_current
+from ._lease import LeaseHandle, lease_extra
+from ._loop import LoopCaller, run_in_daemon_thread
+from ._outcome import Outcome, handler_outcome
+from ._stats import Stats
 
-__all__ = ["EXIT_DEADLINE", "EXIT_PARENT_GONE", "Message", "child_main", "handler_outcome"]
+__all__ = [
+    "EXIT_DEADLINE",
+    "EXIT_PARENT_GONE",
+    "child_main",
+    "prepare_process_handlers",
+    "run_in_process",
+]
+
+log = logging.getLogger("tenure")
 
 EXIT_PARENT_GONE = 76
 EXIT_DEADLINE = 75
 
-# ("ok", result) | ("error", text, traceback) | ("release",) | ("retry", after) |
-# ("lost", text)
+# Down the pipe, from the worker: ("deadline", local deadline), any number of times.
+# Up the pipe, from the child: its `Outcome`, made portable, once.
 Message = tuple[Any, ...]
 
 
@@ -108,34 +128,6 @@ def _guard(conn: Connection, view: _ChildView) -> None:
             os._exit(EXIT_DEADLINE)
 
 
-def handler_outcome(
-    context: JobContext, call: Callable[[], Any]
-) -> tuple[str, Any, BaseException | None]:
-    """Run a handler call and classify how it ended: ("ok", result, None),
-    ("error", None, exc), ("release", None, None), ("retry", after, None),
-    ("lost", None, exc). A release/retry the handler asked for wins over what followed."""
-    kind: str
-    result: Any = None
-    error: BaseException | None = None
-    try:
-        kind, result = "ok", call()
-    except ReleaseDecision:
-        kind = "release"
-    except RetryDecision as retry:
-        kind, result = "retry", retry.after
-    except LeaseLost as exc:
-        own = exc.job_id == context.job_id and exc.generation == context.lease.generation
-        kind, error = ("lost" if own else "error"), exc
-    except BaseException as exc:  # on a thread or in a child: SystemExit is a failure too
-        kind, error = "error", exc
-    decision = decision_of(context)
-    if isinstance(decision, ReleaseDecision):
-        return "release", None, None
-    if isinstance(decision, RetryDecision):
-        return "retry", decision.after, None
-    return kind, result, error
-
-
 def child_main(
     conn: Connection,
     handler: Callable[[JobContext], Any],
@@ -154,9 +146,7 @@ def child_main(
     threading.Thread(target=_guard, args=(conn, view), name="tenure-guard", daemon=True).start()
     context = JobContext(view, job)
     set_current(context)
-    if inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
-        getattr(handler, "__call__", None)  # noqa: B004 - callable objects with async __call__
-    ):
+    if is_async(handler):
 
         async def main() -> Any:
             return await handler(context)
@@ -169,19 +159,142 @@ def child_main(
         def call() -> Any:
             return handler(context)
 
-    kind, result, error = handler_outcome(context, call)
-    message: Message
-    if kind == "ok":
-        message = ("ok", result)
-    elif kind in ("error", "lost"):
-        assert error is not None
-        message = (kind, error_text(error), "".join(traceback.format_exception(error)))
-    elif kind == "retry":
-        message = ("retry", result)
-    else:
-        message = ("release",)
+    outcome = handler_outcome(context, call).portable()
     try:
-        conn.send(message)
+        conn.send(outcome)
     except Exception as exc:
-        conn.send(("error", f"the handler's result could not be sent to the worker: {exc}", ""))
+        error = f"the handler's result could not be sent to the worker: {exc}"
+        conn.send(Outcome("error", error=error))
     conn.close()
+
+
+# -- the worker's side -------------------------------------------------------------------
+
+
+def prepare_process_handlers(handlers: Sequence[Handler], default: Isolation, method: str) -> bool:
+    """Check the handlers that run with process isolation; True if a fork server should be
+    started (and was told what to import)."""
+    modules = {__name__}
+    for handler in handlers:
+        if (handler.isolation or default) != "process":
+            continue
+        modules.add(getattr(handler.function, "__module__", None) or "__main__")
+        try:
+            pickle.dumps(handler.function)
+        except Exception as exc:
+            raise InvalidArgument(
+                "handler",
+                f"{handler.function!r} of queue {handler.queue!r} runs with isolation='process', "
+                "so it must be importable by the child process: a function defined at "
+                f"the top level of a module ({exc})",
+            ) from None
+    if len(modules) > 1 and method == "forkserver":
+        # The fork server imports these once; each job's process then starts warm.
+        # Without this it would import the main script (multiprocessing's default),
+        # running an unguarded script a second time.
+        forkserver: Any = multiprocessing.get_context("forkserver")
+        forkserver.set_forkserver_preload(sorted(modules))
+        return True
+    return False
+
+
+async def run_in_process(
+    function: HandlerFunction,
+    job: Job,
+    handle: LeaseHandle,
+    caller: LoopCaller,
+    stats: Stats,
+    method: str,
+) -> Outcome:
+    """Run the handler in a child process started with ``method``, killed (SIGKILL) the
+    moment its lease is lost, and say how it ended."""
+    lease = handle.lease
+    mp: Any = multiprocessing.get_context(method)
+    parent, child = mp.Pipe(duplex=True)
+    on_system_clock = isinstance(handle.clock, SystemClock)
+    process = mp.Process(
+        target=child_main,
+        args=(child, function, job, lease, lease.local_deadline if on_system_clock else None),
+        name=f"tenure-job-{lease.job_id}"[:64],
+    )
+    if on_system_clock:
+        # Renewals during the child's start-up wait in the pipe for it.
+        handle.on_renewed(lambda renewed: _send(parent, ("deadline", renewed.local_deadline)))
+    try:
+        await run_in_daemon_thread(process.start, caller, name="tenure-process-start")
+    except Exception as exc:
+        parent.close()
+        child.close()
+        log.error("could not start the handler's process", exc_info=True, extra=lease_extra(lease))
+        return Outcome("error", error=f"could not start the handler's process: {exc}")
+    child.close()
+
+    def kill() -> None:
+        with contextlib.suppress(Exception):  # already gone
+            process.kill()
+
+    handle.on_loss(kill)
+    try:
+        sent = await run_in_daemon_thread(
+            partial(_receive, parent), caller, name="tenure-process-wait"
+        )
+        await run_in_daemon_thread(process.join, caller, name="tenure-process-join")
+    finally:
+        parent.close()
+    return _ended(handle, stats, sent, process.exitcode, process.pid)
+
+
+def _ended(
+    handle: LeaseHandle,
+    stats: Stats,
+    sent: Outcome | None,
+    exitcode: int | None,
+    pid: int | None,
+) -> Outcome:
+    """The outcome of a handler process that sent ``sent`` (None: nothing) and exited."""
+    lease = handle.lease
+    if handle.is_lost():
+        if handle.lost_kind != "revoked" and sent is None:
+            stats.incr("killed_on_loss")
+            log.info(
+                "handler process killed: its lease is lost",
+                extra=lease_extra(lease, reason=handle.lost_reason, pid=pid),
+            )
+        return Outcome("lost")
+    if sent is None and exitcode == EXIT_DEADLINE:
+        # The child gave up on a deadline that a renewal had just pushed (the update was
+        # still in the pipe): not the handler's failure, so the attempt is refunded.
+        log.warning("handler process stopped early; releasing its job", extra=lease_extra(lease))
+        return Outcome("release")
+    if sent is None:
+        return Outcome("died", error=_death(exitcode))
+    return sent
+
+
+def _receive(conn: Connection) -> Outcome | None:
+    try:
+        sent: Outcome = conn.recv()
+    except (EOFError, OSError):
+        return None
+    return sent
+
+
+def _send(conn: Connection, message: Message) -> None:
+    with contextlib.suppress(OSError, ValueError):  # the child has gone, or the pipe closed
+        conn.send(message)
+
+
+def _death(exitcode: int | None) -> str:
+    if exitcode is None:
+        return "the handler's process did not report a result"
+    if exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        return f"the handler's process was killed by {name}"
+    if exitcode == EXIT_DEADLINE:
+        return "the handler's process stopped itself: its lease's local deadline passed"
+    if exitcode == EXIT_PARENT_GONE:
+        return "the handler's process stopped itself: the worker went away"
+    return f"the handler's process exited with code {exitcode} without a result"

@@ -1,0 +1,134 @@
+"""Running one job's handler, the three ways, each ending in an `Outcome`:
+
+* ``async def`` handlers run on the worker's event loop, in a cancel scope that the lease's
+  loss cancels;
+* sync handlers run on a daemon thread of their own (`run_in_daemon_thread`); a thread
+  cannot be stopped, so the handler sees ``ctx.lost`` and is reminded until it returns;
+* with ``isolation="process"``, either kind runs in a child process (`_process`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import anyio
+
+from .._protocol import RetryPolicy
+from ..models import Job
+from ._config import Handler, Isolation
+from ._context import JobContext
+from ._lease import LeaseHandle, lease_extra
+from ._loop import LoopCaller, run_in_daemon_thread
+from ._outcome import Outcome, handler_outcome, outcome_of
+from ._process import run_in_process
+from ._stats import Stats
+
+__all__ = ["Invoker", "Running"]
+
+log = logging.getLogger("tenure")
+
+
+@dataclass(eq=False)
+class Running:
+    """One job in flight: its handler, how it runs, and its lease."""
+
+    handler: Handler
+    isolation: Isolation
+    retry: RetryPolicy
+    job: Job
+    handle: LeaseHandle
+    context: JobContext
+    # A sync handler's wait for its thread: cancelled to stop waiting (worker stopping).
+    wait_scope: anyio.CancelScope | None = None
+
+
+class Invoker:
+    """Runs the handlers of one worker run, on its event loop (``caller``)."""
+
+    def __init__(self, caller: LoopCaller, stats: Stats, start_method: str) -> None:
+        self._caller = caller
+        self._stats = stats
+        self._start_method = start_method
+
+    async def __call__(self, running: Running) -> Outcome:
+        if running.isolation == "process":
+            return await run_in_process(
+                running.handler.function,
+                running.job,
+                running.handle,
+                self._caller,
+                self._stats,
+                self._start_method,
+            )
+        if running.handler.is_async:
+            return await self._run_async(running)
+        return await self._run_thread(running)
+
+    async def _run_async(self, running: Running) -> Outcome:
+        context = running.context
+        function: Callable[[JobContext], Awaitable[Any]] = running.handler.function
+        with anyio.CancelScope() as scope:
+            running.handle.on_loss(partial(self._caller.call_soon, scope.cancel))
+            try:
+                value = await function(context)
+            except BaseException as exc:
+                if _propagates(exc):
+                    raise
+                return outcome_of(context, exc)
+            return outcome_of(context, None, value)
+        if running.handle.lost_kind != "revoked":
+            self._stats.incr("cancelled_on_loss")
+        log.info(
+            "async handler cancelled: its lease is lost",
+            extra=lease_extra(running.handle.lease, reason=running.handle.lost_reason),
+        )
+        return Outcome("lost")
+
+    async def _run_thread(self, running: Running) -> Outcome:
+        context = running.context
+        function = running.handler.function
+        lost = anyio.Event()
+        running.handle.on_loss(partial(self._caller.call_soon, lost.set))
+        with anyio.CancelScope() as wait_scope:
+            running.wait_scope = wait_scope
+            async with anyio.create_task_group() as task_group:
+                task_group.start_soon(_nag, running, lost)
+                outcome = await run_in_daemon_thread(
+                    partial(handler_outcome, context, lambda: function(context)),
+                    self._caller,
+                    name=f"tenure-job-{context.job_id}"[:64],
+                )
+                task_group.cancel_scope.cancel()
+            return outcome
+        return Outcome("abandoned")
+
+
+def _propagates(exc: BaseException) -> bool:
+    """Whether an exception out of an async handler is not its outcome: cancellation (and
+    Ctrl-C) belong to the cancel scope and the worker; a base exception group may hold
+    them. SystemExit and the like fail the attempt."""
+    if isinstance(exc, (anyio.get_cancelled_exc_class(), KeyboardInterrupt)):
+        return True
+    return not isinstance(exc, Exception) and "ExceptionGroup" in type(exc).__name__
+
+
+async def _nag(running: Running, lost: anyio.Event) -> None:
+    """A sync handler cannot be stopped: say so if it goes on long after its loss (it
+    keeps its concurrency slot until it returns)."""
+    await lost.wait()
+    lease = running.handle.lease
+    waited = max(1.0, lease.ttl)
+    await anyio.sleep(waited)
+    while True:
+        log.warning(
+            "sync handler still running %.0f s after its lease was lost; it should "
+            "check ctx.lost (or ctx.check()) and return",
+            waited,
+            extra=lease_extra(lease, reason=running.handle.lost_reason),
+        )
+        await anyio.sleep(60.0)
+        waited += 60.0

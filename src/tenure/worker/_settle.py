@@ -1,0 +1,269 @@
+"""Settling a job whose handler has ended: complete, fail (with the retry policy), release,
+or nothing at all when the lease was lost; and the log lines that say which.
+
+`_outcome` has the table of what each way of ending leads to; this is where it happens.
+A store call that the store refuses (the lease went stale meanwhile) or cannot answer is
+logged and counted, never raised: the job is then the store's to hand out again.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+from collections.abc import Awaitable
+from typing import Any
+
+from .._validate import error_text
+from ..aio._store import AsyncStore
+from ..errors import InvalidArgument, LeaseLost, StoreUnavailable, TenureError
+from ..models import Lease
+from ._completer import Completer
+from ._invoke import Running
+from ._lease import REGISTRY, LeaseHandle, LossKind, lease_extra
+from ._outcome import Outcome
+from ._stats import Stats
+
+__all__ = ["Settler", "note_loss"]
+
+log = logging.getLogger("tenure")
+
+
+def note_loss(stats: Stats, handle: LeaseHandle) -> None:
+    """Any thread: the first time a held lease is found lost (`LeaseHandle` ``on_lost``)."""
+    kind = handle.lost_kind
+    lease = handle.lease
+    extra = lease_extra(lease, reason=handle.lost_reason, kind=kind)
+    if kind == "revoked":
+        log.info("lease revoked: the worker is stopping", extra=extra)
+        return
+    stats.incr("leases_lost")
+    if kind == "renewal_rejected":
+        stats.incr("lost_renewal_rejected")
+    elif kind == "deadline_passed":
+        stats.incr("lost_deadline_passed")
+    log.warning("lease lost: %s", handle.lost_reason, extra=extra)
+
+
+class Settler:
+    """Settles the jobs of one worker run in its store."""
+
+    def __init__(
+        self, store: AsyncStore, completer: Completer, stats: Stats, rng: random.Random
+    ) -> None:
+        self._store = store
+        # Completions go through the completer: jobs finishing together share one call.
+        self._completer = completer
+        self._stats = stats
+        self._rng = rng
+
+    async def settle(self, running: Running, outcome: Outcome) -> None:
+        handle = running.handle
+        loss = handle.finish()
+        if loss is None and outcome.kind == "lost":
+            # The handler hit LeaseLost on this lease (the store rejected something it did
+            # with it): the lease is gone even though no renewal has failed yet.
+            loss = ("rejected_by_store", str(outcome.error))
+        if loss is not None:
+            REGISTRY.end(handle, "lost")
+            await self._after_loss(running, outcome, *loss)
+            return
+        REGISTRY.end(handle, "ended")
+        lease = handle.lease
+        extra = _job_extra(running)
+        if outcome.kind == "ok":
+            try:
+                done = await self._store_call(
+                    "complete", lease, self._completer.complete(lease, outcome.value), extra
+                )
+            except InvalidArgument as exc:
+                await self.fail(running, f"the handler's result was refused: {exc}")
+                return
+            if done:
+                self._stats.incr("completed")
+                log.debug("job completed", extra=extra)
+        elif outcome.kind in ("error", "died"):
+            error = outcome.error if outcome.error is not None else "handler failed"
+            await self.fail(running, error, detail=outcome.detail)
+        elif outcome.kind == "retry":
+            await self.fail(running, "retry requested by the handler", outcome.value)
+        elif outcome.kind in ("release", "abandoned") and await self._store_call(
+            "release", lease, self._store.release(lease), extra
+        ):
+            self._stats.incr("released")
+            log.debug("job released by its handler", extra=extra)
+
+    async def _after_loss(
+        self, running: Running, outcome: Outcome, kind: LossKind, reason: str
+    ) -> None:
+        """Nothing is settled under a lost lease, except that a lease the worker revoked
+        (stopping) is given back while it still runs, for the next worker to take at once."""
+        handle = running.handle
+        lease = handle.lease
+        extra = _job_extra(running)
+        if kind == "revoked":
+            if outcome.kind == "abandoned" and not running.handler.is_async:
+                log.warning(
+                    "sync handler still running after its lease was revoked; it sees "
+                    "ctx.lost and must stop",
+                    extra=extra,
+                )
+            still_ours = lease.local_deadline > handle.clock.monotonic()
+            if still_ours and await self._store_call(
+                "release", lease, self._store.release(lease), extra
+            ):
+                self._stats.incr("released_at_stop")
+                log.info("job released: the worker is stopping", extra=extra)
+            return
+        if outcome.kind == "ok":
+            self._stats.incr("completions_refused")
+            log.warning(
+                "not completing job: its lease was lost before the handler returned; "
+                "result discarded",
+                extra={**extra, "reason": reason},
+            )
+        elif outcome.kind in ("error", "died"):
+            log.info(
+                "handler failed after its lease was lost; failure not recorded",
+                extra={**extra, "reason": reason, "error": str(outcome.error)},
+            )
+
+    async def fail(
+        self,
+        running: Running,
+        error: BaseException | str,
+        retry_in: float | None = None,
+        *,
+        detail: str = "",
+    ) -> None:
+        """Record a failed attempt and log it: one line per attempt that will run again
+        (WARNING; its traceback at DEBUG), the traceback once when the job dies (ERROR).
+
+        ``retry_in`` given: the handler asked for the retry (``ctx.retry``), logged at INFO.
+        ``detail``: a traceback as text (a handler process's), for an exception not here."""
+        lease = running.handle.lease
+        job = running.job
+        requested = retry_in is not None
+        if retry_in is None:
+            retry_in = running.retry.delay(lease.attempt, self._rng)
+        summary = _one_line(error)
+        extra = _job_extra(running, error=summary)
+        trace: Any = error if isinstance(error, BaseException) else None
+        if not await self._store_call(
+            "fail", lease, self._store.fail(lease, error, retry_in=retry_in), extra
+        ):
+            _log_traceback(logging.DEBUG, trace, detail, extra)
+            return
+        self._stats.incr("failed")
+        attempts = f"attempt {lease.attempt} of {job.max_attempts}"
+        if lease.attempt >= job.max_attempts:
+            self._stats.incr("dead")
+            # The one record of a dead job that carries the traceback.
+            message = f"job {job.job_id} dead: {attempts} failed: {summary}"
+            if trace is None and detail:
+                message = f"{message}\n{detail.rstrip()}"
+            log.error(message, exc_info=_without_tenure_frames(trace), extra=extra)
+            return
+        self._stats.incr("retried")
+        extra["retry_in"] = round(retry_in, 3)
+        if requested:
+            log.info(
+                "job %s: %s ends, retry requested by the handler; next in %s",
+                job.job_id,
+                attempts,
+                _seconds(retry_in),
+                extra=extra,
+            )
+            return
+        log.warning(
+            "job %s: %s failed: %s; next attempt in %s",
+            job.job_id,
+            attempts,
+            summary,
+            _seconds(retry_in),
+            extra=extra,
+        )
+        _log_traceback(logging.DEBUG, trace, detail, extra)
+
+    async def give_back(self, lease: Lease, why: str) -> None:
+        """Release a lease no handler ran under (claimed as the worker was stopping)."""
+        try:
+            await self._store.release(lease)
+        except TenureError as exc:
+            log.warning(
+                "could not release a lease (%s); it expires in at most %g s",
+                why,
+                lease.ttl,
+                extra=lease_extra(lease, error=str(exc)),
+            )
+
+    async def _store_call(
+        self, operation: str, lease: Lease, call: Awaitable[None], extra: dict[str, Any]
+    ) -> bool:
+        try:
+            await call
+        except LeaseLost as exc:
+            self._stats.incr("stale_rejections")
+            log.warning(
+                "store rejected %s: the lease is no longer current",
+                operation,
+                extra={**extra, "error": str(exc)},
+            )
+            return False
+        except StoreUnavailable as exc:
+            self._stats.incr("store_errors")
+            log.error(
+                "could not %s the job: store unavailable; the lease expires within %g s and "
+                "the job will be claimed again",
+                operation,
+                lease.ttl,
+                extra={**extra, "error": str(exc)},
+            )
+            return False
+        return True
+
+
+def _job_extra(running: Running, **more: Any) -> dict[str, Any]:
+    lease = running.handle.lease
+    return lease_extra(lease, queue=running.job.queue, attempt=lease.attempt, **more)
+
+
+def _one_line(error: BaseException | str, limit: int = 300) -> str:
+    """``Type: message`` (or the text) on one line, cut at ``limit`` characters."""
+    text = " ".join(error_text(error).split()) or type(error).__name__
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.3g} s" if value < 100 else f"{value:.0f} s"
+
+
+def _log_traceback(
+    level: int, error: BaseException | None, detail: str, extra: dict[str, Any]
+) -> None:
+    """The traceback of a failed attempt as a record of its own (a handler process's comes
+    as text in ``detail``)."""
+    if not log.isEnabledFor(level):
+        return
+    if error is not None:
+        error = _without_tenure_frames(error)
+        log.log(level, "traceback of job %s", extra["job_id"], exc_info=error, extra=extra)
+    elif detail:
+        log.log(level, "traceback of job %s:\n%s", extra["job_id"], detail.rstrip(), extra=extra)
+
+
+_TENURE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _without_tenure_frames(error: BaseException | None) -> BaseException | None:
+    """``error`` with the worker's own frames (tenure calling the handler) cut from the
+    front of its traceback: what is left starts in the handler. The handler has ended, so
+    nothing else looks at this traceback."""
+    if error is None:
+        return None
+    tb = error.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_TENURE_DIR):
+        tb = tb.tb_next
+    if tb is not None:
+        error.__traceback__ = tb
+    return error
