@@ -28,8 +28,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from ._checker import INVARIANTS, Interval, Mark, Verdict
 from ._history import Event
+from ._verdict import INVARIANTS, Interval, Mark, Verdict
 
 __all__ = ["CHROMIUM_HINT", "chromium", "run_origin", "screenshot", "write_report"]
 
