@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from ._history import Recorder
 from ._nemesis import is_stopped
@@ -49,16 +49,6 @@ def libfaketime() -> str | None:
 
 def _python(module: str) -> list[str]:
     return [sys.executable, "-m", module]
-
-
-def _proxied(url: str, port: int) -> str | None:
-    """``url`` with its host and port replaced by the proxy's; None if it has no host."""
-    parts = urlsplit(url)
-    if not parts.hostname:
-        return None
-    userinfo = parts.netloc.rpartition("@")[0]
-    netloc = f"{userinfo}@127.0.0.1:{port}" if userinfo else f"127.0.0.1:{port}"
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 @dataclass
@@ -152,7 +142,7 @@ class Processes:
             return
         default = 5432 if self.kind == "postgres" else 6379
         self.proxy = Proxy(parts.hostname, parts.port or default)
-        proxied = _proxied(self.o.store_url, self.proxy.port)
+        proxied = self.proxy.through(self.o.store_url)
         if proxied is not None:
             self.worker_url = proxied
 
