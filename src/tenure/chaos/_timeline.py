@@ -60,28 +60,24 @@ def marks(ctx: Context) -> dict[str, list[Mark]]:
             found[mark.job].append(mark)
     for event in ctx.paired.events.get("write-withheld", []):
         found[event["job"]].append(
-            Mark(
-                event["job"],
-                float(event["t"]) + ctx.offset,
+            _event_mark(
+                event,
+                ctx.offset,
                 "write-withheld",
-                event.get("gen"),
-                str(event.get("proc")),
                 "the worker knew its lease was lost and did not send",
             )
         )
     for event in ctx.paired.events.get("fault", []):
         if event.get("phase") == "hit" and event.get("job"):
-            found[event["job"]].append(
-                Mark(
-                    event["job"],
-                    float(event["t"]) + ctx.offset,
-                    "pause",
-                    event.get("gen"),
-                    str(event.get("proc")),
-                    f"{event.get('kind')}: process stopped for {event.get('duration')} s",
-                )
-            )
+            detail = f"{event.get('kind')}: process stopped for {event.get('duration')} s"
+            found[event["job"]].append(_event_mark(event, ctx.offset, "pause", detail))
     return dict(found)
+
+
+def _event_mark(event: dict[str, Any], offset: float, kind: str, detail: str) -> Mark:
+    """The mark of an event a process recorded at its host time."""
+    at = float(event["t"]) + offset
+    return Mark(event["job"], at, kind, event.get("gen"), str(event.get("proc")), detail)
 
 
 def _write_mark(op: dict[str, Any], at: float) -> Mark | None:
