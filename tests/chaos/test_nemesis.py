@@ -68,3 +68,24 @@ def test_every_fault_not_injected_is_named_with_the_reason(tmp_path: Path) -> No
     }
     # The schedule's zero is in the history, for the report's time axis.
     assert '"f":"nemesis-start"' in (tmp_path / "nemesis.jsonl").read_text(encoding="utf-8")
+
+
+class _Broken(_Target):
+    def kill(self, number: int, restart_after: float) -> tuple[str, int] | None:
+        raise RuntimeError("no such worker table")
+
+
+def test_a_fault_whose_injection_raised_is_named_failed(tmp_path: Path) -> None:
+    schedule = [Fault(0.0, "kill", 1, {"restart_after": 1.0})]
+    recorder = Recorder(tmp_path / "nemesis.jsonl", "nemesis")
+    nemesis = Nemesis(schedule, _Broken(), recorder)  # type: ignore[arg-type]
+    nemesis.start()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and nemesis.not_injected()[0][1] == "not reached":
+        time.sleep(0.01)
+    nemesis.stop()
+    recorder.close()
+    assert [why for _, why in nemesis.not_injected()] == [
+        "failed: RuntimeError: no such worker table"
+    ]
+    assert '"f":"fault-error"' in (tmp_path / "nemesis.jsonl").read_text(encoding="utf-8")

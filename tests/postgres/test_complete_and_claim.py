@@ -8,9 +8,9 @@ from collections.abc import Callable
 import pytest
 
 import tenure
-from tests.postgres._proxy import Proxy
 from tests.postgres.test_complete_many import _completion, _count_statements, _driver, _leases
 from tests.postgres.test_faults import proxied  # noqa: F401
+from tests.proxy import Proxy
 
 
 def test_one_statement_completes_and_claims(

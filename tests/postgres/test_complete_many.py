@@ -16,9 +16,9 @@ import tenure
 from tenure._protocol import Completion, JobRow, Outcome, Status, hash_secret, settle_receipt
 from tenure.stores.postgres import PostgresDriver
 from tests.backends import POSTGRES_URL
-from tests.postgres._proxy import Proxy
 from tests.postgres.conftest import terminate
 from tests.postgres.test_faults import _blocked_then_killed, proxied  # noqa: F401
+from tests.proxy import Proxy
 
 
 def _driver(store: tenure.Store) -> PostgresDriver:

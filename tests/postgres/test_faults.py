@@ -15,9 +15,9 @@ import pytest
 import tenure
 from tenure._protocol import hash_secret, settle_receipt
 from tenure.stores.postgres import PostgresDriver
-from tests.backends import POSTGRES_URL
-from tests.postgres._proxy import Proxy
+from tests.backends import POSTGRES_URL, postgres_schema_url
 from tests.postgres.conftest import backends_of, terminate
+from tests.proxy import Proxy, postgres_reply, proxy_for
 
 
 def _driver(store: tenure.Store) -> PostgresDriver:
@@ -186,16 +186,9 @@ def test_killed_during_holder_operation(
 
 @pytest.fixture
 def proxied(schema: str) -> Iterator[tuple[Proxy, str]]:
-    target = urlsplit(POSTGRES_URL)
-    proxy = Proxy(target.hostname or "127.0.0.1", target.port or 5432)
-    user = target.username or "postgres"
-    database = target.path.lstrip("/") or "postgres"
-    url = (
-        f"postgresql://{user}@127.0.0.1:{proxy.port}/{database}"
-        f"?schema={schema}&sslmode=disable&gssencmode=disable"
-    )
-    yield proxy, url
-    proxy.close()
+    url = f"{postgres_schema_url(schema)}&sslmode=disable&gssencmode=disable"
+    with proxy_for(url, 5432, postgres_reply) as running:
+        yield running
 
 
 def test_lost_reply_to_complete_is_unknown_and_retry_is_safe(

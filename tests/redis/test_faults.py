@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 import pytest
@@ -14,21 +13,23 @@ import tenure
 import tenure.aio
 from tenure._protocol import hash_secret, settle_receipt
 from tenure.stores.redis import _common
-from tests.redis._proxy import Proxy
+from tests.proxy import Proxy, proxy_for
 
 
 @pytest.fixture
-def proxy(url: str) -> Iterator[Proxy]:
-    parts = urlsplit(url)
-    running = Proxy(parts.hostname or "127.0.0.1", parts.port or 6379)
-    yield running
-    running.close()
+def through_proxy(url: str) -> Iterator[tuple[Proxy, str]]:
+    with proxy_for(url, 6379) as running:
+        yield running
 
 
 @pytest.fixture
-def proxied_url(url: str, proxy: Proxy) -> str:
-    parts = urlsplit(url)
-    return urlunsplit(parts._replace(netloc=f"127.0.0.1:{proxy.port}"))
+def proxy(through_proxy: tuple[Proxy, str]) -> Proxy:
+    return through_proxy[0]
+
+
+@pytest.fixture
+def proxied_url(through_proxy: tuple[Proxy, str]) -> str:
+    return through_proxy[1]
 
 
 def test_unreachable_server_at_connect() -> None:
@@ -46,7 +47,7 @@ def test_lost_reply_to_complete_is_unknown_and_safe_to_retry(
     lease = store.claim("J", "A", 10)
     assert lease is not None
     driver: Any = store._driver
-    proxy.lose_next_reply.set()
+    proxy.lose_next_reply()
     secret_hash = hash_secret(lease.secret)
     receipt = settle_receipt(secret_hash, "complete")
     with pytest.raises(tenure.StoreUnavailable) as caught:
@@ -63,16 +64,16 @@ def test_store_retries_renew_and_claim_through_lost_replies(
 ) -> None:
     store = open_store(url=proxied_url)
     store.submit("J")
-    proxy.lose_next_reply.set()
+    proxy.lose_next_reply()
     lease = store.claim("J", "A", 10)  # retried with the same secret: the same lease
     assert proxy.replies_lost == 1
     assert lease is not None
     assert lease.generation == 1
-    proxy.lose_next_reply.set()
+    proxy.lose_next_reply()
     renewed = store.renew(lease)
     assert proxy.replies_lost == 2
     assert renewed.generation == 1
-    proxy.lose_next_reply.set()
+    proxy.lose_next_reply()
     store.complete(renewed)
     assert proxy.replies_lost == 3
     job = store.get("J")
@@ -85,7 +86,7 @@ def test_lost_reply_to_claim_next_is_not_repeated(
     store = open_store(url=proxied_url)
     store.submit("J")
     store.submit("K")
-    proxy.lose_next_reply.set()
+    proxy.lose_next_reply()
     with pytest.raises(tenure.StoreUnavailable) as caught:
         store.claim_next("A", 10)
     assert caught.value.outcome_unknown is True

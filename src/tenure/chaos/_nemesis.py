@@ -175,7 +175,8 @@ class Nemesis:
         self._schedule = schedule
         self._target = target
         self._rec = recorder
-        self._heap: list[tuple[float, int, Callable[[], None]]] = []
+        # (when, tie-break, action, the scheduled fault it injects: its outcome on an error)
+        self._heap: list[tuple[float, int, Callable[[], None], Fault | None]] = []
         self._seq = itertools.count()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -198,7 +199,7 @@ class Nemesis:
         # The zero of the schedule in host time: the report draws its time axis from it.
         self._rec.event("nemesis-start", faults=len(self._schedule))
         for fault in self._schedule:
-            self._at(self.start_time + fault.at, partial(self._inject, fault))
+            self._at(self.start_time + fault.at, partial(self._inject, fault), fault)
         self._thread.start()
 
     def stop(self) -> None:
@@ -231,9 +232,9 @@ class Nemesis:
             if outcome != _INJECTED
         ]
 
-    def _at(self, when: float, action: Callable[[], None]) -> None:
+    def _at(self, when: float, action: Callable[[], None], fault: Fault | None = None) -> None:
         with self._lock:
-            heapq.heappush(self._heap, (when, next(self._seq), action))
+            heapq.heappush(self._heap, (when, next(self._seq), action, fault))
 
     def _run(self) -> None:
         while not self._stopping.is_set():
@@ -244,14 +245,13 @@ class Nemesis:
                 self._stopping.wait(min(0.05, due - now) if due is not None else 0.05)
                 continue
             with self._lock:
-                _, _, action = heapq.heappop(self._heap)
+                _, _, action, fault = heapq.heappop(self._heap)
             try:
                 action()
             except Exception as exc:  # a fault that could not be injected is recorded
                 error = f"{type(exc).__name__}: {exc}"[:300]
                 self._rec.event("fault-error", error=error)
-                fault = getattr(action, "args", (None,))[0]
-                if isinstance(fault, Fault) and id(fault) in self._place:
+                if fault is not None:
                     self._outcome(fault, f"failed: {error}")
 
     def _record(self, kind: str, phase: str, **fields: Any) -> None:

@@ -28,8 +28,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from ._checker import INVARIANTS, Interval, Mark, Verdict
 from ._history import Event
+from ._verdict import INVARIANTS, Interval, Mark, Verdict
 
 __all__ = ["CHROMIUM_HINT", "chromium", "run_origin", "screenshot", "write_report"]
 
@@ -159,10 +159,31 @@ def _svg(verdict: Verdict, jobs: list[str], origin: float | None = None) -> str:
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
         f'viewBox="0 0 {WIDTH} {height}" font-family="sans-serif" font-size="11">'
     ]
-    # Ticks at whole steps from the schedule's zero, drawn through the lanes and the rows.
+    parts += _ticks(x, t0, t1, zero, top, height)
+    parts += _lanes(kinds, spans, x, zero, top, label_width)
+    parts.append(
+        f'<text x="6" y="{y0 - 10}" font-weight="bold">jobs, on the same time axis; shaded '
+        "behind a job: the faults that could have touched it (colour of their lane)</text>"
+    )
+    bad = {v.job for v in verdict.violations if v.job}
+    for row, job in enumerate(jobs):
+        y = y0 + row * ROW
+        parts.append(
+            f'<text x="{label_width - 6}" y="{y + 14}" text-anchor="end" '
+            f'fill="{"#c0392b" if job in bad else "#222"}"><title>{_e(job)}</title>'
+            f"{_e(labels[job])}</text>"
+        )
+        parts += _job_row(verdict, job, spans, x, y)
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _ticks(x: Scale, t0: float, t1: float, zero: float, top: int, height: int) -> list[str]:
+    """Ticks at whole steps from the schedule's zero, drawn through the lanes and the rows."""
     step = _tick_step(t1 - t0)
     first = math.ceil((t0 - zero) / step - 1e-9)
     last = math.floor((t1 - zero) / step + 1e-9)
+    parts = []
     for k in range(first, last + 1):
         px = x(zero + k * step)
         parts.append(
@@ -171,6 +192,19 @@ def _svg(verdict: Verdict, jobs: list[str], origin: float | None = None) -> str:
             f'<text x="{px:.1f}" y="{top - 12}" text-anchor="middle" fill="#666">'
             f"{k * step:g} s</text>"
         )
+    return parts
+
+
+def _lanes(
+    kinds: list[str],
+    spans: list[tuple[float, float, dict[str, Any]]],
+    x: Scale,
+    zero: float,
+    top: int,
+    label_width: int,
+) -> list[str]:
+    """One lane per fault kind, each fault a bar."""
+    parts = []
     for lane, kind in enumerate(kinds):
         y = top + lane * LANE
         color = FAULT_COLORS.get(kind, "#555")
@@ -191,37 +225,36 @@ def _svg(verdict: Verdict, jobs: list[str], origin: float | None = None) -> str:
                 f'height="{LANE - 4}" fill="{color}" opacity="0.8"><title>{_e(title)}</title>'
                 "</rect>"
             )
-    parts.append(
-        f'<text x="6" y="{y0 - 10}" font-weight="bold">jobs, on the same time axis; shaded '
-        "behind a job: the faults that could have touched it (colour of their lane)</text>"
-    )
-    bad = {v.job for v in verdict.violations if v.job}
-    for row, job in enumerate(jobs):
-        y = y0 + row * ROW
+    return parts
+
+
+def _job_row(
+    verdict: Verdict,
+    job: str,
+    spans: list[tuple[float, float, dict[str, Any]]],
+    x: Scale,
+    y: int,
+) -> list[str]:
+    """A job's row: the faults that could have touched it, its intervals and marks."""
+    parts = []
+    procs = {i.proc for i in verdict.intervals.get(job, [])}
+    procs |= {m.proc for m in verdict.marks.get(job, [])}
+    for start, end, span in spans:
+        if not _relevant(span, job, procs):
+            continue
+        left, right = x(start), x(max(end, start))
+        color = FAULT_COLORS.get(span["kind"], "#555")
+        title = f"{span['kind']} {span.get('target') or ''} {span.get('detail', {})}"
         parts.append(
-            f'<text x="{label_width - 6}" y="{y + 14}" text-anchor="end" '
-            f'fill="{"#c0392b" if job in bad else "#222"}"><title>{_e(job)}</title>'
-            f"{_e(labels[job])}</text>"
+            f'<rect class="fault-behind" x="{left:.1f}" y="{y + 1}" '
+            f'width="{max(2.0, right - left):.1f}" height="{ROW - 2}" fill="{color}" '
+            f'opacity="0.18"><title>{_e(title)}</title></rect>'
         )
-        procs = {i.proc for i in verdict.intervals.get(job, [])}
-        procs |= {m.proc for m in verdict.marks.get(job, [])}
-        for start, end, span in spans:
-            if not _relevant(span, job, procs):
-                continue
-            left, right = x(start), x(max(end, start))
-            color = FAULT_COLORS.get(span["kind"], "#555")
-            title = f"{span['kind']} {span.get('target') or ''} {span.get('detail', {})}"
-            parts.append(
-                f'<rect class="fault-behind" x="{left:.1f}" y="{y + 1}" '
-                f'width="{max(2.0, right - left):.1f}" height="{ROW - 2}" fill="{color}" '
-                f'opacity="0.18"><title>{_e(title)}</title></rect>'
-            )
-        for interval in verdict.intervals.get(job, []):
-            parts.append(_interval(interval, x, y))
-        for mark in verdict.marks.get(job, []):
-            parts.append(_mark(mark, x, y))
-    parts.append("</svg>")
-    return "".join(parts)
+    for interval in verdict.intervals.get(job, []):
+        parts.append(_interval(interval, x, y))
+    for mark in verdict.marks.get(job, []):
+        parts.append(_mark(mark, x, y))
+    return parts
 
 
 def _tick_step(span: float) -> float:

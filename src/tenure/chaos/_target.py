@@ -1,0 +1,243 @@
+"""What the nemesis acts on (`tenure.chaos._nemesis.Target`): a run's processes, its
+proxy and its store. Every fault here starts and returns; what must wait (a store pause)
+runs on a thread of the run's and ends by itself."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from .._store import Store
+from ._nemesis import is_stopped
+from ._processes import Processes
+
+__all__ = ["FaultTarget"]
+
+
+class FaultTarget:
+    """The nemesis's target on one run (see the `Target` protocol for each method)."""
+
+    def __init__(self, processes: Processes, side: Store) -> None:
+        self.p = processes
+        self.side = side  # the nemesis thread's own store client
+        self._locker_busy = threading.Lock()
+
+    # -- workers -------------------------------------------------------------------------
+
+    def worker(self, number: int) -> tuple[str, int] | None:
+        with self.p.lock:
+            slot = self.p.slots[number - 1]
+            if slot.process is None or slot.process.poll() is not None:
+                return None
+            return slot.name, slot.process.pid
+
+    def set_control(
+        self, name: str, *, clock: dict[str, float] | None, arm: dict[str, Any] | None
+    ) -> None:
+        self.p.set_control(name, clock=clock, arm=arm)
+
+    def hit(self, name: str) -> int | None:
+        try:
+            return int((self.p.out / "ctl" / f"{name}.hit").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+
+    def kill(self, number: int, restart_after: float) -> tuple[str, int] | None:
+        with self.p.lock:
+            slot = self.p.slots[number - 1]
+            process = slot.process
+            if process is None or process.poll() is not None:
+                return None
+            slot.restart_at = time.monotonic() + restart_after
+            with contextlib.suppress(OSError):
+                process.kill()
+            return slot.name, process.pid
+
+    def _stopped_pids(self) -> set[int]:
+        with self.p.lock:
+            return {
+                s.process.pid
+                for s in self.p.slots
+                if s.process is not None and is_stopped(s.process.pid)
+            }
+
+    def storm(self, jobs: int, window: float, holder: int | None = None) -> dict[str, Any] | None:
+        """Release the storm processes together onto ``jobs`` jobs: those held by stopped
+        workers (only worker ``holder``'s when given) first, then ready and leased ones."""
+        storms = self.p.storms
+        if not storms:
+            return None
+        stopped = {holder} if holder is not None else self._stopped_pids()
+        targets: list[str] = []
+        held = 0
+        if stopped:
+            for job in self.side.jobs(queue=self.p.queue, state="leased", limit=1000):
+                pid = (job.owner or "").split(":")[-2:-1]
+                if pid and pid[0].isdigit() and int(pid[0]) in stopped and len(targets) < jobs:
+                    targets.append(job.job_id)
+                    held += 1
+        for state in ("ready", "leased"):
+            if len(targets) >= jobs or holder is not None:
+                break
+            found = [j.job_id for j in self.side.jobs(queue=self.p.queue, state=state, limit=50)]
+            found = [j for j in found if j not in targets]
+            self.p.rng.shuffle(found)
+            targets += found[: jobs - len(targets)]
+        if not targets:
+            return None
+        command = json.dumps({"jobs": targets, "at": time.monotonic() + 0.2, "window": window})
+        for process in storms:
+            if process.poll() is None and process.stdin is not None:
+                with contextlib.suppress(OSError):
+                    process.stdin.write(command + "\n")
+                    process.stdin.flush()
+        return {"jobs": targets, "processes": len(storms), "held_by_stopped": held}
+
+    # -- the network and the store -------------------------------------------------------
+
+    def proxy_delay(self, lag: float, hold: float) -> bool:
+        if self.p.proxy is None:
+            return False
+        self.p.proxy.delay(lag, hold)
+        return True
+
+    def proxy_drop(self, window: float) -> bool:
+        if self.p.proxy is None:
+            return False
+        self.p.proxy.drop_replies(window)
+        return True
+
+    def store_pause(self, duration: float) -> dict[str, Any] | None:
+        if self.p.kind == "sqlite":
+            return self._pause_sqlite(duration)
+        if self.p.kind == "postgres":
+            return self._pause_postgres(duration)
+        return self._pause_redis(duration)
+
+    def _in_thread(self, target: Callable[[], None]) -> None:
+        self.p.in_thread(target, "tenure-chaos-store-pause")
+
+    def _pause_sqlite(self, duration: float) -> dict[str, Any] | None:
+        locker = self.p.locker
+        if locker is None or locker.stdin is None or locker.stdout is None:
+            return None
+        stdin, stdout = locker.stdin, locker.stdout
+        if not self._locker_busy.acquire(blocking=False):
+            return None  # the previous store pause is still on
+
+        def hold() -> None:
+            try:
+                stdin.write("lock\n")
+                stdin.flush()
+                if stdout.readline().strip() != "locked":
+                    return
+                os.kill(locker.pid, signal.SIGSTOP)
+                time.sleep(duration)
+                os.kill(locker.pid, signal.SIGCONT)
+                stdin.write("unlock\n")
+                stdin.flush()
+                stdout.readline()
+            except OSError as exc:
+                self.p.rec.event("fault-error", kind="store-pause", error=str(exc))
+            finally:
+                self._locker_busy.release()
+
+        self._in_thread(hold)
+        return {"how": "sqlite-writer-stopped", "target_pid": locker.pid}
+
+    def _pause_postgres(self, duration: float) -> dict[str, Any] | None:
+        import psycopg
+
+        with psycopg.connect(_libpq_url(self.p.o.store_url), autocommit=True) as conn:
+            pids = [
+                row[0]
+                for row in conn.execute(
+                    "SELECT pid FROM pg_stat_activity WHERE application_name LIKE "
+                    "'tenure-chaos-%%' AND pid <> pg_backend_pid() ORDER BY pid"
+                )
+            ]
+        if pids:
+            pid = self.p.rng.choice(pids)
+            try:
+                os.kill(pid, signal.SIGSTOP)
+            except OSError:
+                pass  # not ours to signal (another host or user): lock the table instead
+            else:
+                self.p.stopped_backends.add(pid)
+
+                def resume() -> None:
+                    time.sleep(duration)
+                    with contextlib.suppress(OSError):
+                        os.kill(pid, signal.SIGCONT)
+                    self.p.stopped_backends.discard(pid)
+
+                self._in_thread(resume)
+                return {"how": "backend-stopped", "backend_pid": pid}
+        from ..stores.postgres import parse_postgres_url
+
+        schema = parse_postgres_url(self.p.o.store_url).schema
+        self._in_thread(lambda: self._lock_table(schema, duration))
+        return {"how": "table-locked"}
+
+    def _lock_table(self, schema: str, duration: float) -> None:
+        import psycopg
+        from psycopg import sql
+
+        with psycopg.connect(_libpq_url(self.p.o.store_url)) as conn:
+            conn.execute(
+                sql.SQL("LOCK TABLE {}.tenure_jobs IN ACCESS EXCLUSIVE MODE").format(
+                    sql.Identifier(schema)
+                )
+            )
+            time.sleep(duration)
+            conn.rollback()
+
+    def _pause_redis(self, duration: float) -> dict[str, Any] | None:
+        import redis
+
+        client = redis.Redis.from_url(_redis_url(self.p.o.store_url))
+        try:
+            client.execute_command("CLIENT", "PAUSE", int(duration * 1000), "ALL")  # type: ignore[no-untyped-call]
+        finally:
+            client.close()
+        return {"how": "client-pause"}
+
+    # -- healing -------------------------------------------------------------------------
+
+    def heal(self) -> None:
+        """Undo what the faults left: the proxy, the clocks and arms, a Redis pause, the
+        processes still stopped."""
+        if self.p.proxy is not None:
+            self.p.proxy.heal()
+        with self.p.lock:
+            names = [s.name for s in self.p.slots]
+        for name in names:
+            self.set_control(name, clock=None, arm=None)
+        if self.p.kind == "redis":
+            with contextlib.suppress(Exception):
+                import redis
+
+                client = redis.Redis.from_url(_redis_url(self.p.o.store_url))
+                client.execute_command("CLIENT", "UNPAUSE")  # type: ignore[no-untyped-call]
+                client.close()
+        self.p.resume_stopped()
+
+
+def _libpq_url(url: str) -> str:
+    """A PostgreSQL URL without tenure's own options (for a plain psycopg connection)."""
+    own = {"schema", "pool_min", "pool_max", "pool_timeout", "auto_migrate", "listen"}
+    parts = urlsplit(url)
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k not in own]
+    return urlunsplit(parts._replace(query=urlencode(query)))
+
+
+def _redis_url(url: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(query=""))

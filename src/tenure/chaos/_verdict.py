@@ -1,0 +1,146 @@
+"""What `check_history` returns: the `Verdict`, its violations, and what the report draws
+(each job's ownership intervals and the marks on its timeline)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["INVARIANTS", "Interval", "Mark", "Verdict", "Violation"]
+
+INVARIANTS = {
+    "I1": "tokens",
+    "I2": "exclusivity",
+    "I3": "stale rejection",
+    "I4": "destinations",
+    "I5": "nothing lost",
+}
+SHOWN = 25  # violations printed per invariant
+
+
+@dataclass
+class Violation:
+    invariant: str
+    job: str | None
+    message: str
+    ops: list[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        return f"{self.invariant} {INVARIANTS[self.invariant]}: {self.message}"
+
+
+@dataclass
+class Interval:
+    """One holder's ownership of a job: from its claim to its end, in store time."""
+
+    job: str
+    gen: int
+    owner: str
+    proc: str
+    op: str
+    start: float
+    until: float  # last confirmed lease_until
+    end_at: float | None = None  # store time of the complete/release/fail that ended it
+    ended_by: str | None = None
+    unknown_renewals: int = 0
+    renewals: list[tuple[float, float]] = field(default_factory=list)
+
+    @property
+    def end(self) -> float:
+        return self.until if self.end_at is None else min(self.until, self.end_at)
+
+
+@dataclass
+class Mark:
+    """Something shown on a job's timeline (stale attempts, writes, pauses)."""
+
+    job: str
+    at: float  # store time (host times are moved onto the store's axis)
+    kind: str  # rejected-<f>, write-ok, write-stale, write-withheld, pause
+    gen: int | None
+    proc: str
+    detail: str = ""
+
+
+@dataclass
+class Verdict:
+    status: str  # VALID, INVALID, UNPROVEN
+    violations: list[Violation]
+    counts: dict[str, int]
+    faults: dict[str, int]
+    info: dict[str, Any]
+    intervals: dict[str, list[Interval]] = field(default_factory=dict)
+    marks: dict[str, list[Mark]] = field(default_factory=dict)
+    fault_spans: list[dict[str, Any]] = field(default_factory=list)
+    offset: float = 0.0  # store time minus host time
+
+    @property
+    def valid(self) -> bool:
+        return self.status == "VALID"
+
+    def by_invariant(self) -> dict[str, list[Violation]]:
+        found: dict[str, list[Violation]] = {key: [] for key in INVARIANTS}
+        for violation in self.violations:
+            found[violation.invariant].append(violation)
+        return found
+
+    def headline(self) -> str:
+        c = self.counts
+        if self.status == "VALID":
+            return (
+                f"VALID: I1-I5 held on {c['jobs_submitted']} jobs; faults bit: "
+                f"{c['stale_completions_rejected']} stale completions and "
+                f"{c['stale_writes_rejected']} stale writes rejected"
+            )
+        if self.status == "UNPROVEN":
+            return (
+                "UNPROVEN: no invariant was violated, but no stale completion or stale write "
+                "was rejected either: the faults did not bite, so this run proves nothing"
+            )
+        kinds = ", ".join(f"{key} x{len(v)}" for key, v in self.by_invariant().items() if v)
+        return f"INVALID: {len(self.violations)} violation(s) ({kinds})"
+
+    def lines(self) -> list[str]:
+        c, info = self.counts, self.info
+        out = []
+        head = ", ".join(
+            f"{k} {info[k]}" for k in ("store", "workers", "ttl", "seed") if info.get(k) is not None
+        )
+        if info.get("unsafe"):
+            head += f", UNSAFE {info['unsafe']}"
+        out.append(f"history: {c['events']} events" + (f" ({head})" if head else ""))
+        out.append(
+            f"jobs: {c['jobs_submitted']} submitted, {c['jobs_done']} done, "
+            f"{c['jobs_dead']} dead, {c['jobs_stranded']} stranded"
+        )
+        out.append(
+            f"claims: {c['claims']} granted ({c['storm_claims']} in claim storms), "
+            f"{c['claim_calls']} claim calls, {c['claims_unknown']} with unknown outcome"
+        )
+        out.append(
+            f"renewals: {c['renewals']} accepted, {c['stale_renewals_rejected']} stale rejected"
+        )
+        out.append(
+            f"completions: {c['completions']} accepted ({c['completion_repeats']} repeats "
+            f"answered as done), {c['stale_completions_rejected']} stale rejected; "
+            f"releases {c['releases']} / fails {c['fails']} accepted, "
+            f"{c['stale_releases_rejected'] + c['stale_fails_rejected']} stale rejected"
+        )
+        out.append(
+            f"writes: {c['writes_accepted']} accepted, {c['stale_writes_rejected']} stale "
+            f"rejected by the sink, {c['writes_duplicate']} duplicates, "
+            f"{c['writes_unknown']} unknown, {c['writes_withheld']} withheld by their worker"
+        )
+        faults = ", ".join(f"{k} {n}" for k, n in sorted(self.faults.items())) or "none"
+        out.append(f"faults: {sum(self.faults.values())} injected ({faults})")
+        if c["pause_points_missed"]:
+            out.append(f"  {c['pause_points_missed']} armed pause points were not reached")
+        for key, name in INVARIANTS.items():
+            found = self.by_invariant()[key]
+            label = f"{key} {name}"
+            out.append(f"{label:<22} {'ok' if not found else f'VIOLATED x{len(found)}'}")
+            for violation in found[:SHOWN]:
+                out.append(f"    - {violation.message}")
+            if len(found) > SHOWN:
+                out.append(f"    ... and {len(found) - SHOWN} more (see the report)")
+        return out
