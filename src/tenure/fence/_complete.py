@@ -231,16 +231,18 @@ class _PostgresDatabase(_Database):
         return {"now": self._driver._now()}
 
     def job(self, cur: Any, job_id: str) -> Outcome:
+        from ..stores.postgres._common import answer_row
+
         cur.execute(self._sql["get"], {"job_id": job_id, **self._params()})
-        now, *job = cur.fetchone()
-        if job[0] is None:
-            return Outcome(Status.MISSING, None, float(now))
-        return Outcome(Status.MISSED, JobRow._make(job), float(now))
+        found = answer_row(cur)(cur.fetchone()).outcome
+        if found.row is None:
+            return found
+        return found._replace(status=Status.MISSED)
 
     def complete(
         self, cur: Any, lease: Lease, secret_hash: str, receipt: str, result: str | None
     ) -> Outcome:
-        from ..stores.postgres._common import outcome
+        from ..stores.postgres._common import answer_row
 
         params = {
             "job_id": lease.job_id,
@@ -254,10 +256,10 @@ class _PostgresDatabase(_Database):
             # Each statement of a READ COMMITTED transaction sees a new snapshot: a run that
             # raced a concurrent change of the job is repeated, as the driver does.
             cur.execute(self._sql["complete"], {**params, **self._params()})
-            row = cur.fetchone()
-            if not row[17]:
+            answer = answer_row(cur)(cur.fetchone())
+            if not answer.raced:
                 break
-        return outcome(row)
+        return answer.outcome
 
     def store_error(self, exc: BaseException, sent: bool) -> StoreUnavailable | None:
         import psycopg

@@ -12,7 +12,7 @@ import inspect
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, NamedTuple
 
 import psycopg
@@ -26,17 +26,17 @@ from ..._protocol import Completion, JobRow, Outcome, Status
 from ..._validate import MAX_GENERATION
 from ...errors import StoreUnavailable
 from ._common import (
+    Answer,
     PostgresOptions,
     SqlSet,
     Statement,
+    answer_row,
     binary_lists,
     closed_error,
     connection_is_stale,
     describe_pool,
-    job_rows,
     latest_version,
     migration_steps,
-    outcome,
     parse_postgres_url,
     render,
     socket_poller,
@@ -48,8 +48,6 @@ from ._common import (
 __all__ = ["AsyncPostgresDriver", "migrate", "schema_version"]
 
 log = logging.getLogger("tenure")
-
-Row = tuple[Any, ...]
 # A job changed by someone else between a statement's snapshot and its update: run again.
 # Each run takes a new snapshot, so this only repeats while the job keeps changing.
 _RACE_RETRIES = 5
@@ -140,15 +138,24 @@ async def _usable_connection(
     )
 
 
-def _raw_cursor(conn: AsyncConnection[Any]) -> AsyncRawCursor[Row]:
-    cursor = AsyncRawCursor(conn, row_factory=tuple_row)
+def _raw_cursor(conn: AsyncConnection[Any]) -> AsyncRawCursor[Answer]:
+    cursor = AsyncRawCursor(conn, row_factory=answer_row)
     binary_lists(cursor)
     return cursor
 
 
+async def _unraced(run: Callable[[], Awaitable[Answer]]) -> Outcome:
+    """What a single-job statement did: ``run`` it again while it reports ``raced``."""
+    for _ in range(_RACE_RETRIES):
+        answer = await run()
+        if not answer.raced:
+            break
+    return answer.outcome
+
+
 class Hot(NamedTuple):
     conn: AsyncConnection[Any]
-    cursor: AsyncRawCursor[Row]
+    cursor: AsyncRawCursor[Answer]
     since: float  # when it was taken from the pool (time.monotonic())
     poller: Any  # watches conn's socket (see connection_is_stale)
 
@@ -368,7 +375,7 @@ class AsyncPostgresDriver:
 
     async def _rows(
         self, operation: str, statement: Statement, params: dict[str, Any]
-    ) -> list[Row]:
+    ) -> list[Answer]:
         hot = await self._checkout(operation)
         try:
             # Prepared at first use (psycopg's default waits for five): each statement is
@@ -397,18 +404,18 @@ class AsyncPostgresDriver:
         (e.g. a retried complete whose first try was still committing). ``params``: a
         fresh dict, which this completes with the store time."""
         statement = self._sql[operation]
-        for _ in range(_RACE_RETRIES):
+
+        async def run() -> Answer:
             params["now"] = self._now()
-            rows = await self._rows(operation, statement, params)
-            if not rows[0][17]:
-                break
-        return outcome(rows[0])
+            return (await self._rows(operation, statement, params))[0]
+
+        return await _unraced(run)
 
     # -- operations --------------------------------------------------------------------
 
     async def now(self) -> float:
         rows = await self._rows("now", self._sql["clock"], {"now": self._now()})
-        return float(rows[0][0])
+        return rows[0].outcome.now
 
     async def submit(
         self, job_id: str, queue: str, payload: str | None, delay: float, max_attempts: int
@@ -423,7 +430,7 @@ class AsyncPostgresDriver:
         }
         rows = await self._rows("submit", self._sql["submit"], params)
         if rows:
-            return outcome(rows[0])
+            return rows[0].outcome
         # A concurrent submit of the same id won after this statement's snapshot was taken.
         existing = await self.get(job_id)
         return Outcome(Status.MISSED, existing.row, existing.now)
@@ -473,12 +480,12 @@ class AsyncPostgresDriver:
         }
 
     @staticmethod
-    def _take_claims(rows: list[Row], wanted: list[str], claimed: list[Outcome]) -> list[str]:
+    def _take_claims(rows: list[Answer], wanted: list[str], claimed: list[Outcome]) -> list[str]:
         """Add the claims of a claim answer to ``claimed``; return the secret hashes still
         wanted: jobs buried on the way took places in the pick, so look again for the rest."""
         won = 0
-        for row in rows:
-            o = outcome(row)
+        for answer in rows:
+            o = answer.outcome
             if o.status == Status.APPLIED:
                 claimed.append(o)
                 won += 1
@@ -563,21 +570,21 @@ class AsyncPostgresDriver:
         }
 
     async def _complete_raced(
-        self, completions: Sequence[Completion], rows: list[Row]
+        self, completions: Sequence[Completion], rows: list[Answer]
     ) -> list[Outcome]:
         """The outcomes of a batch completion's answer ``rows`` (one per completion, in
         order). Those that raced (see `_one`) run again, only they: the others' answers
         stand."""
-        answers = [outcome(row) for row in rows]
-        pending = [index for index, row in enumerate(rows) if row[17]]
+        answers = [row.outcome for row in rows]
+        pending = [index for index, row in enumerate(rows) if row.raced]
         for _ in range(_RACE_RETRIES - 1):
             if not pending:
                 break
             params = self._completion_params([completions[i] for i in pending])
             rows = await self._rows("complete_many", self._sql["complete_many"], params)
             for index, row in zip(pending, rows, strict=True):
-                answers[index] = outcome(row)
-            pending = [index for index, row in zip(pending, rows, strict=True) if row[17]]
+                answers[index] = row.outcome
+            pending = [index for index, row in zip(pending, rows, strict=True) if row.raced]
         return answers
 
     async def release(
@@ -603,17 +610,14 @@ class AsyncPostgresDriver:
 
     async def get(self, job_id: str) -> Outcome:
         rows = await self._rows("get", self._sql["get"], {"job_id": job_id, "now": self._now()})
-        now, *job = rows[0]
-        if job[0] is None:
-            return Outcome(Status.MISSING, None, float(now))
-        return Outcome(Status.APPLIED, JobRow._make(job), float(now))
+        return rows[0].outcome
 
     async def list_jobs(
         self, queue: str | None, state: str | None, limit: int
     ) -> tuple[float, list[JobRow]]:
         params = {"queue": queue, "state": state, "limit": limit, "now": self._now()}
         rows = await self._rows("list", self._sql["list"], params)
-        return float(rows[0][0]), job_rows(rows)
+        return rows[0].outcome.now, [a.outcome.row for a in rows if a.outcome.row is not None]
 
     async def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -661,11 +665,10 @@ class AsyncPostgresDriver:
             await pause(min(remaining, 0.05))
 
     @staticmethod
-    def _due_deadline(found: Row | None, deadline: float) -> float:
-        if found is None or found[1] is None:
+    def _due_deadline(found: Answer | None, deadline: float) -> float:
+        if found is None or found.due is None:
             return deadline
-        now, due = float(found[0]), float(found[1])
-        return min(deadline, time.monotonic() + max(0.0, due - now))
+        return min(deadline, time.monotonic() + max(0.0, found.due - found.outcome.now))
 
     async def _listener(self) -> AsyncConnection[Any]:
         # Each concurrent waiter has its own connection outside the pool (a waiter must

@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from ..._clock import Clock, SystemClock, boot_clock
@@ -54,6 +54,17 @@ _PICK = _sql("pick")
 _READ_CLOCK = _sql("read_clock")
 _SUBMIT = _sql("submit")
 _HOLDER_UPDATES = {name: _sql(name) for name in ("renew", "complete", "release", "fail")}
+
+
+class _Pick(NamedTuple):
+    """A row of pick.sql, by the names of its columns (a test holds the two together)."""
+
+    job_id: str
+    state: str
+    attempts: int
+    max_attempts: int
+    available_at: float
+    seq: int
 
 
 def parse_sqlite_url(url: str) -> dict[str, Any]:
@@ -309,21 +320,21 @@ class SQLiteDriver:
             while True:
                 # The oldest head of the given queues: by (available_at, seq), the first
                 # queue winning a tie.
-                best = None
+                best, best_key = None, (0.0, 0)
                 for queue in queues:
                     pick_params["queue"] = queue
                     found = cur.execute(_PICK, pick_params).fetchone()
-                    if found is not None and (
-                        best is None or (found[4], found[5]) < (best[4], best[5])
-                    ):
-                        best = found
+                    if found is not None:
+                        pick = _Pick._make(found)
+                        key = (pick.available_at, pick.seq)
+                        if best is None or key < best_key:
+                            best, best_key = pick, key
                 if best is None:
                     return claimed
-                job_id, state, attempts, max_attempts, _, _ = best
-                if state == "leased" and attempts >= max_attempts:
-                    cur.execute(_BURY, {"job_id": job_id, "now": now}).fetchall()
+                if best.state == "leased" and best.attempts >= best.max_attempts:
+                    cur.execute(_BURY, {"job_id": best.job_id, "now": now}).fetchall()
                     continue
-                row = self._claim_one(cur, now, job_id, owner, ttl, secret_hash)
+                row = self._claim_one(cur, now, best.job_id, owner, ttl, secret_hash)
                 if row is not None:
                     claimed.append(Outcome(Status.APPLIED, row, now))
                 break
