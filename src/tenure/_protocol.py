@@ -238,6 +238,14 @@ def job_from_row(row: JobRow, as_of: float, created: bool | None = None) -> Job:
     )
 
 
+def report_buried(row: JobRow) -> None:
+    """Log a job a claim buried (drivers report it, as a ``BURIED`` outcome)."""
+    log.info(
+        "job buried: its last attempt's lease expired",
+        extra={"job_id": row.job_id, "generation": row.generation, "attempts": row.attempts},
+    )
+
+
 def claim_verdict(outcome: Outcome, job_id: str, owner: str, secret_hash: str) -> str:
     """Classify a claim answer; raises for missing jobs and exhausted generations."""
     if outcome.status == Status.APPLIED:
@@ -246,10 +254,7 @@ def claim_verdict(outcome: Outcome, job_id: str, owner: str, secret_hash: str) -
     if outcome.status == Status.MISSING or row is None:
         raise JobNotFound(job_id)
     if outcome.status == Status.BURIED:
-        log.info(
-            "job buried: its last attempt's lease expired",
-            extra={"job_id": row.job_id, "generation": row.generation, "attempts": row.attempts},
-        )
+        report_buried(row)
         return ClaimVerdict.NOT_CLAIMABLE
     live = row.state == "leased" and row.lease_until is not None and row.lease_until > outcome.now
     if live and row.owner == owner and row.secret_hash == secret_hash:

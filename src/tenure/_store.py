@@ -26,6 +26,7 @@ from ._protocol import (
     job_from_row,
     lease_lost,
     new_secret,
+    report_buried,
     settle_receipt,
     settle_verdict,
 )
@@ -276,6 +277,8 @@ class Store:
                 secret = request.secret_of[row.secret_hash]
                 lease = self._leases.lease(row, request.owner, request.ttl, secret, sent_at)
                 claimed.append((lease, row, outcome.now))
+            elif outcome.status == Status.BURIED and row is not None:
+                report_buried(row)
         return claimed
 
     def wait_for_jobs(

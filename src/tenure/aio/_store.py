@@ -27,6 +27,7 @@ from .._protocol import (
     job_from_row,
     lease_lost,
     new_secret,
+    report_buried,
     settle_receipt,
     settle_verdict,
 )
@@ -277,6 +278,8 @@ class AsyncStore:
                 secret = request.secret_of[row.secret_hash]
                 lease = self._leases.lease(row, request.owner, request.ttl, secret, sent_at)
                 claimed.append((lease, row, outcome.now))
+            elif outcome.status == Status.BURIED and row is not None:
+                report_buried(row)
         return claimed
 
     async def wait_for_jobs(

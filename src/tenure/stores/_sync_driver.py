@@ -27,7 +27,11 @@ class SyncDriver(Protocol):
 
     def claim_next(
         self, owner: str, ttl: float, queues: Sequence[str], secret_hashes: Sequence[str]
-    ) -> list[Outcome]: ...
+    ) -> list[Outcome]:
+        """Up to one claim per secret hash, oldest claimable job first: an ``APPLIED``
+        outcome per lease granted, in that order, and a ``BURIED`` one per job met on the
+        way whose expired lease was its last allowed attempt (now dead; the pick went on)."""
+        ...
 
     def renew(
         self, job_id: str, owner: str, generation: int, secret_hash: str, ttl: float

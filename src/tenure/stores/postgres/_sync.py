@@ -474,19 +474,14 @@ class PostgresDriver:
 
     @staticmethod
     def _take_claims(rows: list[Answer], wanted: list[str], claimed: list[Outcome]) -> list[str]:
-        """Add the claims of a claim answer to ``claimed``; return the secret hashes still
-        wanted: jobs buried on the way took places in the pick, so look again for the rest."""
+        """Add the claims of a claim answer, and the jobs it buried, to ``claimed``; return
+        the secret hashes still wanted: jobs buried on the way took places in the pick, so
+        look again for the rest."""
         won = 0
         for answer in rows:
-            o = answer.outcome
-            if o.status == Status.APPLIED:
-                claimed.append(o)
+            claimed.append(answer.outcome)
+            if answer.outcome.status == Status.APPLIED:
                 won += 1
-            elif o.status == Status.BURIED and o.row is not None:
-                log.info(
-                    "job buried: its last attempt's lease expired",
-                    extra={"job_id": o.row.job_id, "generation": o.row.generation},
-                )
         return [] if won == len(rows) else wanted[won:]
 
     @staticmethod

@@ -309,7 +309,8 @@ class SQLiteDriver:
         queues: Sequence[str],
         secret_hashes: Sequence[str],
     ) -> list[Outcome]:
-        """claim_next's body: one claim per secret hash, oldest job first."""
+        """claim_next's body: one claim per secret hash, oldest job first, and each job
+        buried on the way (see `SyncDriver.claim_next`)."""
         claimed: list[Outcome] = []
         pick_params: dict[str, Any] = {
             "queue": None,
@@ -332,7 +333,9 @@ class SQLiteDriver:
                 if best is None:
                     return claimed
                 if best.state == "leased" and best.attempts >= best.max_attempts:
-                    cur.execute(_BURY, {"job_id": best.job_id, "now": now}).fetchall()
+                    buried = self._row(cur, _BURY, {"job_id": best.job_id, "now": now})
+                    if buried is not None:
+                        claimed.append(Outcome(Status.BURIED, buried, now))
                     continue
                 row = self._claim_one(cur, now, best.job_id, owner, ttl, secret_hash)
                 if row is not None:
