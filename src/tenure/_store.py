@@ -46,7 +46,8 @@ from ._validate import (
 )
 from .errors import InvalidArgument, JobNotFound, LeaseLost, StoreUnavailable
 from .models import Job, JobState, Lease
-from .stores._driver import SyncDriver
+from .stores import _sync_driver
+from .stores._driver import SyncDriver, no_transaction
 
 __all__ = ["Store"]
 
@@ -99,6 +100,31 @@ class Store:
     def clock(self) -> Clock:
         """The client clock local deadlines are measured on."""
         return self._clock
+
+    def sql_transaction(self, operation: str, *, conn: Any = None) -> _sync_driver.Transaction:
+        """A transaction of the store's own database that your statements share (SQLite
+        and PostgreSQL stores): the seam under `tenure.fence.complete_with`, for
+        integrations that must commit their writes and a store operation together.
+
+        ::
+
+            with store.sql_transaction("complete") as txn:
+                txn.cursor.execute(...)   # your writes
+                outcome = txn.complete(...)   # the store's statement, same transaction
+
+        Nothing happens before it is entered; then it connects (``conn``: your own idle
+        connection to the store's database, checked by store id; by default one of the
+        store's), begins, and on leaving commits (rolls back on an exception). The
+        transaction's store operations are the driver's (`tenure.stores._sync_driver.
+        Transaction`): raw `Outcome` answers, not checked or interpreted here. Redis has
+        no such transaction: `InvalidArgument` at once. ``operation`` (e.g.
+        ``"complete"``) names what the transaction is for in errors.
+        """
+        opener = getattr(self._driver, "transaction", None)
+        if opener is None:
+            raise no_transaction(self.url, operation)
+        txn: _sync_driver.Transaction = opener(operation, conn, self._payload_limit)
+        return txn
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.url}>"

@@ -308,6 +308,7 @@ class SqlSet:
         "listen",
         "unlisten",
         "wake",
+        "store_id",
     )
 
     def __init__(self, schema: str) -> None:

@@ -5,11 +5,13 @@ Edit the async source and run ``python tools/async_to_sync.py``.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from types import TracebackType
 from typing import Any, NamedTuple
 
 import psycopg
@@ -21,7 +23,7 @@ from ..._clock import Clock
 from ..._concurrency import pause_sync
 from ..._protocol import Completion, JobRow, Outcome, Status
 from ..._validate import MAX_GENERATION
-from ...errors import StoreUnavailable
+from ...errors import InvalidArgument, StoreUnavailable
 from ._common import (
     Answer,
     PostgresOptions,
@@ -42,7 +44,7 @@ from ._common import (
     validate_schema,
 )
 
-__all__ = ["PostgresDriver", "migrate", "schema_version"]
+__all__ = ["PostgresDriver", "PostgresTransaction", "migrate", "schema_version"]
 
 log = logging.getLogger("tenure")
 # A job changed by someone else between a statement's snapshot and its update: run again.
@@ -692,6 +694,16 @@ class PostgresDriver:
         except psycopg.Error:
             pass  # they end at their timeout instead
 
+    def transaction(
+        self, operation: str, conn: Connection[Any] | None, payload_limit: int
+    ) -> PostgresTransaction:
+        """See `tenure.stores._sync_driver.SQLDriver.transaction`: a connection borrowed
+        from the pool, or ``conn``, the caller's psycopg connection to the store's database
+        (idle; autocommit or not)."""
+        return PostgresTransaction(
+            self._pool, self._sql, self._now, self.store_id, operation, conn, payload_limit
+        )
+
     def close(self) -> None:
         if self._closed:
             return
@@ -704,3 +716,164 @@ class PostgresDriver:
             self._listeners.pop().close()
         if self._owns_pool:
             self._pool.close()
+
+
+class PostgresTransaction:
+    """`tenure.stores._sync_driver.Transaction` over PostgreSQL; from
+    `PostgresDriver.transaction`. Single-use.
+
+    The store's statements run on a raw cursor of the same connection, with the store
+    clock hook's time as the driver's own statements have it; the caller's ``cursor`` is a
+    plain one (``%s`` placeholders)."""
+
+    def __init__(
+        self,
+        pool: ConnectionPool[Any],
+        sql: SqlSet,
+        hook_now: Callable[[], float | None],
+        store_id: str,
+        operation: str,
+        conn: Connection[Any] | None,
+        payload_limit: int,
+    ) -> None:
+        if conn is not None and not isinstance(conn, Connection):
+            raise InvalidArgument(
+                "conn",
+                f"must be a psycopg Connection to the store's database, not {type(conn).__name__}",
+            )
+        self._pool = pool
+        self._sql = sql
+        self._hook_now = hook_now
+        self._store_id = store_id
+        self._operation = operation
+        self._pooled = conn is None
+        self.conn: Any = conn
+        self.cursor: Any = None
+        self.payload_limit = payload_limit
+        self._raw: RawCursor[Answer] | None = None
+        self._txn: Any = None  # psycopg's transaction block, while one is open
+
+    def __repr__(self) -> str:
+        return f"<PostgresTransaction {self._operation} {self._sql.schema}>"
+
+    def __enter__(self) -> PostgresTransaction:
+        if self._pooled:
+            self.conn = _usable_connection(self._pool, self._operation)
+        try:
+            self._check_store()
+            self._raw = _raw_cursor(self.conn)
+            self.cursor = self.conn.cursor()
+            # psycopg's own transaction block, which begins and ends the same way whether
+            # the connection is in autocommit or not (and forbids commit() inside it).
+            txn = self.conn.transaction()
+            try:
+                txn.__enter__()
+            except psycopg.Error as exc:
+                raise self._unavailable(exc, sent=False) from exc
+            self._txn = txn
+        except BaseException:
+            self._release()
+            raise
+        return self
+
+    def _check_store(self) -> None:
+        conn = self.conn
+        if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            raise InvalidArgument(
+                "conn",
+                f"has a transaction in progress; commit or roll back before {self._operation}, "
+                "which runs (and commits) its own transaction",
+            )
+        try:
+            with conn.cursor(row_factory=tuple_row) as cur:
+                cur.execute(self._sql["store_id"].text)
+                row = cur.fetchone()
+        except psycopg.Error:
+            row = None
+        finally:
+            if not conn.autocommit:
+                conn.rollback()
+        if row is None or row[0] != self._store_id:
+            raise InvalidArgument("conn", "is not connected to this store's PostgreSQL database")
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            if self._txn is not None:
+                if exc_type is None:
+                    self.commit()
+                else:
+                    self.rollback()
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        if self._raw is not None:
+            self._raw.close()
+        if self.cursor is not None:
+            self.cursor.close()
+        if self._pooled and self.conn is not None:
+            self._pool.putconn(self.conn)
+        self.conn = self.cursor = self._raw = self._txn = None
+
+    def _unavailable(self, exc: psycopg.Error, *, sent: bool) -> BaseException:
+        error = store_unavailable(self._operation, exc, sent=sent)
+        return exc if error is None else error
+
+    def _answer(self, name: str, params: dict[str, Any]) -> Answer:
+        if self._txn is None or self._raw is None:
+            raise InvalidArgument("transaction", "is not open: enter it first, once")
+        statement = self._sql[name]
+        params["now"] = self._hook_now()
+        try:
+            self._raw.execute(statement.text, statement.args(params))
+            found = self._raw.fetchone()
+        except psycopg.Error as exc:
+            # Nothing of the transaction can have committed: it is still open.
+            raise self._unavailable(exc, sent=False) from exc
+        assert found is not None
+        return found
+
+    def now(self) -> float:
+        return (self._answer("clock", {})).outcome.now
+
+    def get(self, job_id: str) -> Outcome:
+        return (self._answer("get", {"job_id": job_id})).outcome
+
+    def complete(
+        self,
+        job_id: str,
+        owner: str,
+        generation: int,
+        secret_hash: str,
+        receipt: str,
+        result: str | None,
+    ) -> Outcome:
+        params = PostgresDriver._holder(
+            job_id, owner, generation, secret_hash, receipt=receipt, result=result
+        )
+        # Each statement of a READ COMMITTED transaction takes a new snapshot, so one that
+        # raced a concurrent change of the job runs again, as the driver's `_one` does.
+        return _unraced(lambda: self._answer("complete", params))
+
+    def commit(self) -> None:
+        txn, self._txn = self._txn, None
+        if txn is None:
+            return
+        try:
+            txn.__exit__(None, None, None)
+        except psycopg.Error as exc:
+            raise self._unavailable(exc, sent=True) from exc
+
+    def rollback(self) -> None:
+        txn, self._txn = self._txn, None
+        if txn is None:
+            return
+        # A broken connection cannot roll back, nor has anything to: the server ends the
+        # transaction with the session, and the pool replaces the connection.
+        with contextlib.suppress(psycopg.Error):
+            txn.__exit__(psycopg.Rollback, psycopg.Rollback(), None)
