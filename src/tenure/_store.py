@@ -46,7 +46,8 @@ from ._validate import (
 )
 from .errors import InvalidArgument, JobNotFound, LeaseLost, StoreLost, StoreUnavailable
 from .models import Claim, Job, JobState, Lease
-from .stores._driver import SyncDriver
+from .stores import _sync_driver
+from .stores._driver import SyncDriver, no_transaction
 
 __all__ = ["Store"]
 
@@ -101,6 +102,31 @@ class Store:
     def clock(self) -> Clock:
         """The client clock local deadlines are measured on."""
         return self._clock
+
+    def sql_transaction(self, operation: str, *, conn: Any = None) -> _sync_driver.Transaction:
+        """A transaction of the store's own database that your statements share (SQLite
+        and PostgreSQL stores): the seam under `tenure.fence.complete_with`, for
+        integrations that must commit their writes and a store operation together.
+
+        ::
+
+            with store.sql_transaction("complete") as txn:
+                txn.cursor.execute(...)   # your writes
+                outcome = txn.complete(...)   # the store's statement, same transaction
+
+        Nothing happens before it is entered; then it connects (``conn``: your own idle
+        connection to the store's database, checked by store id; by default one of the
+        store's), begins, and on leaving commits (rolls back on an exception). The
+        transaction's store operations are the driver's (`tenure.stores._sync_driver.
+        Transaction`): raw `Outcome` answers, not checked or interpreted here. Redis has
+        no such transaction: `InvalidArgument` at once. ``operation`` (e.g.
+        ``"complete"``) names what the transaction is for in errors.
+        """
+        opener = getattr(self._driver, "transaction", None)
+        if opener is None:
+            raise no_transaction(self.url, operation)
+        txn: _sync_driver.Transaction = opener(operation, conn, self._payload_limit)
+        return txn
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.url}>"
@@ -214,14 +240,8 @@ class Store:
             assert outcome.row is not None
             return self._leases.lease(outcome.row, owner, ttl_s, secret, sent_at)
         if verdict == ClaimVerdict.BURIED:
-            # This claim is what ended the job (the store buried it on the way): worth a
-            # line, since no worker's handler will report it.
             assert outcome.row is not None
-            log.info(
-                "job %s dead: the lease of its last allowed attempt expired",
-                job_id,
-                extra={"job_id": job_id, "generation": outcome.row.generation},
-            )
+            _log_buried(outcome.row)
         return None
 
     def claim_next(
@@ -300,6 +320,8 @@ class Store:
                 secret = request.secret_of[row.secret_hash]
                 lease = self._leases.lease(row, request.owner, request.ttl, secret, sent_at)
                 claimed.append((lease, row, outcome.now))
+            elif outcome.status == Status.BURIED and row is not None:
+                _log_buried(row)
         return claimed
 
     def wait_for_jobs(
@@ -565,3 +587,13 @@ class Store:
 
 def _with_jobs(claimed: list[tuple[Lease, JobRow, float]]) -> list[Claim]:
     return [Claim(lease, job_from_row(row, now)) for lease, row, now in claimed]
+
+
+def _log_buried(row: JobRow) -> None:
+    # A claim that buries a job is what ended it (its last attempt's lease had expired):
+    # worth a line, since no worker's handler will report this death.
+    log.info(
+        "job %s dead: the lease of its last allowed attempt expired",
+        row.job_id,
+        extra={"job_id": row.job_id, "generation": row.generation, "attempts": row.attempts},
+    )

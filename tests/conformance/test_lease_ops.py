@@ -583,7 +583,35 @@ def test_poison_job_is_buried_by_claim_too(
     # The claim that buried the job says so: no handler will report this death.
     (record,) = [r for r in caplog.records if r.name == "tenure"]
     assert record.getMessage() == "job poison dead: the lease of its last allowed attempt expired"
-    assert (record.job_id, record.generation) == ("poison", 2)  # type: ignore[attr-defined]
+    assert (record.job_id, record.generation, record.attempts) == ("poison", 2, 2)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("how", ["claim", "claim_next", "claim_many", "complete_and_claim"])
+def test_a_buried_job_is_reported_and_logged_once(
+    store: tenure.Store,
+    clock: tenure.ManualClock,
+    caplog: pytest.LogCaptureFixture,
+    how: str,
+) -> None:
+    """Every store reports a job its claim buried; the store (not the driver) logs it."""
+    store.submit("poison", max_attempts=1)
+    claimed(store, "poison", ttl=5)
+    clock.advance(5)  # expired on its last allowed attempt
+    store.submit("other")
+    other = claimed(store, "other")
+    with caplog.at_level(logging.INFO, logger="tenure"):
+        if how == "claim":
+            assert store.claim("poison", "B", 10) is None
+        elif how == "claim_next":
+            assert store.claim_next("B", 10) is None
+        elif how == "claim_many":
+            assert store.claim_many("B", 10, 3) == []
+        else:
+            assert store.complete_and_claim([other], "B", 10, 3) == ([], [])
+    buried = [r for r in caplog.records if r.getMessage().startswith("job poison dead")]
+    assert [(r.job_id, r.generation, r.attempts) for r in buried] == [("poison", 1, 1)]
+    assert [r.name for r in buried] == ["tenure"]
+    assert store.get("poison").state == "dead"
 
 
 def test_buried_job_does_not_block_the_queue(

@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from tests.fence._complete_env import complete_env  # noqa: F401  (fixture: env)
+
 ROOT = Path(__file__).resolve().parents[2]
 SINK_KEYS = ("k2=the-new-key-0123456789abcdef", "k1=worked-example-secret-0123456789")
 

@@ -13,7 +13,7 @@ SQL (SQLite and PostgreSQL destinations: any database the effect lands in)::
     tenure.fence.advance_fence(session, lease.token)          # in your transaction
     tenure.fence.apply_once(conn, lease.token, "invoice:42", effect)   # idempotency key
     with tenure.fence.complete_with(store, lease) as done:    # effect + completion, one txn
-        done.cursor.execute(...)
+        done.cursor.execute(...)                              # (async with: an AsyncStore)
 
 HTTP (``tenure[http]``): `tenure.fence.http.TenureAuth` stamps httpx requests,
 `tenure.fence.asgi.FenceMiddleware` fences an ASGI service, `tenure.fence.sink` is the
@@ -25,7 +25,7 @@ that lease lost.
 
 from __future__ import annotations
 
-from ._complete import CompletionGuard, complete_with
+from ._complete import AsyncCompletionGuard, CompletionGuard, complete_with
 from ._headers import (
     EFFECT_KEY_HEADER,
     GENERATION_HEADER,
@@ -71,6 +71,7 @@ __all__ = [
     # complete with the effect
     "complete_with",
     "CompletionGuard",
+    "AsyncCompletionGuard",
     # signed tokens
     "Keyring",
     "SignedToken",

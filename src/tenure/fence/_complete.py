@@ -7,6 +7,9 @@ lease store's own SQLite or PostgreSQL database.
         done.cursor.execute("INSERT INTO reports (id, body) VALUES (?, ?)", (n, body))
         done.result = {"report": n}
 
+    async with tenure.fence.complete_with(async_store, lease) as done:   # tenure.aio
+        await done.cursor.execute("INSERT INTO reports (id, body) VALUES (%s, %s)", ...)
+
 One transaction on the store's database: it checks that ``lease`` still holds the job
 (`LeaseLost` otherwise, before the block runs), runs the block's writes, then runs the
 store's own conditional completion statement (the same SQL as `Store.complete`, judged by
@@ -18,7 +21,8 @@ Retry-safe like `Store.complete`: when the job was already completed by this ver
 attempt's writes committed with that completion) and the guard succeeds;
 ``already_completed`` tells the block so, if it wants to skip work.
 
-How it reaches the database: SQLite, a connection of its own to the store's file (or
+How it reaches the database: through the store's transaction seam
+(`Store.sql_transaction`). SQLite, a connection of its own to the store's file (or
 ``conn=``, yours, checked to be that store); PostgreSQL, a connection borrowed from the
 store's pool (or ``conn=``, a psycopg connection to the same database). Your tables are
 wherever that connection sees them (SQLite: the same file; PostgreSQL: the connection's
@@ -28,12 +32,11 @@ wherever that connection sees them (SQLite: the same file; PostgreSQL: the conne
 from __future__ import annotations
 
 import logging
-import sqlite3
 from types import TracebackType
-from typing import Any
+from typing import Any, overload
+from urllib.parse import urlsplit
 
 from .._protocol import (
-    JobRow,
     Outcome,
     Status,
     check_lease,
@@ -43,270 +46,113 @@ from .._protocol import (
     lease_lost,
     settle_receipt,
 )
-from .._validate import DEFAULT_PAYLOAD_LIMIT, encode_json
-from ..errors import InvalidArgument, StoreUnavailable
+from .._store import Store
+from .._validate import encode_json
+from ..aio import AsyncStore
+from ..errors import InvalidArgument, LeaseLost, StoreUnavailable
 from ..models import Lease
-from ..stores._resources import load_text
+from ..stores import _async_driver, _sync_driver
 from ._loss import refuse_if_lost
-from ._sql import _close, _Transaction, _transaction_status
 
-__all__ = ["CompletionGuard", "complete_with"]
+__all__ = ["AsyncCompletionGuard", "CompletionGuard", "complete_with"]
 
 log = logging.getLogger("tenure")
 
-_SQLITE = "tenure.stores.sqlite"
-_RACE_RETRIES = 5
 
+class _Completion:
+    """What both guards decide: the lease's checks and the answers' meaning, without I/O."""
 
-class _Database:
-    """The store's database as seen by one guard: a connection and the store's SQL."""
+    def __init__(self, lease: Lease, result: Any, payload_limit: int, kind: str) -> None:
+        self.lease = lease
+        self.result = result
+        self.already_completed = False
+        self.cursor: Any = None
+        self._limit = payload_limit
+        self._kind = kind
+        self._secret_hash = hash_secret(lease.secret)
+        self._receipt = settle_receipt(self._secret_hash, "complete")
+        self._used = False
 
-    kind = ""
-    conn: Any = None
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.lease.token} {self._kind}>"
 
-    def open(self, conn: Any) -> None:
-        raise NotImplementedError
+    def _start(self) -> None:
+        if self._used:
+            raise InvalidArgument("guard", "is single-use: call complete_with() again")
+        self._used = True
+        encode_json("result", self.result, self._limit)  # bad results fail before any I/O
+        refuse_if_lost(self.lease.token)
 
-    def release(self) -> None:
-        raise NotImplementedError
+    def _entry_refusal(self, found: Outcome) -> LeaseLost | None:
+        """None when the block may run (``already_completed`` then says whether its writes
+        will be kept); else the error to raise once the transaction is rolled back."""
+        row, lease = found.row, self.lease
+        if (
+            row is not None
+            and row.state == "leased"
+            and row.owner == lease.owner
+            and row.generation == lease.generation
+            and row.secret_hash == self._secret_hash
+            and row.lease_until is not None
+            and row.lease_until > found.now
+        ):
+            return None
+        # A repeat of a completion that took effect, whatever result it recorded: the
+        # block's writes will be rolled back (the first attempt's committed with it).
+        if ended_by("complete", row, lease.generation, self._receipt):
+            self.already_completed = True
+            return None
+        return lease_lost("complete", lease, found, self._secret_hash)
 
-    def job(self, cur: Any, job_id: str) -> Outcome:
-        raise NotImplementedError
+    def _result_json(self) -> str | None:
+        result = encode_json("result", self.result, self._limit)
+        refuse_if_lost(self.lease.token)  # lost while the block ran: do not commit
+        return result
 
-    def complete(
-        self, cur: Any, lease: Lease, secret_hash: str, receipt: str, result: str | None
-    ) -> Outcome:
-        raise NotImplementedError
-
-    def store_error(self, exc: BaseException, sent: bool) -> StoreUnavailable | None:
-        return None
-
-
-class _SQLiteDatabase(_Database):
-    kind = "sqlite"
-
-    def __init__(self, driver: Any, store_id: str) -> None:
-        self._path = str(driver.path)
-        self._driver = driver  # for the store's clock readings (host clocks, or a test hook's)
-        self._store_id = store_id
-        self._own = False
-        if self._path == ":memory:":
-            raise InvalidArgument(
-                "store", "is an in-memory SQLite store, which no other connection can share"
-            )
-
-    def open(self, conn: Any) -> None:
-        if conn is None:
-            conn = sqlite3.connect(self._path, timeout=30.0, isolation_level=None)
-            self._own = True
-        elif not isinstance(conn, sqlite3.Connection):
-            raise InvalidArgument(
-                "conn",
-                f"must be a sqlite3 connection to the store's file, not {type(conn).__name__}",
-            )
-        self.conn = conn
-        try:
-            row = conn.execute("SELECT value FROM tenure_meta WHERE key = 'store_id'").fetchone()
-        except sqlite3.Error:
-            row = None
-        if row is None or row[0] != self._store_id:
-            self.release()
-            raise InvalidArgument("conn", "is not connected to this store's SQLite database")
-
-    def release(self) -> None:
-        if self._own and self.conn is not None:
-            self.conn.close()
-        self.conn = None
-
-    def _now(self, cur: Any) -> float:
-        clock_sql = load_text(_SQLITE, "sql/clock.sql")
-        found = cur.execute(clock_sql, self._driver._clock_params())
-        return float(found.fetchone()[0])
-
-    def job(self, cur: Any, job_id: str) -> Outcome:
-        now = self._now(cur)
-        row = cur.execute(load_text(_SQLITE, "sql/get.sql"), {"job_id": job_id}).fetchone()
-        if row is None:
-            return Outcome(Status.MISSING, None, now)
-        return Outcome(Status.MISSED, JobRow._make(row), now)
-
-    def complete(
-        self, cur: Any, lease: Lease, secret_hash: str, receipt: str, result: str | None
-    ) -> Outcome:
-        now = self._now(cur)
-        params = {
-            "job_id": lease.job_id,
-            "owner": lease.owner,
-            "generation": lease.generation,
-            "secret_hash": secret_hash,
-            "receipt": receipt,
-            "result": result,
-            "now": now,
-        }
-        row = cur.execute(load_text(_SQLITE, "sql/complete.sql"), params).fetchone()
-        if row is not None:
-            return Outcome(Status.APPLIED, JobRow._make(row), now)
-        return self.job(cur, lease.job_id)
-
-    def store_error(self, exc: BaseException, sent: bool) -> StoreUnavailable | None:
-        if isinstance(exc, sqlite3.OperationalError):
-            return StoreUnavailable(
-                f"complete_with: SQLite store {self._path!r} is busy or unreadable ({exc}); "
-                "nothing was committed, retry later",
-                operation="complete",
-                outcome_unknown=False,
-            )
-        return None
-
-
-class _PostgresDatabase(_Database):
-    kind = "postgresql"
-
-    def __init__(self, driver: Any, store_id: str) -> None:
-        from ..stores.postgres._common import render, sql_text
-
-        self._driver = driver
-        self._store_id = store_id
-        self._schema = driver.schema
-        self._sql = {
-            name: render(sql_text(name), driver.schema).encode()
-            for name in ("get", "complete", "store_id")
-        }
-        self._pooled = False
-
-    def open(self, conn: Any) -> None:
-        import psycopg
-
-        from ..stores.postgres._common import connection_is_stale, store_unavailable
-
-        if conn is None:
-            pool = self._driver._pool
-            for _ in range((pool.max_size or 1) + 1):
-                try:
-                    conn = pool.getconn()
-                except psycopg.Error as exc:
-                    error = store_unavailable("complete", exc, sent=False)
-                    if error is None:
-                        raise
-                    raise error from exc
-                if not connection_is_stale(conn):
-                    break
-                conn.close()
-                pool.putconn(conn)
-                conn = None
-            if conn is None:
-                raise StoreUnavailable(
-                    "complete: every pooled PostgreSQL connection was found closed",
-                    operation="complete",
-                    outcome_unknown=False,
-                )
-            self._pooled = True
-        elif not isinstance(conn, psycopg.Connection):
-            raise InvalidArgument(
-                "conn",
-                f"must be a psycopg Connection to the store's database, not {type(conn).__name__}",
-            )
-        self.conn = conn
-        if _transaction_status(conn) != 0:
-            return  # _Transaction refuses it with a clear message
-        try:
-            with conn.cursor() as cur:
-                cur.execute(self._sql["store_id"])
-                row = cur.fetchone()
-        except psycopg.Error:
-            row = None
-        finally:
-            if not conn.autocommit:
-                conn.rollback()
-        if row is None or row[0] != self._store_id:
-            self.release()
-            raise InvalidArgument("conn", "is not connected to this store's PostgreSQL database")
-
-    def release(self) -> None:
-        if self._pooled and self.conn is not None:
-            self._driver._pool.putconn(self.conn)
-        self.conn = None
-
-    def _params(self) -> dict[str, Any]:
-        return {"now": self._driver._now()}
-
-    def job(self, cur: Any, job_id: str) -> Outcome:
-        cur.execute(self._sql["get"], {"job_id": job_id, **self._params()})
-        now, *job = cur.fetchone()
-        if job[0] is None:
-            return Outcome(Status.MISSING, None, float(now))
-        return Outcome(Status.MISSED, JobRow._make(job), float(now))
-
-    def complete(
-        self, cur: Any, lease: Lease, secret_hash: str, receipt: str, result: str | None
-    ) -> Outcome:
-        from ..stores.postgres._common import outcome
-
-        params = {
-            "job_id": lease.job_id,
-            "owner": lease.owner,
-            "generation": lease.generation,
-            "secret_hash": secret_hash,
-            "receipt": receipt,
-            "result": result,
-        }
-        for _ in range(_RACE_RETRIES):
-            # Each statement of a READ COMMITTED transaction sees a new snapshot: a run that
-            # raced a concurrent change of the job is repeated, as the driver does.
-            cur.execute(self._sql["complete"], {**params, **self._params()})
-            row = cur.fetchone()
-            if not row[17]:
-                break
-        return outcome(row)
-
-    def store_error(self, exc: BaseException, sent: bool) -> StoreUnavailable | None:
-        import psycopg
-
-        from ..stores.postgres._common import store_unavailable
-
-        if isinstance(exc, psycopg.Error):
-            return store_unavailable("complete", exc, sent=sent)
-        return None
-
-
-def _database(store: object) -> tuple[_Database, str, int]:
-    from .._store import Store
-
-    if not isinstance(store, Store):
-        raise InvalidArgument(
-            "store",
-            "must be a tenure.Store (from tenure.connect) of a SQLite or PostgreSQL store, "
-            f"not {type(store).__name__}",
+    def _completion(self, result: str | None) -> tuple[str, str, int, str, str, str | None]:
+        lease = self.lease
+        return (
+            lease.job_id,
+            lease.owner,
+            lease.generation,
+            self._secret_hash,
+            self._receipt,
+            result,
         )
-    driver = store._driver
-    limit = int(getattr(store, "_payload_limit", DEFAULT_PAYLOAD_LIMIT))
-    module = type(driver).__module__
-    if module.startswith("tenure.stores.sqlite"):
-        return _SQLiteDatabase(driver, store.store_id), store.store_id, limit
-    if module.startswith("tenure.stores.postgres"):
-        return _PostgresDatabase(driver, store.store_id), store.store_id, limit
-    raise InvalidArgument(
-        "store",
-        f"is a {store.url.partition(':')[0]} store; complete_with needs the effect and the job "
-        "in one SQL database (SQLite or PostgreSQL). Elsewhere, fence the effect "
-        "(sql_fence/apply_once) and then call store.complete",
-    )
+
+    def _completion_refusal(self, done: Outcome, result: str | None) -> LeaseLost | None:
+        """After a completion statement that did not apply: None when it is a concurrent
+        retry of ours that committed first, else the error to raise."""
+        if is_repeat("complete", done.row, self.lease.generation, self._receipt, result):
+            self.already_completed = True
+            return None
+        return lease_lost("complete", self.lease, done, self._secret_hash)
+
+    def _commit_failed(self, error: StoreUnavailable) -> StoreUnavailable:
+        cause = error.__cause__ or error
+        return StoreUnavailable(
+            f"complete_with: the commit of job {self.lease.job_id!r} failed ({cause}); "
+            + (
+                "it may or may not have taken effect: retry complete_with with the "
+                "same lease (a completion that took effect is recognised)"
+                if error.outcome_unknown
+                else "nothing was committed"
+            ),
+            operation="complete",
+            outcome_unknown=error.outcome_unknown,
+        )
+
+    def _committed(self) -> None:
+        lease = self.lease
+        log.info(
+            "job completed with its effect",
+            extra={"job_id": lease.job_id, "generation": lease.generation, "owner": lease.owner},
+        )
 
 
-def _holds(row: JobRow | None, lease: Lease, secret_hash: str, now: float) -> bool:
-    return (
-        row is not None
-        and row.state == "leased"
-        and row.owner == lease.owner
-        and row.generation == lease.generation
-        and row.secret_hash == secret_hash
-        and row.lease_until is not None
-        and row.lease_until > now
-    )
-
-
-class CompletionGuard:
-    """One complete-with-effect transaction; create it with `complete_with`.
+class CompletionGuard(_Completion):
+    """One complete-with-effect transaction of a `tenure.Store`; create it with
+    `complete_with`.
 
     In the block: ``cursor`` (a cursor of the store database's transaction) for your
     writes, ``result`` (settable) for the job's result, ``already_completed`` (True when a
@@ -314,69 +160,29 @@ class CompletionGuard:
     Do not commit or roll back the connection in the block. Single-use.
     """
 
-    def __init__(self, db: _Database, lease: Lease, result: Any, limit: int, conn: Any) -> None:
-        self.lease = lease
-        self.result = result
-        self.already_completed = False
-        self.cursor: Any = None
-        self._db = db
-        self._limit = limit
-        self._conn = conn
-        self._secret_hash = hash_secret(lease.secret)
-        self._receipt = settle_receipt(self._secret_hash, "complete")
-        self._txn: _Transaction | None = None
-        self._used = False
-
-    def __repr__(self) -> str:
-        return f"<CompletionGuard {self.lease.token} {self._db.kind}>"
+    def __init__(self, txn: _sync_driver.Transaction, lease: Lease, result: Any, kind: str) -> None:
+        super().__init__(lease, result, txn.payload_limit, kind)
+        self._txn = txn
+        self._open = False
 
     @property
     def conn(self) -> Any:
         """The connection the transaction runs on."""
-        return self._db.conn
+        return self._txn.conn
 
     def __enter__(self) -> CompletionGuard:
-        if self._used:
-            raise InvalidArgument("guard", "is single-use: call complete_with() again")
-        self._used = True
-        lease = self.lease
-        encode_json("result", self.result, self._limit)  # bad results fail before any I/O
-        refuse_if_lost(lease.token)
-        db = self._db
-        db.open(self._conn)
-        cur = db.conn.cursor()
-        txn = _Transaction(db.conn, cur, write=True)
+        self._start()
+        txn = self._txn.__enter__()
         try:
-            try:
-                txn.begin()
-            except BaseException:
-                _close(cur)
-                raise
-            try:
-                found = db.job(cur, lease.job_id)
-            except BaseException as exc:
-                txn.rollback()
-                _close(cur)
-                raise self._translate(exc, sent=False) from exc
-        except BaseException:
-            db.release()
+            refused = self._entry_refusal(txn.get(self.lease.job_id))
+        except BaseException as exc:
+            txn.__exit__(type(exc), exc, exc.__traceback__)
             raise
-        if not _holds(found.row, lease, self._secret_hash, found.now):
-            # A repeat of a completion that took effect, whatever result it recorded: the
-            # block's writes will be rolled back (the first attempt's committed with it).
-            if ended_by("complete", found.row, lease.generation, self._receipt):
-                self.already_completed = True
-            else:
-                txn.rollback()
-                _close(cur)
-                db.release()
-                raise lease_lost("complete", lease, found, self._secret_hash)
-        self.cursor, self._txn = cur, txn
+        if refused is not None:
+            txn.__exit__(type(refused), refused, None)
+            raise refused
+        self.cursor, self._open = txn.cursor, True
         return self
-
-    def _translate(self, exc: BaseException, *, sent: bool) -> BaseException:
-        error = self._db.store_error(exc, sent)
-        return exc if error is None else error
 
     def __exit__(
         self,
@@ -384,75 +190,141 @@ class CompletionGuard:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        cur, txn = self.cursor, self._txn
-        assert cur is not None, "__exit__ without a successful __enter__"
-        assert txn is not None
-        self.cursor = self._txn = None
+        assert self._open, "__exit__ without a successful __enter__"
+        self._open, self.cursor = False, None
+        txn = self._txn
         try:
             if exc_type is not None or self.already_completed:
                 txn.rollback()
-                return
-            self._finish(cur, txn)
-        finally:
-            _close(cur)
-            self._db.release()
-
-    def _finish(self, cur: Any, txn: _Transaction) -> None:
-        lease = self.lease
-        try:
-            result = encode_json("result", self.result, self._limit)
-            refuse_if_lost(lease.token)  # lost while the block ran: do not commit
-            try:
-                done = self._db.complete(cur, lease, self._secret_hash, self._receipt, result)
-            except BaseException as exc:
-                raise self._translate(exc, sent=False) from exc
-        except BaseException:
-            txn.rollback()
+            else:
+                self._finish(txn)
+        except BaseException as error:
+            txn.__exit__(type(error), error, error.__traceback__)
             raise
+        txn.__exit__(None, None, None)
+
+    def _finish(self, txn: _sync_driver.Transaction) -> None:
+        result = self._result_json()
+        done = txn.complete(*self._completion(result))
         if done.status != Status.APPLIED:
             txn.rollback()
-            if is_repeat("complete", done.row, lease.generation, self._receipt, result):
-                self.already_completed = True  # a concurrent retry of ours committed first
-                return
-            raise lease_lost("complete", lease, done, self._secret_hash)
+            refused = self._completion_refusal(done, result)
+            if refused is not None:
+                raise refused
+            return
         try:
             txn.commit()
+        except StoreUnavailable as error:
+            raise self._commit_failed(error) from error
+        self._committed()
+
+
+class AsyncCompletionGuard(_Completion):
+    """`CompletionGuard` for a `tenure.aio.AsyncStore`, used with ``async with``; create
+    it with `complete_with`. On PostgreSQL ``cursor`` is a psycopg ``AsyncCursor``
+    (``await done.cursor.execute(...)``); on SQLite a sqlite3 cursor, whose calls block
+    (the guard's own steps run in a worker thread)."""
+
+    def __init__(
+        self, txn: _async_driver.Transaction, lease: Lease, result: Any, kind: str
+    ) -> None:
+        super().__init__(lease, result, txn.payload_limit, kind)
+        self._txn = txn
+        self._open = False
+
+    @property
+    def conn(self) -> Any:
+        """The connection the transaction runs on."""
+        return self._txn.conn
+
+    async def __aenter__(self) -> AsyncCompletionGuard:
+        self._start()
+        txn = await self._txn.__aenter__()
+        try:
+            refused = self._entry_refusal(await txn.get(self.lease.job_id))
         except BaseException as exc:
-            txn.rollback()
-            error = self._translate(exc, sent=True)
-            if isinstance(error, StoreUnavailable):
-                raise StoreUnavailable(
-                    f"complete_with: the commit of job {lease.job_id!r} failed ({exc}); "
-                    + (
-                        "it may or may not have taken effect: retry complete_with with the "
-                        "same lease (a completion that took effect is recognised)"
-                        if error.outcome_unknown
-                        else "nothing was committed"
-                    ),
-                    operation="complete",
-                    outcome_unknown=error.outcome_unknown,
-                ) from exc
+            await txn.__aexit__(type(exc), exc, exc.__traceback__)
             raise
-        log.info(
-            "job completed with its effect",
-            extra={"job_id": lease.job_id, "generation": lease.generation, "owner": lease.owner},
-        )
+        if refused is not None:
+            await txn.__aexit__(type(refused), refused, None)
+            raise refused
+        self.cursor, self._open = txn.cursor, True
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        assert self._open, "__aexit__ without a successful __aenter__"
+        self._open, self.cursor = False, None
+        txn = self._txn
+        try:
+            if exc_type is not None or self.already_completed:
+                await txn.rollback()
+            else:
+                await self._finish(txn)
+        except BaseException as error:
+            await txn.__aexit__(type(error), error, error.__traceback__)
+            raise
+        await txn.__aexit__(None, None, None)
+
+    async def _finish(self, txn: _async_driver.Transaction) -> None:
+        result = self._result_json()
+        done = await txn.complete(*self._completion(result))
+        if done.status != Status.APPLIED:
+            await txn.rollback()
+            refused = self._completion_refusal(done, result)
+            if refused is not None:
+                raise refused
+            return
+        try:
+            await txn.commit()
+        except StoreUnavailable as error:
+            raise self._commit_failed(error) from error
+        self._committed()
+
+
+@overload
+def complete_with(
+    store: Store, lease: Lease, result: Any = None, *, conn: Any = None
+) -> CompletionGuard: ...
+
+
+@overload
+def complete_with(
+    store: AsyncStore, lease: Lease, result: Any = None, *, conn: Any = None
+) -> AsyncCompletionGuard: ...
 
 
 def complete_with(
-    store: Any, lease: Lease, result: Any = None, *, conn: Any = None
-) -> CompletionGuard:
+    store: Store | AsyncStore, lease: Lease, result: Any = None, *, conn: Any = None
+) -> CompletionGuard | AsyncCompletionGuard:
     """Run the block's writes and complete ``lease``'s job in one transaction of the store's
-    own database (SQLite or PostgreSQL stores; a sync `tenure.Store`)::
+    own database (SQLite or PostgreSQL stores)::
 
         with tenure.fence.complete_with(store, lease, result) as done:
             done.cursor.execute("UPDATE accounts SET balance = balance - ? WHERE id = ?", ...)
+
+    With a `tenure.aio.AsyncStore` it is an ``async with`` block (`AsyncCompletionGuard`).
 
     Both commit, or neither: `LeaseLost` (before the block, or after it with the writes
     rolled back) when the lease no longer holds the job by the store's clock, or when the
     worker runtime marked it lost. Repeating a completion that took effect succeeds and
     changes nothing (``already_completed``). ``conn``: your own connection to the store's
-    database (idle; sqlite3 or psycopg); by default the guard opens or borrows one.
+    database (idle; sqlite3 or psycopg, ``AsyncConnection`` for an async store); by default
+    the guard opens or borrows one.
     """
-    db, store_id, limit = _database(store)
-    return CompletionGuard(db, check_lease(lease, store_id), result, limit, conn)
+    kind = urlsplit(getattr(store, "url", "")).scheme
+    if isinstance(store, Store):
+        txn = store.sql_transaction("complete", conn=conn)
+        return CompletionGuard(txn, check_lease(lease, store.store_id), result, kind)
+    if isinstance(store, AsyncStore):
+        atxn = store.sql_transaction("complete", conn=conn)
+        return AsyncCompletionGuard(atxn, check_lease(lease, store.store_id), result, kind)
+    raise InvalidArgument(
+        "store",
+        "must be a tenure.Store or tenure.aio.AsyncStore (from tenure.connect or "
+        f"tenure.aio.connect) of a SQLite or PostgreSQL store, not {type(store).__name__}",
+    )

@@ -21,15 +21,14 @@ from typing import Any
 from .._validate import validate_id
 from ..errors import InvalidArgument
 from ..models import FencingToken
+from ..stores._dbapi import DBAPITransaction, close_quietly
 from ._loss import refuse_if_lost
 from ._signed import Keyring
 from ._sql import (
     Executor,
     _check_connection,
-    _close,
     _dialect,
     _paramstyle,
-    _Transaction,
     advance,
     ensure_tables,
     joined_executor,
@@ -123,7 +122,7 @@ def _apply_once(
         refuse_if_lost(fenced)
     cur = conn.cursor()
     try:
-        txn = _Transaction(conn, cur, write=True)
+        txn = DBAPITransaction(conn, cur, write=True)
         txn.begin()  # outside the try: a refused begin must not roll back the caller's work
         try:
             ex = Executor(cur, dialect_, style)
@@ -141,7 +140,7 @@ def _apply_once(
             txn.rollback()
             raise
     finally:
-        _close(cur)
+        close_quietly(cur)
     return EffectResult(fenced.job_id, key, True, fenced.generation, value)
 
 
@@ -194,7 +193,7 @@ def effect_generation(
     key = _effect_key(effect_key)
     dialect_, style = _dialect(conn, dialect), _paramstyle(conn, paramstyle)
     cur = conn.cursor()
-    txn = _Transaction(conn, cur, write=False)
+    txn = DBAPITransaction(conn, cur, write=False)
     try:
         txn.begin()
         try:
@@ -207,4 +206,4 @@ def effect_generation(
         finally:
             txn.rollback()
     finally:
-        _close(cur)
+        close_quietly(cur)

@@ -16,7 +16,6 @@ The SQL lives in ``sql/*.sql`` (written with ``?`` placeholders), with per-diale
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import sqlite3
 import sys
@@ -27,6 +26,7 @@ from typing import Any
 
 from ..errors import InvalidArgument, StaleToken
 from ..models import FencingToken
+from ..stores._dbapi import DBAPITransaction, close_quietly, transaction_status
 from ._loss import refuse_if_lost
 from ._signed import Keyring
 from ._token import fencing_token
@@ -133,81 +133,6 @@ def _paramstyle(conn: object, paramstyle: object) -> str:
     return str(paramstyle)
 
 
-def _transaction_status(conn: object) -> int | None:
-    """0 when the connection is idle (no transaction), non-zero when one is open, None when
-    the driver cannot tell (psycopg and psycopg2 expose ``conn.info.transaction_status``)."""
-    if isinstance(conn, sqlite3.Connection):
-        return 1 if conn.in_transaction else 0
-    status = getattr(getattr(conn, "info", None), "transaction_status", None)
-    return int(status) if isinstance(status, int) else None
-
-
-class _Transaction:
-    """Begins, commits and rolls back the one transaction of a guard on one connection.
-
-    sqlite3: ``BEGIN IMMEDIATE`` (the write lock is taken before the fence row is read), then
-    ``COMMIT``/``ROLLBACK`` as statements, which works in every isolation mode; on Python
-    3.12+ with ``autocommit=False`` a transaction is always open and the connection's own
-    commit/rollback are used. Other drivers: the transaction DB-API opens implicitly, ended
-    with ``conn.commit()``/``conn.rollback()``; with ``autocommit=True`` an explicit ``BEGIN``.
-    """
-
-    def __init__(self, conn: Any, cur: Any, *, write: bool) -> None:
-        self._conn = conn
-        self._cur = cur
-        self._write = write
-        self._explicit = False
-        self._joined = False
-
-    def begin(self) -> None:
-        conn = self._conn
-        if isinstance(conn, sqlite3.Connection) and getattr(conn, "autocommit", None) is False:
-            # PEP 249 mode (Python 3.12+): sqlite3 always keeps a transaction open, so a
-            # read joins it and a guard commits or rolls back the connection's transaction.
-            self._joined = not self._write
-            return
-        if _transaction_status(conn):
-            if not self._write:
-                self._joined = True  # a read can run inside the caller's transaction
-                return
-            raise InvalidArgument(
-                "conn",
-                "has a transaction in progress; commit or roll back before a fenced write, "
-                "which runs (and commits) its own transaction",
-            )
-        if isinstance(conn, sqlite3.Connection):
-            self._cur.execute("BEGIN IMMEDIATE" if self._write else "BEGIN")
-            self._explicit = True
-        elif getattr(conn, "autocommit", False) is True:
-            self._cur.execute("BEGIN")
-            self._explicit = True
-
-    def commit(self) -> None:
-        if self._explicit:
-            self._cur.execute("COMMIT")
-        else:
-            self._conn.commit()
-
-    def rollback(self) -> None:
-        """Roll back; never raises (it runs while another error is on its way out)."""
-        if self._joined:
-            return
-        try:
-            if not self._explicit:
-                self._conn.rollback()
-            elif _transaction_status(self._conn) != 0:
-                self._cur.execute("ROLLBACK")
-        except Exception as exc:
-            log.warning(
-                "fence: rollback failed: %s", exc, extra={"error": f"{type(exc).__name__}: {exc}"}
-            )
-
-
-def _close(cur: Any) -> None:
-    with contextlib.suppress(Exception):  # a broken connection's cursor: nothing to free
-        cur.close()
-
-
 # The statements (sql/*.sql) that answer rows; the others only change them.
 QUERIES = frozenset({"exists", "read", "ledger_exists", "ledger_read"})
 
@@ -230,7 +155,7 @@ class Executor:
         return int(cur.rowcount), row
 
     def close(self) -> None:
-        _close(self.cur)
+        close_quietly(self.cur)
 
 
 def ensure_tables(ex: Executor, *, ledger: bool = False) -> None:
@@ -317,7 +242,7 @@ class SQLFenceGuard:
         self._check_loss = check_loss
         self._used = False
         self._cur: Any = None
-        self._txn: _Transaction | None = None
+        self._txn: DBAPITransaction | None = None
 
     def __repr__(self) -> str:
         return f"<SQLFenceGuard {self.token} {self.dialect}{' strict' if self.strict else ''}>"
@@ -331,17 +256,17 @@ class SQLFenceGuard:
         if self._check_loss:
             refuse_if_lost(self.token)
         cur = self.conn.cursor()
-        txn = _Transaction(self.conn, cur, write=True)
+        txn = DBAPITransaction(self.conn, cur, write=True)
         try:
             txn.begin()
         except BaseException:
-            _close(cur)
+            close_quietly(cur)
             raise
         try:
             self._advance(cur)
         except BaseException:
             txn.rollback()
-            _close(cur)
+            close_quietly(cur)
             raise
         self._cur, self._txn = cur, txn
         return cur
@@ -373,7 +298,7 @@ class SQLFenceGuard:
             else:
                 txn.rollback()
         finally:
-            _close(cur)
+            close_quietly(cur)
 
 
 def sql_fence(
@@ -435,7 +360,7 @@ def joined_executor(
         return alchemy_executor(conn, dialect)
     _check_connection(conn)
     dialect_, style = _dialect(conn, dialect), _paramstyle(conn, paramstyle)
-    idle = _transaction_status(conn) == 0
+    idle = transaction_status(conn) == 0
     if isinstance(conn, sqlite3.Connection):
         autocommit = getattr(conn, "autocommit", None)
         if autocommit is True or (autocommit is not False and conn.isolation_level is None):
@@ -499,7 +424,7 @@ def create_fence_table(
     _check_connection(conn)
     dialect_, style = _dialect(conn, dialect), _paramstyle(conn, paramstyle)
     cur = conn.cursor()
-    txn = _Transaction(conn, cur, write=True)
+    txn = DBAPITransaction(conn, cur, write=True)
     try:
         txn.begin()
         try:
@@ -509,7 +434,7 @@ def create_fence_table(
             txn.rollback()
             raise
     finally:
-        _close(cur)
+        close_quietly(cur)
 
 
 def fence_generation(
@@ -523,7 +448,7 @@ def fence_generation(
     job_id = validate_id("job_id", job_id)
     dialect_, style = _dialect(conn, dialect), _paramstyle(conn, paramstyle)
     cur = conn.cursor()
-    txn = _Transaction(conn, cur, write=False)
+    txn = DBAPITransaction(conn, cur, write=False)
     try:
         txn.begin()
         try:
@@ -534,4 +459,4 @@ def fence_generation(
         finally:
             txn.rollback()
     finally:
-        _close(cur)
+        close_quietly(cur)

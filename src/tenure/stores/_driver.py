@@ -9,14 +9,32 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import partial
+from types import TracebackType
+from typing import Any
+from urllib.parse import urlsplit
 
 import anyio.to_thread
 
 from .._protocol import Completion, JobRow, Outcome
+from ..errors import InvalidArgument
+from . import _sync_driver
 from ._async_driver import AsyncDriver
 from ._sync_driver import SyncDriver
 
-__all__ = ["AsyncDriver", "SyncDriver", "ThreadedDriver"]
+__all__ = ["AsyncDriver", "SyncDriver", "ThreadedDriver", "ThreadedTransaction", "no_transaction"]
+
+
+def no_transaction(url: str, operation: str) -> InvalidArgument:
+    """The error for a transaction asked of a store that has none to share (Redis, or a
+    driver that wraps another one)."""
+    scheme = urlsplit(url).scheme or url
+    return InvalidArgument(
+        "store",
+        f"is a {scheme} store, which has no SQL transaction to share: {operation} together "
+        "with your writes needs the job and the effect in one SQL database (a SQLite or "
+        "PostgreSQL store). Elsewhere, fence the effect (sql_fence/apply_once) and then "
+        f"call store.{operation}",
+    )
 
 
 class ThreadedDriver:
@@ -114,3 +132,80 @@ class ThreadedDriver:
 
     async def close(self) -> None:
         await anyio.to_thread.run_sync(self.sync.close)
+
+    def transaction(self, operation: str, conn: Any, payload_limit: int) -> ThreadedTransaction:
+        opener = getattr(self.sync, "transaction", None)
+        if opener is None:
+            raise no_transaction(self.url, operation)
+        return ThreadedTransaction(opener(operation, conn, payload_limit))
+
+
+class ThreadedTransaction:
+    """A blocking driver's `Transaction` offered to async code: each of its steps runs in a
+    worker thread, as `ThreadedDriver` runs each call. The caller's statements on
+    ``cursor`` stay blocking calls (the connection allows use from any thread)."""
+
+    def __init__(self, sync: _sync_driver.Transaction) -> None:
+        self.sync = sync
+        self.payload_limit = sync.payload_limit
+
+    @property
+    def conn(self) -> Any:
+        return self.sync.conn
+
+    @property
+    def cursor(self) -> Any:
+        return self.sync.cursor
+
+    async def __aenter__(self) -> ThreadedTransaction:
+        entered = False
+
+        def enter() -> None:
+            nonlocal entered
+            self.sync.__enter__()
+            entered = True
+
+        try:
+            await anyio.to_thread.run_sync(enter)
+        except BaseException as exc:
+            # Cancelled once the thread had begun the transaction: `async with` will not
+            # leave it, so end it here (a begun SQLite write transaction holds the lock).
+            if entered:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(
+                        self.sync.__exit__, type(exc), exc, exc.__traceback__
+                    )
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await anyio.to_thread.run_sync(self.sync.__exit__, exc_type, exc, tb)
+
+    async def now(self) -> float:
+        return await anyio.to_thread.run_sync(self.sync.now)
+
+    async def get(self, job_id: str) -> Outcome:
+        return await anyio.to_thread.run_sync(self.sync.get, job_id)
+
+    async def complete(
+        self,
+        job_id: str,
+        owner: str,
+        generation: int,
+        secret_hash: str,
+        receipt: str,
+        result: str | None,
+    ) -> Outcome:
+        call = partial(self.sync.complete, job_id, owner, generation, secret_hash, receipt, result)
+        return await anyio.to_thread.run_sync(call)
+
+    async def commit(self) -> None:
+        await anyio.to_thread.run_sync(self.sync.commit)
+
+    async def rollback(self) -> None:
+        await anyio.to_thread.run_sync(self.sync.rollback)

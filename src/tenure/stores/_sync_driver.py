@@ -6,11 +6,12 @@ Edit the async source and run ``python tools/async_to_sync.py``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from types import TracebackType
+from typing import Any, Protocol
 
 from .._protocol import Completion, JobRow, Outcome
 
-__all__ = ["SyncDriver"]
+__all__ = ["SyncDriver", "SQLDriver", "Transaction"]
 
 
 class SyncDriver(Protocol):
@@ -27,7 +28,11 @@ class SyncDriver(Protocol):
 
     def claim_next(
         self, owner: str, ttl: float, queues: Sequence[str], secret_hashes: Sequence[str]
-    ) -> list[Outcome]: ...
+    ) -> list[Outcome]:
+        """Up to one claim per secret hash, oldest claimable job first: an ``APPLIED``
+        outcome per lease granted, in that order, and a ``BURIED`` one per job met on the
+        way whose expired lease was its last allowed attempt (now dead; the pick went on)."""
+        ...
 
     def renew(
         self, job_id: str, owner: str, generation: int, secret_hash: str, ttl: float
@@ -93,3 +98,74 @@ class SyncDriver(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+class Transaction(Protocol):
+    """One transaction of a SQL store's database on one connection (see
+    `SQLDriver.transaction`): entering it connects (or checks the caller's connection
+    against the store) and begins; leaving it ends the transaction if still open (commit,
+    or rollback when an exception is on its way out) and gives the connection back.
+
+    ``conn`` and ``cursor`` (a cursor of ``conn``, the driver library's usual kind) are for
+    the caller's statements. The store's statements below run in the same transaction and
+    judge by the store's clock, as the operations of the same names do; their own database
+    errors come out as `StoreUnavailable` (nothing committed, unless ``outcome_unknown``
+    from `commit`). ``payload_limit``: the store's limit for JSON written through it.
+    """
+
+    @property
+    def conn(self) -> Any: ...
+
+    @property
+    def cursor(self) -> Any: ...
+
+    @property
+    def payload_limit(self) -> int: ...
+
+    def __enter__(self) -> Transaction: ...
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+    def now(self) -> float:
+        """The store's time, read inside the transaction."""
+        ...
+
+    def get(self, job_id: str) -> Outcome:
+        """The job as this transaction sees it (``APPLIED``, or ``MISSING``), as `get`."""
+        ...
+
+    def complete(
+        self,
+        job_id: str,
+        owner: str,
+        generation: int,
+        secret_hash: str,
+        receipt: str,
+        result: str | None,
+    ) -> Outcome:
+        """`SyncDriver.complete`'s statement, in this transaction: it takes effect only
+        if the transaction commits."""
+        ...
+
+    def commit(self) -> None: ...
+
+    def rollback(self) -> None:
+        """Roll back; never raises (it runs while another error is on its way out)."""
+        ...
+
+
+class SQLDriver(SyncDriver, Protocol):
+    """A driver over a SQL database that callers can share a transaction with."""
+
+    def transaction(self, operation: str, conn: Any, payload_limit: int) -> Transaction:
+        """A `Transaction` (not begun: no I/O until it is entered) on ``conn``, the
+        caller's connection to the store's database, or by default one of the store's
+        own. Raises `InvalidArgument` for a ``conn`` of the wrong kind, or when no other
+        connection can reach the store (in-memory SQLite). ``operation`` names what the
+        transaction is for in errors."""
+        ...

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import re
 import select
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, NamedTuple
@@ -15,25 +15,27 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 import psycopg
 from psycopg import pq
 from psycopg.conninfo import conninfo_to_dict
+from psycopg.rows import RowMaker, no_result
 from psycopg.types.array import ListBinaryDumper
 
-from ..._protocol import JobRow, Outcome
+from ..._protocol import JOB_COLUMNS, JobRow, Outcome, Status
 from ...errors import InvalidArgument, StoreUnavailable
 from .. import refuse_fragment
 from .._resources import load_text, migrations
 
 __all__ = [
     "DEFAULT_SCHEMA",
+    "Answer",
     "Migration",
     "PostgresOptions",
     "SqlSet",
     "Statement",
+    "answer_row",
     "binary_lists",
     "connection_is_stale",
     "describe_pool",
     "latest_version",
     "migration_script",
-    "outcome",
     "parse_postgres_url",
     "pending_migrations",
     "redact",
@@ -306,6 +308,7 @@ class SqlSet:
         "listen",
         "unlisten",
         "wake",
+        "store_id",
     )
 
     def __init__(self, schema: str) -> None:
@@ -396,14 +399,66 @@ def migration_script(schema: str, current: int) -> str:
 # -- results and errors --------------------------------------------------------------------
 
 
-def outcome(row: Sequence[Any]) -> Outcome:
-    """A result row ``(status, <JOB_COLUMNS>, now, ...)`` as an Outcome."""
-    job = None if row[1] is None else JobRow._make(row[1:16])
-    return Outcome(row[0], job, float(row[16]))
+class Answer(NamedTuple):
+    """One result row of the driver's statements, read by column name (see `answer_row`)."""
+
+    outcome: Outcome
+    raced: bool  # it did not apply only because a concurrent writer changed the job
+    due: float | None  # next_due.sql: when the next job becomes claimable
 
 
-def job_rows(rows: Iterable[Sequence[Any]]) -> list[JobRow]:
-    return [JobRow._make(row[1:16]) for row in rows if row[1] is not None]
+def answer_row(cursor: Any) -> RowMaker[Answer]:
+    """A psycopg row factory for the driver's statements: each row as an `Answer`, its
+    columns found by name (``status``, the job columns, ``now``, ``raced``, ``due``; those
+    a statement does not answer take their defaults: a row of get.sql or list.sql is
+    ``applied``, or ``missing`` when its job columns are NULL)."""
+    result = cursor.pgresult
+    if result is None or not result.nfields:
+        return no_result
+    return _answer_maker(tuple(map(result.fname, range(result.nfields))))
+
+
+_JOB_NAMES = tuple(name.encode() for name in JOB_COLUMNS)
+
+
+@cache
+def _answer_maker(names: tuple[bytes | None, ...]) -> Callable[[Sequence[Any]], Answer]:
+    # Built once per shape of answer (the places of its columns, from their names): this
+    # runs for every row of every operation, so each shape gets a closure without lookups.
+    where = {name: i for i, name in enumerate(names) if name is not None}
+    now = where[b"now"]
+    if b"job_id" not in where:  # clock.sql, next_due.sql
+        due = where.get(b"due")
+
+        def timing(values: Sequence[Any]) -> Answer:
+            when = None if due is None or values[due] is None else float(values[due])
+            return Answer(Outcome(Status.APPLIED, None, float(values[now])), False, when)
+
+        return timing
+    first = where[b"job_id"]
+    end = first + len(_JOB_NAMES)
+    if names[first:end] != _JOB_NAMES:
+        raise RuntimeError(f"a statement answers the job columns out of order: {names!r}")
+    status, raced = where.get(b"status"), where.get(b"raced")
+    if status is None:  # get.sql, list.sql
+
+        def read(values: Sequence[Any]) -> Answer:
+            if values[first] is None:
+                return Answer(Outcome(Status.MISSING, None, float(values[now])), False, None)
+            job = JobRow._make(values[first:end])
+            return Answer(Outcome(Status.APPLIED, job, float(values[now])), False, None)
+
+        return read
+
+    def answered(values: Sequence[Any]) -> Answer:
+        job = None if values[first] is None else JobRow._make(values[first:end])
+        return Answer(
+            Outcome(values[status], job, float(values[now])),
+            raced is not None and values[raced] is True,
+            None,
+        )
+
+    return answered
 
 
 def store_unavailable(operation: str, exc: psycopg.Error, *, sent: bool) -> StoreUnavailable | None:

@@ -5,11 +5,13 @@ Edit the async source and run ``python tools/async_to_sync.py``.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from types import TracebackType
 from typing import Any, NamedTuple
 
 import psycopg
@@ -21,19 +23,19 @@ from ..._clock import Clock
 from ..._concurrency import pause_sync
 from ..._protocol import Completion, JobRow, Outcome, Status
 from ..._validate import MAX_GENERATION
-from ...errors import StoreUnavailable
+from ...errors import InvalidArgument, StoreUnavailable
 from ._common import (
+    Answer,
     PostgresOptions,
     SqlSet,
     Statement,
+    answer_row,
     binary_lists,
     closed_error,
     connection_is_stale,
     describe_pool,
-    job_rows,
     latest_version,
     migration_steps,
-    outcome,
     parse_postgres_url,
     render,
     socket_poller,
@@ -42,11 +44,9 @@ from ._common import (
     validate_schema,
 )
 
-__all__ = ["PostgresDriver", "migrate", "schema_version"]
+__all__ = ["PostgresDriver", "PostgresTransaction", "migrate", "schema_version"]
 
 log = logging.getLogger("tenure")
-
-Row = tuple[Any, ...]
 # A job changed by someone else between a statement's snapshot and its update: run again.
 # Each run takes a new snapshot, so this only repeats while the job keeps changing.
 _RACE_RETRIES = 5
@@ -135,15 +135,24 @@ def _usable_connection(pool: ConnectionPool[Any], operation: str) -> Connection[
     )
 
 
-def _raw_cursor(conn: Connection[Any]) -> RawCursor[Row]:
-    cursor = RawCursor(conn, row_factory=tuple_row)
+def _raw_cursor(conn: Connection[Any]) -> RawCursor[Answer]:
+    cursor = RawCursor(conn, row_factory=answer_row)
     binary_lists(cursor)
     return cursor
 
 
+def _unraced(run: Callable[[], Answer]) -> Outcome:
+    """What a single-job statement did: ``run`` it again while it reports ``raced``."""
+    for _ in range(_RACE_RETRIES):
+        answer = run()
+        if not answer.raced:
+            break
+    return answer.outcome
+
+
 class Hot(NamedTuple):
     conn: Connection[Any]
-    cursor: RawCursor[Row]
+    cursor: RawCursor[Answer]
     since: float  # when it was taken from the pool (time.monotonic())
     poller: Any  # watches conn's socket (see connection_is_stale)
 
@@ -361,7 +370,7 @@ class PostgresDriver:
         else:
             self._pool.putconn(hot.conn)
 
-    def _rows(self, operation: str, statement: Statement, params: dict[str, Any]) -> list[Row]:
+    def _rows(self, operation: str, statement: Statement, params: dict[str, Any]) -> list[Answer]:
         hot = self._checkout(operation)
         try:
             # Prepared at first use (psycopg's default waits for five): each statement is
@@ -390,18 +399,18 @@ class PostgresDriver:
         (e.g. a retried complete whose first try was still committing). ``params``: a
         fresh dict, which this completes with the store time."""
         statement = self._sql[operation]
-        for _ in range(_RACE_RETRIES):
+
+        def run() -> Answer:
             params["now"] = self._now()
-            rows = self._rows(operation, statement, params)
-            if not rows[0][17]:
-                break
-        return outcome(rows[0])
+            return (self._rows(operation, statement, params))[0]
+
+        return _unraced(run)
 
     # -- operations --------------------------------------------------------------------
 
     def now(self) -> float:
         rows = self._rows("now", self._sql["clock"], {"now": self._now()})
-        return float(rows[0][0])
+        return rows[0].outcome.now
 
     def submit(
         self, job_id: str, queue: str, payload: str | None, delay: float, max_attempts: int
@@ -416,7 +425,7 @@ class PostgresDriver:
         }
         rows = self._rows("submit", self._sql["submit"], params)
         if rows:
-            return outcome(rows[0])
+            return rows[0].outcome
         # A concurrent submit of the same id won after this statement's snapshot was taken.
         existing = self.get(job_id)
         return Outcome(Status.MISSED, existing.row, existing.now)
@@ -466,20 +475,15 @@ class PostgresDriver:
         }
 
     @staticmethod
-    def _take_claims(rows: list[Row], wanted: list[str], claimed: list[Outcome]) -> list[str]:
-        """Add the claims of a claim answer to ``claimed``; return the secret hashes still
-        wanted: jobs buried on the way took places in the pick, so look again for the rest."""
+    def _take_claims(rows: list[Answer], wanted: list[str], claimed: list[Outcome]) -> list[str]:
+        """Add the claims of a claim answer, and the jobs it buried, to ``claimed``; return
+        the secret hashes still wanted: jobs buried on the way took places in the pick, so
+        look again for the rest."""
         won = 0
-        for row in rows:
-            o = outcome(row)
-            if o.status == Status.APPLIED:
-                claimed.append(o)
+        for answer in rows:
+            claimed.append(answer.outcome)
+            if answer.outcome.status == Status.APPLIED:
                 won += 1
-            elif o.status == Status.BURIED and o.row is not None:
-                log.info(
-                    "job buried: its last attempt's lease expired",
-                    extra={"job_id": o.row.job_id, "generation": o.row.generation},
-                )
         return [] if won == len(rows) else wanted[won:]
 
     @staticmethod
@@ -553,20 +557,22 @@ class PostgresDriver:
             "now": self._now(),
         }
 
-    def _complete_raced(self, completions: Sequence[Completion], rows: list[Row]) -> list[Outcome]:
+    def _complete_raced(
+        self, completions: Sequence[Completion], rows: list[Answer]
+    ) -> list[Outcome]:
         """The outcomes of a batch completion's answer ``rows`` (one per completion, in
         order). Those that raced (see `_one`) run again, only they: the others' answers
         stand."""
-        answers = [outcome(row) for row in rows]
-        pending = [index for index, row in enumerate(rows) if row[17]]
+        answers = [row.outcome for row in rows]
+        pending = [index for index, row in enumerate(rows) if row.raced]
         for _ in range(_RACE_RETRIES - 1):
             if not pending:
                 break
             params = self._completion_params([completions[i] for i in pending])
             rows = self._rows("complete_many", self._sql["complete_many"], params)
             for index, row in zip(pending, rows, strict=True):
-                answers[index] = outcome(row)
-            pending = [index for index, row in zip(pending, rows, strict=True) if row[17]]
+                answers[index] = row.outcome
+            pending = [index for index, row in zip(pending, rows, strict=True) if row.raced]
         return answers
 
     def release(
@@ -592,17 +598,14 @@ class PostgresDriver:
 
     def get(self, job_id: str) -> Outcome:
         rows = self._rows("get", self._sql["get"], {"job_id": job_id, "now": self._now()})
-        now, *job = rows[0]
-        if job[0] is None:
-            return Outcome(Status.MISSING, None, float(now))
-        return Outcome(Status.APPLIED, JobRow._make(job), float(now))
+        return rows[0].outcome
 
     def list_jobs(
         self, queue: str | None, state: str | None, limit: int
     ) -> tuple[float, list[JobRow]]:
         params = {"queue": queue, "state": state, "limit": limit, "now": self._now()}
         rows = self._rows("list", self._sql["list"], params)
-        return float(rows[0][0]), job_rows(rows)
+        return rows[0].outcome.now, [a.outcome.row for a in rows if a.outcome.row is not None]
 
     def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -650,11 +653,10 @@ class PostgresDriver:
             pause_sync(min(remaining, 0.05))
 
     @staticmethod
-    def _due_deadline(found: Row | None, deadline: float) -> float:
-        if found is None or found[1] is None:
+    def _due_deadline(found: Answer | None, deadline: float) -> float:
+        if found is None or found.due is None:
             return deadline
-        now, due = float(found[0]), float(found[1])
-        return min(deadline, time.monotonic() + max(0.0, due - now))
+        return min(deadline, time.monotonic() + max(0.0, found.due - found.outcome.now))
 
     def _listener(self) -> Connection[Any]:
         # Each concurrent waiter has its own connection outside the pool (a waiter must
@@ -692,6 +694,16 @@ class PostgresDriver:
         except psycopg.Error:
             pass  # they end at their timeout instead
 
+    def transaction(
+        self, operation: str, conn: Connection[Any] | None, payload_limit: int
+    ) -> PostgresTransaction:
+        """See `tenure.stores._sync_driver.SQLDriver.transaction`: a connection borrowed
+        from the pool, or ``conn``, the caller's psycopg connection to the store's database
+        (idle; autocommit or not)."""
+        return PostgresTransaction(
+            self._pool, self._sql, self._now, self.store_id, operation, conn, payload_limit
+        )
+
     def close(self) -> None:
         if self._closed:
             return
@@ -704,3 +716,164 @@ class PostgresDriver:
             self._listeners.pop().close()
         if self._owns_pool:
             self._pool.close()
+
+
+class PostgresTransaction:
+    """`tenure.stores._sync_driver.Transaction` over PostgreSQL; from
+    `PostgresDriver.transaction`. Single-use.
+
+    The store's statements run on a raw cursor of the same connection, with the store
+    clock hook's time as the driver's own statements have it; the caller's ``cursor`` is a
+    plain one (``%s`` placeholders)."""
+
+    def __init__(
+        self,
+        pool: ConnectionPool[Any],
+        sql: SqlSet,
+        hook_now: Callable[[], float | None],
+        store_id: str,
+        operation: str,
+        conn: Connection[Any] | None,
+        payload_limit: int,
+    ) -> None:
+        if conn is not None and not isinstance(conn, Connection):
+            raise InvalidArgument(
+                "conn",
+                f"must be a psycopg Connection to the store's database, not {type(conn).__name__}",
+            )
+        self._pool = pool
+        self._sql = sql
+        self._hook_now = hook_now
+        self._store_id = store_id
+        self._operation = operation
+        self._pooled = conn is None
+        self.conn: Any = conn
+        self.cursor: Any = None
+        self.payload_limit = payload_limit
+        self._raw: RawCursor[Answer] | None = None
+        self._txn: Any = None  # psycopg's transaction block, while one is open
+
+    def __repr__(self) -> str:
+        return f"<PostgresTransaction {self._operation} {self._sql.schema}>"
+
+    def __enter__(self) -> PostgresTransaction:
+        if self._pooled:
+            self.conn = _usable_connection(self._pool, self._operation)
+        try:
+            self._check_store()
+            self._raw = _raw_cursor(self.conn)
+            self.cursor = self.conn.cursor()
+            # psycopg's own transaction block, which begins and ends the same way whether
+            # the connection is in autocommit or not (and forbids commit() inside it).
+            txn = self.conn.transaction()
+            try:
+                txn.__enter__()
+            except psycopg.Error as exc:
+                raise self._unavailable(exc, sent=False) from exc
+            self._txn = txn
+        except BaseException:
+            self._release()
+            raise
+        return self
+
+    def _check_store(self) -> None:
+        conn = self.conn
+        if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            raise InvalidArgument(
+                "conn",
+                f"has a transaction in progress; commit or roll back before {self._operation}, "
+                "which runs (and commits) its own transaction",
+            )
+        try:
+            with conn.cursor(row_factory=tuple_row) as cur:
+                cur.execute(self._sql["store_id"].text)
+                row = cur.fetchone()
+        except psycopg.Error:
+            row = None
+        finally:
+            if not conn.autocommit:
+                conn.rollback()
+        if row is None or row[0] != self._store_id:
+            raise InvalidArgument("conn", "is not connected to this store's PostgreSQL database")
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            if self._txn is not None:
+                if exc_type is None:
+                    self.commit()
+                else:
+                    self.rollback()
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        if self._raw is not None:
+            self._raw.close()
+        if self.cursor is not None:
+            self.cursor.close()
+        if self._pooled and self.conn is not None:
+            self._pool.putconn(self.conn)
+        self.conn = self.cursor = self._raw = self._txn = None
+
+    def _unavailable(self, exc: psycopg.Error, *, sent: bool) -> BaseException:
+        error = store_unavailable(self._operation, exc, sent=sent)
+        return exc if error is None else error
+
+    def _answer(self, name: str, params: dict[str, Any]) -> Answer:
+        if self._txn is None or self._raw is None:
+            raise InvalidArgument("transaction", "is not open: enter it first, once")
+        statement = self._sql[name]
+        params["now"] = self._hook_now()
+        try:
+            self._raw.execute(statement.text, statement.args(params))
+            found = self._raw.fetchone()
+        except psycopg.Error as exc:
+            # Nothing of the transaction can have committed: it is still open.
+            raise self._unavailable(exc, sent=False) from exc
+        assert found is not None
+        return found
+
+    def now(self) -> float:
+        return (self._answer("clock", {})).outcome.now
+
+    def get(self, job_id: str) -> Outcome:
+        return (self._answer("get", {"job_id": job_id})).outcome
+
+    def complete(
+        self,
+        job_id: str,
+        owner: str,
+        generation: int,
+        secret_hash: str,
+        receipt: str,
+        result: str | None,
+    ) -> Outcome:
+        params = PostgresDriver._holder(
+            job_id, owner, generation, secret_hash, receipt=receipt, result=result
+        )
+        # Each statement of a READ COMMITTED transaction takes a new snapshot, so one that
+        # raced a concurrent change of the job runs again, as the driver's `_one` does.
+        return _unraced(lambda: self._answer("complete", params))
+
+    def commit(self) -> None:
+        txn, self._txn = self._txn, None
+        if txn is None:
+            return
+        try:
+            txn.__exit__(None, None, None)
+        except psycopg.Error as exc:
+            raise self._unavailable(exc, sent=True) from exc
+
+    def rollback(self) -> None:
+        txn, self._txn = self._txn, None
+        if txn is None:
+            return
+        # A broken connection cannot roll back, nor has anything to: the server ends the
+        # transaction with the session, and the pool replaces the connection.
+        with contextlib.suppress(psycopg.Error):
+            txn.__exit__(psycopg.Rollback, psycopg.Rollback(), None)

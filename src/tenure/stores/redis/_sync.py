@@ -18,7 +18,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ..._clock import Clock
-from ..._protocol import Completion, JobRow, Outcome, Status
+from ..._protocol import Completion, JobRow, Outcome
 from ...errors import StoreUnavailable
 from ._common import (
     CHECKED_CONFIG,
@@ -240,8 +240,8 @@ class RedisDriver:
         k = self.keys
         keys = [k.clock, *(k.candidates(queue) for queue in queues)]
         args = [self._now_arg(), owner, repr(float(ttl)), k.job_prefix, *secret_hashes]
-        now, rows = decode_batch(self._eval("claim_next", "claim_next", keys, args))
-        return [Outcome(Status.APPLIED, decode_row(row), now) for row in rows]
+        now, items = decode_batch(self._eval("claim_next", "claim_next", keys, args))
+        return [decode_item(item, now) for item in items]
 
     def _holder(
         self,
@@ -312,8 +312,9 @@ class RedisDriver:
         reply = self._eval("complete_and_claim", "complete_and_claim", keys, args)
         now, items = decode_batch(reply)
         count = len(completions)
-        completed = [decode_item(item, now) for item in items[:count]]
-        return completed, [Outcome(Status.APPLIED, decode_row(row), now) for row in items[count:]]
+        return [decode_item(item, now) for item in items[:count]], [
+            decode_item(item, now) for item in items[count:]
+        ]
 
     def release(
         self, job_id: str, owner: str, generation: int, secret_hash: str, receipt: str

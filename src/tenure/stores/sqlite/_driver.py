@@ -21,7 +21,8 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from types import TracebackType
+from typing import Any, NamedTuple, TypeVar
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from ..._clock import Clock, SystemClock, boot_clock
@@ -29,9 +30,10 @@ from ..._protocol import Completion, JobRow, Outcome, Status
 from ..._validate import MAX_GENERATION
 from ...errors import InvalidArgument, StoreUnavailable
 from .. import refuse_fragment
+from .._dbapi import DBAPITransaction, close_quietly
 from .._resources import load_text, migrations
 
-__all__ = ["SQLiteDriver", "parse_sqlite_url"]
+__all__ = ["SQLiteDriver", "SQLiteTransaction", "parse_sqlite_url"]
 
 T = TypeVar("T")
 _PACKAGE = __package__ or "tenure.stores.sqlite"
@@ -52,8 +54,20 @@ _LIST = _sql("list")
 _NEXT_DUE = _sql("next_due")
 _PICK = _sql("pick")
 _READ_CLOCK = _sql("read_clock")
+_STORE_ID = _sql("store_id")
 _SUBMIT = _sql("submit")
 _HOLDER_UPDATES = {name: _sql(name) for name in ("renew", "complete", "release", "fail")}
+
+
+class _Pick(NamedTuple):
+    """A row of pick.sql, by the names of its columns (a test holds the two together)."""
+
+    job_id: str
+    state: str
+    attempts: int
+    max_attempts: int
+    available_at: float
+    seq: int
 
 
 def parse_sqlite_url(url: str) -> dict[str, Any]:
@@ -109,6 +123,7 @@ class SQLiteDriver:
     ) -> None:
         self.path = str(path)
         self.url = f"sqlite:///{self.path}"
+        self.busy_timeout = busy_timeout
         self._clock = clock or SystemClock()
         self._boot = boot_clock(self._clock)
         self._lock = threading.Lock()
@@ -152,7 +167,7 @@ class SQLiteDriver:
                     for statement in _statements(text):
                         cur.execute(statement)
                     cur.execute(f"PRAGMA user_version = {number:d}")
-            row = cur.execute("SELECT value FROM tenure_meta WHERE key = 'store_id'").fetchone()
+            row = cur.execute(_STORE_ID).fetchone()
             if row is None:
                 store_id = uuid.uuid4().hex
                 cur.execute(
@@ -298,7 +313,8 @@ class SQLiteDriver:
         queues: Sequence[str],
         secret_hashes: Sequence[str],
     ) -> list[Outcome]:
-        """claim_next's body: one claim per secret hash, oldest job first."""
+        """claim_next's body: one claim per secret hash, oldest job first, and each job
+        buried on the way (see `SyncDriver.claim_next`)."""
         claimed: list[Outcome] = []
         pick_params: dict[str, Any] = {
             "queue": None,
@@ -309,21 +325,23 @@ class SQLiteDriver:
             while True:
                 # The oldest head of the given queues: by (available_at, seq), the first
                 # queue winning a tie.
-                best = None
+                best, best_key = None, (0.0, 0)
                 for queue in queues:
                     pick_params["queue"] = queue
                     found = cur.execute(_PICK, pick_params).fetchone()
-                    if found is not None and (
-                        best is None or (found[4], found[5]) < (best[4], best[5])
-                    ):
-                        best = found
+                    if found is not None:
+                        pick = _Pick._make(found)
+                        key = (pick.available_at, pick.seq)
+                        if best is None or key < best_key:
+                            best, best_key = pick, key
                 if best is None:
                     return claimed
-                job_id, state, attempts, max_attempts, _, _ = best
-                if state == "leased" and attempts >= max_attempts:
-                    cur.execute(_BURY, {"job_id": job_id, "now": now}).fetchall()
+                if best.state == "leased" and best.attempts >= best.max_attempts:
+                    buried = self._row(cur, _BURY, {"job_id": best.job_id, "now": now})
+                    if buried is not None:
+                        claimed.append(Outcome(Status.BURIED, buried, now))
                     continue
-                row = self._claim_one(cur, now, job_id, owner, ttl, secret_hash)
+                row = self._claim_one(cur, now, best.job_id, owner, ttl, secret_hash)
                 if row is not None:
                     claimed.append(Outcome(Status.APPLIED, row, now))
                 break
@@ -346,6 +364,20 @@ class SQLiteDriver:
         secret_hash: str,
         **extra: Any,
     ) -> Outcome:
+        body = self._holder_body(operation, job_id, owner, generation, secret_hash, **extra)
+        return self._write(operation, body)
+
+    def _holder_body(
+        self,
+        operation: str,
+        job_id: str,
+        owner: str,
+        generation: int,
+        secret_hash: str,
+        **extra: Any,
+    ) -> Callable[[sqlite3.Cursor, float], Outcome]:
+        """A holder operation's statement, to run in a write transaction (`_write`, or a
+        caller's `SQLiteTransaction`)."""
         statement = _HOLDER_UPDATES[operation]
         params = {
             "job_id": job_id,
@@ -360,7 +392,7 @@ class SQLiteDriver:
             applied = self._row(cur, statement, params)
             return self._settle(cur, now, job_id, applied)
 
-        return self._write(operation, body)
+        return body
 
     def renew(
         self, job_id: str, owner: str, generation: int, secret_hash: str, ttl: float
@@ -489,6 +521,160 @@ class SQLiteDriver:
             if not self._closed:
                 self._closed = True
                 self._conn.close()
+
+    def transaction(
+        self, operation: str, conn: sqlite3.Connection | None, payload_limit: int
+    ) -> SQLiteTransaction:
+        """See `tenure.stores._sync_driver.SQLDriver.transaction`: a connection of its own
+        to the store's file (``BEGIN IMMEDIATE``), or ``conn``, a sqlite3 connection the
+        caller opened to that file (in any of sqlite3's transaction modes)."""
+        return SQLiteTransaction(self, operation, conn, payload_limit)
+
+
+class SQLiteTransaction:
+    """`tenure.stores._sync_driver.Transaction` over the store's file; from
+    `SQLiteDriver.transaction`. Single-use."""
+
+    def __init__(
+        self,
+        driver: SQLiteDriver,
+        operation: str,
+        conn: sqlite3.Connection | None,
+        payload_limit: int,
+    ) -> None:
+        if driver.path == ":memory:":
+            raise InvalidArgument(
+                "store", "is an in-memory SQLite store, which no other connection can share"
+            )
+        if conn is not None and not isinstance(conn, sqlite3.Connection):
+            raise InvalidArgument(
+                "conn",
+                f"must be a sqlite3 connection to the store's file, not {type(conn).__name__}",
+            )
+        self._driver = driver
+        self._operation = operation
+        self._own = conn is None
+        self.conn: Any = conn
+        self.cursor: Any = None
+        self.payload_limit = payload_limit
+        self._txn: DBAPITransaction | None = None
+
+    def __repr__(self) -> str:
+        return f"<SQLiteTransaction {self._operation} {self._driver.path}>"
+
+    def __enter__(self) -> SQLiteTransaction:
+        driver = self._driver
+        if self._own:
+            # check_same_thread=False: an async store runs each step in a worker thread.
+            self.conn = sqlite3.connect(
+                driver.path,
+                timeout=driver.busy_timeout,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+        try:
+            try:
+                row = self.conn.execute(_STORE_ID).fetchone()
+            except sqlite3.Error:
+                row = None
+            if row is None or row[0] != driver.store_id:
+                raise InvalidArgument("conn", "is not connected to this store's SQLite database")
+            self.cursor = self.conn.cursor()
+            txn = DBAPITransaction(self.conn, self.cursor, write=True)
+            try:
+                txn.begin()
+            except sqlite3.OperationalError as exc:
+                raise self._unavailable(exc) from exc
+        except BaseException:
+            self._release()
+            raise
+        self._txn = txn
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            if self._txn is not None:
+                if exc_type is None:
+                    self.commit()
+                else:
+                    self.rollback()
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        if self.cursor is not None:
+            close_quietly(self.cursor)
+        if self._own and self.conn is not None:
+            self.conn.close()
+        self.cursor = self._txn = None
+        self.conn = None
+
+    def _unavailable(self, exc: sqlite3.Error) -> StoreUnavailable:
+        return StoreUnavailable(
+            f"{self._operation}: SQLite store {self._driver.path!r} is busy or unreadable "
+            f"({exc}); nothing was committed, retry later",
+            operation=self._operation,
+            outcome_unknown=False,
+        )
+
+    def _run(self, body: Callable[[sqlite3.Cursor, float], T]) -> T:
+        """``body`` with the store time, read as a write of the store reads it."""
+        if self._txn is None:
+            raise InvalidArgument("transaction", "is not open: enter it first, once")
+        cur = self.cursor
+        try:
+            now = cur.execute(_CLOCK, self._driver._clock_params()).fetchone()[0]
+            return body(cur, now)
+        except sqlite3.OperationalError as exc:
+            raise self._unavailable(exc) from exc
+
+    def now(self) -> float:
+        return float(self._run(lambda _cur, now: now))
+
+    def get(self, job_id: str) -> Outcome:
+        def body(cur: sqlite3.Cursor, now: float) -> Outcome:
+            row = self._driver._row(cur, _GET, {"job_id": job_id})
+            return Outcome(Status.MISSING if row is None else Status.APPLIED, row, now)
+
+        return self._run(body)
+
+    def complete(
+        self,
+        job_id: str,
+        owner: str,
+        generation: int,
+        secret_hash: str,
+        receipt: str,
+        result: str | None,
+    ) -> Outcome:
+        body = self._driver._holder_body(
+            "complete", job_id, owner, generation, secret_hash, receipt=receipt, result=result
+        )
+        return self._run(body)
+
+    def commit(self) -> None:
+        txn, self._txn = self._txn, None
+        if txn is None:
+            return
+        try:
+            txn.commit()
+        except sqlite3.Error as exc:
+            txn.rollback()
+            raise StoreUnavailable(
+                f"{self._operation}: SQLite commit failed ({exc}); nothing was committed",
+                operation=self._operation,
+                outcome_unknown=False,
+            ) from exc
+
+    def rollback(self) -> None:
+        txn, self._txn = self._txn, None
+        if txn is not None:
+            txn.rollback()
 
 
 def _statements(script: str) -> Iterator[str]:

@@ -19,5 +19,5 @@ SELECT clock.now, (
         ORDER BY j.available_at
         LIMIT 1
     ) AS due
-)
+) AS due
 FROM clock

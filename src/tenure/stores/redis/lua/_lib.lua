@@ -227,7 +227,7 @@ end
 -- claim_next's loop: for each secret hash ARGV[a] to ARGV[#ARGV], claim the oldest
 -- claimable job of the candidate sets KEYS[k] to KEYS[#KEYS] (oldest). Expired leases on
 -- their last attempt met on the way are buried (bury.sql) and the pick goes on. Appends to
--- `out` one row (json_row) per lease granted.
+-- `out` one item per lease granted, ["applied", <row>], and per job buried, ["buried", <row>].
 local function claim_each(out, k, a, owner, ttl, job_prefix, now)
   local now_s = fmt(now)
   for i = a, #ARGV do
@@ -243,10 +243,15 @@ local function claim_each(out, k, a, owner, ttl, job_prefix, now)
         redis.call('ZREM', candidates, member)
       elseif f[1] == 'leased' and tonumber(f[4]) >= tonumber(f[5]) then
         bury(job, member, candidates, now)
+        local item = json_row(job)
+        table.insert(item, 1, 'buried')
+        out[#out + 1] = item
       else
         if claimable(f, now) then
           take(job, member, candidates, owner, ttl, ARGV[i], now)
-          out[#out + 1] = json_row(job)
+          local item = json_row(job)
+          table.insert(item, 1, 'applied')
+          out[#out + 1] = item
         end
         break
       end

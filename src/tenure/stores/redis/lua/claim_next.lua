@@ -2,7 +2,8 @@
 -- pick.sql); expired leases on their last attempt met on the way are buried (bury.sql).
 -- KEYS: clock, then the candidate set of each queue
 -- ARGV: now override, owner, ttl, job key prefix, then one secret hash per lease wanted
--- Reply: one JSON string (see json_row): [now, row, row, ...], one row per lease granted.
+-- Reply: one JSON string (see json_row): [now, item, item, ...], one item per lease granted
+-- or job buried (see claim_each).
 local ttl = ttl_arg(ARGV[3])
 local now = store_now(KEYS[1], ARGV[1], true)
 local reply = { fmt(now) }

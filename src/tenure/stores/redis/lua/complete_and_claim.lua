@@ -5,8 +5,8 @@
 -- ARGV: now override, owner, ttl, job key prefix, number of completions n, then for each
 --       completion: owner, generation, secret hash, receipt, result, has result; then one
 --       secret hash per lease wanted
--- Reply: one JSON string (see json_row): [now, item, ..., row, ...]: first n items, one per
--- completion in order, as complete_many answers them, then one row per lease granted, as
+-- Reply: one JSON string (see json_row): [now, item, ...]: first n items, one per
+-- completion in order, as complete_many answers them, then the claim's items, as
 -- claim_next answers them. (Flat: cjson would encode an empty nested list as {}.)
 local ttl = ttl_arg(ARGV[3])
 local n = number_arg('completions', ARGV[5], 0, #KEYS - 1)
