@@ -338,9 +338,11 @@ class AsyncUnsafeDriver(AsyncPassThroughDriver):
         self, owner: str, ttl: float, queues: Sequence[str], secret_hashes: Sequence[str]
     ) -> list[Outcome]:
         outcomes = await self._inner.claim_next(owner, ttl, queues, secret_hashes)
-        if self._mode != "client-clock" or len(outcomes) >= len(secret_hashes):
+        # Jobs buried on the way are answered too (BURIED): only leases count as taken.
+        taken = [o for o in outcomes if o.status == Status.APPLIED]
+        if self._mode != "client-clock" or len(taken) >= len(secret_hashes):
             return outcomes
-        used = {o.row.secret_hash for o in outcomes if o.row is not None}
+        used = {o.row.secret_hash for o in taken if o.row is not None}
         spare = [h for h in secret_hashes if h not in used]
         client_now = self._clock.time()
         taken: list[Outcome] = []
