@@ -33,7 +33,7 @@ every repetition it checks that every job was claimed exactly once (done, or lea
 generation 1), so a broken loop cannot pass for a fast one. ``--workers ''`` runs only the
 batch comparisons.
 
-The raw loop mirrors ``tenure/stores/redis/_aio.py``: if the driver's KEYS/ARGV change,
+The raw loop mirrors ``tenure/stores/redis/_driver_async.py``: if the driver's KEYS/ARGV change,
 change ``RawCycles`` with it. Exits 0.
 """
 

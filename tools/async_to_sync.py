@@ -1,10 +1,24 @@
 """Generate the sync twin of each async source file (psycopg's approach, by text rules).
 
 Usage: ``python tools/async_to_sync.py`` rewrites the generated files;
-``python tools/async_to_sync.py --check`` exits 1 if any is out of date (CI runs this).
+``python tools/async_to_sync.py --check`` exits 1 if any is out of date, or if a generated
+file has lost its source (CI runs this).
 
-The rules are deliberately few and mechanical; async source is written so that they apply
-(e.g. ``await pause(s)`` rather than ``await anyio.sleep(s)``).
+One naming rule, for files and names alike: **the sync twin drops "async"**.
+
+* A source file ``<name>_async.py`` generates ``<name>.py`` beside it; every such file under
+  ``src/tenure`` is a source (there is no list to keep).
+* ``Async<Name>`` becomes ``<Name>`` (``AsyncStore`` -> ``Store``, ``AsyncDriver`` ->
+  ``Driver``, psycopg's ``AsyncConnection`` -> ``Connection``), and ``<name>_async`` becomes
+  ``<name>`` (modules, and functions such as ``open_driver_async`` -> ``open_driver``).
+* The few primitives whose sync and async forms differ live in ``tenure/_concurrency.py``
+  under the same rule (``pause_async`` / ``pause``).
+* Then the keywords: ``async def``/``with``/``for``, ``await``, ``__aenter__``/``__aexit__``,
+  ``aclose``, ``asynccontextmanager``, ``Awaitable[T]``, and the async homes of the client
+  libraries (``redis.asyncio``) and of tenure (``tenure.aio``).
+
+Async source is written so that the rules apply (e.g. ``await pause_async(s)`` rather than
+``await anyio.sleep(s)``).
 """
 
 from __future__ import annotations
@@ -17,17 +31,24 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "src" / "tenure"
+SUFFIX = "_async.py"
+NOTICE = "by tools/async_to_sync.py: do not edit."
 
-# (async source, generated sync file)
-FILES = [
-    ("aio/_store.py", "_store.py"),
-    ("stores/_async_driver.py", "stores/_sync_driver.py"),
-    ("stores/postgres/_async.py", "stores/postgres/_sync.py"),
-    ("stores/redis/_aio.py", "stores/redis/_sync.py"),
-    ("chaos/_drivers.py", "chaos/_drivers_sync.py"),
-]
+
+def pairs() -> list[tuple[str, str]]:
+    """Each (async source, generated sync file), relative to ``src/tenure``."""
+    found = []
+    for source in sorted(PACKAGE.rglob(f"*{SUFFIX}")):
+        target = source.with_name(source.name.removesuffix(SUFFIX) + ".py")
+        found.append((str(source.relative_to(PACKAGE)), str(target.relative_to(PACKAGE))))
+    return found
+
 
 RULES: list[tuple[str, str]] = [
+    # the naming rule
+    (r"\bAsync([A-Z]\w*)", r"\1"),
+    (r"\b(\w+?)_async\b", r"\1"),
+    # the keywords
     (r"\basync def\b", "def"),
     (r"\basync with\b", "with"),
     (r"\basync for\b", "for"),
@@ -35,45 +56,28 @@ RULES: list[tuple[str, str]] = [
     (r"\b__aenter__\b", "__enter__"),
     (r"\b__aexit__\b", "__exit__"),
     (r"\baclose\b", "close"),
-    (r"\bAsyncStore\b", "Store"),
-    (r"\bAsyncDriver\b", "SyncDriver"),
-    (r"\bAsyncPostgresDriver\b", "PostgresDriver"),
-    (r"\b_async_driver\b", "_sync_driver"),
-    (r"\bAsyncConnectionPool\b", "ConnectionPool"),
-    (r"\bAsyncConnection\b", "Connection"),
-    (r"\bAsyncCursor\b", "Cursor"),
-    (r"\bAsyncRawCursor\b", "RawCursor"),
-    (r"\bpause\b", "pause_sync"),
+    (r"\basynccontextmanager\b", "contextmanager"),
     (r"\bAwaitable\[(\w+)\]", r"\1"),
     (r"\bAwaitable, ", ""),
+    # the async homes of the libraries
     (r"\bredis\.asyncio\b", "redis"),
-    (r"\btenure\.aio\.connect\b", "tenure.connect"),
-    # Redis driver
-    (r"\bAsyncRedisDriver\b", "RedisDriver"),
-    (r"\buncancellable\b", "uncancellable_sync"),
-    (r"\blooks_closed\b", "looks_closed_sync"),
-    # chaos drivers
-    (r"\bAsyncPassThroughDriver\b", "PassThroughDriver"),
-    (r"\bAsyncRecordingDriver\b", "RecordingDriver"),
-    (r"\bAsyncUnsafeDriver\b", "UnsafeDriver"),
+    (r"\btenure\.aio\.", "tenure."),
 ]
-# Applied when the generated file sits one package level above its source (aio/x.py -> x.py).
-RELOCATE = (r"from \.\.", "from .")
 
 
 def header(source: str) -> str:
     return (
-        f'"""Generated from tenure/{source} by tools/async_to_sync.py: do not edit.\n\n'
-        "Edit the async source and run ``python tools/async_to_sync.py``.\n"
+        f'"""Generated {NOTICE}\n\n'
+        f"Source: tenure/{source}.\nEdit it and run ``python tools/async_to_sync.py``.\n"
         '"""\n'
     )
 
 
-def convert(source: str, text: str, relocate: bool) -> str:
+def convert(source: str, text: str) -> str:
     # Replace the module docstring with the generated-file notice.
     match = re.match(r'\s*""".*?"""\n', text, re.DOTALL)
     body = text[match.end() :] if match else text
-    for pattern, replacement in [*RULES, RELOCATE] if relocate else RULES:
+    for pattern, replacement in RULES:
         body = re.sub(pattern, replacement, body)
     return _format(header(source) + body, source)
 
@@ -91,13 +95,22 @@ def _format(text: str, source: str) -> str:
     return done.stdout
 
 
+def orphans() -> list[str]:
+    """Generated files whose source is gone (renamed or deleted)."""
+    made = {target for _, target in pairs()}
+    return [
+        str(path.relative_to(PACKAGE))
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if NOTICE in path.read_text()[:300] and str(path.relative_to(PACKAGE)) not in made
+    ]
+
+
 def main(argv: list[str]) -> int:
     check = "--check" in argv
     stale = []
-    for source, target in FILES:
-        src_path, dst_path = PACKAGE / source, PACKAGE / target
-        relocate = src_path.parent != dst_path.parent
-        expected = convert(source, src_path.read_text(), relocate)
+    for source, target in pairs():
+        dst_path = PACKAGE / target
+        expected = convert(source, (PACKAGE / source).read_text())
         current = dst_path.read_text() if dst_path.exists() else ""
         if current == expected:
             continue
@@ -114,10 +127,12 @@ def main(argv: list[str]) -> int:
         else:
             dst_path.write_text(expected)
             print(f"wrote {dst_path.relative_to(ROOT)}")
+    lost = orphans()
+    if lost:
+        print(f"generated files without a source (delete them): {', '.join(lost)}")
     if check and stale:
         print(f"out of date: {', '.join(stale)}; run python tools/async_to_sync.py")
-        return 1
-    return 0
+    return 1 if (check and stale) or lost else 0
 
 
 if __name__ == "__main__":

@@ -15,9 +15,8 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING
 from typing import Any as _Any
 
 from ._clock import Clock, LeaseTiming, ManualClock, SystemClock
-from ._connect import connect
 from ._protocol import RetryPolicy
-from ._store import Store
+from ._store import Store, connect
 from .errors import (
     GenerationExhausted,
     InvalidArgument,

@@ -1,18 +1,80 @@
-"""The few primitives whose sync and async forms differ, named so that the generated sync
-code reads naturally: ``await pause(s)`` in async source becomes ``pause_sync(s)``."""
+"""The few primitives whose sync and async forms differ, in pairs named by the rule of
+``tools/async_to_sync.py``: the sync twin drops "async". Async source calls
+``await pause_async(s)``; its generated sync twin calls ``pause(s)``."""
 
 from __future__ import annotations
 
+import select
+import threading
 import time
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any
 
 import anyio
 
-__all__ = ["pause", "pause_sync"]
+__all__ = [
+    "looks_closed",
+    "looks_closed_async",
+    "pause",
+    "pause_async",
+    "thread_lock",
+    "thread_lock_async",
+    "uncancellable",
+    "uncancellable_async",
+]
 
 
-async def pause(seconds: float) -> None:
+async def pause_async(seconds: float) -> None:
     await anyio.sleep(seconds)
 
 
-def pause_sync(seconds: float) -> None:
+def pause(seconds: float) -> None:
     time.sleep(seconds)
+
+
+def uncancellable_async() -> anyio.CancelScope:
+    """Shield cleanup (disconnect, return to the pool) from cancellation."""
+    return anyio.CancelScope(shield=True)
+
+
+def uncancellable() -> AbstractContextManager[None]:
+    """Sync code has no cancellation to shield from."""
+    return nullcontext()
+
+
+def thread_lock_async() -> AbstractContextManager[Any]:
+    """A lock for counters shared by a driver's callers: none in async code, where a section
+    with no ``await`` in it runs alone on its event loop."""
+    return nullcontext()
+
+
+def thread_lock() -> AbstractContextManager[Any]:
+    """The sync twin runs in threads: a real lock."""
+    return threading.Lock()
+
+
+# A connection a driver kept since its last request is checked with these before it is
+# used again, without a system call for asyncio and with one poll() for sockets. Either
+# answers False when the client library's internals are not as expected: the request then
+# goes out, and a connection that was in fact closed fails it as "outcome unknown".
+
+
+def looks_closed_async(conn: Any) -> bool:
+    """An asyncio connection whose server closed it (its reader has seen EOF)."""
+    reader = getattr(conn, "_reader", None)
+    at_eof = getattr(reader, "at_eof", None)
+    return bool(at_eof()) if at_eof is not None else False
+
+
+def looks_closed(conn: Any) -> bool:
+    """A socket connection with something to read while idle: EOF (the server closed it),
+    an error, or bytes nobody asked for. Not safe to send a request on."""
+    sock = getattr(conn, "_sock", None)
+    if sock is None:
+        return False
+    try:
+        poller = select.poll()
+        poller.register(sock, select.POLLIN | select.POLLERR | select.POLLHUP)
+        return bool(poller.poll(0))
+    except (AttributeError, OSError, ValueError):
+        return False

@@ -34,11 +34,23 @@ from .models import Job, JobState, Lease, StrEnum
 
 __all__ = [
     "JOB_COLUMNS",
+    "check_lease",
+    "claim_verdict",
     "ClaimRequest",
     "ClaimVerdict",
     "Completion",
+    "ended_by",
+    "hash_secret",
+    "is_repeat",
+    "job_from_row",
     "JobRow",
+    "lease_lost",
+    "LeaseMaker",
+    "new_secret",
     "Outcome",
+    "RetryPolicy",
+    "settle_receipt",
+    "settle_verdict",
     "Status",
 ]
 

@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 import tenure
-from tenure.stores import open_sync_driver
+from tenure.stores import open_driver
 from tests.conformance._support import LosingReplies, job_view
 
 T0 = tenure.ManualClock().time()
@@ -118,7 +118,7 @@ def test_every_claim_bumps_generation_and_attempts(
 def test_driver_claim_repeated_with_the_same_secret_changes_nothing(
     url: str, clock: tenure.ManualClock
 ) -> None:
-    driver = open_sync_driver(url, clock)
+    driver = open_driver(url, clock)
     try:
         store = tenure.Store(driver, clock=clock)
         store.submit("J")
@@ -138,7 +138,7 @@ def test_driver_claim_repeated_with_the_same_secret_changes_nothing(
 
 
 def test_retried_claim_returns_the_same_lease(url: str, clock: tenure.ManualClock) -> None:
-    driver = LosingReplies(open_sync_driver(url, clock), "claim")
+    driver = LosingReplies(open_driver(url, clock), "claim")
     store = tenure.Store(driver, clock=clock)
     try:
         store.submit("J")
@@ -157,7 +157,7 @@ def test_retried_claim_returns_the_same_lease(url: str, clock: tenure.ManualCloc
 def test_lost_claim_next_reply_surfaces_and_the_job_comes_back(
     url: str, clock: tenure.ManualClock
 ) -> None:
-    driver = LosingReplies(open_sync_driver(url, clock), "claim_next")
+    driver = LosingReplies(open_driver(url, clock), "claim_next")
     store = tenure.Store(driver, clock=clock)
     try:
         store.submit("J")

@@ -9,7 +9,7 @@ import pytest
 
 import tenure
 import tenure.aio
-from tenure.stores import open_sync_driver
+from tenure.stores import open_driver
 from tests.conformance._support import LosingReplies, claim_all, forge, job_view, snapshot
 
 T0 = tenure.ManualClock().time()
@@ -338,7 +338,7 @@ def test_many_jobs_in_one_call(store: tenure.Store) -> None:
 def test_a_lost_reply_is_not_retried_and_complete_many_afterwards_is_safe(
     url: str, clock: tenure.ManualClock
 ) -> None:
-    driver = LosingReplies(open_sync_driver(url, clock), "complete_and_claim")
+    driver = LosingReplies(open_driver(url, clock), "complete_and_claim")
     store = tenure.Store(driver, clock=clock)
     try:
         submit_all(store, clock, "a", "b", "c", "d", "e")
@@ -379,7 +379,7 @@ def test_a_lost_reply_of_the_claim_alone_is_not_retried(
     url: str, clock: tenure.ManualClock
 ) -> None:
     # With no leases the store sends a plain claim: its lost reply is not repeated either.
-    driver = LosingReplies(open_sync_driver(url, clock), "claim_next")
+    driver = LosingReplies(open_driver(url, clock), "claim_next")
     store = tenure.Store(driver, clock=clock)
     try:
         submit_all(store, clock, "J", "K")

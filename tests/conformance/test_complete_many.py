@@ -10,7 +10,7 @@ import pytest
 
 import tenure
 import tenure.aio
-from tenure.stores import open_sync_driver
+from tenure.stores import open_driver
 from tests.conformance._support import LosingReplies, claim_all, forge, job_view, snapshot
 
 T0 = tenure.ManualClock().time()
@@ -122,7 +122,7 @@ def test_repeating_a_batch_that_took_effect_succeeds_and_changes_nothing(
 
 def test_a_lost_reply_is_retried_and_answered_as_success(url: str, tmp_path: Path) -> None:
     clock = tenure.ManualClock()
-    driver = LosingReplies(open_sync_driver(url, clock), "complete_many")
+    driver = LosingReplies(open_driver(url, clock), "complete_many")
     store = tenure.Store(driver, clock=clock)
     try:
         leases = claim_all(store, "a", "b")

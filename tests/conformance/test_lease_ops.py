@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import tenure
-from tenure.stores import open_sync_driver
+from tenure.stores import open_driver
 from tests.backends import Backend
 from tests.conformance._support import LosingReplies, forge, fresh_secret, job_view
 
@@ -359,7 +359,7 @@ def test_repeat_after_the_job_moved_on_is_rejected(
 
 @pytest.mark.parametrize("op", ["renew", "complete", "release", "fail"])
 def test_operation_retried_after_a_lost_reply(url: str, clock: tenure.ManualClock, op: str) -> None:
-    driver = LosingReplies(open_sync_driver(url, clock))
+    driver = LosingReplies(open_driver(url, clock))
     store = tenure.Store(driver, clock=clock)
     try:
         store.submit("J", max_attempts=3)

@@ -23,7 +23,7 @@ from tenure.stores.postgres._common import (
     render,
     sql_text,
 )
-from tenure.stores.postgres._sync import migrate
+from tenure.stores.postgres._migrate import migrate
 from tests.backends import POSTGRES_URL, postgres_schema, postgres_schema_url
 
 # Everything a schema holds that tenure could have created, as comparable text.

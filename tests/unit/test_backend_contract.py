@@ -12,7 +12,7 @@ import pytest
 
 import tenure
 import tenure.aio
-from tenure.stores import abc, open_sync_driver, register_backend
+from tenure.stores import abc, open_driver, register_backend
 
 # A third-party backend: ``counted+sqlite:///path`` is the SQLite store, counting claims.
 CLAIMS: list[str] = []
@@ -21,7 +21,7 @@ CLAIMS: list[str] = []
 class CountingDriver:
     """Wraps any driver; only the names of `tenure.stores.abc` are used."""
 
-    def __init__(self, inner: abc.SyncDriver) -> None:
+    def __init__(self, inner: abc.Driver) -> None:
         self._inner = inner
         self.store_id = inner.store_id
         self.url = inner.url
@@ -34,8 +34,8 @@ class CountingDriver:
         return getattr(self._inner, name)
 
 
-def _open_sync(url: str, clock: tenure.Clock | None) -> abc.SyncDriver:
-    inner = open_sync_driver(url.removeprefix("counted+"), clock)
+def _open_sync(url: str, clock: tenure.Clock | None) -> abc.Driver:
+    inner = open_driver(url.removeprefix("counted+"), clock)
     return CountingDriver(inner)  # type: ignore[return-value]
 
 

@@ -51,7 +51,7 @@ class _Refusing:
 def test_the_store_retries_an_outage_but_not_a_lost_store(
     error: tenure.StoreUnavailable, calls: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("tenure._store.pause_sync", lambda seconds: None)
+    monkeypatch.setattr("tenure._store.pause", lambda seconds: None)
     driver = _Refusing(error)
     store = tenure.Store(driver, retries=2)  # type: ignore[arg-type]
     with pytest.raises(type(error)):

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from .._clock import Clock
-from ..stores import open_async_driver, open_sync_driver, register_backend
-from ..stores._driver import AsyncDriver, SyncDriver
+from ..stores import open_driver, open_driver_async, register_backend
+from ..stores.abc import AsyncDriver, Driver
 from ._control import Control, SkewedClock
-from ._drivers import AsyncRecordingDriver, AsyncUnsafeDriver
-from ._drivers_sync import RecordingDriver, UnsafeDriver
+from ._drivers import RecordingDriver, UnsafeDriver
+from ._drivers_async import AsyncRecordingDriver, AsyncUnsafeDriver
 from ._history import Recorder
 
 __all__ = [
@@ -89,9 +89,9 @@ def _clock(setup: _Setup) -> Clock:
     return setup.control.clock if setup.control is not None else SkewedClock()
 
 
-def open_sync(url: str, clock: Clock | None) -> SyncDriver:
+def open_sync(url: str, clock: Clock | None) -> Driver:
     setup = _current()
-    driver: SyncDriver = open_sync_driver(url.removeprefix(PREFIX), clock)
+    driver: Driver = open_driver(url.removeprefix(PREFIX), clock)
     if setup.unsafe is not None:
         driver = UnsafeDriver(driver, setup.unsafe, _clock(setup))
     return RecordingDriver(driver, setup.recorder, setup.control)
@@ -99,7 +99,7 @@ def open_sync(url: str, clock: Clock | None) -> SyncDriver:
 
 async def open_async(url: str, clock: Clock | None) -> AsyncDriver:
     setup = _current()
-    driver: AsyncDriver = await open_async_driver(url.removeprefix(PREFIX), clock)
+    driver: AsyncDriver = await open_driver_async(url.removeprefix(PREFIX), clock)
     if setup.unsafe is not None:
         driver = AsyncUnsafeDriver(driver, setup.unsafe, _clock(setup))
     return AsyncRecordingDriver(driver, setup.recorder, setup.control)

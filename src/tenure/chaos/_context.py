@@ -22,7 +22,17 @@ from typing import Any
 from ._history import Event
 from ._verdict import Interval
 
-__all__ = ["EPS", "HOLDER_OPS", "Claims", "Context", "Leases", "Paired", "Step", "Writes"]
+__all__ = [
+    "EPS",
+    "HOLDER_OPS",
+    "UNKNOWN",
+    "Claims",
+    "Context",
+    "Leases",
+    "Paired",
+    "Step",
+    "Writes",
+]
 
 EPS = 1e-4
 HOLDER_OPS = ("renew", "complete", "release", "fail")

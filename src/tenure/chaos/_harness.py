@@ -26,8 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from .._connect import connect
-from .._store import Store
+from .._store import Store, connect
 from ..errors import TenureError
 from ._backend import UNSAFE_MODES, chaos_url, install
 from ._checker import Verdict, check_history
@@ -38,7 +37,13 @@ from ._processes import Echo, Processes
 from ._report import run_origin, write_report
 from ._target import FaultTarget
 
-__all__ = ["ChaosOptions", "ChaosResult", "run_chaos", "store_kind"]
+__all__ = [
+    "ChaosOptions",
+    "ChaosResult",
+    "run_chaos",
+    "schedule_for",
+    "store_kind",
+]
 
 
 @dataclass

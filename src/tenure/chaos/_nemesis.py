@@ -39,7 +39,13 @@ from typing import Any, Protocol
 
 from ._history import Recorder
 
-__all__ = ["KINDS", "Fault", "Nemesis", "make_schedule"]
+__all__ = [
+    "KINDS",
+    "Fault",
+    "is_stopped",
+    "make_schedule",
+    "Nemesis",
+]
 
 # kind -> weight; the proxy kinds only where there is a server to put a proxy in front of
 KINDS: dict[str, int] = {

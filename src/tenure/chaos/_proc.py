@@ -29,8 +29,8 @@ import time
 from pathlib import Path
 from typing import Any, SupportsIndex
 
-from .._connect import connect
 from .._protocol import RetryPolicy
+from .._store import connect
 from ..errors import TenureError
 from ..models import Lease
 from ..stores.sqlite._driver import parse_sqlite_url

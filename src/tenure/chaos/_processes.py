@@ -28,7 +28,12 @@ from ._proxy import Proxy
 if TYPE_CHECKING:
     from ._harness import ChaosOptions
 
-__all__ = ["PROC", "Processes", "libfaketime"]
+__all__ = [
+    "PROC",
+    "Echo",
+    "libfaketime",
+    "Processes",
+]
 
 Echo = Callable[[str], None]
 PROC = "tenure.chaos._proc"

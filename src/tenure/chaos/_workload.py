@@ -26,7 +26,11 @@ from ..models import FencingToken
 from ._control import Control
 from ._history import Recorder
 
-__all__ = ["SinkClient", "StaleWrite"]
+__all__ = [
+    "SinkClient",
+    "StaleWrite",
+    "work",
+]
 
 ATTEMPTS = 3  # HTTP attempts per write when the reply is lost (same effect key)
 

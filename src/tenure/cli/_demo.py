@@ -21,8 +21,7 @@ import click
 
 from .. import fence
 from .._clock import ManualClock
-from .._connect import connect
-from .._store import Store
+from .._store import Store, connect
 from ..errors import LeaseLost, StaleToken
 from ..models import FencingToken, JobState, Lease
 from . import CliError, CliState, common_options

@@ -103,8 +103,8 @@ def _postgres(
             redact,
             validate_schema,
         )
-        from ..stores.postgres._sync import migrate as apply
-        from ..stores.postgres._sync import schema_version
+        from ..stores.postgres._migrate import migrate as apply
+        from ..stores.postgres._migrate import schema_version
     except ImportError as exc:
         raise click.ClickException(
             f"the postgresql:// store needs psycopg: pip install 'tenure[postgres]' ({exc})"

@@ -21,10 +21,11 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 __all__ = [
-    "Output",
+    "Cell",
     "format_duration",
     "format_time",
     "format_value",
+    "Output",
     "relative",
 ]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import InvalidArgument
-from ._sql import DIALECTS, QUERIES, Executor, _statement
+from ._sql import DIALECTS, QUERIES, Executor, fence_statement
 
 __all__ = ["alchemy_executor"]
 
@@ -19,7 +19,7 @@ class _AlchemyExecutor(Executor):
     def run(self, name: str, params: tuple[Any, ...] = ()) -> tuple[int, Any]:
         from sqlalchemy import text
 
-        statement = text(_statement(self.dialect, name, "named"))
+        statement = text(fence_statement(self.dialect, name, "named"))
         result = self.cur.execute(statement, {f"p{n}": value for n, value in enumerate(params)})
         row = result.fetchone() if name in QUERIES else None
         count = int(getattr(result, "rowcount", -1))

@@ -51,7 +51,7 @@ from .._validate import encode_json
 from ..aio import AsyncStore
 from ..errors import InvalidArgument, LeaseLost, StoreUnavailable
 from ..models import Lease
-from ..stores import _async_driver, _sync_driver
+from ..stores.abc import AsyncTransaction, Transaction
 from ._loss import refuse_if_lost
 
 __all__ = ["AsyncCompletionGuard", "CompletionGuard", "complete_with"]
@@ -160,7 +160,7 @@ class CompletionGuard(_Completion):
     Do not commit or roll back the connection in the block. Single-use.
     """
 
-    def __init__(self, txn: _sync_driver.Transaction, lease: Lease, result: Any, kind: str) -> None:
+    def __init__(self, txn: Transaction, lease: Lease, result: Any, kind: str) -> None:
         super().__init__(lease, result, txn.payload_limit, kind)
         self._txn = txn
         self._open = False
@@ -203,7 +203,7 @@ class CompletionGuard(_Completion):
             raise
         txn.__exit__(None, None, None)
 
-    def _finish(self, txn: _sync_driver.Transaction) -> None:
+    def _finish(self, txn: Transaction) -> None:
         result = self._result_json()
         done = txn.complete(*self._completion(result))
         if done.status != Status.APPLIED:
@@ -225,9 +225,7 @@ class AsyncCompletionGuard(_Completion):
     (``await done.cursor.execute(...)``); on SQLite a sqlite3 cursor, whose calls block
     (the guard's own steps run in a worker thread)."""
 
-    def __init__(
-        self, txn: _async_driver.Transaction, lease: Lease, result: Any, kind: str
-    ) -> None:
+    def __init__(self, txn: AsyncTransaction, lease: Lease, result: Any, kind: str) -> None:
         super().__init__(lease, result, txn.payload_limit, kind)
         self._txn = txn
         self._open = False
@@ -270,7 +268,7 @@ class AsyncCompletionGuard(_Completion):
             raise
         await txn.__aexit__(None, None, None)
 
-    async def _finish(self, txn: _async_driver.Transaction) -> None:
+    async def _finish(self, txn: AsyncTransaction) -> None:
         result = self._result_json()
         done = await txn.complete(*self._completion(result))
         if done.status != Status.APPLIED:

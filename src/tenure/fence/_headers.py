@@ -41,8 +41,10 @@ __all__ = [
     "KEY_ID_HEADER",
     "PROBLEM_CONTENT_TYPE",
     "SIGNATURE_HEADER",
-    "Rejection",
     "check_headers",
+    "collect_headers",
+    "missing",
+    "Rejection",
     "token_headers",
 ]
 

@@ -26,16 +26,22 @@ from ._loss import refuse_if_lost
 from ._signed import Keyring
 from ._sql import (
     Executor,
-    _check_connection,
-    _dialect,
-    _paramstyle,
     advance,
+    check_connection,
+    dialect_of,
     ensure_tables,
     joined_executor,
+    paramstyle_of,
 )
 from ._token import fencing_token
 
-__all__ = ["EffectResult", "apply_once", "effect_generation", "record_effect"]
+__all__ = [
+    "apply_once",
+    "apply_once_checked",
+    "effect_generation",
+    "EffectResult",
+    "record_effect",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,12 +99,12 @@ def apply_once(
     the result says ``applied=False`` with the generation that applied it. An exception in
     ``effect`` rolls everything back (the key stays unrecorded).
     """
-    return _apply_once(
+    return apply_once_checked(
         conn, token, effect_key, effect, strict, keyring, dialect, paramstyle, check_loss=True
     )
 
 
-def _apply_once(
+def apply_once_checked(
     conn: Any,
     token: object,
     effect_key: str,
@@ -110,14 +116,14 @@ def _apply_once(
     *,
     check_loss: bool,
 ) -> EffectResult:
-    _check_connection(conn)
+    check_connection(conn)
     fenced = fencing_token(token, keyring=keyring)
     key = _effect_key(effect_key)
     if not callable(effect):
         raise InvalidArgument("effect", f"must be callable, not {type(effect).__name__}")
     if not isinstance(strict, bool):
         raise InvalidArgument("strict", f"must be True or False, not {type(strict).__name__}")
-    dialect_, style = _dialect(conn, dialect), _paramstyle(conn, paramstyle)
+    dialect_, style = dialect_of(conn, dialect), paramstyle_of(conn, paramstyle)
     if check_loss:
         refuse_if_lost(fenced)
     cur = conn.cursor()
@@ -188,10 +194,10 @@ def effect_generation(
 ) -> int | None:
     """The generation that applied (job, ``effect_key``) on ``conn``'s database, or None.
     Reads in its own transaction, which it ends."""
-    _check_connection(conn)
+    check_connection(conn)
     job_id = validate_id("job_id", job_id)
     key = _effect_key(effect_key)
-    dialect_, style = _dialect(conn, dialect), _paramstyle(conn, paramstyle)
+    dialect_, style = dialect_of(conn, dialect), paramstyle_of(conn, paramstyle)
     cur = conn.cursor()
     txn = DBAPITransaction(conn, cur, write=False)
     try:

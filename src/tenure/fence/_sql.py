@@ -36,11 +36,20 @@ __all__ = [
     "FENCE_TABLE",
     "LEDGER_TABLE",
     "PARAMSTYLES",
-    "SQLFenceGuard",
+    "QUERIES",
+    "advance",
     "advance_fence",
+    "check_connection",
     "create_fence_table",
+    "dialect_of",
+    "ensure_tables",
+    "Executor",
     "fence_generation",
+    "fence_statement",
+    "joined_executor",
+    "paramstyle_of",
     "sql_fence",
+    "SQLFenceGuard",
 ]
 
 log = logging.getLogger("tenure")
@@ -63,7 +72,7 @@ _PLACEHOLDERS_OF_PARAMSTYLE = {"qmark": "qmark", "format": "format", "pyformat":
 
 
 @cache
-def _statement(dialect: str, name: str, paramstyle: str) -> str:
+def fence_statement(dialect: str, name: str, paramstyle: str) -> str:
     """The text of ``sql/<dialect>/<name>.sql`` (else ``sql/<name>.sql``) for a driver."""
     root = files(_PACKAGE).joinpath("sql")
     source = root.joinpath(dialect).joinpath(f"{name}.sql")
@@ -81,7 +90,7 @@ def _statement(dialect: str, name: str, paramstyle: str) -> str:
     return text
 
 
-def _check_connection(conn: object) -> None:
+def check_connection(conn: object) -> None:
     for method in ("cursor", "commit", "rollback"):
         if not callable(getattr(conn, method, None)):
             raise InvalidArgument(
@@ -95,7 +104,7 @@ def _driver_module(conn: object) -> str:
     return type(conn).__module__.partition(".")[0]
 
 
-def _dialect(conn: object, dialect: object) -> str:
+def dialect_of(conn: object, dialect: object) -> str:
     if dialect is None:
         if isinstance(conn, sqlite3.Connection):
             return "sqlite"
@@ -112,7 +121,7 @@ def _dialect(conn: object, dialect: object) -> str:
     return str(dialect)
 
 
-def _paramstyle(conn: object, paramstyle: object) -> str:
+def paramstyle_of(conn: object, paramstyle: object) -> str:
     if paramstyle is None:
         if isinstance(conn, sqlite3.Connection):
             return "qmark"
@@ -150,7 +159,7 @@ class Executor:
 
     def run(self, name: str, params: tuple[Any, ...] = ()) -> tuple[int, Any]:
         cur = self.cur
-        cur.execute(_statement(self.dialect, name, self.paramstyle), params)
+        cur.execute(fence_statement(self.dialect, name, self.paramstyle), params)
         row = cur.fetchone() if name in QUERIES else None
         return int(cur.rowcount), row
 
@@ -330,15 +339,15 @@ def sql_fence(
     I/O; a forged or unsigned token raises `StaleToken` and nothing is touched). A lease the
     worker runtime marked lost raises `LeaseLost`, at entry and again before the commit.
     """
-    _check_connection(conn)
+    check_connection(conn)
     fenced = fencing_token(token, keyring=keyring)
     if not isinstance(strict, bool):
         raise InvalidArgument("strict", f"must be True or False, not {type(strict).__name__}")
     return SQLFenceGuard(
         conn,
         fenced,
-        dialect=_dialect(conn, dialect),
-        paramstyle=_paramstyle(conn, paramstyle),
+        dialect=dialect_of(conn, dialect),
+        paramstyle=paramstyle_of(conn, paramstyle),
         strict=strict,
     )
 
@@ -358,8 +367,8 @@ def joined_executor(
         from ._alchemy import alchemy_executor
 
         return alchemy_executor(conn, dialect)
-    _check_connection(conn)
-    dialect_, style = _dialect(conn, dialect), _paramstyle(conn, paramstyle)
+    check_connection(conn)
+    dialect_, style = dialect_of(conn, dialect), paramstyle_of(conn, paramstyle)
     idle = transaction_status(conn) == 0
     if isinstance(conn, sqlite3.Connection):
         autocommit = getattr(conn, "autocommit", None)
@@ -421,8 +430,8 @@ def create_fence_table(
     """Create the fence table and the effect ledger now if they are missing (guards also
     create them on first use; doing it at deploy time spares a busy PostgreSQL database a
     race on first use)."""
-    _check_connection(conn)
-    dialect_, style = _dialect(conn, dialect), _paramstyle(conn, paramstyle)
+    check_connection(conn)
+    dialect_, style = dialect_of(conn, dialect), paramstyle_of(conn, paramstyle)
     cur = conn.cursor()
     txn = DBAPITransaction(conn, cur, write=True)
     try:
@@ -444,15 +453,15 @@ def fence_generation(
     or no fence table yet). Reads in its own transaction, which it ends."""
     from .._validate import validate_id
 
-    _check_connection(conn)
+    check_connection(conn)
     job_id = validate_id("job_id", job_id)
-    dialect_, style = _dialect(conn, dialect), _paramstyle(conn, paramstyle)
+    dialect_, style = dialect_of(conn, dialect), paramstyle_of(conn, paramstyle)
     cur = conn.cursor()
     txn = DBAPITransaction(conn, cur, write=False)
     try:
         txn.begin()
         try:
-            cur.execute(_statement(dialect_, "exists", style))
+            cur.execute(fence_statement(dialect_, "exists", style))
             if cur.fetchone() is None:
                 return None
             return read_generation(Executor(cur, dialect_, style), job_id)

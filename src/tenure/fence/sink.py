@@ -49,7 +49,7 @@ from ..errors import InvalidArgument, StaleToken
 from ..models import FencingToken
 from ..stores._resources import load_text
 from ._headers import EFFECT_KEY_HEADER, PROBLEM_CONTENT_TYPE, Rejection
-from ._ledger import _apply_once
+from ._ledger import apply_once_checked
 from ._signed import Keyring
 from ._sql import SQLFenceGuard
 from ._stores import SQLiteFenceStore
@@ -141,7 +141,7 @@ class Sink:
                     with guard as cur:
                         row = cur.execute(insert, params).fetchone()
                     return "created", _record(row)
-                done = _apply_once(
+                done = apply_once_checked(
                     conn,
                     token,
                     effect_key,

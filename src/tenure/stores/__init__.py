@@ -12,13 +12,16 @@ from urllib.parse import urlsplit
 
 from .._clock import Clock
 from ..errors import InvalidArgument
-from ._driver import AsyncDriver, SyncDriver
+from ._driver import Driver
+from ._driver_async import AsyncDriver
 from .abc import Backend
 
 __all__ = [
     "DEFAULT_URL",
-    "open_async_driver",
-    "open_sync_driver",
+    "no_transaction",
+    "open_driver",
+    "open_driver_async",
+    "refuse_fragment",
     "register_backend",
     "resolve_url",
 ]
@@ -27,6 +30,19 @@ DEFAULT_URL = "sqlite:///tenure.db"
 # Every store refuses a fragment rather than ignore it: a '#' in a password or a path that
 # was not percent-encoded would otherwise silently cut the URL short.
 FRAGMENT_RULE = "must not have a #fragment (write a '#' in a password or path as %23)"
+
+
+def no_transaction(url: str, operation: str) -> InvalidArgument:
+    """The error for a transaction asked of a store that has none to share (Redis, or a
+    driver that wraps another one)."""
+    scheme = urlsplit(url).scheme or url
+    return InvalidArgument(
+        "store",
+        f"is a {scheme} store, which has no SQL transaction to share: {operation} together "
+        "with your writes needs the job and the effect in one SQL database (a SQLite or "
+        "PostgreSQL store). Elsewhere, fence the effect (sql_fence/apply_once) and then "
+        f"call store.{operation}",
+    )
 
 
 def refuse_fragment(url: str) -> None:
@@ -94,11 +110,13 @@ def _backend(url: str) -> Backend:
     return module
 
 
-def open_sync_driver(url: str, clock: Clock | None = None) -> SyncDriver:
-    driver: SyncDriver = _backend(url).open_sync(url, clock)
+def open_driver(url: str, clock: Clock | None = None) -> Driver:
+    """The driver of the store at ``url`` (its backend's ``open_sync``)."""
+    driver: Driver = _backend(url).open_sync(url, clock)
     return driver
 
 
-async def open_async_driver(url: str, clock: Clock | None = None) -> AsyncDriver:
+async def open_driver_async(url: str, clock: Clock | None = None) -> AsyncDriver:
+    """The async driver of the store at ``url`` (its backend's ``open_async``)."""
     driver: AsyncDriver = await _backend(url).open_async(url, clock)
     return driver

@@ -19,8 +19,8 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
+from .._store_async import AsyncStore
 from .._validate import MAX_BATCH
-from ..aio._store import AsyncStore
 from ..errors import InvalidArgument, LeaseLost, StoreUnavailable, TenureError
 from ..models import Claim, Lease
 

@@ -10,7 +10,14 @@ from .._validate import validate_delay
 from ..errors import LeaseLost
 from ..models import FencingToken, Job, Lease
 
-__all__ = ["JobContext", "current_context"]
+__all__ = [
+    "current_context",
+    "decision_of",
+    "JobContext",
+    "ReleaseDecision",
+    "RetryDecision",
+    "set_current",
+]
 
 
 class LeaseView(Protocol):

@@ -23,7 +23,15 @@ from .._clock import Clock
 from ..errors import InvalidArgument, LeaseLost
 from ..models import FencingToken, Lease
 
-__all__ = ["LeaseHandle", "LossKind", "TokenState", "check_token", "lease_extra", "token_state"]
+__all__ = [
+    "REGISTRY",
+    "check_token",
+    "lease_extra",
+    "LeaseHandle",
+    "LossKind",
+    "token_state",
+    "TokenState",
+]
 
 log = logging.getLogger("tenure")
 

@@ -14,8 +14,8 @@ import random
 from collections.abc import Awaitable
 from typing import Any
 
+from .._store_async import AsyncStore
 from .._validate import error_text
-from ..aio._store import AsyncStore
 from ..errors import InvalidArgument, LeaseLost, StoreUnavailable, TenureError
 from ..models import Lease
 from ._completer import Completer

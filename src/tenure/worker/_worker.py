@@ -35,11 +35,11 @@ import anyio.lowlevel
 import anyio.to_thread
 
 from .._clock import Clock, LeaseTiming, SystemClock
-from .._connect import connect
 from .._protocol import RetryPolicy
+from .._store import connect
+from .._store_async import AsyncStore
 from .._validate import MAX_BATCH
 from ..aio import connect as connect_async
-from ..aio._store import AsyncStore
 from ..errors import InvalidArgument, StoreUnavailable
 from ..models import Claim, Job, Lease
 from ..stores import resolve_url

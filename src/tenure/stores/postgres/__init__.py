@@ -13,9 +13,9 @@ Bring your own pool::
 from __future__ import annotations
 
 from ..._clock import Clock
-from ._async import AsyncPostgresDriver
 from ._common import PostgresOptions, migration_script, parse_postgres_url
-from ._sync import PostgresDriver
+from ._driver import PostgresDriver
+from ._driver_async import AsyncPostgresDriver
 
 __all__ = [
     "AsyncPostgresDriver",

@@ -17,10 +17,11 @@ import asyncio
 import anyio.to_thread
 
 from ..._clock import Clock
-from .._driver import AsyncDriver, ThreadedDriver
-from ._aio import AsyncRedisDriver
+from .._driver_async import AsyncDriver
+from .._threaded import ThreadedDriver
 from ._common import Keys, encode, parse_redis_url
-from ._sync import RedisDriver
+from ._driver import RedisDriver
+from ._driver_async import AsyncRedisDriver
 
 __all__ = [
     "AsyncRedisDriver",

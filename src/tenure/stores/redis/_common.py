@@ -12,16 +12,12 @@ import hashlib
 import json
 import logging
 import re
-import select
 import threading
 from collections.abc import Sequence
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
-
-import anyio
 
 from ..._protocol import JobRow, Outcome, Status
 from ...errors import InvalidArgument, StoreLost, StoreUnavailable
@@ -41,16 +37,12 @@ __all__ = [
     "decode_row",
     "decode_text",
     "encode",
-    "looks_closed",
-    "looks_closed_sync",
     "CHECKED_CONFIG",
     "eviction_risk",
     "note_server_config",
     "parse_redis_url",
     "persistence_risk",
     "refused",
-    "uncancellable",
-    "uncancellable_sync",
     "unreachable",
 ]
 
@@ -322,47 +314,6 @@ def decode_float(value: Any) -> float | None:
 
 def decode_text(value: Any) -> str | None:
     return _text(value)
-
-
-# -- cancellation ---------------------------------------------------------------------
-
-
-def uncancellable() -> anyio.CancelScope:
-    """Async code: shield cleanup (disconnect, return to the pool) from cancellation."""
-    return anyio.CancelScope(shield=True)
-
-
-def uncancellable_sync() -> AbstractContextManager[None]:
-    """The sync twin of `uncancellable`: nothing to shield."""
-    return nullcontext()
-
-
-# -- idle connections -----------------------------------------------------------------
-# A connection the driver kept since its last request is checked with these before it is
-# used again, without a system call for asyncio and with one poll() for sockets. Either
-# answers False when redis-py's internals are not as expected: the request then goes out,
-# and a connection that was in fact closed fails it as "outcome unknown".
-
-
-def looks_closed(conn: Any) -> bool:
-    """An asyncio connection whose server closed it (its reader has seen EOF)."""
-    reader = getattr(conn, "_reader", None)
-    at_eof = getattr(reader, "at_eof", None)
-    return bool(at_eof()) if at_eof is not None else False
-
-
-def looks_closed_sync(conn: Any) -> bool:
-    """A socket connection with something to read while idle: EOF (the server closed it),
-    an error, or bytes nobody asked for. Not safe to send a request on."""
-    sock = getattr(conn, "_sock", None)
-    if sock is None:
-        return False
-    try:
-        poller = select.poll()
-        poller.register(sock, select.POLLIN | select.POLLERR | select.POLLHUP)
-        return bool(poller.poll(0))
-    except (AttributeError, OSError, ValueError):
-        return False
 
 
 # -- errors ---------------------------------------------------------------------------

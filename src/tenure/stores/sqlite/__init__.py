@@ -10,7 +10,7 @@ unreliable on network filesystems).
 from __future__ import annotations
 
 from ..._clock import Clock
-from .._driver import ThreadedDriver
+from .._threaded import ThreadedDriver
 from ._driver import SQLiteDriver, open_sync, parse_sqlite_url
 
 __all__ = ["SQLiteDriver", "open_async", "open_sync", "parse_sqlite_url"]

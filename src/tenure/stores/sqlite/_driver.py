@@ -21,8 +21,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from types import TracebackType
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from ..._clock import Clock, SystemClock, boot_clock
@@ -30,44 +29,30 @@ from ..._protocol import Completion, JobRow, Outcome, Status
 from ..._validate import MAX_GENERATION
 from ...errors import InvalidArgument, StoreUnavailable
 from .. import refuse_fragment
-from .._dbapi import DBAPITransaction, close_quietly
-from .._resources import load_text, migrations
+from .._resources import migrations
+from ._sql import (
+    BURY,
+    CLAIM,
+    CLOCK,
+    GET,
+    HOLDER_UPDATES,
+    LIST,
+    NEXT_DUE,
+    PACKAGE,
+    PICK,
+    READ_CLOCK,
+    STORE_ID,
+    SUBMIT,
+    Pick,
+    read_row,
+    statements,
+)
+from ._transaction import SQLiteTransaction
 
-__all__ = ["SQLiteDriver", "SQLiteTransaction", "parse_sqlite_url"]
+__all__ = ["SQLiteDriver", "open_sync", "parse_sqlite_url"]
 
 T = TypeVar("T")
-_PACKAGE = __package__ or "tenure.stores.sqlite"
 _SYNCHRONOUS = ("full", "normal", "extra")
-
-
-def _sql(name: str) -> str:
-    return load_text(_PACKAGE, f"sql/{name}.sql")
-
-
-# Read once: the hot path only passes these strings to sqlite3, whose per-connection
-# statement cache then skips parsing.
-_BURY = _sql("bury")
-_CLAIM = _sql("claim")
-_CLOCK = _sql("clock")
-_GET = _sql("get")
-_LIST = _sql("list")
-_NEXT_DUE = _sql("next_due")
-_PICK = _sql("pick")
-_READ_CLOCK = _sql("read_clock")
-_STORE_ID = _sql("store_id")
-_SUBMIT = _sql("submit")
-_HOLDER_UPDATES = {name: _sql(name) for name in ("renew", "complete", "release", "fail")}
-
-
-class _Pick(NamedTuple):
-    """A row of pick.sql, by the names of its columns (a test holds the two together)."""
-
-    job_id: str
-    state: str
-    attempts: int
-    max_attempts: int
-    available_at: float
-    seq: int
 
 
 def parse_sqlite_url(url: str) -> dict[str, Any]:
@@ -111,7 +96,7 @@ def parse_sqlite_url(url: str) -> dict[str, Any]:
 
 
 class SQLiteDriver:
-    """The store operations of `tenure.stores._driver.SyncDriver` over one SQLite file."""
+    """The store operations of `tenure.stores.abc.Driver` over one SQLite file."""
 
     def __init__(
         self,
@@ -151,7 +136,7 @@ class SQLiteDriver:
     # -- plumbing ----------------------------------------------------------------------
 
     def _migrate(self) -> str:
-        known = migrations(_PACKAGE)
+        known = migrations(PACKAGE)
         latest = known[-1][0] if known else 0
         with self._transaction("migrate") as cur:
             version = cur.execute("PRAGMA user_version").fetchone()[0]
@@ -164,10 +149,10 @@ class SQLiteDriver:
                 )
             for number, _name, text in known:
                 if number > version:
-                    for statement in _statements(text):
+                    for statement in statements(text):
                         cur.execute(statement)
                     cur.execute(f"PRAGMA user_version = {number:d}")
-            row = cur.execute(_STORE_ID).fetchone()
+            row = cur.execute(STORE_ID).fetchone()
             if row is None:
                 store_id = uuid.uuid4().hex
                 cur.execute(
@@ -221,7 +206,7 @@ class SQLiteDriver:
                 raise
             self._commit(cur, operation)
 
-    def _clock_params(self) -> dict[str, Any]:
+    def clock_params(self) -> dict[str, Any]:
         """The host's clocks for clock.sql and read_clock.sql. A write reads them once it
         holds the write lock, so a writer that waited reads them after its predecessor."""
         boot = None if self._boot is None else self._boot()
@@ -234,7 +219,7 @@ class SQLiteDriver:
         with self._lock:
             cur = self._begin(operation)
             try:
-                now = cur.execute(_CLOCK, self._clock_params()).fetchone()[0]
+                now = cur.execute(CLOCK, self.clock_params()).fetchone()[0]
                 result = body(cur, now)
             except BaseException:
                 self._conn.rollback()
@@ -242,17 +227,12 @@ class SQLiteDriver:
             self._commit(cur, operation)
             return result
 
-    @staticmethod
-    def _row(cur: sqlite3.Cursor, statement: str, params: dict[str, Any]) -> JobRow | None:
-        found = cur.execute(statement, params).fetchone()
-        return None if found is None else JobRow._make(found)
-
-    def _settle(
+    def _answer(
         self, cur: sqlite3.Cursor, now: float, job_id: str, applied: JobRow | None
     ) -> Outcome:
         if applied is not None:
             return Outcome(Status.APPLIED, applied, now)
-        current = self._row(cur, _GET, {"job_id": job_id})
+        current = read_row(cur, GET, {"job_id": job_id})
         return Outcome(Status.MISSING if current is None else Status.MISSED, current, now)
 
     # -- operations --------------------------------------------------------------------
@@ -275,8 +255,8 @@ class SQLiteDriver:
 
         def body(cur: sqlite3.Cursor, now: float) -> Outcome:
             params["now"] = now
-            created = self._row(cur, _SUBMIT, params)
-            return self._settle(cur, now, job_id, created)
+            created = read_row(cur, SUBMIT, params)
+            return self._answer(cur, now, job_id, created)
 
         return self._write("submit", body)
 
@@ -291,16 +271,16 @@ class SQLiteDriver:
             "now": now,
             "max_generation": MAX_GENERATION,
         }
-        return self._row(cur, _CLAIM, params)
+        return read_row(cur, CLAIM, params)
 
     def claim(self, job_id: str, owner: str, ttl: float, secret_hash: str) -> Outcome:
         def body(cur: sqlite3.Cursor, now: float) -> Outcome:
             claimed = self._claim_one(cur, now, job_id, owner, ttl, secret_hash)
             if claimed is None:
-                buried = self._row(cur, _BURY, {"job_id": job_id, "now": now})
+                buried = read_row(cur, BURY, {"job_id": job_id, "now": now})
                 if buried is not None:
                     return Outcome(Status.BURIED, buried, now)
-            return self._settle(cur, now, job_id, claimed)
+            return self._answer(cur, now, job_id, claimed)
 
         return self._write("claim", body)
 
@@ -314,7 +294,7 @@ class SQLiteDriver:
         secret_hashes: Sequence[str],
     ) -> list[Outcome]:
         """claim_next's body: one claim per secret hash, oldest job first, and each job
-        buried on the way (see `SyncDriver.claim_next`)."""
+        buried on the way (see `Driver.claim_next`)."""
         claimed: list[Outcome] = []
         pick_params: dict[str, Any] = {
             "queue": None,
@@ -328,16 +308,16 @@ class SQLiteDriver:
                 best, best_key = None, (0.0, 0)
                 for queue in queues:
                     pick_params["queue"] = queue
-                    found = cur.execute(_PICK, pick_params).fetchone()
+                    found = cur.execute(PICK, pick_params).fetchone()
                     if found is not None:
-                        pick = _Pick._make(found)
+                        pick = Pick._make(found)
                         key = (pick.available_at, pick.seq)
                         if best is None or key < best_key:
                             best, best_key = pick, key
                 if best is None:
                     return claimed
                 if best.state == "leased" and best.attempts >= best.max_attempts:
-                    buried = self._row(cur, _BURY, {"job_id": best.job_id, "now": now})
+                    buried = read_row(cur, BURY, {"job_id": best.job_id, "now": now})
                     if buried is not None:
                         claimed.append(Outcome(Status.BURIED, buried, now))
                     continue
@@ -364,10 +344,10 @@ class SQLiteDriver:
         secret_hash: str,
         **extra: Any,
     ) -> Outcome:
-        body = self._holder_body(operation, job_id, owner, generation, secret_hash, **extra)
+        body = self.holder_body(operation, job_id, owner, generation, secret_hash, **extra)
         return self._write(operation, body)
 
-    def _holder_body(
+    def holder_body(
         self,
         operation: str,
         job_id: str,
@@ -378,7 +358,7 @@ class SQLiteDriver:
     ) -> Callable[[sqlite3.Cursor, float], Outcome]:
         """A holder operation's statement, to run in a write transaction (`_write`, or a
         caller's `SQLiteTransaction`)."""
-        statement = _HOLDER_UPDATES[operation]
+        statement = HOLDER_UPDATES[operation]
         params = {
             "job_id": job_id,
             "owner": owner,
@@ -389,8 +369,8 @@ class SQLiteDriver:
 
         def body(cur: sqlite3.Cursor, now: float) -> Outcome:
             params["now"] = now
-            applied = self._row(cur, statement, params)
-            return self._settle(cur, now, job_id, applied)
+            applied = read_row(cur, statement, params)
+            return self._answer(cur, now, job_id, applied)
 
         return body
 
@@ -416,13 +396,13 @@ class SQLiteDriver:
         self, cur: sqlite3.Cursor, now: float, completions: Sequence[Completion]
     ) -> list[Outcome]:
         """complete_many's body: each completion checked on its own, in order."""
-        statement = _HOLDER_UPDATES["complete"]
+        statement = HOLDER_UPDATES["complete"]
         outcomes = []
         for completion in completions:
             params = completion._asdict()
             params["now"] = now
-            applied = self._row(cur, statement, params)
-            outcomes.append(self._settle(cur, now, completion.job_id, applied))
+            applied = read_row(cur, statement, params)
+            outcomes.append(self._answer(cur, now, completion.job_id, applied))
         return outcomes
 
     def complete_many(self, completions: Sequence[Completion]) -> list[Outcome]:
@@ -479,19 +459,19 @@ class SQLiteDriver:
 
     def get(self, job_id: str) -> Outcome:
         with self._lock:
-            now = self._conn.execute(_READ_CLOCK, self._clock_params())
+            now = self._conn.execute(READ_CLOCK, self.clock_params())
             as_of = float(now.fetchone()[0])
-            row = self._row(self._conn.cursor(), _GET, {"job_id": job_id})
+            row = read_row(self._conn.cursor(), GET, {"job_id": job_id})
         return Outcome(Status.MISSING if row is None else Status.APPLIED, row, as_of)
 
     def list_jobs(
         self, queue: str | None, state: str | None, limit: int
     ) -> tuple[float, list[JobRow]]:
         with self._lock:
-            now = self._conn.execute(_READ_CLOCK, self._clock_params())
+            now = self._conn.execute(READ_CLOCK, self.clock_params())
             as_of = float(now.fetchone()[0])
             found = self._conn.execute(
-                _LIST, {"queue": queue, "state": state, "limit": limit}
+                LIST, {"queue": queue, "state": state, "limit": limit}
             ).fetchall()
         return as_of, [JobRow._make(row) for row in found]
 
@@ -501,10 +481,10 @@ class SQLiteDriver:
         deadline = time.monotonic() + timeout
         with self._lock:
             version = self._conn.execute("PRAGMA data_version").fetchone()[0]
-            now = float(self._conn.execute(_READ_CLOCK, self._clock_params()).fetchone()[0])
+            now = float(self._conn.execute(READ_CLOCK, self.clock_params()).fetchone()[0])
             for queue in queues:
                 due = self._conn.execute(
-                    _NEXT_DUE, {"queue": queue, "max_generation": MAX_GENERATION}
+                    NEXT_DUE, {"queue": queue, "max_generation": MAX_GENERATION}
                 ).fetchone()
                 if due is not None:
                     deadline = min(deadline, time.monotonic() + max(0.0, float(due[0]) - now))
@@ -525,174 +505,10 @@ class SQLiteDriver:
     def transaction(
         self, operation: str, conn: sqlite3.Connection | None, payload_limit: int
     ) -> SQLiteTransaction:
-        """See `tenure.stores._sync_driver.SQLDriver.transaction`: a connection of its own
+        """See `tenure.stores.abc.SQLDriver.transaction`: a connection of its own
         to the store's file (``BEGIN IMMEDIATE``), or ``conn``, a sqlite3 connection the
         caller opened to that file (in any of sqlite3's transaction modes)."""
         return SQLiteTransaction(self, operation, conn, payload_limit)
-
-
-class SQLiteTransaction:
-    """`tenure.stores._sync_driver.Transaction` over the store's file; from
-    `SQLiteDriver.transaction`. Single-use."""
-
-    def __init__(
-        self,
-        driver: SQLiteDriver,
-        operation: str,
-        conn: sqlite3.Connection | None,
-        payload_limit: int,
-    ) -> None:
-        if driver.path == ":memory:":
-            raise InvalidArgument(
-                "store", "is an in-memory SQLite store, which no other connection can share"
-            )
-        if conn is not None and not isinstance(conn, sqlite3.Connection):
-            raise InvalidArgument(
-                "conn",
-                f"must be a sqlite3 connection to the store's file, not {type(conn).__name__}",
-            )
-        self._driver = driver
-        self._operation = operation
-        self._own = conn is None
-        self.conn: Any = conn
-        self.cursor: Any = None
-        self.payload_limit = payload_limit
-        self._txn: DBAPITransaction | None = None
-
-    def __repr__(self) -> str:
-        return f"<SQLiteTransaction {self._operation} {self._driver.path}>"
-
-    def __enter__(self) -> SQLiteTransaction:
-        driver = self._driver
-        if self._own:
-            # check_same_thread=False: an async store runs each step in a worker thread.
-            self.conn = sqlite3.connect(
-                driver.path,
-                timeout=driver.busy_timeout,
-                isolation_level=None,
-                check_same_thread=False,
-            )
-        try:
-            try:
-                row = self.conn.execute(_STORE_ID).fetchone()
-            except sqlite3.Error:
-                row = None
-            if row is None or row[0] != driver.store_id:
-                raise InvalidArgument("conn", "is not connected to this store's SQLite database")
-            self.cursor = self.conn.cursor()
-            txn = DBAPITransaction(self.conn, self.cursor, write=True)
-            try:
-                txn.begin()
-            except sqlite3.OperationalError as exc:
-                raise self._unavailable(exc) from exc
-        except BaseException:
-            self._release()
-            raise
-        self._txn = txn
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        try:
-            if self._txn is not None:
-                if exc_type is None:
-                    self.commit()
-                else:
-                    self.rollback()
-        finally:
-            self._release()
-
-    def _release(self) -> None:
-        if self.cursor is not None:
-            close_quietly(self.cursor)
-        if self._own and self.conn is not None:
-            self.conn.close()
-        self.cursor = self._txn = None
-        self.conn = None
-
-    def _unavailable(self, exc: sqlite3.Error) -> StoreUnavailable:
-        return StoreUnavailable(
-            f"{self._operation}: SQLite store {self._driver.path!r} is busy or unreadable "
-            f"({exc}); nothing was committed, retry later",
-            operation=self._operation,
-            outcome_unknown=False,
-        )
-
-    def _run(self, body: Callable[[sqlite3.Cursor, float], T]) -> T:
-        """``body`` with the store time, read as a write of the store reads it."""
-        if self._txn is None:
-            raise InvalidArgument("transaction", "is not open: enter it first, once")
-        cur = self.cursor
-        try:
-            now = cur.execute(_CLOCK, self._driver._clock_params()).fetchone()[0]
-            return body(cur, now)
-        except sqlite3.OperationalError as exc:
-            raise self._unavailable(exc) from exc
-
-    def now(self) -> float:
-        return float(self._run(lambda _cur, now: now))
-
-    def get(self, job_id: str) -> Outcome:
-        def body(cur: sqlite3.Cursor, now: float) -> Outcome:
-            row = self._driver._row(cur, _GET, {"job_id": job_id})
-            return Outcome(Status.MISSING if row is None else Status.APPLIED, row, now)
-
-        return self._run(body)
-
-    def complete(
-        self,
-        job_id: str,
-        owner: str,
-        generation: int,
-        secret_hash: str,
-        receipt: str,
-        result: str | None,
-    ) -> Outcome:
-        body = self._driver._holder_body(
-            "complete", job_id, owner, generation, secret_hash, receipt=receipt, result=result
-        )
-        return self._run(body)
-
-    def commit(self) -> None:
-        txn, self._txn = self._txn, None
-        if txn is None:
-            return
-        try:
-            txn.commit()
-        except sqlite3.Error as exc:
-            txn.rollback()
-            raise StoreUnavailable(
-                f"{self._operation}: SQLite commit failed ({exc}); nothing was committed",
-                operation=self._operation,
-                outcome_unknown=False,
-            ) from exc
-
-    def rollback(self) -> None:
-        txn, self._txn = self._txn, None
-        if txn is not None:
-            txn.rollback()
-
-
-def _statements(script: str) -> Iterator[str]:
-    """Split a migration script into complete statements (triggers included)."""
-    pending = ""
-    for line in script.splitlines(keepends=True):
-        pending += line
-        if sqlite3.complete_statement(pending):
-            if _has_sql(pending):
-                yield pending
-            pending = ""
-    if _has_sql(pending):
-        raise ValueError(f"incomplete SQL statement at the end of a migration: {pending!r}")
-
-
-def _has_sql(text: str) -> bool:
-    """False for text made only of blank lines and ``--`` comments."""
-    return any(line.strip() and not line.strip().startswith("--") for line in text.splitlines())
 
 
 def open_sync(url: str, clock: Clock | None) -> SQLiteDriver:

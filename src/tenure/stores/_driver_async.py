@@ -1,6 +1,13 @@
-"""Generated from tenure/stores/_async_driver.py by tools/async_to_sync.py: do not edit.
+"""The interface every store driver implements (async; the sync twin is generated).
 
-Edit the async source and run ``python tools/async_to_sync.py``.
+Drivers are thin: each method runs one statement (SQL) or one script (Lua) whose condition
+is evaluated by the store against the store's own clock, and reports what happened as an
+`Outcome` (``APPLIED``, or ``MISSED`` with the job as it is now, or ``MISSING``). They
+never decide what an answer means for the caller; `tenure._protocol` does.
+
+SQL drivers (`AsyncSQLDriver`) also open an `AsyncTransaction`: the store's own statements
+run on a caller's connection, in one transaction with the caller's statements, by the
+store's clock; what they answer means what it means for the one-statement operations.
 """
 
 from __future__ import annotations
@@ -11,22 +18,22 @@ from typing import Any, Protocol
 
 from .._protocol import Completion, JobRow, Outcome
 
-__all__ = ["SyncDriver", "SQLDriver", "Transaction"]
+__all__ = ["AsyncDriver", "AsyncSQLDriver", "AsyncTransaction"]
 
 
-class SyncDriver(Protocol):
+class AsyncDriver(Protocol):
     store_id: str
     url: str
 
-    def now(self) -> float: ...
+    async def now(self) -> float: ...
 
-    def submit(
+    async def submit(
         self, job_id: str, queue: str, payload: str | None, delay: float, max_attempts: int
     ) -> Outcome: ...
 
-    def claim(self, job_id: str, owner: str, ttl: float, secret_hash: str) -> Outcome: ...
+    async def claim(self, job_id: str, owner: str, ttl: float, secret_hash: str) -> Outcome: ...
 
-    def claim_next(
+    async def claim_next(
         self, owner: str, ttl: float, queues: Sequence[str], secret_hashes: Sequence[str]
     ) -> list[Outcome]:
         """Up to one claim per secret hash, oldest claimable job first: an ``APPLIED``
@@ -34,14 +41,14 @@ class SyncDriver(Protocol):
         way whose expired lease was its last allowed attempt (now dead; the pick went on)."""
         ...
 
-    def renew(
+    async def renew(
         self, job_id: str, owner: str, generation: int, secret_hash: str, ttl: float
     ) -> Outcome: ...
 
     # complete, release and fail end the lease: the store keeps ``receipt`` in place of the
     # secret's hash (see tenure._protocol.settle_receipt), so a retry can tell its own
     # settle from another one.
-    def complete(
+    async def complete(
         self,
         job_id: str,
         owner: str,
@@ -51,13 +58,13 @@ class SyncDriver(Protocol):
         result: str | None,
     ) -> Outcome: ...
 
-    def complete_many(self, completions: Sequence[Completion]) -> list[Outcome]:
+    async def complete_many(self, completions: Sequence[Completion]) -> list[Outcome]:
         """Every completion in one atomic store operation (one transaction, statement or
         script). Each is checked on its own, as by `complete`; the answer has one outcome
         per completion, in order. Job ids are distinct (the store checked)."""
         ...
 
-    def complete_and_claim(
+    async def complete_and_claim(
         self,
         completions: Sequence[Completion],
         owner: str,
@@ -70,11 +77,11 @@ class SyncDriver(Protocol):
         per completion, in order; the claim's outcomes, as `claim_next` answers)."""
         ...
 
-    def release(
+    async def release(
         self, job_id: str, owner: str, generation: int, secret_hash: str, receipt: str
     ) -> Outcome: ...
 
-    def fail(
+    async def fail(
         self,
         job_id: str,
         owner: str,
@@ -85,24 +92,24 @@ class SyncDriver(Protocol):
         retry_in: float,
     ) -> Outcome: ...
 
-    def get(self, job_id: str) -> Outcome: ...
+    async def get(self, job_id: str) -> Outcome: ...
 
-    def list_jobs(
+    async def list_jobs(
         self, queue: str | None, state: str | None, limit: int
     ) -> tuple[float, list[JobRow]]: ...
 
-    def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
+    async def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
         """Return when jobs may have become claimable in ``queues``, or after ``timeout``
         seconds. Stores that can be notified (PostgreSQL LISTEN/NOTIFY, Redis) return early;
         others simply wait. Never raises on timeout."""
         ...
 
-    def close(self) -> None: ...
+    async def close(self) -> None: ...
 
 
-class Transaction(Protocol):
+class AsyncTransaction(Protocol):
     """One transaction of a SQL store's database on one connection (see
-    `SQLDriver.transaction`): entering it connects (or checks the caller's connection
+    `AsyncSQLDriver.transaction`): entering it connects (or checks the caller's connection
     against the store) and begins; leaving it ends the transaction if still open (commit,
     or rollback when an exception is on its way out) and gives the connection back.
 
@@ -122,24 +129,24 @@ class Transaction(Protocol):
     @property
     def payload_limit(self) -> int: ...
 
-    def __enter__(self) -> Transaction: ...
+    async def __aenter__(self) -> AsyncTransaction: ...
 
-    def __exit__(
+    async def __aexit__(
         self,
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None: ...
 
-    def now(self) -> float:
+    async def now(self) -> float:
         """The store's time, read inside the transaction."""
         ...
 
-    def get(self, job_id: str) -> Outcome:
+    async def get(self, job_id: str) -> Outcome:
         """The job as this transaction sees it (``APPLIED``, or ``MISSING``), as `get`."""
         ...
 
-    def complete(
+    async def complete(
         self,
         job_id: str,
         owner: str,
@@ -148,22 +155,22 @@ class Transaction(Protocol):
         receipt: str,
         result: str | None,
     ) -> Outcome:
-        """`SyncDriver.complete`'s statement, in this transaction: it takes effect only
+        """`AsyncDriver.complete`'s statement, in this transaction: it takes effect only
         if the transaction commits."""
         ...
 
-    def commit(self) -> None: ...
+    async def commit(self) -> None: ...
 
-    def rollback(self) -> None:
+    async def rollback(self) -> None:
         """Roll back; never raises (it runs while another error is on its way out)."""
         ...
 
 
-class SQLDriver(SyncDriver, Protocol):
+class AsyncSQLDriver(AsyncDriver, Protocol):
     """A driver over a SQL database that callers can share a transaction with."""
 
-    def transaction(self, operation: str, conn: Any, payload_limit: int) -> Transaction:
-        """A `Transaction` (not begun: no I/O until it is entered) on ``conn``, the
+    def transaction(self, operation: str, conn: Any, payload_limit: int) -> AsyncTransaction:
+        """An `AsyncTransaction` (not begun: no I/O until it is entered) on ``conn``, the
         caller's connection to the store's database, or by default one of the store's
         own. Raises `InvalidArgument` for a ``conn`` of the wrong kind, or when no other
         connection can reach the store (in-memory SQLite). ``operation`` names what the

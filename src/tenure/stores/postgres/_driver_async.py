@@ -1,4 +1,4 @@
-"""PostgreSQL driver, async (the source of truth: ``_sync.py`` is generated from this file).
+"""PostgreSQL driver, async (the source of truth: ``_driver.py`` is generated from this file).
 
 Each operation is one statement (see ``sql/*.sql``) run in autocommit on a pooled
 connection: its condition is evaluated by PostgreSQL against ``clock_timestamp()`` read
@@ -8,162 +8,55 @@ SERIALIZABLE. Each statement is prepared on a connection at its first use.
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import logging
-import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from types import TracebackType
-from typing import Any, NamedTuple
+from collections.abc import Sequence
+from typing import Any
 
 import psycopg
-from psycopg import AsyncConnection, AsyncRawCursor
-from psycopg.rows import tuple_row
+from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from ..._clock import Clock
-from ..._concurrency import pause
+from ..._concurrency import pause_async, thread_lock_async
 from ..._protocol import Completion, JobRow, Outcome, Status
 from ..._validate import MAX_GENERATION
-from ...errors import InvalidArgument, StoreUnavailable
+from ...errors import StoreUnavailable
 from ._common import (
     Answer,
     PostgresOptions,
     SqlSet,
     Statement,
-    answer_row,
-    binary_lists,
     closed_error,
     connection_is_stale,
     describe_pool,
-    latest_version,
-    migration_steps,
     parse_postgres_url,
-    render,
     socket_poller,
     sql_text,
     store_unavailable,
     validate_schema,
 )
+from ._connection_async import (
+    RACE_RETRIES,
+    Hot,
+    holder_params,
+    raw_cursor_async,
+    unraced_async,
+    usable_connection_async,
+)
+from ._migrate_async import prepare_schema_async
+from ._transaction_async import AsyncPostgresTransaction
 
-__all__ = ["AsyncPostgresDriver", "PostgresTransaction", "migrate", "schema_version"]
+__all__ = ["AsyncPostgresDriver"]
 
 log = logging.getLogger("tenure")
-# A job changed by someone else between a statement's snapshot and its update: run again.
-# Each run takes a new snapshot, so this only repeats while the job keeps changing.
-_RACE_RETRIES = 5
 # How long a connection may stay out of the pool between operations (see _checkout).
 _HOT_SECONDS = 30.0
 
 
-async def schema_version(conn: AsyncConnection[Any], schema: str) -> int | None:
-    """The schema's tenure version: None when tenure was never installed there, 0 when
-    only the bookkeeping exists. Raises StoreUnavailable for a schema tenure cannot use."""
-    cur = conn.cursor(row_factory=tuple_row)
-    await cur.execute(render(sql_text("migrate_status"), schema).encode())
-    found = await cur.fetchone()
-    assert found is not None
-    _, has_bookkeeping, has_jobs = found
-    if not has_bookkeeping:
-        if has_jobs:
-            raise StoreUnavailable(
-                f"schema {schema!r} has a tenure_jobs table but no tenure_migrations: it was "
-                "not created by tenure; use another schema",
-                operation="connect",
-                outcome_unknown=False,
-            )
-        return None
-    await cur.execute(render(sql_text("migrate_version"), schema).encode())
-    version = await cur.fetchone()
-    assert version is not None
-    return int(version[0])
-
-
-async def migrate(conn: AsyncConnection[Any], schema: str, *, dry_run: bool = False) -> list[str]:
-    """Bring ``schema`` to the latest version under an advisory lock, in one transaction.
-    Returns the names of what was (or, with ``dry_run``, would be) applied."""
-    applied: list[str] = []
-    async with conn.transaction(force_rollback=dry_run):
-        cur = conn.cursor(row_factory=tuple_row)
-        await cur.execute(render(sql_text("migrate_lock"), schema).encode())
-        await cur.execute(render(sql_text("migrate_status"), schema).encode())
-        status = await cur.fetchone()
-        assert status is not None
-        if not status[0]:
-            await cur.execute(render(sql_text("migrate_schema"), schema).encode())
-        current = await schema_version(conn, schema)
-        if current is None:
-            await cur.execute(render(sql_text("migrate_bookkeeping"), schema).encode())
-            current = 0
-        latest = latest_version()
-        if current > latest:
-            raise StoreUnavailable(
-                f"schema {schema!r} is at tenure schema version {current}, newer than this "
-                f"tenure understands ({latest}); upgrade tenure",
-                operation="migrate",
-                outcome_unknown=False,
-            )
-        for description, statement in migration_steps(schema, current):
-            await cur.execute(statement.encode())
-            if not description.startswith("record "):
-                applied.append(description)
-    if applied and not dry_run:
-        log.info(
-            "tenure schema migrated",
-            extra={"schema": schema, "applied": applied, "version": latest_version()},
-        )
-    return applied
-
-
-async def _usable_connection(
-    pool: AsyncConnectionPool[Any], operation: str
-) -> AsyncConnection[Any]:
-    """A connection from the pool, checked: one the server closed meanwhile (restart,
-    terminated backend) is recognised before anything is sent on it, and replaced."""
-    for _ in range((pool.max_size or 1) + 1):
-        try:
-            conn: AsyncConnection[Any] = await pool.getconn()
-        except psycopg.Error as exc:
-            error = store_unavailable(operation, exc, sent=False)
-            if error is None:
-                raise
-            raise error from exc
-        if not connection_is_stale(conn):
-            return conn
-        await conn.close()
-        await pool.putconn(conn)
-    raise StoreUnavailable(
-        f"{operation}: every pooled PostgreSQL connection was found closed; retry later",
-        operation=operation,
-        outcome_unknown=False,
-    )
-
-
-def _raw_cursor(conn: AsyncConnection[Any]) -> AsyncRawCursor[Answer]:
-    cursor = AsyncRawCursor(conn, row_factory=answer_row)
-    binary_lists(cursor)
-    return cursor
-
-
-async def _unraced(run: Callable[[], Awaitable[Answer]]) -> Outcome:
-    """What a single-job statement did: ``run`` it again while it reports ``raced``."""
-    for _ in range(_RACE_RETRIES):
-        answer = await run()
-        if not answer.raced:
-            break
-    return answer.outcome
-
-
-class Hot(NamedTuple):
-    conn: AsyncConnection[Any]
-    cursor: AsyncRawCursor[Answer]
-    since: float  # when it was taken from the pool (time.monotonic())
-    poller: Any  # watches conn's socket (see connection_is_stale)
-
-
 class AsyncPostgresDriver:
-    """The store operations of `tenure.stores._driver.AsyncDriver` over PostgreSQL.
+    """The store operations of `tenure.stores.abc.AsyncDriver` over PostgreSQL.
 
     Open one with `AsyncPostgresDriver.open` (from a URL, or around your own
     `psycopg_pool.AsyncConnectionPool`) and hand it to ``AsyncStore(driver)``.
@@ -192,7 +85,7 @@ class AsyncPostgresDriver:
         self._waiters: set[AsyncConnection[Any]] = set()  # listeners of waits in progress
         self._hot: list[Hot] = []
         self._wanting = 0  # operations getting a connection right now
-        self._demand = threading.Lock()  # guards _wanting (the sync twin runs in threads)
+        self._demand = thread_lock_async()  # guards _wanting (the sync twin runs in threads)
         # A caller's pool may serve others too: tenure keeps none of its connections.
         self._hot_max = (pool.max_size or 1) if owns_pool else 0
         self._closed = False
@@ -214,24 +107,7 @@ class AsyncPostgresDriver:
         upgraded; otherwise it must be current (run ``tenure migrate``)."""
         if (url is None) == (pool is None):
             raise TypeError("give either url or pool")
-        if url is not None:
-            options = parse_postgres_url(url)
-            pool = AsyncConnectionPool(
-                options.conninfo,
-                kwargs={"autocommit": True, **options.kwargs},
-                min_size=options.pool_min,
-                max_size=options.pool_max,
-                timeout=options.pool_timeout,
-                name=f"tenure:{options.schema}",
-                configure=cls.configure,
-                open=False,
-            )
-            owns_pool = True
-        else:
-            assert pool is not None
-            conninfo = pool.conninfo if isinstance(pool.conninfo, str) else ""
-            options = PostgresOptions(conninfo=conninfo, display_url=describe_pool(conninfo))
-            owns_pool = False
+        options, pool, owns_pool = cls._pool_for(url, pool)
         schema = options.schema if schema is None else validate_schema(schema)
         auto_migrate = options.auto_migrate if auto_migrate is None else auto_migrate
         listen = options.listen if listen is None else listen
@@ -240,28 +116,7 @@ class AsyncPostgresDriver:
             separator = "&" if "?" in display_url else "?"
             display_url = f"{display_url}{separator}schema={schema}"
         try:
-            if owns_pool:
-                # One direct connection first: a wrong password, a missing database or a
-                # refused connection is reported at once, with libpq's own words (a pool
-                # would keep retrying in the background until its timeout).
-                first = await AsyncConnection.connect(
-                    options.conninfo, **{**options.kwargs, "autocommit": True}
-                )
-                try:
-                    store_id = await cls._prepare_schema(first, schema, auto_migrate)
-                finally:
-                    await first.close()
-                await pool.open(wait=True, timeout=max(options.pool_timeout, 1.0))
-            else:
-                if pool.closed:
-                    await pool.open(wait=True, timeout=max(options.pool_timeout, 1.0))
-                conn = await _usable_connection(pool, "connect")
-                try:
-                    store_id = await cls._prepare_schema(conn, schema, auto_migrate)
-                    if not conn.autocommit:
-                        await conn.commit()
-                finally:
-                    await pool.putconn(conn)
+            store_id = await cls._open_store(pool, options, owns_pool, schema, auto_migrate)
         except BaseException as exc:
             if owns_pool:
                 await pool.close()
@@ -284,6 +139,62 @@ class AsyncPostgresDriver:
             listen=listen,
         )
 
+    @classmethod
+    def _pool_for(
+        cls, url: str | None, pool: AsyncConnectionPool[Any] | None
+    ) -> tuple[PostgresOptions, AsyncConnectionPool[Any], bool]:
+        """The options, the pool (not opened yet) and whether tenure owns it."""
+        if url is not None:
+            options = parse_postgres_url(url)
+            own = AsyncConnectionPool(
+                options.conninfo,
+                kwargs={"autocommit": True, **options.kwargs},
+                min_size=options.pool_min,
+                max_size=options.pool_max,
+                timeout=options.pool_timeout,
+                name=f"tenure:{options.schema}",
+                configure=cls.configure,
+                open=False,
+            )
+            return options, own, True
+        assert pool is not None
+        conninfo = pool.conninfo if isinstance(pool.conninfo, str) else ""
+        return PostgresOptions(conninfo=conninfo, display_url=describe_pool(conninfo)), pool, False
+
+    @classmethod
+    async def _open_store(
+        cls,
+        pool: AsyncConnectionPool[Any],
+        options: PostgresOptions,
+        owns_pool: bool,
+        schema: str,
+        auto_migrate: bool,
+    ) -> str:
+        """Open the pool and prepare the schema; the store's id."""
+        if owns_pool:
+            # One direct connection first: a wrong password, a missing database or a
+            # refused connection is reported at once, with libpq's own words (a pool
+            # would keep retrying in the background until its timeout).
+            first = await AsyncConnection.connect(
+                options.conninfo, **{**options.kwargs, "autocommit": True}
+            )
+            try:
+                store_id = await prepare_schema_async(first, schema, auto_migrate)
+            finally:
+                await first.close()
+            await pool.open(wait=True, timeout=max(options.pool_timeout, 1.0))
+            return store_id
+        if pool.closed:
+            await pool.open(wait=True, timeout=max(options.pool_timeout, 1.0))
+        conn = await usable_connection_async(pool, "connect")
+        try:
+            store_id = await prepare_schema_async(conn, schema, auto_migrate)
+            if not conn.autocommit:
+                await conn.commit()
+        finally:
+            await pool.putconn(conn)
+        return store_id
+
     @staticmethod
     async def configure(conn: AsyncConnection[Any]) -> None:
         """Session settings for a connection tenure uses: pass as ``configure=`` when you
@@ -291,32 +202,6 @@ class AsyncPostgresDriver:
         await conn.execute(sql_text("configure").encode())
         if not conn.autocommit:
             await conn.commit()
-
-    @staticmethod
-    async def _prepare_schema(conn: AsyncConnection[Any], schema: str, auto_migrate: bool) -> str:
-        version = await schema_version(conn, schema)
-        latest = latest_version()
-        if version is None or version < latest:
-            if not auto_migrate:
-                raise StoreUnavailable(
-                    f"schema {schema!r} is at tenure schema version {version or 0}, this tenure "
-                    f"needs {latest}: run `tenure migrate`",
-                    operation="connect",
-                    outcome_unknown=False,
-                )
-            await migrate(conn, schema)
-        elif version > latest:
-            raise StoreUnavailable(
-                f"schema {schema!r} is at tenure schema version {version}, newer than this "
-                f"tenure understands ({latest}); upgrade tenure",
-                operation="connect",
-                outcome_unknown=False,
-            )
-        cur = conn.cursor(row_factory=tuple_row)
-        await cur.execute(render(sql_text("store_id"), schema).encode())
-        found = await cur.fetchone()
-        assert found is not None
-        return str(found[0])
 
     # -- plumbing ----------------------------------------------------------------------
 
@@ -355,11 +240,11 @@ class AsyncPostgresDriver:
                     return hot
                 await hot.conn.close()
                 await self._pool.putconn(hot.conn)
-            conn = await _usable_connection(self._pool, operation)
+            conn = await usable_connection_async(self._pool, operation)
         finally:
             with self._demand:
                 self._wanting -= 1
-        return Hot(conn, _raw_cursor(conn), time.monotonic(), socket_poller(conn))
+        return Hot(conn, raw_cursor_async(conn), time.monotonic(), socket_poller(conn))
 
     async def _checkin(self, hot: Hot) -> None:
         # While another operation wants a connection, this one goes back to the pool, which
@@ -411,7 +296,7 @@ class AsyncPostgresDriver:
             params["now"] = self._now()
             return (await self._rows(operation, statement, params))[0]
 
-        return await _unraced(run)
+        return await unraced_async(run)
 
     # -- operations --------------------------------------------------------------------
 
@@ -493,23 +378,11 @@ class AsyncPostgresDriver:
                 won += 1
         return [] if won == len(rows) else wanted[won:]
 
-    @staticmethod
-    def _holder(
-        job_id: str, owner: str, generation: int, secret_hash: str, **more: Any
-    ) -> dict[str, Any]:
-        return {
-            "job_id": job_id,
-            "owner": owner,
-            "generation": generation,
-            "secret_hash": secret_hash,
-            **more,
-        }
-
     async def renew(
         self, job_id: str, owner: str, generation: int, secret_hash: str, ttl: float
     ) -> Outcome:
         return await self._one(
-            "renew", self._holder(job_id, owner, generation, secret_hash, ttl=ttl)
+            "renew", holder_params(job_id, owner, generation, secret_hash, ttl=ttl)
         )
 
     async def complete(
@@ -521,7 +394,7 @@ class AsyncPostgresDriver:
         receipt: str,
         result: str | None,
     ) -> Outcome:
-        params = self._holder(
+        params = holder_params(
             job_id, owner, generation, secret_hash, receipt=receipt, result=result
         )
         return await self._one("complete", params)
@@ -574,7 +447,7 @@ class AsyncPostgresDriver:
         stand."""
         answers = [row.outcome for row in rows]
         pending = [index for index, row in enumerate(rows) if row.raced]
-        for _ in range(_RACE_RETRIES - 1):
+        for _ in range(RACE_RETRIES - 1):
             if not pending:
                 break
             params = self._completion_params([completions[i] for i in pending])
@@ -587,7 +460,7 @@ class AsyncPostgresDriver:
     async def release(
         self, job_id: str, owner: str, generation: int, secret_hash: str, receipt: str
     ) -> Outcome:
-        params = self._holder(job_id, owner, generation, secret_hash, receipt=receipt)
+        params = holder_params(job_id, owner, generation, secret_hash, receipt=receipt)
         return await self._one("release", params)
 
     async def fail(
@@ -600,7 +473,7 @@ class AsyncPostgresDriver:
         error: str,
         retry_in: float,
     ) -> Outcome:
-        params = self._holder(
+        params = holder_params(
             job_id, owner, generation, secret_hash, receipt=receipt, error=error, retry_in=retry_in
         )
         return await self._one("fail", params)
@@ -625,7 +498,7 @@ class AsyncPostgresDriver:
         reusable = False
         self._waiters.add(conn)
         try:
-            cur = _raw_cursor(conn)
+            cur = raw_cursor_async(conn)
             # LISTEN first, then look: a job submitted in between is seen by one or the other.
             await cur.execute(self._sql["listen"].text)
             params = {"queues": list(queues), "max_generation": MAX_GENERATION, "now": self._now()}
@@ -659,7 +532,7 @@ class AsyncPostgresDriver:
         rows = await self._rows("wait_for_jobs", self._sql["next_due"], params)
         deadline = self._due_deadline(rows[0], deadline)
         while not self._closed and (remaining := deadline - time.monotonic()) > 0:
-            await pause(min(remaining, 0.05))
+            await pause_async(min(remaining, 0.05))
 
     @staticmethod
     def _due_deadline(found: Answer | None, deadline: float) -> float:
@@ -705,11 +578,11 @@ class AsyncPostgresDriver:
 
     def transaction(
         self, operation: str, conn: AsyncConnection[Any] | None, payload_limit: int
-    ) -> PostgresTransaction:
-        """See `tenure.stores._async_driver.SQLDriver.transaction`: a connection borrowed
+    ) -> AsyncPostgresTransaction:
+        """See `tenure.stores.abc.AsyncSQLDriver.transaction`: a connection borrowed
         from the pool, or ``conn``, the caller's psycopg connection to the store's database
         (idle; autocommit or not)."""
-        return PostgresTransaction(
+        return AsyncPostgresTransaction(
             self._pool, self._sql, self._now, self.store_id, operation, conn, payload_limit
         )
 
@@ -725,165 +598,3 @@ class AsyncPostgresDriver:
             await self._listeners.pop().close()
         if self._owns_pool:
             await self._pool.close()
-
-
-class PostgresTransaction:
-    """`tenure.stores._async_driver.Transaction` over PostgreSQL; from
-    `AsyncPostgresDriver.transaction`. Single-use.
-
-    The store's statements run on a raw cursor of the same connection, with the store
-    clock hook's time as the driver's own statements have it; the caller's ``cursor`` is a
-    plain one (``%s`` placeholders)."""
-
-    def __init__(
-        self,
-        pool: AsyncConnectionPool[Any],
-        sql: SqlSet,
-        hook_now: Callable[[], float | None],
-        store_id: str,
-        operation: str,
-        conn: AsyncConnection[Any] | None,
-        payload_limit: int,
-    ) -> None:
-        if conn is not None and not isinstance(conn, AsyncConnection):
-            raise InvalidArgument(
-                "conn",
-                f"must be a psycopg AsyncConnection to the store's database, "
-                f"not {type(conn).__name__}",
-            )
-        self._pool = pool
-        self._sql = sql
-        self._hook_now = hook_now
-        self._store_id = store_id
-        self._operation = operation
-        self._pooled = conn is None
-        self.conn: Any = conn
-        self.cursor: Any = None
-        self.payload_limit = payload_limit
-        self._raw: AsyncRawCursor[Answer] | None = None
-        self._txn: Any = None  # psycopg's transaction block, while one is open
-
-    def __repr__(self) -> str:
-        return f"<PostgresTransaction {self._operation} {self._sql.schema}>"
-
-    async def __aenter__(self) -> PostgresTransaction:
-        if self._pooled:
-            self.conn = await _usable_connection(self._pool, self._operation)
-        try:
-            await self._check_store()
-            self._raw = _raw_cursor(self.conn)
-            self.cursor = self.conn.cursor()
-            # psycopg's own transaction block, which begins and ends the same way whether
-            # the connection is in autocommit or not (and forbids commit() inside it).
-            txn = self.conn.transaction()
-            try:
-                await txn.__aenter__()
-            except psycopg.Error as exc:
-                raise self._unavailable(exc, sent=False) from exc
-            self._txn = txn
-        except BaseException:
-            await self._release()
-            raise
-        return self
-
-    async def _check_store(self) -> None:
-        conn = self.conn
-        if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-            raise InvalidArgument(
-                "conn",
-                f"has a transaction in progress; commit or roll back before {self._operation}, "
-                "which runs (and commits) its own transaction",
-            )
-        try:
-            async with conn.cursor(row_factory=tuple_row) as cur:
-                await cur.execute(self._sql["store_id"].text)
-                row = await cur.fetchone()
-        except psycopg.Error:
-            row = None
-        finally:
-            if not conn.autocommit:
-                await conn.rollback()
-        if row is None or row[0] != self._store_id:
-            raise InvalidArgument("conn", "is not connected to this store's PostgreSQL database")
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        try:
-            if self._txn is not None:
-                if exc_type is None:
-                    await self.commit()
-                else:
-                    await self.rollback()
-        finally:
-            await self._release()
-
-    async def _release(self) -> None:
-        if self._raw is not None:
-            await self._raw.close()
-        if self.cursor is not None:
-            await self.cursor.close()
-        if self._pooled and self.conn is not None:
-            await self._pool.putconn(self.conn)
-        self.conn = self.cursor = self._raw = self._txn = None
-
-    def _unavailable(self, exc: psycopg.Error, *, sent: bool) -> BaseException:
-        error = store_unavailable(self._operation, exc, sent=sent)
-        return exc if error is None else error
-
-    async def _answer(self, name: str, params: dict[str, Any]) -> Answer:
-        if self._txn is None or self._raw is None:
-            raise InvalidArgument("transaction", "is not open: enter it first, once")
-        statement = self._sql[name]
-        params["now"] = self._hook_now()
-        try:
-            await self._raw.execute(statement.text, statement.args(params))
-            found = await self._raw.fetchone()
-        except psycopg.Error as exc:
-            # Nothing of the transaction can have committed: it is still open.
-            raise self._unavailable(exc, sent=False) from exc
-        assert found is not None
-        return found
-
-    async def now(self) -> float:
-        return (await self._answer("clock", {})).outcome.now
-
-    async def get(self, job_id: str) -> Outcome:
-        return (await self._answer("get", {"job_id": job_id})).outcome
-
-    async def complete(
-        self,
-        job_id: str,
-        owner: str,
-        generation: int,
-        secret_hash: str,
-        receipt: str,
-        result: str | None,
-    ) -> Outcome:
-        params = AsyncPostgresDriver._holder(
-            job_id, owner, generation, secret_hash, receipt=receipt, result=result
-        )
-        # Each statement of a READ COMMITTED transaction takes a new snapshot, so one that
-        # raced a concurrent change of the job runs again, as the driver's `_one` does.
-        return await _unraced(lambda: self._answer("complete", params))
-
-    async def commit(self) -> None:
-        txn, self._txn = self._txn, None
-        if txn is None:
-            return
-        try:
-            await txn.__aexit__(None, None, None)
-        except psycopg.Error as exc:
-            raise self._unavailable(exc, sent=True) from exc
-
-    async def rollback(self) -> None:
-        txn, self._txn = self._txn, None
-        if txn is None:
-            return
-        # A broken connection cannot roll back, nor has anything to: the server ends the
-        # transaction with the session, and the pool replaces the connection.
-        with contextlib.suppress(psycopg.Error):
-            await txn.__aexit__(psycopg.Rollback, psycopg.Rollback(), None)

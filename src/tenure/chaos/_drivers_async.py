@@ -1,6 +1,23 @@
-"""Generated from tenure/chaos/_drivers.py by tools/async_to_sync.py: do not edit.
+"""Store drivers for chaos processes: the history recorder, and the deliberately unsafe one.
 
-Edit the async source and run ``python tools/async_to_sync.py``.
+This file is the async source; ``tools/async_to_sync.py`` generates ``_drivers.py``
+(the worker renews on a thread with a sync store, so both are needed).
+
+`AsyncRecordingDriver` wraps any driver and records every call as an operation of the
+history (invoke, then ok / fail / unknown) with what the store answered: its clock and the
+job's row. It sits under `tenure.aio.AsyncStore`, so every retry the store makes is its
+own operation. It is also where the nemesis can stop a worker mid-renew and mid-complete:
+just before the request leaves.
+
+`AsyncUnsafeDriver` breaks the protocol on purpose (``tenure chaos --unsafe``), so that the
+checker can be seen catching it:
+
+* ``client-clock``: a worker that finds nothing to claim also takes over leases that *its
+  own clock* says have expired, without a claim in the store (so without a new
+  generation), and acts for them with the holder's credentials.
+* ``no-fence``: a complete, release or fail the store rejects as stale is sent again with
+  the job's current credentials (read from the store's answer): completion without the
+  generation check.
 """
 
 from __future__ import annotations
@@ -11,11 +28,11 @@ from typing import Any
 from .._clock import Clock
 from .._protocol import Completion, JobRow, Outcome, Status, is_repeat
 from ..errors import StoreUnavailable
-from ..stores._sync_driver import SyncDriver
+from ..stores._driver_async import AsyncDriver
 from ._control import TAKEOVERS, Control
 from ._history import Recorder
 
-__all__ = ["RecordingDriver", "UnsafeDriver"]
+__all__ = ["AsyncRecordingDriver", "AsyncUnsafeDriver"]
 
 
 def _row(row: JobRow | None) -> dict[str, Any]:
@@ -42,26 +59,26 @@ def _ended(error: BaseException) -> str:
     return "unknown"
 
 
-class PassThroughDriver:
+class AsyncPassThroughDriver:
     """Hands every call to ``inner``; the drivers below override what they watch or break."""
 
-    def __init__(self, inner: SyncDriver) -> None:
+    def __init__(self, inner: AsyncDriver) -> None:
         self._inner = inner
         self.store_id = inner.store_id
         self.url = inner.url
 
-    def now(self) -> float:
-        return self._inner.now()
+    async def now(self) -> float:
+        return await self._inner.now()
 
-    def submit(
+    async def submit(
         self, job_id: str, queue: str, payload: str | None, delay: float, max_attempts: int
     ) -> Outcome:
-        return self._inner.submit(job_id, queue, payload, delay, max_attempts)
+        return await self._inner.submit(job_id, queue, payload, delay, max_attempts)
 
-    def claim(self, job_id: str, owner: str, ttl: float, secret_hash: str) -> Outcome:
-        return self._inner.claim(job_id, owner, ttl, secret_hash)
+    async def claim(self, job_id: str, owner: str, ttl: float, secret_hash: str) -> Outcome:
+        return await self._inner.claim(job_id, owner, ttl, secret_hash)
 
-    def complete_and_claim(
+    async def complete_and_claim(
         self,
         completions: Sequence[Completion],
         owner: str,
@@ -69,28 +86,28 @@ class PassThroughDriver:
         queues: Sequence[str],
         secret_hashes: Sequence[str],
     ) -> tuple[list[Outcome], list[Outcome]]:
-        return self._inner.complete_and_claim(completions, owner, ttl, queues, secret_hashes)
+        return await self._inner.complete_and_claim(completions, owner, ttl, queues, secret_hashes)
 
-    def get(self, job_id: str) -> Outcome:
-        return self._inner.get(job_id)
+    async def get(self, job_id: str) -> Outcome:
+        return await self._inner.get(job_id)
 
-    def list_jobs(
+    async def list_jobs(
         self, queue: str | None, state: str | None, limit: int
     ) -> tuple[float, list[JobRow]]:
-        return self._inner.list_jobs(queue, state, limit)
+        return await self._inner.list_jobs(queue, state, limit)
 
-    def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
-        self._inner.wait_for_jobs(queues, timeout)
+    async def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
+        await self._inner.wait_for_jobs(queues, timeout)
 
-    def close(self) -> None:
-        self._inner.close()
+    async def close(self) -> None:
+        await self._inner.close()
 
 
-class RecordingDriver(PassThroughDriver):
+class AsyncRecordingDriver(AsyncPassThroughDriver):
     """Records every call to ``inner`` in ``recorder`` (see the module docstring)."""
 
     def __init__(
-        self, inner: SyncDriver, recorder: Recorder, control: Control | None = None
+        self, inner: AsyncDriver, recorder: Recorder, control: Control | None = None
     ) -> None:
         super().__init__(inner)
         self._rec = recorder
@@ -100,22 +117,22 @@ class RecordingDriver(PassThroughDriver):
         if self._control is not None:
             self._control.reach(point, **info)
 
-    def submit(
+    async def submit(
         self, job_id: str, queue: str, payload: str | None, delay: float, max_attempts: int
     ) -> Outcome:
         op = self._rec.invoke("submit", job=job_id, queue=queue, max_attempts=max_attempts)
         try:
-            outcome = self._inner.submit(job_id, queue, payload, delay, max_attempts)
+            outcome = await self._inner.submit(job_id, queue, payload, delay, max_attempts)
         except BaseException as exc:
             self._rec.end(op, "submit", _ended(exc), error=str(exc)[:300])
             raise
         self._rec.end(op, "submit", "ok", **_outcome(outcome))
         return outcome
 
-    def claim(self, job_id: str, owner: str, ttl: float, secret_hash: str) -> Outcome:
+    async def claim(self, job_id: str, owner: str, ttl: float, secret_hash: str) -> Outcome:
         op = self._rec.invoke("claim", job=job_id, owner=owner, ttl=ttl)
         try:
-            outcome = self._inner.claim(job_id, owner, ttl, secret_hash)
+            outcome = await self._inner.claim(job_id, owner, ttl, secret_hash)
         except BaseException as exc:
             self._rec.end(op, "claim", _ended(exc), error=str(exc)[:300])
             raise
@@ -134,12 +151,12 @@ class RecordingDriver(PassThroughDriver):
             self._rec.end(op, "claim", "fail", **_outcome(outcome))
         return outcome
 
-    def claim_next(
+    async def claim_next(
         self, owner: str, ttl: float, queues: Sequence[str], secret_hashes: Sequence[str]
     ) -> list[Outcome]:
         op = self._rec.invoke("claim_next", owner=owner, ttl=ttl, limit=len(secret_hashes))
         try:
-            outcomes = self._inner.claim_next(owner, ttl, queues, secret_hashes)
+            outcomes = await self._inner.claim_next(owner, ttl, queues, secret_hashes)
         except BaseException as exc:
             self._rec.end(op, "claim_next", _ended(exc), error=str(exc)[:300])
             raise
@@ -163,13 +180,13 @@ class RecordingDriver(PassThroughDriver):
         store_now = outcomes[0].now if outcomes else None
         self._rec.end(op, "claim_next", "ok", claims=claims, store_now=store_now)
 
-    def renew(
+    async def renew(
         self, job_id: str, owner: str, generation: int, secret_hash: str, ttl: float
     ) -> Outcome:
         self._reach("renew", job=job_id, gen=generation)
         op = self._rec.invoke("renew", job=job_id, gen=generation, owner=owner, ttl=ttl)
         try:
-            outcome = self._inner.renew(job_id, owner, generation, secret_hash, ttl)
+            outcome = await self._inner.renew(job_id, owner, generation, secret_hash, ttl)
         except BaseException as exc:
             self._rec.end(op, "renew", _ended(exc), job=job_id, gen=generation, error=str(exc))
             raise
@@ -177,7 +194,7 @@ class RecordingDriver(PassThroughDriver):
         self._rec.end(op, "renew", kind, job=job_id, gen=generation, **_outcome(outcome))
         return outcome
 
-    def complete(
+    async def complete(
         self,
         job_id: str,
         owner: str,
@@ -189,26 +206,28 @@ class RecordingDriver(PassThroughDriver):
         self._reach("complete", job=job_id, gen=generation)
         op = self._rec.invoke("complete", job=job_id, gen=generation, owner=owner)
         try:
-            outcome = self._inner.complete(job_id, owner, generation, secret_hash, receipt, result)
+            outcome = await self._inner.complete(
+                job_id, owner, generation, secret_hash, receipt, result
+            )
         except BaseException as exc:
             self._rec.end(op, "complete", _ended(exc), job=job_id, gen=generation, error=str(exc))
             raise
         self._settled(op, "complete", job_id, generation, receipt, outcome, result)
         return outcome
 
-    def complete_many(self, completions: Sequence[Completion]) -> list[Outcome]:
+    async def complete_many(self, completions: Sequence[Completion]) -> list[Outcome]:
         # One history operation per job: to the checker a batch is its completes, sent at
         # once and answered at once.
         ops = self._invoke_completes(completions)
         try:
-            outcomes = self._inner.complete_many(completions)
+            outcomes = await self._inner.complete_many(completions)
         except BaseException as exc:
             self._completes_raised(ops, completions, exc)
             raise
         self._completes_settled(ops, completions, outcomes)
         return outcomes
 
-    def complete_and_claim(
+    async def complete_and_claim(
         self,
         completions: Sequence[Completion],
         owner: str,
@@ -220,7 +239,7 @@ class RecordingDriver(PassThroughDriver):
         ops = self._invoke_completes(completions)
         op = self._rec.invoke("claim_next", owner=owner, ttl=ttl, limit=len(secret_hashes))
         try:
-            completed, claimed = self._inner.complete_and_claim(
+            completed, claimed = await self._inner.complete_and_claim(
                 completions, owner, ttl, queues, secret_hashes
             )
         except BaseException as exc:
@@ -253,19 +272,19 @@ class RecordingDriver(PassThroughDriver):
         for op, c, outcome in zip(ops, completions, outcomes, strict=True):
             self._settled(op, "complete", c.job_id, c.generation, c.receipt, outcome, c.result)
 
-    def release(
+    async def release(
         self, job_id: str, owner: str, generation: int, secret_hash: str, receipt: str
     ) -> Outcome:
         op = self._rec.invoke("release", job=job_id, gen=generation, owner=owner)
         try:
-            outcome = self._inner.release(job_id, owner, generation, secret_hash, receipt)
+            outcome = await self._inner.release(job_id, owner, generation, secret_hash, receipt)
         except BaseException as exc:
             self._rec.end(op, "release", _ended(exc), job=job_id, gen=generation, error=str(exc))
             raise
         self._settled(op, "release", job_id, generation, receipt, outcome)
         return outcome
 
-    def fail(
+    async def fail(
         self,
         job_id: str,
         owner: str,
@@ -277,7 +296,7 @@ class RecordingDriver(PassThroughDriver):
     ) -> Outcome:
         op = self._rec.invoke("fail", job=job_id, gen=generation, owner=owner)
         try:
-            outcome = self._inner.fail(
+            outcome = await self._inner.fail(
                 job_id, owner, generation, secret_hash, receipt, error, retry_in
             )
         except BaseException as exc:
@@ -306,29 +325,29 @@ class RecordingDriver(PassThroughDriver):
             self._rec.end(op, f, "fail", **fields)
 
 
-class UnsafeDriver(PassThroughDriver):
+class AsyncUnsafeDriver(AsyncPassThroughDriver):
     """Breaks the lease protocol on purpose (see the module docstring). Never use it for
     anything but showing that the chaos checker catches it."""
 
-    def __init__(self, inner: SyncDriver, mode: str, clock: Clock) -> None:
+    def __init__(self, inner: AsyncDriver, mode: str, clock: Clock) -> None:
         super().__init__(inner)
         self._mode = mode
         self._clock = clock
 
-    def claim_next(
+    async def claim_next(
         self, owner: str, ttl: float, queues: Sequence[str], secret_hashes: Sequence[str]
     ) -> list[Outcome]:
-        outcomes = self._inner.claim_next(owner, ttl, queues, secret_hashes)
+        outcomes = await self._inner.claim_next(owner, ttl, queues, secret_hashes)
         # Jobs buried on the way are answered too (BURIED): only leases count as taken.
-        taken = [o for o in outcomes if o.status == Status.APPLIED]
-        if self._mode != "client-clock" or len(taken) >= len(secret_hashes):
+        leased = [o for o in outcomes if o.status == Status.APPLIED]
+        if self._mode != "client-clock" or len(leased) >= len(secret_hashes):
             return outcomes
-        used = {o.row.secret_hash for o in taken if o.row is not None}
+        used = {o.row.secret_hash for o in leased if o.row is not None}
         spare = [h for h in secret_hashes if h not in used]
         client_now = self._clock.time()
         taken: list[Outcome] = []
         for queue in queues:
-            store_now, rows = self._inner.list_jobs(queue, "leased", 20)
+            store_now, rows = await self._inner.list_jobs(queue, "leased", 20)
             for row in rows:
                 if not spare:
                     break
@@ -346,13 +365,13 @@ class UnsafeDriver(PassThroughDriver):
                 )
         return outcomes + taken
 
-    def renew(
+    async def renew(
         self, job_id: str, owner: str, generation: int, secret_hash: str, ttl: float
     ) -> Outcome:
         owner, secret_hash = TAKEOVERS.credentials(job_id, generation, owner, secret_hash)
-        return self._inner.renew(job_id, owner, generation, secret_hash, ttl)
+        return await self._inner.renew(job_id, owner, generation, secret_hash, ttl)
 
-    def complete(
+    async def complete(
         self,
         job_id: str,
         owner: str,
@@ -362,17 +381,19 @@ class UnsafeDriver(PassThroughDriver):
         result: str | None,
     ) -> Outcome:
         owner, secret_hash = TAKEOVERS.credentials(job_id, generation, owner, secret_hash)
-        outcome = self._inner.complete(job_id, owner, generation, secret_hash, receipt, result)
+        outcome = await self._inner.complete(
+            job_id, owner, generation, secret_hash, receipt, result
+        )
         current = self._current(outcome)
         if current is not None:
-            return self._inner.complete(job_id, *current, receipt, result)
+            return await self._inner.complete(job_id, *current, receipt, result)
         return outcome
 
-    def complete_many(self, completions: Sequence[Completion]) -> list[Outcome]:
+    async def complete_many(self, completions: Sequence[Completion]) -> list[Outcome]:
         # One at a time, so that each goes through the unsafe `complete` above.
-        return [self.complete(*completion) for completion in completions]
+        return [await self.complete(*completion) for completion in completions]
 
-    def complete_and_claim(
+    async def complete_and_claim(
         self,
         completions: Sequence[Completion],
         owner: str,
@@ -381,20 +402,20 @@ class UnsafeDriver(PassThroughDriver):
         secret_hashes: Sequence[str],
     ) -> tuple[list[Outcome], list[Outcome]]:
         # In two steps, so that each goes through the unsafe methods above.
-        completed = self.complete_many(completions)
-        return completed, self.claim_next(owner, ttl, queues, secret_hashes)
+        completed = await self.complete_many(completions)
+        return completed, await self.claim_next(owner, ttl, queues, secret_hashes)
 
-    def release(
+    async def release(
         self, job_id: str, owner: str, generation: int, secret_hash: str, receipt: str
     ) -> Outcome:
         owner, secret_hash = TAKEOVERS.credentials(job_id, generation, owner, secret_hash)
-        outcome = self._inner.release(job_id, owner, generation, secret_hash, receipt)
+        outcome = await self._inner.release(job_id, owner, generation, secret_hash, receipt)
         current = self._current(outcome)
         if current is not None:
-            return self._inner.release(job_id, *current, receipt)
+            return await self._inner.release(job_id, *current, receipt)
         return outcome
 
-    def fail(
+    async def fail(
         self,
         job_id: str,
         owner: str,
@@ -405,10 +426,12 @@ class UnsafeDriver(PassThroughDriver):
         retry_in: float,
     ) -> Outcome:
         owner, secret_hash = TAKEOVERS.credentials(job_id, generation, owner, secret_hash)
-        outcome = self._inner.fail(job_id, owner, generation, secret_hash, receipt, error, retry_in)
+        outcome = await self._inner.fail(
+            job_id, owner, generation, secret_hash, receipt, error, retry_in
+        )
         current = self._current(outcome)
         if current is not None:
-            return self._inner.fail(job_id, *current, receipt, error, retry_in)
+            return await self._inner.fail(job_id, *current, receipt, error, retry_in)
         return outcome
 
     def _current(self, outcome: Outcome) -> tuple[str, int, str] | None:

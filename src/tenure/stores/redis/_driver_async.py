@@ -27,6 +27,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ..._clock import Clock
+from ..._concurrency import looks_closed_async, uncancellable_async
 from ..._protocol import Completion, JobRow, Outcome
 from ...errors import StoreUnavailable
 from ._common import (
@@ -41,11 +42,9 @@ from ._common import (
     decode_row,
     decode_text,
     encode,
-    looks_closed,
     note_server_config,
     parse_redis_url,
     refused,
-    uncancellable,
     unreachable,
 )
 
@@ -58,7 +57,7 @@ _RECENT = 0.5
 
 
 class AsyncRedisDriver:
-    """The store operations of `tenure.stores._driver.AsyncDriver` over one Redis server.
+    """The store operations of `tenure.stores.abc.AsyncDriver` over one Redis server.
 
     Create it with ``AsyncRedisDriver(url, store_clock)`` and ``await driver.open()``.
     """
@@ -173,7 +172,7 @@ class AsyncRedisDriver:
             raise
         finally:
             if broken:
-                with uncancellable():
+                with uncancellable_async():
                     await conn.disconnect()
                     await self._pool.release(conn)
             else:
@@ -189,9 +188,9 @@ class AsyncRedisDriver:
                 conn, used_at = self._recent.pop()
             except IndexError:  # another thread took the last one
                 break
-            if time.monotonic() - used_at < _RECENT and not looks_closed(conn):
+            if time.monotonic() - used_at < _RECENT and not looks_closed_async(conn):
                 return conn
-            with uncancellable():
+            with uncancellable_async():
                 await self._pool.release(conn)  # the pool probes it, reconnects if need be
         return await self._pool.get_connection()
 
@@ -400,7 +399,7 @@ class AsyncRedisDriver:
         if not self._closed:
             self._closed = True
             self._recent = []
-            with uncancellable():
+            with uncancellable_async():
                 await self._pool.disconnect()  # in-use ones too, so the recent ones
 
 

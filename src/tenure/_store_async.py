@@ -1,4 +1,5 @@
-"""The store API, async. This file is the source of truth for `tenure.Store` too.
+"""The store API, async: `AsyncStore` and `connect`. The source of truth for `tenure.Store`
+and `tenure.connect` too.
 
 ``tools/async_to_sync.py`` generates ``tenure/_store.py`` from it; CI checks the two agree.
 Keep everything that is not I/O in `tenure._protocol` and `tenure._validate`.
@@ -12,9 +13,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from .._clock import Clock, LeaseTiming, SystemClock
-from .._concurrency import pause
-from .._protocol import (
+from ._clock import Clock, LeaseTiming, SystemClock
+from ._concurrency import pause_async
+from ._protocol import (
     ClaimRequest,
     ClaimVerdict,
     Completion,
@@ -31,7 +32,7 @@ from .._protocol import (
     settle_receipt,
     settle_verdict,
 )
-from .._validate import (
+from ._validate import (
     DEFAULT_PAYLOAD_LIMIT,
     DEFAULT_QUEUES,
     MAX_BATCH,
@@ -45,12 +46,12 @@ from .._validate import (
     validate_queues,
     validate_ttl,
 )
-from ..errors import InvalidArgument, JobNotFound, LeaseLost, StoreLost, StoreUnavailable
-from ..models import Claim, Job, JobState, Lease
-from ..stores import _async_driver
-from ..stores._driver import AsyncDriver, no_transaction
+from .errors import InvalidArgument, JobNotFound, LeaseLost, StoreLost, StoreUnavailable
+from .models import Claim, Job, JobState, Lease
+from .stores import no_transaction, open_driver_async, resolve_url
+from .stores._driver_async import AsyncDriver, AsyncTransaction
 
-__all__ = ["AsyncStore"]
+__all__ = ["DEFAULT_MAX_ATTEMPTS", "AsyncStore", "connect"]
 
 T = TypeVar("T")
 
@@ -104,7 +105,7 @@ class AsyncStore:
         """The client clock local deadlines are measured on."""
         return self._clock
 
-    def sql_transaction(self, operation: str, *, conn: Any = None) -> _async_driver.Transaction:
+    def sql_transaction(self, operation: str, *, conn: Any = None) -> AsyncTransaction:
         """A transaction of the store's own database that your statements share (SQLite
         and PostgreSQL stores): the seam under `tenure.fence.complete_with`, for
         integrations that must commit their writes and a store operation together.
@@ -118,15 +119,15 @@ class AsyncStore:
         Nothing happens before it is entered; then it connects (``conn``: your own idle
         connection to the store's database, checked by store id; by default one of the
         store's), begins, and on leaving commits (rolls back on an exception). The
-        transaction's store operations are the driver's (`tenure.stores._async_driver.
-        Transaction`): raw `Outcome` answers, not checked or interpreted here. Redis has
+        transaction's store operations are the driver's (`tenure.stores._driver_async.
+        AsyncTransaction`): raw `Outcome` answers, not checked or interpreted here. Redis has
         no such transaction: `InvalidArgument` at once. ``operation`` (e.g.
         ``"complete"``) names what the transaction is for in errors.
         """
         opener = getattr(self._driver, "transaction", None)
         if opener is None:
             raise no_transaction(self.url, operation)
-        txn: _async_driver.Transaction = opener(operation, conn, self._payload_limit)
+        txn: AsyncTransaction = opener(operation, conn, self._payload_limit)
         return txn
 
     def __repr__(self) -> str:
@@ -157,7 +158,7 @@ class AsyncStore:
                     or isinstance(exc, StoreLost)
                 ):
                     raise
-                await pause(0.05 * (4**attempt) * (0.5 + self._rng.random()))
+                await pause_async(0.05 * (4**attempt) * (0.5 + self._rng.random()))
         raise AssertionError("unreachable")
 
     # -- jobs -------------------------------------------------------------------------
@@ -601,4 +602,33 @@ def _log_buried(row: JobRow) -> None:
         "job %s dead: the lease of its last allowed attempt expired",
         row.job_id,
         extra={"job_id": row.job_id, "generation": row.generation, "attempts": row.attempts},
+    )
+
+
+async def connect(
+    url: str | None = None,
+    *,
+    clock: Clock | None = None,
+    store_clock: Clock | None = None,
+    timing: LeaseTiming | None = None,
+    retry_policy: RetryPolicy | None = None,
+    payload_limit: int = DEFAULT_PAYLOAD_LIMIT,
+    rng: random.Random | None = None,
+) -> AsyncStore:
+    """Open the store at ``url`` (default: ``TENURE_STORE_URL``, else ``sqlite:///tenure.db``).
+
+    ``clock`` is the client's clock (local lease deadlines are measured on its monotonic
+    time). ``store_clock`` replaces the store's own clock: for SQLite that is the host clock
+    anyway; for server stores it is a hook for deterministic tests only, never for
+    production, where the server's time must decide.
+    """
+    validate_payload_limit(payload_limit)  # before the store is touched
+    driver = await open_driver_async(resolve_url(url), store_clock)
+    return AsyncStore(
+        driver,
+        clock=clock,
+        timing=timing,
+        retry_policy=retry_policy,
+        payload_limit=payload_limit,
+        rng=rng,
     )

@@ -1,0 +1,193 @@
+"""`ThreadedDriver`: a naturally blocking driver (SQLite) offered to async code, each call
+run in a worker thread (the driver interfaces are in ``_driver_async.py``, the source, and
+``_driver.py``, its generated sync twin)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import partial
+from types import TracebackType
+from typing import Any
+
+import anyio.to_thread
+
+from .._protocol import Completion, JobRow, Outcome
+from ._driver import Driver, Transaction
+
+__all__ = ["ThreadedDriver", "ThreadedTransaction"]
+
+
+class ThreadedDriver:
+    """Offers a blocking driver to async code by running each call in a worker thread."""
+
+    def __init__(self, sync: Driver) -> None:
+        self.sync = sync
+        self.store_id = sync.store_id
+        self.url = sync.url
+
+    async def now(self) -> float:
+        return await anyio.to_thread.run_sync(self.sync.now)
+
+    async def submit(
+        self, job_id: str, queue: str, payload: str | None, delay: float, max_attempts: int
+    ) -> Outcome:
+        call = partial(self.sync.submit, job_id, queue, payload, delay, max_attempts)
+        return await anyio.to_thread.run_sync(call)
+
+    async def claim(self, job_id: str, owner: str, ttl: float, secret_hash: str) -> Outcome:
+        call = partial(self.sync.claim, job_id, owner, ttl, secret_hash)
+        return await anyio.to_thread.run_sync(call)
+
+    async def claim_next(
+        self, owner: str, ttl: float, queues: Sequence[str], secret_hashes: Sequence[str]
+    ) -> list[Outcome]:
+        call = partial(self.sync.claim_next, owner, ttl, queues, secret_hashes)
+        return await anyio.to_thread.run_sync(call)
+
+    async def renew(
+        self, job_id: str, owner: str, generation: int, secret_hash: str, ttl: float
+    ) -> Outcome:
+        call = partial(self.sync.renew, job_id, owner, generation, secret_hash, ttl)
+        return await anyio.to_thread.run_sync(call)
+
+    async def complete(
+        self,
+        job_id: str,
+        owner: str,
+        generation: int,
+        secret_hash: str,
+        receipt: str,
+        result: str | None,
+    ) -> Outcome:
+        call = partial(self.sync.complete, job_id, owner, generation, secret_hash, receipt, result)
+        return await anyio.to_thread.run_sync(call)
+
+    async def complete_many(self, completions: Sequence[Completion]) -> list[Outcome]:
+        return await anyio.to_thread.run_sync(self.sync.complete_many, completions)
+
+    async def complete_and_claim(
+        self,
+        completions: Sequence[Completion],
+        owner: str,
+        ttl: float,
+        queues: Sequence[str],
+        secret_hashes: Sequence[str],
+    ) -> tuple[list[Outcome], list[Outcome]]:
+        call = partial(self.sync.complete_and_claim, completions, owner, ttl, queues, secret_hashes)
+        return await anyio.to_thread.run_sync(call)
+
+    async def release(
+        self, job_id: str, owner: str, generation: int, secret_hash: str, receipt: str
+    ) -> Outcome:
+        call = partial(self.sync.release, job_id, owner, generation, secret_hash, receipt)
+        return await anyio.to_thread.run_sync(call)
+
+    async def fail(
+        self,
+        job_id: str,
+        owner: str,
+        generation: int,
+        secret_hash: str,
+        receipt: str,
+        error: str,
+        retry_in: float,
+    ) -> Outcome:
+        call = partial(
+            self.sync.fail, job_id, owner, generation, secret_hash, receipt, error, retry_in
+        )
+        return await anyio.to_thread.run_sync(call)
+
+    async def get(self, job_id: str) -> Outcome:
+        return await anyio.to_thread.run_sync(self.sync.get, job_id)
+
+    async def list_jobs(
+        self, queue: str | None, state: str | None, limit: int
+    ) -> tuple[float, list[JobRow]]:
+        call = partial(self.sync.list_jobs, queue, state, limit)
+        return await anyio.to_thread.run_sync(call)
+
+    async def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
+        call = partial(self.sync.wait_for_jobs, queues, timeout)
+        await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
+
+    async def close(self) -> None:
+        await anyio.to_thread.run_sync(self.sync.close)
+
+    def transaction(self, operation: str, conn: Any, payload_limit: int) -> ThreadedTransaction:
+        opener = getattr(self.sync, "transaction", None)
+        if opener is None:
+            from . import no_transaction  # the package imports this module
+
+            raise no_transaction(self.url, operation)
+        return ThreadedTransaction(opener(operation, conn, payload_limit))
+
+
+class ThreadedTransaction:
+    """A blocking driver's `Transaction` offered to async code: each of its steps runs in a
+    worker thread, as `ThreadedDriver` runs each call. The caller's statements on
+    ``cursor`` stay blocking calls (the connection allows use from any thread)."""
+
+    def __init__(self, sync: Transaction) -> None:
+        self.sync = sync
+        self.payload_limit = sync.payload_limit
+
+    @property
+    def conn(self) -> Any:
+        return self.sync.conn
+
+    @property
+    def cursor(self) -> Any:
+        return self.sync.cursor
+
+    async def __aenter__(self) -> ThreadedTransaction:
+        entered = False
+
+        def enter() -> None:
+            nonlocal entered
+            self.sync.__enter__()
+            entered = True
+
+        try:
+            await anyio.to_thread.run_sync(enter)
+        except BaseException as exc:
+            # Cancelled once the thread had begun the transaction: `async with` will not
+            # leave it, so end it here (a begun SQLite write transaction holds the lock).
+            if entered:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(
+                        self.sync.__exit__, type(exc), exc, exc.__traceback__
+                    )
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await anyio.to_thread.run_sync(self.sync.__exit__, exc_type, exc, tb)
+
+    async def now(self) -> float:
+        return await anyio.to_thread.run_sync(self.sync.now)
+
+    async def get(self, job_id: str) -> Outcome:
+        return await anyio.to_thread.run_sync(self.sync.get, job_id)
+
+    async def complete(
+        self,
+        job_id: str,
+        owner: str,
+        generation: int,
+        secret_hash: str,
+        receipt: str,
+        result: str | None,
+    ) -> Outcome:
+        call = partial(self.sync.complete, job_id, owner, generation, secret_hash, receipt, result)
+        return await anyio.to_thread.run_sync(call)
+
+    async def commit(self) -> None:
+        await anyio.to_thread.run_sync(self.sync.commit)
+
+    async def rollback(self) -> None:
+        await anyio.to_thread.run_sync(self.sync.rollback)

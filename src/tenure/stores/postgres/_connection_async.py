@@ -1,0 +1,94 @@
+"""A driver's connections and raw cursors, and the retry of statements that raced another
+writer (async; ``_connection.py`` is generated from this file).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, NamedTuple
+
+import psycopg
+from psycopg import AsyncConnection, AsyncRawCursor
+from psycopg_pool import AsyncConnectionPool
+
+from ..._protocol import Outcome
+from ...errors import StoreUnavailable
+from ._common import (
+    Answer,
+    answer_row,
+    binary_lists,
+    connection_is_stale,
+    store_unavailable,
+)
+
+__all__ = [
+    "RACE_RETRIES",
+    "Hot",
+    "holder_params",
+    "raw_cursor_async",
+    "unraced_async",
+    "usable_connection_async",
+]
+
+# A job changed by someone else between a statement's snapshot and its update: run again.
+# Each run takes a new snapshot, so this only repeats while the job keeps changing.
+RACE_RETRIES = 5
+
+
+async def usable_connection_async(
+    pool: AsyncConnectionPool[Any], operation: str
+) -> AsyncConnection[Any]:
+    """A connection from the pool, checked: one the server closed meanwhile (restart,
+    terminated backend) is recognised before anything is sent on it, and replaced."""
+    for _ in range((pool.max_size or 1) + 1):
+        try:
+            conn: AsyncConnection[Any] = await pool.getconn()
+        except psycopg.Error as exc:
+            error = store_unavailable(operation, exc, sent=False)
+            if error is None:
+                raise
+            raise error from exc
+        if not connection_is_stale(conn):
+            return conn
+        await conn.close()
+        await pool.putconn(conn)
+    raise StoreUnavailable(
+        f"{operation}: every pooled PostgreSQL connection was found closed; retry later",
+        operation=operation,
+        outcome_unknown=False,
+    )
+
+
+def raw_cursor_async(conn: AsyncConnection[Any]) -> AsyncRawCursor[Answer]:
+    cursor = AsyncRawCursor(conn, row_factory=answer_row)
+    binary_lists(cursor)
+    return cursor
+
+
+async def unraced_async(run: Callable[[], Awaitable[Answer]]) -> Outcome:
+    """What a single-job statement did: ``run`` it again while it reports ``raced``."""
+    for _ in range(RACE_RETRIES):
+        answer = await run()
+        if not answer.raced:
+            break
+    return answer.outcome
+
+
+class Hot(NamedTuple):
+    conn: AsyncConnection[Any]
+    cursor: AsyncRawCursor[Answer]
+    since: float  # when it was taken from the pool (time.monotonic())
+    poller: Any  # watches conn's socket (see connection_is_stale)
+
+
+def holder_params(
+    job_id: str, owner: str, generation: int, secret_hash: str, **more: Any
+) -> dict[str, Any]:
+    """The parameters naming a lease holder, for the statements a holder runs."""
+    return {
+        "job_id": job_id,
+        "owner": owner,
+        "generation": generation,
+        "secret_hash": secret_hash,
+        **more,
+    }

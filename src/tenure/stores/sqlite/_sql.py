@@ -1,0 +1,85 @@
+"""The SQLite store's statements (``sql/*.sql``, read once) and the small helpers that run
+them: shared by the driver and its transactions."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from typing import Any, NamedTuple
+
+from ..._protocol import JobRow
+from .._resources import load_text
+
+__all__ = [
+    "BURY",
+    "CLAIM",
+    "CLOCK",
+    "GET",
+    "HOLDER_UPDATES",
+    "LIST",
+    "NEXT_DUE",
+    "PACKAGE",
+    "PICK",
+    "READ_CLOCK",
+    "STORE_ID",
+    "SUBMIT",
+    "Pick",
+    "read_row",
+    "statements",
+]
+
+PACKAGE = __package__ or "tenure.stores.sqlite"
+
+
+def _load(name: str) -> str:
+    return load_text(PACKAGE, f"sql/{name}.sql")
+
+
+# Read once: the hot path only passes these strings to sqlite3, whose per-connection
+# statement cache then skips parsing.
+BURY = _load("bury")
+CLAIM = _load("claim")
+CLOCK = _load("clock")
+GET = _load("get")
+LIST = _load("list")
+NEXT_DUE = _load("next_due")
+PICK = _load("pick")
+READ_CLOCK = _load("read_clock")
+STORE_ID = _load("store_id")
+SUBMIT = _load("submit")
+HOLDER_UPDATES = {name: _load(name) for name in ("renew", "complete", "release", "fail")}
+
+
+class Pick(NamedTuple):
+    """A row of pick.sql, by the names of its columns (a test holds the two together)."""
+
+    job_id: str
+    state: str
+    attempts: int
+    max_attempts: int
+    available_at: float
+    seq: int
+
+
+def read_row(cur: sqlite3.Cursor, statement: str, params: dict[str, Any]) -> JobRow | None:
+    """The one job row a statement answers (in JOB_COLUMNS order), or None."""
+    found = cur.execute(statement, params).fetchone()
+    return None if found is None else JobRow._make(found)
+
+
+def statements(script: str) -> Iterator[str]:
+    """Split a migration script into complete statements (triggers included)."""
+    pending = ""
+    for line in script.splitlines(keepends=True):
+        pending += line
+        if sqlite3.complete_statement(pending):
+            if _has_sql(pending):
+                yield pending
+            pending = ""
+    if _has_sql(pending):
+        raise ValueError(f"incomplete SQL statement at the end of a migration: {pending!r}")
+
+
+def _has_sql(text: str) -> bool:
+    """False for text made only of blank lines and ``--`` comments."""
+    return any(line.strip() and not line.strip().startswith("--") for line in text.splitlines())

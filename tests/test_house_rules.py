@@ -1,0 +1,216 @@
+"""The shape of the house, checked (docs/architecture.md): small rooms, public seams.
+
+- No module over 500 lines of code (docstrings, comments and blank lines not counted),
+  except the generated sync twins, whose size is their source's.
+- No function over 80 lines.
+- No private attribute of another object reached from outside its own module: ``obj._x``
+  is allowed on ``self``/``cls``, for names the same module defines, and for the public
+  API that happens to start with an underscore (namedtuple's ``_replace`` and kin,
+  ``os._exit``).
+- A private module's ``__all__`` is its interface: every name another module of the
+  package imports from it is listed there.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import tokenize
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "src" / "tenure"
+MAX_MODULE_LINES = 500
+MAX_FUNCTION_LINES = 80
+UNDERSCORE_API = {"_replace", "_make", "_asdict", "_fields", "_field_defaults", "_exit"}
+
+
+def _generated() -> set[Path]:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "async_to_sync", PACKAGE.parent.parent / "tools" / "async_to_sync.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    return {PACKAGE / target for _, target in tool.pairs()}
+
+
+MODULES = sorted(PACKAGE.rglob("*.py"))
+GENERATED = _generated()
+
+
+def _docstring_lines(tree: ast.Module) -> set[int]:
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            first = node.body[0] if node.body else None
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
+                lines.update(range(first.lineno, (first.end_lineno or first.lineno) + 1))
+    return lines
+
+
+def lines_of_code(text: str) -> int:
+    skip = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT}
+    lines: set[int] = set()
+    for token in tokenize.generate_tokens(io.StringIO(text).readline):
+        if token.type not in skip and token.type != tokenize.ENDMARKER:
+            lines.update(range(token.start[0], token.end[0] + 1))
+    return len(lines - _docstring_lines(ast.parse(text)))
+
+
+def _name(path: Path) -> str:
+    return str(path.relative_to(PACKAGE))
+
+
+@pytest.mark.parametrize("path", [m for m in MODULES if m not in GENERATED], ids=_name)
+def test_rooms_are_small(path: Path) -> None:
+    text = path.read_text()
+    size = lines_of_code(text)
+    assert size <= MAX_MODULE_LINES, f"{_name(path)}: {size} lines of code; split it by concern"
+    long = [
+        f"{node.name} ({(node.end_lineno or 0) - node.lineno + 1} lines)"
+        for node in ast.walk(ast.parse(text))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and (node.end_lineno or 0) - node.lineno + 1 > MAX_FUNCTION_LINES
+    ]
+    assert not long, f"{_name(path)}: functions over {MAX_FUNCTION_LINES} lines: {long}"
+
+
+def _defined_private_names(tree: ast.Module) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            names.add(node.attr)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return {name for name in names if name.startswith("_")}
+
+
+def test_no_private_attribute_is_reached_from_another_module() -> None:
+    reached = []
+    for path in MODULES:
+        tree = ast.parse(path.read_text())
+        own = _defined_private_names(tree) | UNDERSCORE_API
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Attribute) or not node.attr.startswith("_"):
+                continue
+            if node.attr.startswith("__") or node.attr in own:
+                continue
+            if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+                continue
+            reached.append(f"{_name(path)}:{node.lineno}: {ast.unparse(node)}")
+    assert not reached, "use a public seam instead:\n" + "\n".join(reached)
+
+
+def _module_of(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _resolve(importer: Path, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    package = _module_of(importer).split(".")
+    if importer.name != "__init__.py":
+        package = package[:-1]
+    base = package[: len(package) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def test_a_private_modules_all_lists_what_the_package_imports_from_it() -> None:
+    exported: dict[str, set[str] | None] = {}
+    for path in MODULES:
+        tree = ast.parse(path.read_text())
+        names = None
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+            ):
+                names = set(ast.literal_eval(node.value))
+        exported[_module_of(path)] = names
+    missing: dict[str, set[str]] = defaultdict(set)
+    for path in MODULES:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            source = _resolve(path, node)
+            if not source.rpartition(".")[2].startswith("_") or source not in exported:
+                continue
+            listed = exported[source]
+            for alias in node.names:
+                if listed is not None and alias.name not in listed:
+                    missing[source].add(alias.name)
+    assert not missing, "add these to the module's __all__ (or stop importing them):\n" + (
+        "\n".join(f"{m}: {sorted(n)}" for m, n in sorted(missing.items()))
+    )
+
+
+# The floors of docs/architecture.md, bottom up: a module imports only from its own floor
+# or the floors below (imports inside functions included; `tenure/__init__.py` and
+# `__main__` sit on top of everything).
+FLOORS: list[tuple[str, ...]] = [
+    ("tenure.models", "tenure.errors", "tenure._validate", "tenure._clock", "tenure._concurrency"),
+    ("tenure._protocol",),
+    ("tenure.stores",),
+    ("tenure._store", "tenure._store_async", "tenure.aio"),
+    ("tenure.worker", "tenure.fence"),
+    ("tenure.chaos",),
+    ("tenure.cli",),
+]
+
+
+def _floor(module: str) -> int | None:
+    for level, rooms in enumerate(FLOORS):
+        if any(module == room or module.startswith(room + ".") for room in rooms):
+            return level
+    return None
+
+
+def test_imports_only_go_down_the_floors() -> None:
+    upward = []
+    for path in MODULES:
+        importer = _module_of(path)
+        level = _floor(importer)
+        if level is None:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets: list[str] = []
+            if isinstance(node, ast.ImportFrom):
+                source = _resolve(path, node)
+                targets = (
+                    [source]
+                    if source != "tenure"
+                    else [f"tenure.{alias.name}" for alias in node.names]
+                )
+            elif isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            for target in targets:
+                if not target.startswith("tenure"):
+                    continue
+                above = _floor(target)
+                if above is not None and above > level:
+                    upward.append(f"{importer} (floor {level}) imports {target} (floor {above})")
+    assert not upward, "\n".join(sorted(set(upward)))
+
+
+def test_every_module_has_a_floor() -> None:
+    homeless = [
+        _module_of(path)
+        for path in MODULES
+        if _floor(_module_of(path)) is None
+        and _module_of(path) not in ("tenure", "tenure.__main__")
+    ]
+    assert not homeless, f"add these to FLOORS (and docs/architecture.md): {homeless}"
