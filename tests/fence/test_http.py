@@ -24,6 +24,8 @@ with warnings.catch_warnings():  # starlette 1.x would rather have httpx2 behind
 
 import tenure  # noqa: E402
 from tenure import fence  # noqa: E402
+from tenure.fence import asgi  # noqa: E402
+from tenure.fence import headers as wire  # noqa: E402
 from tenure.fence.asgi import FenceMiddleware  # noqa: E402
 from tenure.fence.http import TenureAuth, raise_for_fence  # noqa: E402
 
@@ -61,11 +63,11 @@ def post(client: TestClient, headers: dict[str, str]) -> Any:
 
 
 def test_headers_of_a_token(ring: fence.Keyring) -> None:
-    assert fence.token_headers(token(7)) == {
+    assert wire.token_headers(token(7)) == {
         "Tenure-Job": "export%2F2024%20%C3%BC",
         "Tenure-Generation": "7",
     }
-    signed = fence.token_headers(token(7), ring)
+    signed = wire.token_headers(token(7), ring)
     assert set(signed) == {
         "Tenure-Job",
         "Tenure-Generation",
@@ -73,9 +75,9 @@ def test_headers_of_a_token(ring: fence.Keyring) -> None:
         "Tenure-Key-Id",
         "Tenure-Token-Signature",
     }
-    assert fence.check_headers(signed, ring) == token(7)
-    assert fence.check_headers({"tenure-job": "a", "TENURE-GENERATION": "3"}) == token(3, "a")
-    assert fence.check_headers({"Content-Type": "text/plain"}) is None
+    assert wire.check_headers(signed, ring) == token(7)
+    assert wire.check_headers({"tenure-job": "a", "TENURE-GENERATION": "3"}) == token(3, "a")
+    assert wire.check_headers({"Content-Type": "text/plain"}) is None
 
 
 @pytest.mark.parametrize(
@@ -97,21 +99,21 @@ def test_headers_of_a_token(ring: fence.Keyring) -> None:
     ],
 )
 def test_malformed_headers(headers: dict[str, Any]) -> None:
-    found = fence.check_headers(headers)
-    assert isinstance(found, fence.Rejection)
+    found = wire.check_headers(headers)
+    assert isinstance(found, wire.Rejection)
     assert (found.kind, found.status) == ("malformed", 400)
 
 
 def test_the_middleware_fences_requests() -> None:
     app, reached, refused = make_app()
     with TestClient(app) as client:
-        assert post(client, fence.token_headers(token(7))).status_code == 200
-        assert post(client, fence.token_headers(token(7))).status_code == 200  # same again
-        assert post(client, fence.token_headers(token(8))).status_code == 200
-        late = post(client, fence.token_headers(token(7)))
+        assert post(client, wire.token_headers(token(7))).status_code == 200
+        assert post(client, wire.token_headers(token(7))).status_code == 200  # same again
+        assert post(client, wire.token_headers(token(8))).status_code == 200
+        late = post(client, wire.token_headers(token(7)))
         assert client.get("/effect").status_code == 200  # no token, safe method: passes
         missing = client.post("/effect", json={})
-        other_job = post(client, fence.token_headers(token(1, "another")))
+        other_job = post(client, wire.token_headers(token(1, "another")))
     assert late.status_code == 409
     assert late.headers["content-type"] == "application/problem+json"
     problem = late.json()
@@ -135,18 +137,18 @@ def test_the_middleware_fences_requests() -> None:
 def test_strict_accepts_one_request_per_generation() -> None:
     app, reached, _ = make_app(strict=True)
     with TestClient(app) as client:
-        assert post(client, fence.token_headers(token(3))).status_code == 200
-        again = post(client, fence.token_headers(token(3)))
+        assert post(client, wire.token_headers(token(3))).status_code == 200
+        again = post(client, wire.token_headers(token(3)))
     assert again.status_code == 409
     assert again.json()["type"] == "urn:tenure:problem:strict"
     assert len(reached) == 1
 
 
 def test_signed_tokens(ring: fence.Keyring) -> None:
-    store = fence.MemoryFenceStore()
+    store = asgi.MemoryFenceStore()
     app, reached, refused = make_app(store=store, keyring=ring)
     with TestClient(app) as client:
-        good = fence.token_headers(token(7), ring)
+        good = wire.token_headers(token(7), ring)
         assert post(client, good).status_code == 200
         forged = {**good, "Tenure-Generation": str(2**63 - 1)}
         answer = post(client, forged)
@@ -155,16 +157,16 @@ def test_signed_tokens(ring: fence.Keyring) -> None:
             "urn:tenure:problem:bad-signature",
         )
         assert store.highest(JOB) == 7  # the forged generation never reached the fence
-        assert post(client, fence.token_headers(token(8), ring)).status_code == 200
+        assert post(client, wire.token_headers(token(8), ring)).status_code == 200
         truncated = {**good, "Tenure-Token-Signature": good["Tenure-Token-Signature"][:-2]}
         assert post(client, truncated).status_code == 400
         cross_job = {**good, "Tenure-Job": "another-job"}
         assert post(client, cross_job).status_code == 403
-        unsigned = post(client, fence.token_headers(token(9)))
+        unsigned = post(client, wire.token_headers(token(9)))
         assert unsigned.json()["type"] == "urn:tenure:problem:unsigned"
         replayed = post(client, good)  # a captured, genuine generation-7 request
         assert replayed.status_code == 409
-        stranger = fence.token_headers(token(9), fence.Keyring({"k9": KEY}))
+        stranger = wire.token_headers(token(9), fence.Keyring({"k9": KEY}))
         assert post(client, stranger).json()["type"] == "urn:tenure:problem:unknown-key"
     assert reached == [token(7), token(8)]
     assert [r.status for r in refused] == [403, 400, 403, 403, 409, 403]
@@ -173,12 +175,12 @@ def test_signed_tokens(ring: fence.Keyring) -> None:
 
 def test_sqlite_fence_store_survives_restarts(tmp_path: Path) -> None:
     path = tmp_path / "fence.db"
-    app, _, _ = make_app(store=fence.SQLiteFenceStore(path))
+    app, _, _ = make_app(store=asgi.SQLiteFenceStore(path))
     with TestClient(app) as client:
-        assert post(client, fence.token_headers(token(5))).status_code == 200
-    app, reached, _ = make_app(store=fence.SQLiteFenceStore(path))
+        assert post(client, wire.token_headers(token(5))).status_code == 200
+    app, reached, _ = make_app(store=asgi.SQLiteFenceStore(path))
     with TestClient(app) as client:
-        assert post(client, fence.token_headers(token(4))).status_code == 409
+        assert post(client, wire.token_headers(token(4))).status_code == 409
     assert reached == []
 
 
@@ -217,7 +219,7 @@ def test_tenure_auth_stamps_every_request(ring: fence.Keyring) -> None:
         client.post("/a", json={})
         current["token"] = token(8)
         client.put("/b", json={})
-    assert [fence.check_headers(dict(r.headers), ring) for r in sent] == [token(7), token(8)]
+    assert [wire.check_headers(dict(r.headers), ring) for r in sent] == [token(7), token(8)]
     assert sent[0].headers["Tenure-Job"] == "export%2F2024%20%C3%BC"
 
 
@@ -226,7 +228,7 @@ async def test_tenure_auth_with_an_async_client() -> None:
     transport, sent = capture()
     async with httpx.AsyncClient(transport=transport, auth=TenureAuth(token(3))) as client:
         await client.get("http://sink/x")
-    assert fence.check_headers(dict(sent[0].headers)) == token(3)
+    assert wire.check_headers(dict(sent[0].headers)) == token(3)
 
 
 def test_tenure_auth_against_the_middleware(ring: fence.Keyring) -> None:
@@ -254,7 +256,7 @@ def test_bad_auth_arguments() -> None:
 
 
 def test_problem_body_is_json(ring: fence.Keyring) -> None:
-    rejection = fence.Rejection.stale(token(1), 2, strict=False)
+    rejection = wire.Rejection.stale(token(1), 2, strict=False)
     assert json.loads(rejection.body("/x"))["instance"] == "/x"
 
 

@@ -3,8 +3,7 @@
 ::
 
     from starlette.applications import Starlette
-    from tenure.fence import SQLiteFenceStore
-    from tenure.fence.asgi import FenceMiddleware
+    from tenure.fence.asgi import FenceMiddleware, SQLiteFenceStore
 
     app = Starlette(routes=...)
     app.add_middleware(FenceMiddleware, store=SQLiteFenceStore("fence.db"), keyring=keyring)
@@ -43,9 +42,17 @@ from ..errors import InvalidArgument
 from ..models import FencingToken
 from ._headers import PROBLEM_CONTENT_TYPE, Rejection, check_headers, collect_headers, missing
 from ._signed import Keyring
-from ._stores import FenceStore, FenceVerdict, MemoryFenceStore
+from ._stores import FenceStore, FenceVerdict, MemoryFenceStore, SQLiteFenceStore
 
-__all__ = ["STATE_KEY", "FenceMiddleware", "send_problem"]
+__all__ = [
+    "STATE_KEY",
+    "FenceMiddleware",
+    "FenceStore",
+    "FenceVerdict",
+    "MemoryFenceStore",
+    "SQLiteFenceStore",
+    "send_problem",
+]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
