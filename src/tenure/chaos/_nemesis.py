@@ -344,7 +344,7 @@ class Nemesis:
             "fault", kind=fault.kind, phase="armed", target=name, target_pid=pid, arm=arm["id"]
         )
         deadline = time.monotonic() + fault.params["window"]
-        self._outcome(fault, _ARMED)  # before the watch, which may settle it at once
+        self._outcome(fault, _ARMED)  # before the watch, which may decide its outcome at once
         self._watch_arm(fault, name, pid, arm, deadline)
         with self._lock:
             return self._outcomes[self._place[id(fault)]]
