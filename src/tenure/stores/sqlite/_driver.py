@@ -27,7 +27,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from ..._clock import Clock, SystemClock, boot_clock
 from ..._protocol import Completion, JobRow, Outcome, Status
 from ..._validate import MAX_GENERATION
-from ...errors import InvalidArgument, StoreUnavailable
+from ...errors import InvalidArgument, StoreLost, StoreUnavailable
 from .. import refuse_fragment
 from .._resources import migrations
 from ._sql import (
@@ -120,6 +120,8 @@ class SQLiteDriver:
             self._conn = sqlite3.connect(
                 self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
             )
+            # The file this connection writes to: checked at every write (see _begin).
+            self._file = _identity(self.path)
             if self.path != ":memory:":
                 self._conn.execute("PRAGMA journal_mode=WAL")
             # FULL: a committed generation survives power loss. With NORMAL a crash can
@@ -182,7 +184,24 @@ class SQLiteDriver:
                 operation=operation,
                 outcome_unknown=False,
             ) from exc
+        if self._file is not None and _identity(self.path) != self._file:
+            self._conn.rollback()
+            raise self._lost(operation)
         return cur
+
+    def _lost(self, operation: str) -> StoreLost:
+        # The file at the path is not the one this connection writes to: it was replaced
+        # (an older copy moved into place, say) or removed. Other processes opening the path
+        # now see other generations, so this one must not hand out more.
+        return StoreLost(
+            f"{operation}: the SQLite store {self.path!r} is no longer the file this client "
+            "opened (it was replaced, for instance by an older copy, or removed), so "
+            "generations could be issued twice. This client refuses to go on: stop the "
+            "workers and read 'A store that lost its memory' in docs/how-it-works.md before "
+            "starting them again; nothing changed",
+            operation=operation,
+            outcome_unknown=False,
+        )
 
     def _commit(self, cur: sqlite3.Cursor, operation: str) -> None:
         try:
@@ -509,6 +528,17 @@ class SQLiteDriver:
         to the store's file (``BEGIN IMMEDIATE``), or ``conn``, a sqlite3 connection the
         caller opened to that file (in any of sqlite3's transaction modes)."""
         return SQLiteTransaction(self, operation, conn, payload_limit)
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    """The file at ``path`` (device and inode), None for an in-memory store or no file."""
+    if path == ":memory:":
+        return None
+    try:
+        found = os.stat(path)
+    except OSError:
+        return (-1, -1)  # removed: not the file that was opened
+    return (found.st_dev, found.st_ino)
 
 
 def open_sync(url: str, clock: Clock | None) -> SQLiteDriver:
