@@ -66,6 +66,15 @@ def store_url(base: str, prefix: str) -> str:
     return f"{base}{'&' if '?' in base else '?'}prefix={prefix}"
 
 
+def store_keys(r: Any, url: str) -> Keys:
+    """The key names of the store at ``url`` (its clock key is named by its store id)."""
+    prefix = parse_redis_url(url).prefix
+    store_id = r.hget(Keys(prefix).meta, "store_id")
+    if isinstance(store_id, bytes):
+        store_id = store_id.decode()
+    return Keys(prefix, store_id)
+
+
 def client(base: str) -> Any:
     return redis.Redis.from_url(parse_redis_url(base).redis_url, decode_responses=True, protocol=2)
 
@@ -105,7 +114,7 @@ class RawCycles:
 
     def __init__(self, url: str, owner: str) -> None:
         self.r = client(url)
-        keys = Keys(parse_redis_url(url).prefix)
+        keys = store_keys(self.r, url)
         self.keys = keys
         self.claim_next = self.r.register_script(SCRIPTS["claim_next"].text)
         self.complete = self.r.register_script(SCRIPTS["complete"].text)
@@ -125,7 +134,7 @@ class RawCycles:
             if len(reply) < 2:
                 break
             row = reply[1]
-            job_id, generation = row[0], row[4]
+            job_id, generation = row[1], row[5]  # each item: [status, *JOB_COLUMNS]
             self.complete(
                 keys=[keys.job(job_id), keys.clock],
                 args=["", owner, generation, RAW_SECRET_HASH, RAW_RECEIPT, "", "0"],
@@ -150,7 +159,9 @@ class RawConnectionCycles:
         )
         self.conn = self.pool.make_connection()
         self.conn.connect()
-        keys = Keys(options.prefix)
+        lookup = client(url)
+        keys = store_keys(lookup, url)
+        lookup.close()
         self.keys = keys
         self.owner = owner
         self.claim_call = (2, keys.clock, keys.candidates(QUEUE))
@@ -175,7 +186,7 @@ class RawConnectionCycles:
             if len(reply) < 2:
                 break
             row = reply[1]
-            job_id, generation = row[0], row[4]
+            job_id, generation = row[1], row[5]  # each item: [status, *JOB_COLUMNS]
             self._eval(
                 "complete",
                 2,
@@ -260,7 +271,8 @@ class Stores:
 
     def fresh(self) -> str:
         prefix = f"bench-{uuid.uuid4().hex[:10]}"
-        keys = Keys(prefix)
+        tenure.connect(store_url(self.base, prefix)).close()  # makes the store: id, clock
+        keys = store_keys(self.r, store_url(self.base, prefix))
         submit = SCRIPTS["submit"]
         self.r.script_load(submit.text)
         pipe = self.r.pipeline(transaction=False)
@@ -301,7 +313,10 @@ class Stores:
                 pipe.hmget(keys.job(f"job-{number:07d}"), "s", "g")
             wrong = [fields for fields in pipe.execute() if fields != [state, "1"]]
             if wrong:
-                raise SystemExit(f"benchmark bug: {len(wrong)} jobs not {state} at generation 1")
+                raise SystemExit(
+                    f"benchmark bug: {len(wrong)} jobs not {state} at generation 1 "
+                    f"(first: {wrong[0]})"
+                )
         finally:
             doomed = list(self.r.scan_iter(match="{" + prefix + "}:*", count=1000))
             for start in range(0, len(doomed), 1000):
