@@ -162,9 +162,16 @@ def test_a_private_modules_all_lists_what_the_package_imports_from_it() -> None:
 # or the floors below (imports inside functions included; `tenure/__init__.py` and
 # `__main__` sit on top of everything).
 FLOORS: list[tuple[str, ...]] = [
-    ("tenure.models", "tenure.errors", "tenure._validate", "tenure._clock", "tenure._concurrency"),
+    (
+        "tenure.models",
+        "tenure.errors",
+        "tenure._validate",
+        "tenure._clock",
+        "tenure._concurrency",
+        "tenure._resources",
+    ),
     ("tenure._protocol",),
-    ("tenure.stores",),
+    ("tenure.stores", "tenure._dbapi"),
     ("tenure._store", "tenure._store_async", "tenure.aio"),
     ("tenure.worker", "tenure.fence"),
     ("tenure.chaos",),
@@ -214,3 +221,24 @@ def test_every_module_has_a_floor() -> None:
         and _module_of(path) not in ("tenure", "tenure.__main__")
     ]
     assert not homeless, f"add these to FLOORS (and docs/architecture.md): {homeless}"
+
+
+def test_no_private_module_of_another_package_is_imported() -> None:
+    # A package's private modules are its own and its sub-packages'; what others need it
+    # exports from its __init__ (or tenure.stores.abc). Top-level tenure._x modules are the
+    # shared floor of everything.
+    reached = []
+    for path in MODULES:
+        importer = _module_of(path)
+        package = importer if path.name == "__init__.py" else importer.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            source = _resolve(path, node)
+            home, _, name = source.rpartition(".")
+            if not source.startswith("tenure.") or not name.startswith("_") or home == "tenure":
+                continue
+            if package == home or package.startswith(home + "."):
+                continue
+            reached.append(f"{importer} imports {source}")
+    assert not reached, "import from the package instead:\n" + "\n".join(sorted(set(reached)))

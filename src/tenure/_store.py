@@ -48,7 +48,7 @@ from ._validate import (
 from .errors import InvalidArgument, JobNotFound, LeaseLost, StoreLost, StoreUnavailable
 from .models import Claim, Job, JobState, Lease
 from .stores import no_transaction, open_driver, resolve_url
-from .stores._driver import Driver, Transaction
+from .stores.abc import Driver, Transaction
 
 __all__ = ["DEFAULT_MAX_ATTEMPTS", "Store", "connect"]
 

@@ -49,7 +49,7 @@ from ._validate import (
 from .errors import InvalidArgument, JobNotFound, LeaseLost, StoreLost, StoreUnavailable
 from .models import Claim, Job, JobState, Lease
 from .stores import no_transaction, open_driver_async, resolve_url
-from .stores._driver_async import AsyncDriver, AsyncTransaction
+from .stores.abc import AsyncDriver, AsyncTransaction
 
 __all__ = ["DEFAULT_MAX_ATTEMPTS", "AsyncStore", "connect"]
 

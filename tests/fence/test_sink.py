@@ -19,6 +19,7 @@ httpx = pytest.importorskip("httpx")
 
 import tenure  # noqa: E402
 from tenure import fence  # noqa: E402
+from tenure.fence.headers import token_headers  # noqa: E402
 from tenure.fence.http import TenureAuth  # noqa: E402
 from tenure.fence.sink import create_app  # noqa: E402
 from tests.fence.conftest import ROOT, SINK_KEYS, SinkProcess  # noqa: E402
@@ -88,7 +89,7 @@ def test_bad_tokens_are_refused_and_change_nothing(signed_sink: SinkProcess) -> 
     job = new_job()
     with signed_sink.client() as client:
         assert put(client, job, 7, "a").status_code == 201
-        good = fence.token_headers(tenure.FencingToken(job, 7), RING)
+        good = token_headers(tenure.FencingToken(job, 7), RING)
         cases = {
             "forged": ({**good, "Tenure-Generation": str(2**63 - 1)}, 403, "bad-signature"),
             "truncated": (
@@ -97,7 +98,7 @@ def test_bad_tokens_are_refused_and_change_nothing(signed_sink: SinkProcess) -> 
                 "malformed",
             ),
             "cross-job": ({**good, "Tenure-Job": new_job()}, 403, "bad-signature"),
-            "unsigned": (fence.token_headers(tenure.FencingToken(job, 9)), 403, "unsigned"),
+            "unsigned": (token_headers(tenure.FencingToken(job, 9)), 403, "unsigned"),
             "no token": ({}, 428, "missing"),
         }
         for what, (headers, status, kind) in cases.items():
@@ -144,7 +145,7 @@ def test_sink_show_prints_what_was_accepted_and_refused(signed_sink: SinkProcess
 
 def test_unsigned_strict_sink_in_process(tmp_path: Path) -> None:
     app = create_app(tmp_path / "sink.db", strict=True)
-    plain = fence.token_headers
+    plain = token_headers
     with TestClient(app) as client:
         first = client.post("/records", json=[1], headers=plain(tenure.FencingToken("j", 1)))
         assert first.status_code == 201

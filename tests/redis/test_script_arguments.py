@@ -93,7 +93,7 @@ def test_a_refused_argument_writes_nothing(
 def test_the_scripts_limits_are_the_clients() -> None:
     """_lib.lua restates tenure._validate's limits (a script cannot import them)."""
     from tenure import _validate
-    from tenure.stores._resources import load_text
+    from tenure._resources import load_text
 
     lib = load_text("tenure.stores.redis", "lua/_lib.lua")
     limits = r"^local (MIN_TTL|MAX_TTL|MAX_DELAY|MAX_ATTEMPTS) = (\S+)$"

@@ -14,7 +14,7 @@ import pytest
 
 import tenure
 from tenure._clock import BootReading
-from tenure.stores._resources import migrations
+from tenure._resources import migrations
 
 T0 = 1_700_000_000.0
 TTL = 30.0

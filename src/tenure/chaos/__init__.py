@@ -11,9 +11,10 @@ from ._checker import INVARIANTS, Verdict, Violation, check_history
 from ._harness import ChaosOptions, ChaosResult, run_chaos, schedule_for, store_kind
 from ._history import Recorder, read_history
 from ._nemesis import KINDS, Fault, make_schedule
-from ._report import write_report
+from ._report import CHROMIUM_HINT, chromium, run_origin, write_report
 
 __all__ = [
+    "CHROMIUM_HINT",
     "ChaosOptions",
     "ChaosResult",
     "Fault",
@@ -23,9 +24,11 @@ __all__ = [
     "Verdict",
     "Violation",
     "check_history",
+    "chromium",
     "make_schedule",
     "read_history",
     "run_chaos",
+    "run_origin",
     "schedule_for",
     "store_kind",
     "write_report",

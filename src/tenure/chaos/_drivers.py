@@ -12,7 +12,7 @@ from typing import Any
 from .._clock import Clock
 from .._protocol import Completion, JobRow, Outcome, Status, is_repeat
 from ..errors import StoreUnavailable
-from ..stores._driver import Driver
+from ..stores.abc import Driver
 from ._control import TAKEOVERS, Control
 from ._history import Recorder
 

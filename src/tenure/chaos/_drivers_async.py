@@ -28,7 +28,7 @@ from typing import Any
 from .._clock import Clock
 from .._protocol import Completion, JobRow, Outcome, Status, is_repeat
 from ..errors import StoreUnavailable
-from ..stores._driver_async import AsyncDriver
+from ..stores.abc import AsyncDriver
 from ._control import TAKEOVERS, Control
 from ._history import Recorder
 

@@ -33,7 +33,7 @@ from .._protocol import RetryPolicy
 from .._store import connect
 from ..errors import TenureError
 from ..models import Lease
-from ..stores.sqlite._driver import parse_sqlite_url
+from ..stores.sqlite import parse_sqlite_url
 from ..worker import JobContext, Worker, default_owner
 from ._backend import chaos_url, install, named_url
 from ._control import Control

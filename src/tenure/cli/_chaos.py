@@ -40,7 +40,7 @@ def _why_no_png(wanted: bool, png: Path | None, browser: str | None) -> str | No
     wanted)."""
     if not wanted or png is not None:
         return None
-    from ..chaos._report import CHROMIUM_HINT, chromium
+    from ..chaos import CHROMIUM_HINT, chromium
 
     found = chromium(browser)
     if found is None:
@@ -233,8 +233,7 @@ def check(
     state: CliState, history: str, report: str | None, no_png: bool, browser: str | None
 ) -> None:
     """Check a chaos history (JSON lines) against the invariants I1-I5."""
-    from ..chaos import check_history, read_history, write_report
-    from ..chaos._report import run_origin
+    from ..chaos import check_history, read_history, run_origin, write_report
 
     path = Path(history)
     events = list(read_history(path))

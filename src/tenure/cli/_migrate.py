@@ -95,16 +95,16 @@ def _postgres(
     try:
         import psycopg
 
-        from ..stores.postgres import parse_postgres_url
-        from ..stores.postgres._common import (
+        from ..stores.postgres import (
             latest_version,
             migration_script,
+            parse_postgres_url,
             pending_migrations,
             redact,
+            schema_version,
             validate_schema,
         )
-        from ..stores.postgres._migrate import migrate as apply
-        from ..stores.postgres._migrate import schema_version
+        from ..stores.postgres import migrate as apply
     except ImportError as exc:
         raise click.ClickException(
             f"the postgresql:// store needs psycopg: pip install 'tenure[postgres]' ({exc})"
@@ -152,7 +152,7 @@ def _postgres(
 def _sqlite(
     state: CliState, dry_run: bool, print_sql: bool, from_version: int | None
 ) -> dict[str, Any]:
-    from ..stores._resources import migrations
+    from .._resources import migrations
     from ..stores.sqlite import parse_sqlite_url
 
     known = migrations("tenure.stores.sqlite")

@@ -80,8 +80,7 @@ def _postgres(url: str) -> Probe:
     try:
         import psycopg
 
-        from ..stores.postgres import parse_postgres_url
-        from ..stores.postgres._common import redact
+        from ..stores.postgres import parse_postgres_url, redact
     except ImportError:
         return Probe(None, url)  # opening it says which package is missing
     options = parse_postgres_url(url)

@@ -18,10 +18,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .._dbapi import DBAPITransaction, close_quietly
 from .._validate import validate_id
 from ..errors import InvalidArgument
 from ..models import FencingToken
-from ..stores._dbapi import DBAPITransaction, close_quietly
 from ._loss import refuse_if_lost
 from ._signed import Keyring
 from ._sql import (

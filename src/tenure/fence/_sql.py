@@ -24,9 +24,9 @@ from importlib.resources import files
 from types import TracebackType
 from typing import Any
 
+from .._dbapi import DBAPITransaction, close_quietly, transaction_status
 from ..errors import InvalidArgument, StaleToken
 from ..models import FencingToken
-from ..stores._dbapi import DBAPITransaction, close_quietly, transaction_status
 from ._loss import refuse_if_lost
 from ._signed import Keyring
 from ._token import fencing_token

@@ -44,10 +44,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from .. import __version__
+from .._resources import load_text
 from .._validate import validate_id
 from ..errors import InvalidArgument, StaleToken
 from ..models import FencingToken
-from ..stores._resources import load_text
 from ._headers import EFFECT_KEY_HEADER, PROBLEM_CONTENT_TYPE, Rejection
 from ._ledger import apply_once_checked
 from ._signed import Keyring

@@ -13,18 +13,33 @@ Bring your own pool::
 from __future__ import annotations
 
 from ..._clock import Clock
-from ._common import PostgresOptions, migration_script, parse_postgres_url
+from ._common import (
+    PostgresOptions,
+    latest_version,
+    migration_script,
+    parse_postgres_url,
+    pending_migrations,
+    redact,
+    validate_schema,
+)
 from ._driver import PostgresDriver
 from ._driver_async import AsyncPostgresDriver
+from ._migrate import migrate, schema_version
 
 __all__ = [
     "AsyncPostgresDriver",
     "PostgresDriver",
     "PostgresOptions",
+    "latest_version",
+    "migrate",
     "migration_script",
     "open_async",
     "open_sync",
     "parse_postgres_url",
+    "pending_migrations",
+    "redact",
+    "schema_version",
+    "validate_schema",
 ]
 
 

@@ -19,9 +19,9 @@ from psycopg.rows import RowMaker, no_result
 from psycopg.types.array import ListBinaryDumper
 
 from ..._protocol import JOB_COLUMNS, JobRow, Outcome, Status
+from ..._resources import load_text, migrations
 from ...errors import InvalidArgument, StoreUnavailable
 from .. import refuse_fragment
-from .._resources import load_text, migrations
 
 __all__ = [
     "DEFAULT_SCHEMA",

@@ -20,9 +20,9 @@ from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from ..._protocol import JobRow, Outcome, Status
+from ..._resources import load_text
 from ...errors import InvalidArgument, StoreLost, StoreUnavailable
 from .. import refuse_fragment
-from .._resources import load_text
 
 __all__ = [
     "LAYOUT_VERSION",

@@ -26,10 +26,10 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from ..._clock import Clock, SystemClock, boot_clock
 from ..._protocol import Completion, JobRow, Outcome, Status
+from ..._resources import migrations
 from ..._validate import MAX_GENERATION
 from ...errors import InvalidArgument, StoreLost, StoreUnavailable
 from .. import refuse_fragment
-from .._resources import migrations
 from ._sql import (
     BURY,
     CLAIM,

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from ..._protocol import JobRow
-from .._resources import load_text
+from ..._resources import load_text
 
 __all__ = [
     "BURY",

@@ -8,9 +8,9 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..._dbapi import DBAPITransaction, close_quietly
 from ..._protocol import Outcome, Status
 from ...errors import InvalidArgument, StoreUnavailable
-from .._dbapi import DBAPITransaction, close_quietly
 from ._sql import (
     CLOCK,
     GET,

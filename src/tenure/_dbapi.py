@@ -10,7 +10,7 @@ import logging
 import sqlite3
 from typing import Any
 
-from ..errors import InvalidArgument
+from .errors import InvalidArgument
 
 __all__ = ["DBAPITransaction", "close_quietly", "transaction_status"]
 
