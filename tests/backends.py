@@ -53,9 +53,13 @@ def _sqlite_url(tmp_path: Path) -> Iterator[str]:
     yield f"sqlite:///{tmp_path / f'tenure-{uuid.uuid4().hex[:8]}.db'}"
 
 
+def sqlite_path(url: str) -> Path:
+    """The file of a ``sqlite:///`` store URL."""
+    return Path(urlsplit(url).path[1:])
+
+
 def _sqlite_set_generation(url: str, job_id: str, generation: int) -> None:
-    path = urlsplit(url).path[1:]
-    with sqlite3.connect(path) as conn:
+    with sqlite3.connect(sqlite_path(url)) as conn:
         conn.execute("UPDATE tenure_jobs SET generation = ? WHERE job_id = ?", (generation, job_id))
 
 
@@ -74,7 +78,7 @@ REDIS_URL = os.environ.get("TENURE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 _redis_reachable: list[str] = []  # "" once reached; the reason when not
 
 
-def _redis_client() -> Any:
+def redis_client() -> Any:
     """A plain redis-py client of the test server, or `unavailable`."""
     try:
         import redis
@@ -94,7 +98,7 @@ def _redis_client() -> Any:
 
 @contextmanager
 def _redis_url(tmp_path: Path) -> Iterator[str]:
-    client = _redis_client()
+    client = redis_client()
     prefix = f"tenure-test-{uuid.uuid4().hex[:12]}"
     separator = "&" if urlsplit(REDIS_URL).query else "?"
     try:
@@ -109,7 +113,7 @@ def _redis_url(tmp_path: Path) -> Iterator[str]:
 def _redis_set_generation(url: str, job_id: str, generation: int) -> None:
     from tenure.stores.redis import Keys, parse_redis_url
 
-    client = _redis_client()
+    client = redis_client()
     try:
         key = Keys(parse_redis_url(url).prefix).job(job_id)
         if not client.exists(key):
@@ -132,7 +136,7 @@ POSTGRES_URL = os.environ.get(
 _postgres_reachable: list[str] = []  # "" once reached; the reason when not
 
 
-def _postgres_admin() -> Any:
+def postgres_admin() -> Any:
     """An autocommit connection to the test server, or `unavailable`."""
     try:
         import psycopg
@@ -189,7 +193,7 @@ _dropper = _SchemaDropper()
 def postgres_schema(prefix: str = "t") -> Iterator[str]:
     """A fresh schema name on the test server, dropped (with everything in it) afterwards."""
     if _postgres_reachable != [""]:
-        _postgres_admin().close()
+        postgres_admin().close()
     schema = f"{prefix}_{uuid.uuid4().hex[:12]}"
     try:
         yield schema
@@ -207,7 +211,7 @@ def _postgres_set_generation(url: str, job_id: str, generation: int) -> None:
     from tenure.stores.postgres import parse_postgres_url
 
     schema = parse_postgres_url(url).schema
-    with _postgres_admin() as admin:
+    with postgres_admin() as admin:
         done = admin.execute(
             f'UPDATE "{schema}".tenure_jobs SET generation = %s WHERE job_id = %s',
             (generation, job_id),

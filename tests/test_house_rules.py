@@ -9,6 +9,8 @@
   ``os._exit``).
 - A private module's ``__all__`` is its interface: every name another module of the
   package imports from it is listed there.
+- Under tests/: no module imports from a test module or a conftest, nor an underscore name
+  of another module; what tests share lives in support modules under public names.
 """
 
 from __future__ import annotations
@@ -242,3 +244,93 @@ def test_no_private_module_of_another_package_is_imported() -> None:
                 continue
             reached.append(f"{importer} imports {source}")
     assert not reached, "import from the package instead:\n" + "\n".join(sorted(set(reached)))
+
+
+# -- the tests' own house --------------------------------------------------------------------
+# A test module is no library: what two test modules share lives in a support module
+# (tests/backends.py, tests/<dir>/_support.py, ...) under a public name, and fixtures live in
+# a conftest, which pytest finds by itself. So no module under tests/ imports from a test
+# module or from a conftest, nor an underscore name of another module of tests/.
+
+TESTS = PACKAGE.parent.parent / "tests"
+
+
+def _test_module_of(root: Path, path: Path) -> str:
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _tests_imports(root: Path, path: Path) -> list[tuple[int, str, str | None]]:
+    """(line, module, imported name or None) of each import of a module under tests/."""
+    importer = _test_module_of(root, path)
+    found: list[tuple[int, str, str | None]] = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name, None) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            source = node.module or ""
+            if node.level:
+                package = importer.split(".")
+                if path.name != "__init__.py":
+                    package = package[:-1]
+                base = package[: len(package) - (node.level - 1)]
+                source = ".".join(base + ([node.module] if node.module else []))
+            found += [(node.lineno, source, alias.name) for alias in node.names]
+    return [item for item in found if item[1] == "tests" or item[1].startswith("tests.")]
+
+
+def borrowed_test_internals(root: Path) -> list[str]:
+    """Every import, under ``root`` (a tests/ directory), of a test module, a conftest, or
+    an underscore name of another module."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        where = f"{path.relative_to(root.parent)}"
+        for line, module, name in _tests_imports(root, path):
+            target = module if name is None else f"{module}.{name}"
+            submodule = name is not None and (
+                (root.parent / target.replace(".", "/")).with_suffix(".py").exists()
+                or (root.parent / target.replace(".", "/") / "__init__.py").exists()
+            )
+            modules = [module] + ([target] if submodule else [])
+            leaves = [m.rpartition(".")[2] for m in modules]
+            what = target if submodule or name is None else f"{name} from {module}"
+            if any(leaf.startswith("test_") for leaf in leaves):
+                found.append(f"{where}:{line}: imports a test module: {what}")
+            elif "conftest" in leaves:
+                found.append(f"{where}:{line}: imports a conftest: {what}")
+            elif name is not None and name.startswith("_") and not submodule:
+                found.append(f"{where}:{line}: imports the private {name} of {module}")
+    return found
+
+
+def test_tests_borrow_nothing_from_other_tests() -> None:
+    borrowed = borrowed_test_internals(TESTS)
+    assert not borrowed, (
+        "move what is shared to a support module (tests/<dir>/_support.py, tests/backends.py)"
+        " under a public name; fixtures to a conftest:\n" + "\n".join(borrowed)
+    )
+
+
+def test_the_borrowing_check_can_fail(tmp_path: Path) -> None:
+    root = tmp_path / "tests"
+    (root / "pkg").mkdir(parents=True)
+    for name in ("__init__", "pkg/__init__", "pkg/_support", "pkg/conftest", "pkg/test_a"):
+        (root / f"{name}.py").write_text("")
+    (root / "pkg" / "test_b.py").write_text(
+        "from tests.pkg.test_a import helper\n"
+        "from tests.pkg import test_a\n"
+        "import tests.pkg.test_a\n"
+        "from tests.pkg.conftest import fixture_helper\n"
+        "from .conftest import other\n"
+        "from tests.pkg._support import _private\n"
+        "from tests.pkg._support import public\n"
+        "from tests.pkg import _support\n"
+    )
+    assert [line.partition(": ")[2] for line in borrowed_test_internals(root)] == [
+        "imports a test module: helper from tests.pkg.test_a",
+        "imports a test module: tests.pkg.test_a",
+        "imports a test module: tests.pkg.test_a",
+        "imports a conftest: fixture_helper from tests.pkg.conftest",
+        "imports a conftest: other from tests.pkg.conftest",
+        "imports the private _private of tests.pkg._support",
+    ]

@@ -10,8 +10,8 @@ import pytest
 
 import tenure
 import tenure.aio
+from tests.conformance._bad_values import BAD_IDS, BAD_LIMITS, BAD_QUEUES, BAD_TTLS
 from tests.conformance._support import claim_all, snapshot
-from tests.conformance.test_bad_input import BAD_IDS, BAD_LIMITS, BAD_QUEUES, BAD_TTLS
 
 T0 = tenure.ManualClock().time()
 

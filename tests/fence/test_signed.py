@@ -19,12 +19,7 @@ JOB = "job/ä 1"
 
 
 @pytest.fixture
-def clock() -> tenure.ManualClock:
-    return tenure.ManualClock(start=1_700_000_000.0)
-
-
-@pytest.fixture
-def ring(clock: tenure.ManualClock) -> Keyring:
+def ring(clock: tenure.ManualClock) -> Keyring:  # the suite's clock, at 1_700_000_000.0
     return Keyring({"new": NEW, "old": OLD}, current="new", clock=clock)
 
 

@@ -22,7 +22,7 @@ from tenure import fence  # noqa: E402
 from tenure.fence.headers import token_headers  # noqa: E402
 from tenure.fence.http import TenureAuth  # noqa: E402
 from tenure.fence.sink import create_app  # noqa: E402
-from tests.fence.conftest import ROOT, SINK_KEYS, SinkProcess  # noqa: E402
+from tests.fence._sink import ROOT, SINK_KEYS, SinkProcess  # noqa: E402
 
 with warnings.catch_warnings():  # starlette 1.x would rather have httpx2 behind TestClient
     warnings.simplefilter("ignore")

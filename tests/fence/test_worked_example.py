@@ -21,7 +21,7 @@ import pytest
 import tenure
 from tenure import fence
 from tests.backends import POSTGRES_URL, postgres_schema, unavailable
-from tests.fence.conftest import SinkProcess, events
+from tests.fence._sink import SinkProcess, events
 
 pytestmark = pytest.mark.races
 

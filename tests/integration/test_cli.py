@@ -36,8 +36,10 @@ DEMO_LINES = (
 
 
 @pytest.fixture
-def url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'cli.db'}"
+def backend() -> Backend:
+    """The CLI's store is SQLite (``url``, the suite's, is then a fresh file), except in the
+    tests parametrized over every backend."""
+    return SQLITE
 
 
 @pytest.fixture

@@ -1,17 +1,27 @@
-"""Fixtures of the PostgreSQL-specific tests: a fresh schema per test on the server named by
-TENURE_TEST_POSTGRES_URL (default postgresql://postgres@127.0.0.1:5432/postgres), dropped
-afterwards, and an autocommit admin connection for looking under the API."""
+"""Fixtures of the PostgreSQL-specific tests: ``backend`` pinned to PostgreSQL, a fresh
+schema per test on the server named by TENURE_TEST_POSTGRES_URL (default
+postgresql://postgres@127.0.0.1:5432/postgres), dropped afterwards, ``url`` (still an
+isolated URL: of that schema, with an ``application_name`` only this test's connections
+carry), an autocommit admin connection for looking under the API, and a proxy in front of
+the server. The store fixtures are the suite's (tests/conftest.py): ``real_store`` and
+``open_real_store`` run on the server's clock, ``store``/``open_store`` on the test's
+manual clock. Helpers are in tests/postgres/_support.py."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-import tenure
-from tests.backends import _postgres_admin, postgres_schema, postgres_schema_url
+from tests.backends import POSTGRES, Backend, postgres_admin, postgres_schema, postgres_schema_url
+from tests.proxy import Proxy, postgres_reply, proxy_for
+
+
+@pytest.fixture
+def backend() -> Backend:
+    return POSTGRES
 
 
 @pytest.fixture
@@ -33,39 +43,14 @@ def url(schema: str, app_name: str) -> str:
 
 @pytest.fixture
 def admin() -> Iterator[Any]:
-    conn = _postgres_admin()
+    conn = postgres_admin()
     yield conn
     conn.close()
 
 
 @pytest.fixture
-def open_store(url: str) -> Iterator[Callable[..., tenure.Store]]:
-    """Open clients of the test's store; by default on the server's clock."""
-    opened: list[tenure.Store] = []
-
-    def factory(**options: Any) -> tenure.Store:
-        store = tenure.connect(options.pop("url", url), **options)
-        opened.append(store)
-        return store
-
-    yield factory
-    for store in opened:
-        store.close()
-
-
-@pytest.fixture
-def store(open_store: Callable[..., tenure.Store]) -> tenure.Store:
-    return open_store()
-
-
-def backends_of(admin: Any, app_name: str) -> list[int]:
-    """Server process ids of the connections carrying ``app_name``."""
-    rows = admin.execute(
-        "SELECT pid FROM pg_stat_activity WHERE application_name = %s", (app_name,)
-    ).fetchall()
-    return [int(row[0]) for row in rows]
-
-
-def terminate(admin: Any, pids: list[int]) -> None:
-    for pid in pids:
-        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+def proxied(schema: str) -> Iterator[tuple[Proxy, str]]:
+    """A proxy in front of the server, and a URL of the test's schema through it."""
+    url = f"{postgres_schema_url(schema)}&sslmode=disable&gssencmode=disable"
+    with proxy_for(url, 5432, postgres_reply) as running:
+        yield running

@@ -15,7 +15,7 @@ import pytest
 
 import tenure
 from tenure.stores.postgres._common import render
-from tests.postgres.conftest import backends_of, terminate
+from tests.postgres._support import backends_of, terminate
 
 pytestmark = [pytest.mark.slow, pytest.mark.races]
 
@@ -48,9 +48,9 @@ class Counting:
 
 
 def test_connection_kills_lose_nothing_and_accept_nothing_stale(
-    open_store: Callable[..., tenure.Store], admin: Any, schema: str, app_name: str
+    open_real_store: Callable[..., tenure.Store], admin: Any, schema: str, app_name: str
 ) -> None:
-    open_store()
+    open_real_store()
     admin.execute(
         render(
             "INSERT INTO {schema}.tenure_jobs (job_id, queue, state, available_at, "
@@ -113,14 +113,14 @@ def test_connection_kills_lose_nothing_and_accept_nothing_stale(
             time.sleep(0.015)
 
     threads = [
-        threading.Thread(target=worker, args=(f"w{i}", open_store())) for i in range(WORKERS)
+        threading.Thread(target=worker, args=(f"w{i}", open_real_store())) for i in range(WORKERS)
     ]
     for thread in threads:
         thread.start()
     killing = threading.Thread(target=killer)
     killing.start()
     killing.join()
-    watcher = open_store()
+    watcher = open_real_store()
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if all(job.state == "done" for job in watcher.jobs(limit=JOBS)):

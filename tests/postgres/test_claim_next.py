@@ -15,21 +15,23 @@ import tenure
 from tenure.stores.postgres._common import render
 
 
-def test_batch_is_oldest_first_across_queues(store: tenure.Store) -> None:
+def test_batch_is_oldest_first_across_queues(real_store: tenure.Store) -> None:
     for i in range(6):
-        store.submit(f"j{i}", queue="a" if i % 2 else "b")
-    leases = store.claim_many("A", 30, 4, queues=("a", "b"))
+        real_store.submit(f"j{i}", queue="a" if i % 2 else "b")
+    leases = real_store.claim_many("A", 30, 4, queues=("a", "b"))
     assert [lease.job_id for lease in leases] == ["j0", "j1", "j2", "j3"]
     assert len({lease.secret for lease in leases}) == 4
     assert all(lease.generation == 1 for lease in leases)
-    rest = store.claim_many("A", 30, 10, queues=("b", "a"))
+    rest = real_store.claim_many("A", 30, 10, queues=("b", "a"))
     assert [lease.job_id for lease in rest] == ["j4", "j5"]
 
 
-def test_a_batch_is_one_statement(store: tenure.Store, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_batch_is_one_statement(
+    real_store: tenure.Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
     for i in range(120):
-        store.submit(f"j{i}")
-    driver: Any = store._driver
+        real_store.submit(f"j{i}")
+    driver: Any = real_store._driver
     calls: Counter[str] = Counter()
     original = driver._rows
 
@@ -38,29 +40,29 @@ def test_a_batch_is_one_statement(store: tenure.Store, monkeypatch: pytest.Monke
         return original(operation, *args)
 
     monkeypatch.setattr(driver, "_rows", counting)
-    assert len(store.claim_many("A", 30, 100)) == 100
+    assert len(real_store.claim_many("A", 30, 100)) == 100
     assert calls == Counter({"claim_next": 1})
 
 
-def test_jobs_buried_on_the_way_do_not_shorten_a_batch(store: tenure.Store) -> None:
+def test_jobs_buried_on_the_way_do_not_shorten_a_batch(real_store: tenure.Store) -> None:
     for i in range(3):
-        store.submit(f"poison{i}", max_attempts=1)
-    assert len(store.claim_many("A", 0.2, 3)) == 3  # the poison jobs' only attempts
+        real_store.submit(f"poison{i}", max_attempts=1)
+    assert len(real_store.claim_many("A", 0.2, 3)) == 3  # the poison jobs' only attempts
     time.sleep(0.25)
     for i in range(3):
-        store.submit(f"good{i}")  # due after the expired poison leases: picked after them
-    leases = store.claim_many("B", 30, 3)
+        real_store.submit(f"good{i}")  # due after the expired poison leases: picked after them
+    leases = real_store.claim_many("B", 30, 3)
     assert sorted(lease.job_id for lease in leases) == ["good0", "good1", "good2"]
     for i in range(3):
-        job = store.get(f"poison{i}")
+        job = real_store.get(f"poison{i}")
         assert (job.state, job.error) == ("dead", "lease expired during the last allowed attempt")
 
 
 @pytest.mark.races
 def test_concurrent_batch_workers_never_share_a_job(
-    open_store: Callable[..., tenure.Store], admin: Any, schema: str
+    open_real_store: Callable[..., tenure.Store], admin: Any, schema: str
 ) -> None:
-    open_store()  # creates the schema
+    open_real_store()  # creates the schema
     admin.execute(
         render(
             "INSERT INTO {schema}.tenure_jobs (job_id, queue, state, available_at, "
@@ -74,7 +76,7 @@ def test_concurrent_batch_workers_never_share_a_job(
     errors: list[BaseException] = []
 
     def worker(index: int) -> None:
-        store = open_store()
+        store = open_real_store()
         try:
             while leases := store.claim_many(f"w{index}", 30, 1 + index % 7):
                 with lock:

@@ -8,34 +8,33 @@ from collections.abc import Callable
 import pytest
 
 import tenure
-from tests.postgres.test_complete_many import _completion, _count_statements, _driver, _leases
-from tests.postgres.test_faults import proxied  # noqa: F401
+from tests.postgres._support import claimed_leases, completion, count_statements, driver_of
 from tests.proxy import Proxy
 
 
 def test_one_statement_completes_and_claims(
-    store: tenure.Store, monkeypatch: pytest.MonkeyPatch
+    real_store: tenure.Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    leases = _leases(store, *(f"J{i:02}" for i in range(10)))
+    leases = claimed_leases(real_store, *(f"J{i:02}" for i in range(10)))
     for index in range(10):
-        store.submit(f"K{index:02}")
-    calls = _count_statements(_driver(store), monkeypatch)
-    lost, claimed = store.complete_and_claim(leases, "A", 30, 10, results=list(range(10)))
+        real_store.submit(f"K{index:02}")
+    calls = count_statements(driver_of(real_store), monkeypatch)
+    lost, claimed = real_store.complete_and_claim(leases, "A", 30, 10, results=list(range(10)))
     assert calls == [("complete_and_claim", 10)]
     assert lost == []
     assert [lease.job_id for lease in claimed] == [f"K{i:02}" for i in range(10)]
-    jobs = {job.job_id: job for job in store.jobs(limit=100)}
+    jobs = {job.job_id: job for job in real_store.jobs(limit=100)}
     assert [jobs[f"J{i:02}"].result for i in range(10)] == list(range(10))
     assert {jobs[f"K{i:02}"].state for i in range(10)} == {"leased"}
 
 
 def test_lost_reply_is_unknown_not_repeated_and_the_completions_can_be(
-    proxied: tuple[Proxy, str],  # noqa: F811
-    open_store: Callable[..., tenure.Store],
+    proxied: tuple[Proxy, str],
+    open_real_store: Callable[..., tenure.Store],
 ) -> None:
     proxy, url = proxied
-    store = open_store(url=url)
-    leases = _leases(store, "A", "B")
+    store = open_real_store(url=url)
+    leases = claimed_leases(store, "A", "B")
     store.submit("C")
     store.submit("D")
     proxy.lose_next_reply()
@@ -52,10 +51,10 @@ def test_lost_reply_is_unknown_not_repeated_and_the_completions_can_be(
     assert store.complete_many(leases, ["a", "b"]) == []
     assert store.get("A").updated_at == jobs["A"].updated_at
     # The driver's answer for one completion, one claim, when the reply arrives.
-    driver = _driver(store)
-    (more,) = _leases(store, "E")
+    driver = driver_of(store)
+    (more,) = claimed_leases(store, "E")
     completed, claimed = driver.complete_and_claim(
-        [_completion(more, '"e"')], "W", 30, ("default",), ["h1"]
+        [completion(more, '"e"')], "W", 30, ("default",), ["h1"]
     )
     assert [o.status for o in completed] == ["applied"]
     assert [(o.row.job_id if o.row else None) for o in claimed] == ["D"]

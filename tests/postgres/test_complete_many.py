@@ -14,59 +14,21 @@ from psycopg import sql
 
 import tenure
 from tenure._protocol import Completion, JobRow, Outcome, Status, hash_secret, settle_receipt
-from tenure.stores.postgres import PostgresDriver
 from tests.backends import POSTGRES_URL
-from tests.postgres.conftest import terminate
-from tests.postgres.test_faults import _blocked_then_killed, proxied  # noqa: F401
+from tests.postgres._support import (
+    blocked_then_killed,
+    claimed_leases,
+    completion,
+    count_statements,
+    driver_of,
+    terminate,
+)
 from tests.proxy import Proxy
-
-
-def _driver(store: tenure.Store) -> PostgresDriver:
-    driver = store._driver
-    assert isinstance(driver, PostgresDriver)
-    return driver
-
-
-def _completion(lease: tenure.Lease, result: str | None = None) -> Completion:
-    return Completion(
-        lease.job_id,
-        lease.owner,
-        lease.generation,
-        hash_secret(lease.secret),
-        settle_receipt(hash_secret(lease.secret), "complete"),
-        result,
-    )
-
-
-def _leases(store: tenure.Store, *job_ids: str, owner: str = "A") -> list[tenure.Lease]:
-    for job_id in job_ids:
-        store.submit(job_id)
-    leases = []
-    for job_id in job_ids:
-        lease = store.claim(job_id, owner, 30)
-        assert lease is not None
-        leases.append(lease)
-    return leases
 
 
 def _row(answer: Outcome) -> JobRow:
     assert answer.row is not None
     return answer.row
-
-
-def _count_statements(
-    driver: PostgresDriver, monkeypatch: pytest.MonkeyPatch
-) -> list[tuple[str, int]]:
-    """(operation, number of completions) of each statement the driver runs from now on."""
-    calls: list[tuple[str, int]] = []
-    original = driver._rows
-
-    def counting(operation: str, statement: Any, params: dict[str, Any]) -> Any:
-        calls.append((operation, len(params.get("job_ids", ()))))
-        return original(operation, statement, params)
-
-    monkeypatch.setattr(driver, "_rows", counting)
-    return calls
 
 
 def _wait_for_the_row_lock(admin: Any, app_name: str) -> None:
@@ -88,29 +50,31 @@ def _table(schema: str) -> sql.Composed:
     return sql.SQL("{}.tenure_jobs").format(sql.Identifier(schema))
 
 
-def test_one_statement_for_the_batch(store: tenure.Store, monkeypatch: pytest.MonkeyPatch) -> None:
-    leases = _leases(store, *(f"J{i:03}" for i in range(200)))
-    calls = _count_statements(_driver(store), monkeypatch)
-    assert store.complete_many(leases, [i for i in range(200)]) == []
+def test_one_statement_for_the_batch(
+    real_store: tenure.Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    leases = claimed_leases(real_store, *(f"J{i:03}" for i in range(200)))
+    calls = count_statements(driver_of(real_store), monkeypatch)
+    assert real_store.complete_many(leases, [i for i in range(200)]) == []
     assert calls == [("complete_many", 200)]
-    assert [job.result for job in store.jobs(limit=200)] == list(range(200))
+    assert [job.result for job in real_store.jobs(limit=200)] == list(range(200))
 
 
 def test_the_batch_commits_all_at_once(
-    store: tenure.Store, schema: str, admin: Any, app_name: str
+    real_store: tenure.Store, schema: str, admin: Any, app_name: str
 ) -> None:
     """While one job of the batch is locked by another transaction, none of the batch is
     visible as done: it is one statement, committed once."""
-    leases = _leases(store, "A", "B", "C")
+    leases = claimed_leases(real_store, "A", "B", "C")
     done: list[list[tenure.LeaseLost]] = []
     with psycopg.connect(POSTGRES_URL) as blocker:  # not autocommit: the lock is kept
         blocker.execute(
             sql.SQL("SELECT 1 FROM {} WHERE job_id = 'C' FOR UPDATE").format(_table(schema))
         )
-        thread = threading.Thread(target=lambda: done.append(store.complete_many(leases)))
+        thread = threading.Thread(target=lambda: done.append(real_store.complete_many(leases)))
         thread.start()
         _wait_for_the_row_lock(admin, app_name)
-        assert {job.job_id: job.state for job in store.jobs()} == {
+        assert {job.job_id: job.state for job in real_store.jobs()} == {
             "A": "leased",
             "B": "leased",
             "C": "leased",
@@ -118,31 +82,31 @@ def test_the_batch_commits_all_at_once(
         blocker.rollback()
     thread.join(10)
     assert done == [[]]
-    assert {job.state for job in store.jobs()} == {"done"}
+    assert {job.state for job in real_store.jobs()} == {"done"}
 
 
 def test_answers_in_input_order_whatever_happened(
-    store: tenure.Store, open_store: Callable[..., tenure.Store]
+    real_store: tenure.Store, open_real_store: Callable[..., tenure.Store]
 ) -> None:
-    live, stale, repeated, wrong_secret, other = _leases(store, "L", "S", "R", "W", "E")
+    live, stale, repeated, wrong_secret, other = claimed_leases(real_store, "L", "S", "R", "W", "E")
     # S: its lease was taken over (released, claimed by B); R: already completed by the
     # same lease; W: the secret does not match; X: its lease has expired.
-    store.release(stale)
-    assert store.claim("S", "B", 30) is not None
-    store.complete(repeated, "first")
-    driver = _driver(store)
-    store.submit("X")
-    expired = store.claim("X", "A", 0.2)
+    real_store.release(stale)
+    assert real_store.claim("S", "B", 30) is not None
+    real_store.complete(repeated, "first")
+    driver = driver_of(real_store)
+    real_store.submit("X")
+    expired = real_store.claim("X", "A", 0.2)
     assert expired is not None
     time.sleep(0.3)
     batch = [
-        _completion(wrong_secret)._replace(secret_hash="0" * 64),
-        _completion(expired, '"late"'),
+        completion(wrong_secret)._replace(secret_hash="0" * 64),
+        completion(expired, '"late"'),
         Completion("nobody-has-this", "A", 1, "0" * 64, "1" * 64, None),
-        _completion(live, '"ok"'),
-        _completion(repeated, '"again"'),
-        _completion(stale),
-        _completion(other, '"e"'),
+        completion(live, '"ok"'),
+        completion(repeated, '"again"'),
+        completion(stale),
+        completion(other, '"e"'),
     ]
     answers = driver.complete_many(batch)
     assert [(a.status, a.row and a.row.job_id) for a in answers] == [
@@ -162,16 +126,16 @@ def test_answers_in_input_order_whatever_happened(
     assert (rows[4].owner, rows[4].generation) == ("B", 2)
     assert len({a.now for a in answers}) == 1  # one statement, one store time
     # Through the store: the repeat counts as done, the others are reported, in order.
-    store.submit("Y")
-    fresh = store.claim("Y", "A", 30)
+    real_store.submit("Y")
+    fresh = real_store.claim("Y", "A", 30)
     assert fresh is not None
-    lost = store.complete_many([expired, stale, fresh, repeated], [None, None, None, "first"])
+    lost = real_store.complete_many([expired, stale, fresh, repeated], [None, None, None, "first"])
     assert [error.job_id for error in lost] == ["X", "S"]
-    assert store.get("Y").state == "done"
+    assert real_store.get("Y").state == "done"
 
 
 def test_a_raced_completion_runs_again_alone(
-    store: tenure.Store,
+    real_store: tenure.Store,
     schema: str,
     admin: Any,
     app_name: str,
@@ -180,9 +144,9 @@ def test_a_raced_completion_runs_again_alone(
     """A completion whose job another transaction changes after the statement's snapshot
     (here: the same lease's single complete, committed while the batch waits for the row)
     is run again on its own and answered as the job now is: done by that lease."""
-    first, second = _leases(store, "A", "B")
-    driver = _driver(store)
-    calls = _count_statements(driver, monkeypatch)
+    first, second = claimed_leases(real_store, "A", "B")
+    driver = driver_of(real_store)
+    calls = count_statements(driver, monkeypatch)
     answers: list[Any] = []
     with psycopg.connect(POSTGRES_URL) as blocker:  # one transaction until commit()
         blocker.execute(
@@ -194,7 +158,7 @@ def test_a_raced_completion_runs_again_alone(
         )
         thread = threading.Thread(
             target=lambda: answers.append(
-                driver.complete_many([_completion(first, '"a"'), _completion(second, '"b"')])
+                driver.complete_many([completion(first, '"a"'), completion(second, '"b"')])
             )
         )
         thread.start()
@@ -208,7 +172,7 @@ def test_a_raced_completion_runs_again_alone(
     row = _row(outcomes[1])
     assert (row.state, row.result, row.generation) == ("done", '"single"', 1)
     # Both count as done by their lease (repeats of what each did).
-    assert store.complete_many([first, second], ["a", "single"]) == []
+    assert real_store.complete_many([first, second], ["a", "single"]) == []
 
 
 @pytest.fixture
@@ -216,49 +180,49 @@ def kill_during(schema: str, admin: Any, app_name: str) -> Callable[..., Any]:
     lock_sql = sql.SQL("SELECT 1 FROM {} WHERE job_id = %s FOR UPDATE").format(_table(schema))
 
     def run(job_id: str, call: Callable[[], Any]) -> tuple[Any, BaseException | None]:
-        return _blocked_then_killed(POSTGRES_URL, admin, app_name, lock_sql, job_id, call)
+        return blocked_then_killed(POSTGRES_URL, admin, app_name, lock_sql, job_id, call)
 
     return run
 
 
 def test_killed_mid_call_is_unavailable_and_the_retry_is_safe(
-    store: tenure.Store, kill_during: Callable[..., Any]
+    real_store: tenure.Store, kill_during: Callable[..., Any]
 ) -> None:
-    leases = _leases(store, "A", "B", "C")
-    before = {job.job_id: job.updated_at for job in store.jobs()}
-    driver = _driver(store)
-    batch = [_completion(lease, '"r"') for lease in leases]
+    leases = claimed_leases(real_store, "A", "B", "C")
+    before = {job.job_id: job.updated_at for job in real_store.jobs()}
+    driver = driver_of(real_store)
+    batch = [completion(lease, '"r"') for lease in leases]
     result, error = kill_during("B", lambda: driver.complete_many(batch))
     assert result is None
     assert isinstance(error, tenure.StoreUnavailable)
     assert error.outcome_unknown is True
     assert "complete_many" in str(error)
     # Rolled back as a whole: not even the jobs before B in the batch changed.
-    assert {job.job_id: job.updated_at for job in store.jobs()} == before
+    assert {job.job_id: job.updated_at for job in real_store.jobs()} == before
     # Through the store the same kill is retried with the same leases.
-    lost, error = kill_during("B", lambda: store.complete_many(leases, ["a", "b", "c"]))
+    lost, error = kill_during("B", lambda: real_store.complete_many(leases, ["a", "b", "c"]))
     assert error is None, error
     assert lost == []
-    assert [(job.state, job.generation, job.result) for job in store.jobs()] == [
+    assert [(job.state, job.generation, job.result) for job in real_store.jobs()] == [
         ("done", 1, "a"),
         ("done", 1, "b"),
         ("done", 1, "c"),
     ]
     # And the pool goes on with a fresh connection.
-    assert store.complete_many(_leases(store, "D")) == []
+    assert real_store.complete_many(claimed_leases(real_store, "D")) == []
 
 
 def test_lost_reply_is_unknown_and_the_retry_is_safe(
-    proxied: tuple[Proxy, str],  # noqa: F811
-    open_store: Callable[..., tenure.Store],
+    proxied: tuple[Proxy, str],
+    open_real_store: Callable[..., tenure.Store],
 ) -> None:
     proxy, url = proxied
-    store = open_store(url=url)
-    leases = _leases(store, "A", "B")
-    driver = _driver(store)
+    store = open_real_store(url=url)
+    leases = claimed_leases(store, "A", "B")
+    driver = driver_of(store)
     proxy.lose_next_reply()
     with pytest.raises(tenure.StoreUnavailable) as caught:
-        driver.complete_many([_completion(lease, '"first"') for lease in leases])
+        driver.complete_many([completion(lease, '"first"') for lease in leases])
     assert caught.value.outcome_unknown is True
     assert proxy.replies_lost == 1
     jobs = store.jobs()
@@ -267,7 +231,7 @@ def test_lost_reply_is_unknown_and_the_retry_is_safe(
     assert store.complete_many(leases, ["first", "first"]) == []
     assert [job.updated_at for job in store.jobs()] == [job.updated_at for job in jobs]
     # Through the store, a lost reply is retried transparently.
-    more = _leases(store, "C", "D")
+    more = claimed_leases(store, "C", "D")
     proxy.lose_next_reply()
     assert store.complete_many(more) == []
     assert proxy.replies_lost == 2
@@ -275,10 +239,10 @@ def test_lost_reply_is_unknown_and_the_retry_is_safe(
 
 
 def test_terminated_idle_connections_are_replaced(
-    open_store: Callable[..., tenure.Store], admin: Any, app_name: str, url: str
+    open_real_store: Callable[..., tenure.Store], admin: Any, app_name: str, url: str
 ) -> None:
-    store = open_store()
-    leases = _leases(store, "A", "B")
+    store = open_real_store()
+    leases = claimed_leases(store, "A", "B")
     pids = admin.execute(
         "SELECT pid FROM pg_stat_activity WHERE application_name = %s", (app_name,)
     ).fetchall()

@@ -4,9 +4,8 @@ and after the server committed but before the reply arrived."""
 from __future__ import annotations
 
 import socket
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -14,16 +13,9 @@ import pytest
 
 import tenure
 from tenure._protocol import hash_secret, settle_receipt
-from tenure.stores.postgres import PostgresDriver
-from tests.backends import POSTGRES_URL, postgres_schema_url
-from tests.postgres.conftest import backends_of, terminate
-from tests.proxy import Proxy, postgres_reply, proxy_for
-
-
-def _driver(store: tenure.Store) -> PostgresDriver:
-    driver = store._driver
-    assert isinstance(driver, PostgresDriver)
-    return driver
+from tests.backends import POSTGRES_URL
+from tests.postgres._support import backends_of, blocked_then_killed, driver_of, terminate
+from tests.proxy import Proxy
 
 
 def test_unreachable_server_at_connect() -> None:
@@ -39,19 +31,19 @@ def test_unreachable_server_at_connect() -> None:
     assert "127.0.0.1" in str(caught.value)
 
 
-def test_closed_store_refuses(store: tenure.Store) -> None:
-    store.close()
+def test_closed_store_refuses(real_store: tenure.Store) -> None:
+    real_store.close()
     with pytest.raises(tenure.StoreUnavailable) as caught:
-        store.submit("J")
+        real_store.submit("J")
     assert caught.value.outcome_unknown is False
 
 
 def test_pool_recovers_from_terminated_idle_connections(
-    open_store: Callable[..., tenure.Store], admin: Any, app_name: str, url: str
+    open_real_store: Callable[..., tenure.Store], admin: Any, app_name: str, url: str
 ) -> None:
     """A server restart or pg_terminate_backend kills every pooled connection: the next
     operations find out before sending anything and go on with fresh connections."""
-    store = open_store(url=url.replace("pool_", "x_") + "&pool_min=3&pool_max=3")
+    store = open_real_store(url=url.replace("pool_", "x_") + "&pool_min=3&pool_max=3")
     store.submit("J")
     leases = [store.claim_many("A", 30, 1) for _ in range(3)]
     assert len(leases[0]) == 1
@@ -60,58 +52,13 @@ def test_pool_recovers_from_terminated_idle_connections(
         time.sleep(0.02)
     terminate(admin, backends_of(admin, app_name))
     time.sleep(0.05)  # let the FATAL messages arrive
-    driver = _driver(store)
+    driver = driver_of(store)
     # At the driver: no error at all, not even one that a retry would hide.
     for _ in range(5):
         assert driver.get("J").row is not None
     lease = leases[0][0]
     store.complete(lease, "ok")
     assert store.get("J").state == "done"
-
-
-def _blocked_then_killed(
-    admin_url: str,
-    admin: Any,
-    app_name: str,
-    lock_sql: Any,
-    job_id: str,
-    call: Callable[[], Any],
-) -> tuple[Any, BaseException | None]:
-    """Run ``call`` while another transaction holds the job's row lock, so that it is
-    stuck inside its statement; terminate its backend there; then let the lock go."""
-    import psycopg
-
-    result: list[Any] = []
-    error: list[BaseException] = []
-    with psycopg.connect(admin_url) as blocker:  # not autocommit: the lock is kept
-        blocker.execute(lock_sql, (job_id,))
-
-        def run() -> None:
-            try:
-                result.append(call())
-            except BaseException as exc:
-                error.append(exc)
-
-        thread = threading.Thread(target=run)
-        thread.start()
-        deadline = time.monotonic() + 10
-        killed = False
-        while not killed and time.monotonic() < deadline:
-            rows = admin.execute(
-                "SELECT pid FROM pg_stat_activity WHERE application_name = %s "
-                "AND wait_event_type = 'Lock'",
-                (app_name,),
-            ).fetchall()
-            if rows:
-                terminate(admin, [int(rows[0][0])])
-                killed = True
-            else:
-                time.sleep(0.005)
-        assert killed, "the operation never waited for the row lock"
-        time.sleep(0.05)
-        blocker.rollback()
-    thread.join(10)
-    return (result[0] if result else None), (error[0] if error else None)
 
 
 @pytest.fixture
@@ -123,43 +70,43 @@ def killing(schema: str, admin: Any, app_name: str) -> Callable[..., Any]:
     )
 
     def kill_during(job_id: str, call: Callable[[], Any]) -> tuple[Any, BaseException | None]:
-        return _blocked_then_killed(POSTGRES_URL, admin, app_name, lock_sql, job_id, call)
+        return blocked_then_killed(POSTGRES_URL, admin, app_name, lock_sql, job_id, call)
 
     return kill_during
 
 
-def test_killed_during_claim(store: tenure.Store, killing: Callable[..., Any]) -> None:
-    store.submit("J")
-    driver = _driver(store)
+def test_killed_during_claim(real_store: tenure.Store, killing: Callable[..., Any]) -> None:
+    real_store.submit("J")
+    driver = driver_of(real_store)
     result, error = killing("J", lambda: driver.claim("J", "A", 30, "h" * 64))
     assert result is None
     assert isinstance(error, tenure.StoreUnavailable)
     assert error.outcome_unknown is True
-    job = store.get("J")
+    job = real_store.get("J")
     assert (job.state, job.generation, job.attempts) == ("ready", 0, 0)  # rolled back
     # Through the store, the same kill is retried with the same secret: one generation.
-    lease, error = killing("J", lambda: store.claim("J", "A", 30))
+    lease, error = killing("J", lambda: real_store.claim("J", "A", 30))
     assert error is None
     assert lease is not None
     assert lease.generation == 1
-    assert store.get("J").generation == 1
+    assert real_store.get("J").generation == 1
 
 
 @pytest.mark.parametrize("operation", ["renew", "complete", "release", "fail"])
 def test_killed_during_holder_operation(
-    store: tenure.Store, killing: Callable[..., Any], operation: str
+    real_store: tenure.Store, killing: Callable[..., Any], operation: str
 ) -> None:
-    store.submit("J")
-    lease = store.claim("J", "A", 30)
+    real_store.submit("J")
+    lease = real_store.claim("J", "A", 30)
     assert lease is not None
-    before = store.get("J")
+    before = real_store.get("J")
     calls: dict[str, Callable[[], Any]] = {
-        "renew": lambda: store.renew(lease, 60),
-        "complete": lambda: store.complete(lease, "r"),
-        "release": lambda: store.release(lease),
-        "fail": lambda: store.fail(lease, "boom", retry_in=0),
+        "renew": lambda: real_store.renew(lease, 60),
+        "complete": lambda: real_store.complete(lease, "r"),
+        "release": lambda: real_store.release(lease),
+        "fail": lambda: real_store.fail(lease, "boom", retry_in=0),
     }
-    driver = _driver(store)
+    driver = driver_of(real_store)
     secret_hash = hash_secret(lease.secret)
     raw: dict[str, Callable[[], Any]] = {
         "renew": lambda: driver.renew("J", "A", 1, secret_hash, 60),
@@ -176,30 +123,23 @@ def test_killed_during_holder_operation(
     _, error = killing("J", raw[operation])
     assert isinstance(error, tenure.StoreUnavailable)
     assert error.outcome_unknown is True
-    assert store.get("J").updated_at == before.updated_at  # nothing happened
+    assert real_store.get("J").updated_at == before.updated_at  # nothing happened
     _, error = killing("J", calls[operation])  # the store retries with the same lease
     assert error is None, error
-    job = store.get("J")
+    job = real_store.get("J")
     expected = {"renew": "leased", "complete": "done", "release": "ready", "fail": "ready"}
     assert (job.state, job.generation) == (expected[operation], 1)
 
 
-@pytest.fixture
-def proxied(schema: str) -> Iterator[tuple[Proxy, str]]:
-    url = f"{postgres_schema_url(schema)}&sslmode=disable&gssencmode=disable"
-    with proxy_for(url, 5432, postgres_reply) as running:
-        yield running
-
-
 def test_lost_reply_to_complete_is_unknown_and_retry_is_safe(
-    proxied: tuple[Proxy, str], open_store: Callable[..., tenure.Store]
+    proxied: tuple[Proxy, str], open_real_store: Callable[..., tenure.Store]
 ) -> None:
     proxy, url = proxied
-    store = open_store(url=url)
+    store = open_real_store(url=url)
     store.submit("J")
     lease = store.claim("J", "A", 30)
     assert lease is not None
-    driver = _driver(store)
+    driver = driver_of(store)
     proxy.lose_next_reply()
     secret_hash = hash_secret(lease.secret)
     receipt = settle_receipt(secret_hash, "complete")
@@ -223,10 +163,10 @@ def test_lost_reply_to_complete_is_unknown_and_retry_is_safe(
 
 
 def test_lost_reply_to_claim_gives_the_same_lease(
-    proxied: tuple[Proxy, str], open_store: Callable[..., tenure.Store]
+    proxied: tuple[Proxy, str], open_real_store: Callable[..., tenure.Store]
 ) -> None:
     proxy, url = proxied
-    store = open_store(url=url)
+    store = open_real_store(url=url)
     store.submit("J")
     proxy.lose_next_reply()
     lease = store.claim("J", "A", 30)
@@ -242,10 +182,10 @@ def test_lost_reply_to_claim_gives_the_same_lease(
 
 
 def test_lost_reply_to_claim_next_is_not_repeated(
-    proxied: tuple[Proxy, str], open_store: Callable[..., tenure.Store]
+    proxied: tuple[Proxy, str], open_real_store: Callable[..., tenure.Store]
 ) -> None:
     proxy, url = proxied
-    store = open_store(url=url)
+    store = open_real_store(url=url)
     store.submit("J")
     store.submit("K")
     proxy.lose_next_reply()

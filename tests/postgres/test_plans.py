@@ -217,8 +217,8 @@ def test_wait_lookup_uses_the_partial_index(filled: tuple[Any, dict[int, str]]) 
     assert buffers(plan) < 20
 
 
-def test_connections_are_configured(store: tenure.Store) -> None:
-    driver: Any = store._driver
+def test_connections_are_configured(real_store: tenure.Store) -> None:
+    driver: Any = real_store._driver
     with driver._pool.connection() as conn:
         assert conn.execute("SHOW plan_cache_mode").fetchone() == ("force_generic_plan",)
         assert conn.execute("SHOW jit").fetchone() == ("off",)

@@ -73,13 +73,13 @@ def test_url_xor_pool() -> None:
         PostgresDriver.open()
 
 
-def test_more_threads_than_connections(open_store: Any, url: str) -> None:
+def test_more_threads_than_connections(open_real_store: Any, url: str) -> None:
     """Operations beyond the pool's size wait for a connection, and get one as soon as an
     operation ends (none is kept aside while others wait)."""
     import threading
     import time
 
-    store = open_store(url=url + "&pool_max=2&pool_timeout=3")
+    store = open_real_store(url=url + "&pool_max=2&pool_timeout=3")
     for i in range(60):
         store.submit(f"j{i}")
     errors: list[BaseException] = []

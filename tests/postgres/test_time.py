@@ -73,9 +73,9 @@ def _run_skewed(url: str, offset_seconds: int) -> dict[str, Any]:
 
 @pytest.mark.parametrize("offset", [3600, -3600])
 def test_worker_an_hour_off_neither_steals_nor_loses(
-    open_store: Callable[..., tenure.Store], url: str, offset: int
+    open_real_store: Callable[..., tenure.Store], url: str, offset: int
 ) -> None:
-    honest = open_store()
+    honest = open_real_store()
     honest.submit("theirs")
     honest.submit("mine")
     theirs = honest.claim("theirs", "honest", 30)

@@ -15,7 +15,7 @@ import pytest
 import tenure
 import tenure.aio
 from tenure.stores.postgres._common import render
-from tests.postgres.conftest import backends_of
+from tests.postgres._support import backends_of
 
 pytestmark = pytest.mark.slow
 
@@ -36,8 +36,10 @@ def _later(seconds: float, action: Callable[[], object]) -> threading.Thread:
     return thread
 
 
-def test_woken_by_a_submit_from_another_client(open_store: Callable[..., tenure.Store]) -> None:
-    waiter, other = open_store(), open_store()
+def test_woken_by_a_submit_from_another_client(
+    open_real_store: Callable[..., tenure.Store],
+) -> None:
+    waiter, other = open_real_store(), open_real_store()
     thread = _later(0.2, lambda: other.submit("J"))
     waited = _timed_wait(waiter, 10)
     thread.join()
@@ -45,8 +47,8 @@ def test_woken_by_a_submit_from_another_client(open_store: Callable[..., tenure.
     assert waiter.claim_next("A", 30) is not None
 
 
-def test_woken_by_a_release_and_a_fail(open_store: Callable[..., tenure.Store]) -> None:
-    waiter, other = open_store(), open_store()
+def test_woken_by_a_release_and_a_fail(open_real_store: Callable[..., tenure.Store]) -> None:
+    waiter, other = open_real_store(), open_real_store()
     other.submit("J")
     other.submit("K")
     lease_j, lease_k = other.claim_many("B", 30, 2)
@@ -58,7 +60,7 @@ def test_woken_by_a_release_and_a_fail(open_store: Callable[..., tenure.Store]) 
         assert waiter.claim_next("A", 30) is not None  # take it, so that the next wait waits
 
 
-def test_woken_by_plain_sql_writers(store: tenure.Store, admin: Any, schema: str) -> None:
+def test_woken_by_plain_sql_writers(real_store: tenure.Store, admin: Any, schema: str) -> None:
     def insert() -> None:
         admin.execute(
             render(
@@ -70,42 +72,42 @@ def test_woken_by_plain_sql_writers(store: tenure.Store, admin: Any, schema: str
         )
 
     thread = _later(0.2, insert)
-    waited = _timed_wait(store, 10)
+    waited = _timed_wait(real_store, 10)
     thread.join()
     assert waited < 2
 
 
-def test_other_queues_do_not_wake(open_store: Callable[..., tenure.Store]) -> None:
-    waiter, other = open_store(), open_store()
+def test_other_queues_do_not_wake(open_real_store: Callable[..., tenure.Store]) -> None:
+    waiter, other = open_real_store(), open_real_store()
     thread = _later(0.1, lambda: other.submit("J", queue="elsewhere"))
     waited = _timed_wait(waiter, 0.6, queues=("mine",))
     thread.join()
     assert waited >= 0.55
 
 
-def test_returns_at_once_when_work_is_ready(store: tenure.Store) -> None:
-    store.submit("J")
-    assert _timed_wait(store, 10) < 0.5
+def test_returns_at_once_when_work_is_ready(real_store: tenure.Store) -> None:
+    real_store.submit("J")
+    assert _timed_wait(real_store, 10) < 0.5
 
 
-def test_wait_ends_when_a_delayed_job_falls_due(store: tenure.Store) -> None:
-    store.submit("J", delay=0.4)
-    waited = _timed_wait(store, 10)
+def test_wait_ends_when_a_delayed_job_falls_due(real_store: tenure.Store) -> None:
+    real_store.submit("J", delay=0.4)
+    waited = _timed_wait(real_store, 10)
     assert 0.3 < waited < 2
-    assert store.claim_next("A", 30) is not None
+    assert real_store.claim_next("A", 30) is not None
 
 
-def test_wait_ends_when_a_lease_expires(store: tenure.Store) -> None:
-    store.submit("J")
-    assert store.claim_next("A", 0.4) is not None
-    waited = _timed_wait(store, 10)
+def test_wait_ends_when_a_lease_expires(real_store: tenure.Store) -> None:
+    real_store.submit("J")
+    assert real_store.claim_next("A", 0.4) is not None
+    waited = _timed_wait(real_store, 10)
     assert 0.25 < waited < 2
-    assert store.claim_next("B", 30) is not None
+    assert real_store.claim_next("B", 30) is not None
 
 
-def test_polling_without_listen(open_store: Callable[..., tenure.Store], url: str) -> None:
-    poller = open_store(url=url + "&listen=false")
-    other = open_store()
+def test_polling_without_listen(open_real_store: Callable[..., tenure.Store], url: str) -> None:
+    poller = open_real_store(url=url + "&listen=false")
+    other = open_real_store()
     other.submit("later", delay=0.3)
     waited = _timed_wait(poller, 10)
     assert 0.2 < waited < 2
@@ -113,10 +115,10 @@ def test_polling_without_listen(open_store: Callable[..., tenure.Store], url: st
 
 
 def test_waiters_hold_no_pooled_connection(
-    open_store: Callable[..., tenure.Store], url: str
+    open_real_store: Callable[..., tenure.Store], url: str
 ) -> None:
     """With one pooled connection, a worker's renewals still run while it also waits."""
-    store = open_store(url=url + "&pool_max=1&pool_timeout=1")
+    store = open_real_store(url=url + "&pool_max=1&pool_timeout=1")
     store.submit("J")
     lease = store.claim_next("A", 30)
     assert lease is not None
@@ -160,8 +162,8 @@ async def test_async_wait_woken_and_cancellable(url: str, admin: Any, app_name: 
         await other.close()
 
 
-def test_close_ends_a_wait(open_store: Callable[..., tenure.Store], url: str) -> None:
-    store, other = open_store(url=url + "&pool_max=1"), open_store()
+def test_close_ends_a_wait(open_real_store: Callable[..., tenure.Store], url: str) -> None:
+    store, other = open_real_store(url=url + "&pool_max=1"), open_real_store()
     store.submit("J")  # its one connection is in use (kept aside) when close() wakes waiters
     assert store.claim_next("A", 30) is not None
     finished: list[float] = []

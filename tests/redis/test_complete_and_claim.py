@@ -9,59 +9,60 @@ import pytest
 import tenure
 from tenure._protocol import Status, new_secret
 from tenure.stores.redis._common import SCRIPTS
-from tests.redis.test_complete_many import cached, completion, count_requests
-from tests.redis.test_layout import AWKWARD_IDS
+from tests.redis._support import AWKWARD_IDS, cached, completion, count_requests
 
 
 def test_one_script_run_for_completions_and_claims(
-    store: tenure.Store, raw: Any, monkeypatch: pytest.MonkeyPatch
+    real_store: tenure.Store, raw: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     for number in range(30):
-        store.submit(f"job-{number:02}")
-    leases = store.claim_many("A", 10, 10)
+        real_store.submit(f"job-{number:02}")
+    leases = real_store.claim_many("A", 10, 10)
     assert [lease.job_id for lease in leases] == [f"job-{n:02}" for n in range(10)]
     cached(raw, "complete_and_claim")
-    sent = count_requests(store, monkeypatch)
-    lost, claimed = store.complete_and_claim(leases, "A", 10, 10, results=list(range(10)))
+    sent = count_requests(real_store, monkeypatch)
+    lost, claimed = real_store.complete_and_claim(leases, "A", 10, 10, results=list(range(10)))
     assert lost == []
     assert [command[0] for command in sent] == ["EVALSHA"]
     assert sent[0][2] == 12  # the clock, the 10 job keys and the queue's set, all declared
     assert [lease.job_id for lease in claimed] == [f"job-{n:02}" for n in range(10, 20)]
     assert {lease.generation for lease in claimed} == {1}
-    assert [store.get(f"job-{n:02}").result for n in range(10)] == list(range(10))
-    assert [store.get(f"job-{n:02}").state for n in range(10, 21)] == ["leased"] * 10 + ["ready"]
+    assert [real_store.get(f"job-{n:02}").result for n in range(10)] == list(range(10))
+    assert [real_store.get(f"job-{n:02}").state for n in range(10, 21)] == ["leased"] * 10 + [
+        "ready"
+    ]
 
 
 def test_reloads_a_flushed_script(
-    store: tenure.Store, raw: Any, monkeypatch: pytest.MonkeyPatch
+    real_store: tenure.Store, raw: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store.submit("a")
-    store.submit("b")
-    lease = store.claim("a", "A", 10)
+    real_store.submit("a")
+    real_store.submit("b")
+    lease = real_store.claim("a", "A", 10)
     assert lease is not None
     raw.script_flush()
-    sent = count_requests(store, monkeypatch)
-    lost, claimed = store.complete_and_claim([lease], "A", 10, 5)
+    sent = count_requests(real_store, monkeypatch)
+    lost, claimed = real_store.complete_and_claim([lease], "A", 10, 5)
     assert lost == []
     assert [command[0] for command in sent] == ["EVALSHA", "EVAL"]
     assert [lease.job_id for lease in claimed] == ["b"]
-    assert (store.get("a").state, store.get("b").state) == ("done", "leased")
+    assert (real_store.get("a").state, real_store.get("b").state) == ("done", "leased")
 
 
 def test_driver_answers_completions_in_order_then_claims_at_one_time(
-    store: tenure.Store, raw: Any, monkeypatch: pytest.MonkeyPatch
+    real_store: tenure.Store, raw: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     for job_id in ["fresh", "stale", "next-1", "next-2", "next-3"]:
-        store.submit(job_id)
-    fresh = store.claim("fresh", "A", 10)
-    stale = store.claim("stale", "A", 10)
+        real_store.submit(job_id)
+    fresh = real_store.claim("fresh", "A", 10)
+    stale = real_store.claim("stale", "A", 10)
     assert fresh is not None
     assert stale is not None
-    store.release(stale)  # back in the queue, due from now: behind the others
-    driver: Any = store._driver
+    real_store.release(stale)  # back in the queue, due from now: behind the others
+    driver: Any = real_store._driver
     hashes = [new_secret()[1] for _ in range(5)]
     cached(raw, "complete_and_claim")
-    sent = count_requests(store, monkeypatch)
+    sent = count_requests(real_store, monkeypatch)
     completed, claimed = driver.complete_and_claim(
         [completion(stale, "1"), completion(fresh, "2")], "B", 10, ["default"], hashes
     )
@@ -84,21 +85,23 @@ def test_driver_answers_completions_in_order_then_claims_at_one_time(
         ("B", secret_hash) for secret_hash in hashes[:4]
     ]
     assert len({o.now for o in completed + claimed}) == 1  # one store time for the whole run
-    assert (store.get("fresh").state, store.get("fresh").result) == ("done", 2)
+    assert (real_store.get("fresh").state, real_store.get("fresh").result) == ("done", 2)
 
 
-def test_driver_accepts_empty_lists(store: tenure.Store, monkeypatch: pytest.MonkeyPatch) -> None:
-    store.submit("a")
-    lease = store.claim("a", "A", 10)
+def test_driver_accepts_empty_lists(
+    real_store: tenure.Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_store.submit("a")
+    lease = real_store.claim("a", "A", 10)
     assert lease is not None
-    driver: Any = store._driver
-    sent = count_requests(store, monkeypatch)
+    driver: Any = real_store._driver
+    sent = count_requests(real_store, monkeypatch)
     assert driver.complete_and_claim([], "A", 10, ["default"], []) == ([], [])
     assert sent == []
     completed, claimed = driver.complete_and_claim([completion(lease)], "A", 10, ["default"], [])
     assert [o.status for o in completed] == [Status.APPLIED]
     assert claimed == []
-    store.submit("b")
+    real_store.submit("b")
     completed, claimed = driver.complete_and_claim([], "A", 10, ["default"], ["h"])
     assert completed == []
     assert [(o.status, o.row and o.row.job_id) for o in claimed] == [(Status.APPLIED, "b")]
@@ -107,17 +110,20 @@ def test_driver_accepts_empty_lists(store: tenure.Store, monkeypatch: pytest.Mon
 
 
 @pytest.mark.parametrize("queue", ["default", "queue:with {tags} and spaces ✓"])
-def test_awkward_ids_and_queues(store: tenure.Store, queue: str) -> None:
+def test_awkward_ids_and_queues(real_store: tenure.Store, queue: str) -> None:
     for job_id in AWKWARD_IDS:
-        store.submit(job_id, queue=queue)
+        real_store.submit(job_id, queue=queue)
     half = len(AWKWARD_IDS) // 2
-    first = store.claim_many("worker :{*} ✓", 10, half, queues=[queue])
+    first = real_store.claim_many("worker :{*} ✓", 10, half, queues=[queue])
     results = [{"id": lease.job_id, "text": '"\\/\n\u0001 ✓ 🚀'} for lease in first]
-    lost, rest = store.complete_and_claim(
+    lost, rest = real_store.complete_and_claim(
         first, "worker :{*} ✓", 10, len(AWKWARD_IDS), results=results, queues=[queue]
     )
     assert lost == []
     assert [lease.job_id for lease in first + rest] == AWKWARD_IDS
     for lease, result in zip(first, results, strict=True):
-        assert (store.get(lease.job_id).state, store.get(lease.job_id).result) == ("done", result)
-    assert {store.get(lease.job_id).state for lease in rest} == {"leased"}
+        assert (real_store.get(lease.job_id).state, real_store.get(lease.job_id).result) == (
+            "done",
+            result,
+        )
+    assert {real_store.get(lease.job_id).state for lease in rest} == {"leased"}

@@ -7,93 +7,61 @@ from typing import Any
 import pytest
 
 import tenure
-from tenure._protocol import Completion, Status, hash_secret, settle_receipt
+from tenure._protocol import Status
 from tenure.stores.redis import Keys
-from tenure.stores.redis._common import SCRIPTS
 from tests.backends import REDIS
-from tests.redis.test_layout import AWKWARD_IDS
-
-
-def count_requests(store: tenure.Store, monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
-    """Record every request the store's driver sends from now on."""
-    driver: Any = store._driver
-    sent: list[tuple[Any, ...]] = []
-    send = driver._send
-
-    def spy(operation: str, command: Any) -> Any:
-        sent.append(tuple(command))
-        return send(operation, command)
-
-    monkeypatch.setattr(driver, "_send", spy)
-    return sent
-
-
-def cached(raw: Any, name: str) -> None:
-    """Make sure the server knows script ``name``: an earlier test may have flushed the
-    script cache, and the first call would then be EVALSHA and EVAL."""
-    raw.script_load(SCRIPTS[name].text)
-
-
-def completion(lease: tenure.Lease, result: str | None = None) -> Completion:
-    return Completion(
-        lease.job_id,
-        lease.owner,
-        lease.generation,
-        hash_secret(lease.secret),
-        settle_receipt(hash_secret(lease.secret), "complete"),
-        result,
-    )
+from tests.redis._support import AWKWARD_IDS, cached, completion, count_requests
 
 
 def test_one_script_run_for_the_whole_batch(
-    store: tenure.Store, raw: Any, monkeypatch: pytest.MonkeyPatch
+    real_store: tenure.Store, raw: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     for number in range(20):
-        store.submit(f"job-{number}")
-    leases = store.claim_many("A", 10, 20)
+        real_store.submit(f"job-{number}")
+    leases = real_store.claim_many("A", 10, 20)
     assert len(leases) == 20
     cached(raw, "complete_many")
-    sent = count_requests(store, monkeypatch)
-    assert store.complete_many(leases, list(range(20))) == []
+    sent = count_requests(real_store, monkeypatch)
+    assert real_store.complete_many(leases, list(range(20))) == []
     assert [command[0] for command in sent] == ["EVALSHA"]
     assert sent[0][2] == 21  # the clock and the 20 job keys, all declared
-    assert [store.get(f"job-{n}").result for n in range(20)] == list(range(20))
+    assert [real_store.get(f"job-{n}").result for n in range(20)] == list(range(20))
 
 
 def test_reloads_a_flushed_script(
-    store: tenure.Store, raw: Any, monkeypatch: pytest.MonkeyPatch
+    real_store: tenure.Store, raw: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store.submit("a")
-    lease = store.claim("a", "A", 10)
+    real_store.submit("a")
+    lease = real_store.claim("a", "A", 10)
     assert lease is not None
     raw.script_flush()
-    sent = count_requests(store, monkeypatch)
-    assert store.complete_many([lease]) == []
+    sent = count_requests(real_store, monkeypatch)
+    assert real_store.complete_many([lease]) == []
     assert [command[0] for command in sent] == ["EVALSHA", "EVAL"]
-    assert store.get("a").state == "done"
+    assert real_store.get("a").state == "done"
 
 
 def test_answers_in_input_order_with_stale_missing_and_done(
-    store: tenure.Store, raw: Any, prefix: str, monkeypatch: pytest.MonkeyPatch
+    real_store: tenure.Store, raw: Any, prefix: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ids = ["fresh-1", "done-already", "stale", "gone", "fresh-2", "other-owner"]
     for job_id in ids:
-        store.submit(job_id)
-    leases = {job_id: store.claim(job_id, "A", 10) for job_id in ids}
+        real_store.submit(job_id)
+    leases = {job_id: real_store.claim(job_id, "A", 10) for job_id in ids}
     assert all(leases.values())
     lease = {job_id: value for job_id, value in leases.items() if value is not None}
-    store.complete(lease["done-already"], "first")
-    store.release(lease["stale"])
+    real_store.complete(lease["done-already"], "first")
+    real_store.release(lease["stale"])
     raw.delete(Keys(prefix).job("gone"))
-    store.release(lease["other-owner"])
-    taken = store.claim("other-owner", "B", 10)
+    real_store.release(lease["other-owner"])
+    taken = real_store.claim("other-owner", "B", 10)
     assert taken is not None
 
     # Driver level: one outcome per completion, in the order given.
     order = ["stale", "fresh-1", "gone", "done-already", "other-owner", "fresh-2"]
-    driver: Any = store._driver
+    driver: Any = real_store._driver
     cached(raw, "complete_many")
-    sent = count_requests(store, monkeypatch)
+    sent = count_requests(real_store, monkeypatch)
     outcomes = driver.complete_many([completion(lease[job_id], "r") for job_id in order])
     assert len(sent) == 1
     assert [(o.status, o.row and o.row.job_id) for o in outcomes] == [
@@ -111,60 +79,60 @@ def test_answers_in_input_order_with_stale_missing_and_done(
     assert (rows["other-owner"].owner, rows["other-owner"].generation) == ("B", 2)
     assert (rows["fresh-1"].state, rows["fresh-1"].result) == ("done", "r")
     # The stale completions changed nothing.
-    assert store.get("other-owner").state == "leased"
-    assert store.get("stale").state == "ready"
-    assert store.get("done-already").result == "first"
+    assert real_store.get("other-owner").state == "leased"
+    assert real_store.get("stale").state == "ready"
+    assert real_store.get("done-already").result == "first"
 
 
-def test_store_reports_the_stale_leases_in_order(store: tenure.Store) -> None:
+def test_store_reports_the_stale_leases_in_order(real_store: tenure.Store) -> None:
     for job_id in "abcd":
-        store.submit(job_id)
-    leases = [store.claim(job_id, "A", 10) for job_id in "abcd"]
+        real_store.submit(job_id)
+    leases = [real_store.claim(job_id, "A", 10) for job_id in "abcd"]
     assert all(leases)
     held = [lease for lease in leases if lease is not None]
-    store.release(held[3])
-    store.release(held[1])
-    store.complete(held[2])  # a repeat by the same lease is a success
-    lost = store.complete_many(held)
+    real_store.release(held[3])
+    real_store.release(held[1])
+    real_store.complete(held[2])  # a repeat by the same lease is a success
+    lost = real_store.complete_many(held)
     assert [(error.job_id, error.generation) for error in lost] == [("b", 1), ("d", 1)]
-    assert [store.get(job_id).state for job_id in "abcd"] == ["done", "ready", "done", "ready"]
+    assert [real_store.get(job_id).state for job_id in "abcd"] == ["done", "ready", "done", "ready"]
 
 
 @pytest.mark.parametrize("queue", ["default", "queue:with {tags} and spaces ✓"])
-def test_awkward_ids_and_results(store: tenure.Store, queue: str) -> None:
+def test_awkward_ids_and_results(real_store: tenure.Store, queue: str) -> None:
     for job_id in AWKWARD_IDS:
-        store.submit(job_id, queue=queue)
-    leases = store.claim_many("worker :{*} ✓", 10, len(AWKWARD_IDS), queues=[queue])
+        real_store.submit(job_id, queue=queue)
+    leases = real_store.claim_many("worker :{*} ✓", 10, len(AWKWARD_IDS), queues=[queue])
     assert [lease.job_id for lease in leases] == AWKWARD_IDS
     results = [{"id": lease.job_id, "text": '"\\/\n\u0001 ✓ 🚀'} for lease in leases]
-    assert store.complete_many(leases, results) == []
+    assert real_store.complete_many(leases, results) == []
     for job_id, result in zip(AWKWARD_IDS, results, strict=True):
-        job = store.get(job_id)
+        job = real_store.get(job_id)
         assert (job.state, job.result, job.owner) == ("done", result, "worker :{*} ✓")
     # Repeating the call is a success and changes nothing; without the results it is not
     # a repeat, and each completion is refused.
-    assert store.complete_many(leases, results) == []
-    assert len(store.complete_many(leases)) == len(leases)
-    assert store.get(AWKWARD_IDS[0]).result == results[0]
+    assert real_store.complete_many(leases, results) == []
+    assert len(real_store.complete_many(leases)) == len(leases)
+    assert real_store.get(AWKWARD_IDS[0]).result == results[0]
 
 
 @pytest.mark.parametrize("start", [2**53, 2**63 - 3])
-def test_generations_stay_exact(store: tenure.Store, url: str, start: int) -> None:
-    store.submit("J")
-    store.submit("K")
+def test_generations_stay_exact(real_store: tenure.Store, url: str, start: int) -> None:
+    real_store.submit("J")
+    real_store.submit("K")
     REDIS.set_generation(url, "J", start)
-    first = store.claim("J", "A", 10)
+    first = real_store.claim("J", "A", 10)
     assert first is not None
-    store.release(first)
-    second = store.claim("J", "B", 10)
-    other = store.claim("K", "B", 10)
+    real_store.release(first)
+    second = real_store.claim("J", "B", 10)
+    other = real_store.claim("K", "B", 10)
     assert second is not None
     assert other is not None
     assert second.generation == start + 2
     # The neighbouring generation (equal as a double) is stale.
-    lost = store.complete_many([first, other])
+    lost = real_store.complete_many([first, other])
     assert [(error.job_id, error.generation, error.current_generation) for error in lost] == [
         ("J", start + 1, start + 2)
     ]
-    assert store.complete_many([second]) == []
-    assert store.get("J").generation == start + 2
+    assert real_store.complete_many([second]) == []
+    assert real_store.get("J").generation == start + 2

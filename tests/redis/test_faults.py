@@ -40,9 +40,9 @@ def test_unreachable_server_at_connect() -> None:
 
 
 def test_lost_reply_to_complete_is_unknown_and_safe_to_retry(
-    open_store: Callable[..., tenure.Store], proxied_url: str, proxy: Proxy
+    open_real_store: Callable[..., tenure.Store], proxied_url: str, proxy: Proxy
 ) -> None:
-    store = open_store(url=proxied_url)
+    store = open_real_store(url=proxied_url)
     store.submit("J")
     lease = store.claim("J", "A", 10)
     assert lease is not None
@@ -60,9 +60,9 @@ def test_lost_reply_to_complete_is_unknown_and_safe_to_retry(
 
 
 def test_store_retries_renew_and_claim_through_lost_replies(
-    open_store: Callable[..., tenure.Store], proxied_url: str, proxy: Proxy
+    open_real_store: Callable[..., tenure.Store], proxied_url: str, proxy: Proxy
 ) -> None:
-    store = open_store(url=proxied_url)
+    store = open_real_store(url=proxied_url)
     store.submit("J")
     proxy.lose_next_reply()
     lease = store.claim("J", "A", 10)  # retried with the same secret: the same lease
@@ -81,9 +81,9 @@ def test_store_retries_renew_and_claim_through_lost_replies(
 
 
 def test_lost_reply_to_claim_next_is_not_repeated(
-    open_store: Callable[..., tenure.Store], proxied_url: str, proxy: Proxy
+    open_real_store: Callable[..., tenure.Store], proxied_url: str, proxy: Proxy
 ) -> None:
-    store = open_store(url=proxied_url)
+    store = open_real_store(url=proxied_url)
     store.submit("J")
     store.submit("K")
     proxy.lose_next_reply()
@@ -96,9 +96,9 @@ def test_lost_reply_to_claim_next_is_not_repeated(
 
 
 def test_server_gone_after_connect_is_known_not_applied(
-    open_store: Callable[..., tenure.Store], proxied_url: str, proxy: Proxy
+    open_real_store: Callable[..., tenure.Store], proxied_url: str, proxy: Proxy
 ) -> None:
-    store = open_store(url=proxied_url)
+    store = open_real_store(url=proxied_url)
     store.submit("J")
     proxy.close()
     for call in (lambda: store.claim_next("A", 10), lambda: store.submit("K")):
@@ -123,16 +123,16 @@ async def test_server_gone_after_connect_is_known_not_applied_async(
         await store.close()
 
 
-def test_scripts_reload_after_script_flush(store: tenure.Store, raw: Any) -> None:
-    store.submit("J")
+def test_scripts_reload_after_script_flush(real_store: tenure.Store, raw: Any) -> None:
+    real_store.submit("J")
     raw.script_flush()
-    lease = store.claim_next("A", 10)
+    lease = real_store.claim_next("A", 10)
     assert lease is not None
     claim_next = _common.SCRIPTS["claim_next"]
     assert raw.script_exists(claim_next.sha) == [True]  # cached again for EVALSHA
     raw.script_flush()
-    store.complete(lease)
-    assert store.get("J").state == "done"
+    real_store.complete(lease)
+    assert real_store.get("J").state == "done"
 
 
 def test_closed_store_refuses(url: str) -> None:
@@ -150,8 +150,8 @@ def test_newer_layout_is_refused(url: str, raw: Any, prefix: str) -> None:
         tenure.connect(url)
 
 
-def test_store_id_is_kept(open_store: Callable[..., tenure.Store]) -> None:
-    assert open_store().store_id == open_store().store_id != ""
+def test_store_id_is_kept(open_real_store: Callable[..., tenure.Store]) -> None:
+    assert open_real_store().store_id == open_real_store().store_id != ""
 
 
 def test_warns_when_redis_keeps_nothing_on_disk(

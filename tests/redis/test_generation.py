@@ -15,39 +15,39 @@ MAX = 2**63 - 1
 
 @pytest.mark.parametrize("start", [2**53 - 1, 2**53, 2**62 + 12345, MAX - 2])
 def test_generations_beyond_double_precision(
-    store: tenure.Store, url: str, raw: Any, prefix: str, start: int
+    real_store: tenure.Store, url: str, raw: Any, prefix: str, start: int
 ) -> None:
-    store.submit("J")
+    real_store.submit("J")
     REDIS.set_generation(url, "J", start)
-    first = store.claim("J", "A", 10)
+    first = real_store.claim("J", "A", 10)
     assert first is not None
     assert first.generation == start + 1
     # A neighbouring generation (equal as a double) must not pass for the current one.
-    store.renew(first)
-    store.release(first)
-    second = store.claim_next("B", 10)
+    real_store.renew(first)
+    real_store.release(first)
+    second = real_store.claim_next("B", 10)
     assert second is not None
     assert second.generation == start + 2
     assert raw.hget(Keys(prefix).job("J"), "g") == str(start + 2).encode()
     with pytest.raises(tenure.LeaseLost):
-        store.complete(first)
-    store.complete(second)
-    assert store.get("J").generation == start + 2
+        real_store.complete(first)
+    real_store.complete(second)
+    assert real_store.get("J").generation == start + 2
 
 
-def test_top_generation_refuses_claims(store: tenure.Store, url: str) -> None:
-    store.submit("J")
-    store.submit("K")
+def test_top_generation_refuses_claims(real_store: tenure.Store, url: str) -> None:
+    real_store.submit("J")
+    real_store.submit("K")
     REDIS.set_generation(url, "J", MAX - 1)
-    lease = store.claim("J", "A", 10)
+    lease = real_store.claim("J", "A", 10)
     assert lease is not None
     assert lease.generation == MAX
-    store.release(lease)
+    real_store.release(lease)
     with pytest.raises(tenure.GenerationExhausted):
-        store.claim("J", "B", 10)
+        real_store.claim("J", "B", 10)
     # claim_next passes over it (and drops it from the candidate set) to the next job.
-    other = store.claim_next("B", 10)
+    other = real_store.claim_next("B", 10)
     assert other is not None
     assert other.job_id == "K"
-    assert store.claim_next("B", 10) is None
-    assert store.get("J").generation == MAX
+    assert real_store.claim_next("B", 10) is None
+    assert real_store.get("J").generation == MAX

@@ -9,25 +9,7 @@ from redis.crc import key_slot
 
 import tenure
 from tenure.stores.redis import Keys, encode
-
-AWKWARD_IDS = [
-    "a:b",
-    "{tag}",
-    "}{",
-    "{",
-    "*",
-    "job *?[]\\",
-    "with space",
-    "  leading and trailing  ",
-    "%",
-    "%3A",  # must not meet "a:b"-style encodings of other ids
-    "a%3Ab",
-    "ünïcødé ✓ 工作 🚀",
-    "{tenure}:j:x",  # looks like one of our own keys
-    "x" * 255,
-    "é" * 255,
-    "🚀" * 255,
-]
+from tests.redis._support import AWKWARD_IDS
 
 
 def test_encoding_is_injective_and_free_of_key_syntax() -> None:
@@ -39,23 +21,25 @@ def test_encoding_is_injective_and_free_of_key_syntax() -> None:
 
 
 @pytest.mark.parametrize("queue", ["default", "queue:with {tags} and spaces ✓"])
-def test_awkward_ids_round_trip(store: tenure.Store, raw: Any, prefix: str, queue: str) -> None:
+def test_awkward_ids_round_trip(
+    real_store: tenure.Store, raw: Any, prefix: str, queue: str
+) -> None:
     for number, job_id in enumerate(AWKWARD_IDS):
-        job = store.submit(job_id, {"n": number}, queue=queue)
+        job = real_store.submit(job_id, {"n": number}, queue=queue)
         assert (job.job_id, job.queue, job.payload) == (job_id, queue, {"n": number})
     # Claimed in submission order, each under its own id.
-    leases = store.claim_many("worker :{*}", 10, len(AWKWARD_IDS), queues=[queue])
+    leases = real_store.claim_many("worker :{*}", 10, len(AWKWARD_IDS), queues=[queue])
     assert [lease.job_id for lease in leases] == AWKWARD_IDS
     for lease in leases:
-        store.renew(lease)
-        store.complete(lease, lease.job_id)
+        real_store.renew(lease)
+        real_store.complete(lease, lease.job_id)
     for job_id in AWKWARD_IDS:
-        job = store.get(job_id)
+        job = real_store.get(job_id)
         assert (job.state, job.result, job.owner) == ("done", job_id, "worker :{*}")
-    listed = store.jobs(queue=queue, limit=1000)
+    listed = real_store.jobs(queue=queue, limit=1000)
     assert [job.job_id for job in listed] == AWKWARD_IDS
     with pytest.raises(tenure.JobNotFound):
-        store.get("a%3Ab" + "x")
+        real_store.get("a%3Ab" + "x")
 
     # Every key lives under the store's hash tag, hence in one Cluster slot.
     keys = [key.decode() for key in raw.scan_iter(match="*" + prefix + "*", count=1000)]
@@ -66,8 +50,10 @@ def test_awkward_ids_round_trip(store: tenure.Store, raw: Any, prefix: str, queu
     assert len([key for key in keys if key.startswith(tag + ":j:")]) == len(AWKWARD_IDS)
 
 
-def test_one_hash_per_job_under_the_encoded_id(store: tenure.Store, raw: Any, prefix: str) -> None:
-    store.submit("a:b {c}", "payload")
+def test_one_hash_per_job_under_the_encoded_id(
+    real_store: tenure.Store, raw: Any, prefix: str
+) -> None:
+    real_store.submit("a:b {c}", "payload")
     key = Keys(prefix).job("a:b {c}")
     assert key == "{" + prefix + "}:j:a%3Ab%20%7Bc%7D"
     fields = {k.decode(): v.decode() for k, v in raw.hgetall(key).items()}
@@ -76,9 +62,11 @@ def test_one_hash_per_job_under_the_encoded_id(store: tenure.Store, raw: Any, pr
     assert fields["g"] == "0"
 
 
-def test_stores_with_different_prefixes_are_separate(url: str, open_store: Any, raw: Any) -> None:
+def test_stores_with_different_prefixes_are_separate(
+    url: str, open_real_store: Any, raw: Any
+) -> None:
     other_url = url.replace("prefix=", "prefix=other-")
-    first, second = open_store(), open_store(url=other_url)
+    first, second = open_real_store(), open_real_store(url=other_url)
     try:
         first.submit("J", 1)
         with pytest.raises(tenure.JobNotFound):
@@ -93,30 +81,33 @@ def test_stores_with_different_prefixes_are_separate(url: str, open_store: Any, 
             raw.delete(*keys)
 
 
-def test_listing_by_state_walks_past_the_scan_budget(store: tenure.Store) -> None:
+def test_listing_by_state_walks_past_the_scan_budget(real_store: tenure.Store) -> None:
     # list.lua examines 500 jobs per run; the driver continues the walk with a cursor.
     for number in range(1203):
-        store.submit(f"job-{number:04d}")
+        real_store.submit(f"job-{number:04d}")
     for job_id in ("job-0007", "job-0700", "job-1202"):
-        lease = store.claim(job_id, "w", 10)
+        lease = real_store.claim(job_id, "w", 10)
         assert lease is not None
-        store.complete(lease)
-    assert [job.job_id for job in store.jobs(state="done", limit=10)] == [
+        real_store.complete(lease)
+    assert [job.job_id for job in real_store.jobs(state="done", limit=10)] == [
         "job-0007",
         "job-0700",
         "job-1202",
     ]
-    assert [job.job_id for job in store.jobs(state="done", limit=2)] == ["job-0007", "job-0700"]
-    ready = store.jobs(state="ready", limit=1000)
+    assert [job.job_id for job in real_store.jobs(state="done", limit=2)] == [
+        "job-0007",
+        "job-0700",
+    ]
+    ready = real_store.jobs(state="ready", limit=1000)
     assert len(ready) == 1000
     assert ready[0].job_id == "job-0000"
-    assert len(store.jobs(limit=1000)) == 1000
+    assert len(real_store.jobs(limit=1000)) == 1000
 
 
-def test_batch_claim_is_one_script_run(store: tenure.Store, monkeypatch: Any) -> None:
+def test_batch_claim_is_one_script_run(real_store: tenure.Store, monkeypatch: Any) -> None:
     for number in range(50):
-        store.submit(f"J{number:02d}")
-    driver: Any = store._driver
+        real_store.submit(f"J{number:02d}")
+    driver: Any = real_store._driver
     calls: list[str] = []
     send = driver._send
 
@@ -125,7 +116,7 @@ def test_batch_claim_is_one_script_run(store: tenure.Store, monkeypatch: Any) ->
         return send(operation, command)
 
     monkeypatch.setattr(driver, "_send", counting_send)
-    leases = store.claim_many("w", 10, 40)
+    leases = real_store.claim_many("w", 10, 40)
     assert calls == ["claim_next"]
     assert [lease.job_id for lease in leases] == [f"J{n:02d}" for n in range(40)]
     assert len({lease.secret for lease in leases}) == 40

@@ -37,10 +37,10 @@ def everything(raw: Any, prefix: str) -> dict[str, Any]:
 
 
 @pytest.fixture
-def held(store: tenure.Store) -> tenure.Lease:
-    store.submit("J", max_attempts=3)
-    store.submit("K")
-    lease = store.claim("J", "A", 30)
+def held(real_store: tenure.Store) -> tenure.Lease:
+    real_store.submit("J", max_attempts=3)
+    real_store.submit("K")
+    lease = real_store.claim("J", "A", 30)
     assert lease is not None
     return lease
 
@@ -74,9 +74,9 @@ def _driver_calls(lease: tenure.Lease, value: float) -> dict[str, Any]:
     "operation", ["renew", "fail", "claim", "claim_next", "complete_and_claim", "submit"]
 )
 def test_a_refused_argument_writes_nothing(
-    store: tenure.Store, raw: Any, prefix: str, held: tenure.Lease, operation: str
+    real_store: tenure.Store, raw: Any, prefix: str, held: tenure.Lease, operation: str
 ) -> None:
-    driver = store._driver
+    driver = real_store._driver
     before = everything(raw, prefix)
     assert driver.keys.clock.encode() in before  # the floor exists: a write would move it
     for value in BAD_SECONDS:
@@ -87,7 +87,7 @@ def test_a_refused_argument_writes_nothing(
             _driver_calls(held, value)[operation](driver)
         assert "must be a number from" in caught.value.rule, caught.value
         assert everything(raw, prefix) == before, (operation, value)
-    store.complete(held, "fine")  # the lease was not touched
+    real_store.complete(held, "fine")  # the lease was not touched
 
 
 def test_the_scripts_limits_are_the_clients() -> None:

@@ -37,10 +37,10 @@ def redis_time(raw: Any) -> float:
 
 @pytest.mark.parametrize("offset", [3600.0, -3600.0])
 def test_client_an_hour_off_neither_steals_nor_loses(
-    open_store: Callable[..., tenure.Store], raw: Any, offset: float
+    open_real_store: Callable[..., tenure.Store], raw: Any, offset: float
 ) -> None:
-    skewed = open_store(clock=OffsetClock(offset))
-    honest = open_store()
+    skewed = open_real_store(clock=OffsetClock(offset))
+    honest = open_real_store()
     skewed.submit("mine")
     honest.submit("theirs")
 
@@ -78,11 +78,11 @@ def test_client_an_hour_off_neither_steals_nor_loses(
 
 
 def test_client_pause_longer_than_the_lease(
-    open_store: Callable[..., tenure.Store], raw: Any
+    open_real_store: Callable[..., tenure.Store], raw: Any
 ) -> None:
     """The renewal is sent before the lease expires but reaches Redis only after the
     pause (1 s) outlasted the lease (0.5 s): Redis time decides, so it is refused."""
-    holder, other = open_store(), open_store()
+    holder, other = open_real_store(), open_real_store()
     holder.submit("J")
     lease = holder.claim("J", "A", 0.5)
     assert lease is not None

@@ -22,9 +22,9 @@ def timed(call: Callable[[], object]) -> float:
 
 
 def test_woken_by_a_submit_from_another_client(
-    open_store: Callable[..., tenure.Store],
+    open_real_store: Callable[..., tenure.Store],
 ) -> None:
-    waiter, submitter = open_store(), open_store()
+    waiter, submitter = open_real_store(), open_real_store()
     timer = threading.Timer(0.2, lambda: submitter.submit("J"))
     timer.start()
     elapsed = timed(lambda: waiter.wait_for_jobs(timeout=5))
@@ -33,8 +33,8 @@ def test_woken_by_a_submit_from_another_client(
     assert waiter.claim_next("w", 10) is not None
 
 
-def test_woken_by_a_release(open_store: Callable[..., tenure.Store]) -> None:
-    waiter, holder = open_store(), open_store()
+def test_woken_by_a_release(open_real_store: Callable[..., tenure.Store]) -> None:
+    waiter, holder = open_real_store(), open_real_store()
     holder.submit("J")
     lease = holder.claim("J", "h", 30)
     assert lease is not None
@@ -45,42 +45,42 @@ def test_woken_by_a_release(open_store: Callable[..., tenure.Store]) -> None:
     assert 0.15 <= elapsed < 2
 
 
-def test_old_wake_ups_do_not_cut_a_wait_short(store: tenure.Store) -> None:
-    store.submit("J")  # pushes a wake-up nobody consumes
-    lease = store.claim_next("w", 30)
+def test_old_wake_ups_do_not_cut_a_wait_short(real_store: tenure.Store) -> None:
+    real_store.submit("J")  # pushes a wake-up nobody consumes
+    lease = real_store.claim_next("w", 30)
     assert lease is not None
-    store.complete(lease)
-    assert timed(lambda: store.wait_for_jobs(timeout=0.3)) >= 0.28
+    real_store.complete(lease)
+    assert timed(lambda: real_store.wait_for_jobs(timeout=0.3)) >= 0.28
 
 
-def test_wait_ends_when_a_delayed_job_falls_due(store: tenure.Store) -> None:
-    store.submit("J", delay=0.3)
-    elapsed = timed(lambda: store.wait_for_jobs(timeout=5))
+def test_wait_ends_when_a_delayed_job_falls_due(real_store: tenure.Store) -> None:
+    real_store.submit("J", delay=0.3)
+    elapsed = timed(lambda: real_store.wait_for_jobs(timeout=5))
     assert 0.25 <= elapsed < 1.5
-    assert store.claim_next("w", 10) is not None
+    assert real_store.claim_next("w", 10) is not None
 
 
-def test_wait_ends_when_a_lease_expires(store: tenure.Store) -> None:
-    store.submit("J")
-    assert store.claim("J", "a", 0.3) is not None
-    elapsed = timed(lambda: store.wait_for_jobs(timeout=5))
+def test_wait_ends_when_a_lease_expires(real_store: tenure.Store) -> None:
+    real_store.submit("J")
+    assert real_store.claim("J", "a", 0.3) is not None
+    elapsed = timed(lambda: real_store.wait_for_jobs(timeout=5))
     assert 0.25 <= elapsed < 1.5
-    lease = store.claim_next("b", 10)
+    lease = real_store.claim_next("b", 10)
     assert lease is not None
     assert lease.generation == 2
 
 
-def test_wait_returns_at_once_when_work_is_ready(store: tenure.Store) -> None:
-    store.submit("J")
-    store.claim_next("w", 10)
-    store.submit("K")
-    store.submit("L")
-    store.claim_next("w", 10)
-    assert timed(lambda: store.wait_for_jobs(timeout=5)) < 0.2
+def test_wait_returns_at_once_when_work_is_ready(real_store: tenure.Store) -> None:
+    real_store.submit("J")
+    real_store.claim_next("w", 10)
+    real_store.submit("K")
+    real_store.submit("L")
+    real_store.claim_next("w", 10)
+    assert timed(lambda: real_store.wait_for_jobs(timeout=5)) < 0.2
 
 
-def test_close_ends_a_wait(open_store: Callable[..., tenure.Store]) -> None:
-    store = open_store()
+def test_close_ends_a_wait(open_real_store: Callable[..., tenure.Store]) -> None:
+    store = open_real_store()
     store.wait_for_jobs(timeout=0.01)
     threading.Timer(0.2, store.close).start()
     assert timed(lambda: store.wait_for_jobs(timeout=3)) < 2

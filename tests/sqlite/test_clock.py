@@ -2,21 +2,26 @@
 clock from an anchor kept in the file, so a wall-clock step, in one process or the whole
 host, neither expires a live lease nor freezes store time for anyone; across reboots it
 re-anchors at max(host wall clock, floor); a clock without a boot clock gets wall clock and
-floor. The real-process version of the same story is test_faketime.py."""
+floor. The real-process version of the same story is test_faketime.py.
+
+The clients are the suite's ``open_store`` (tests/conftest.py): on the test's manual
+``clock`` (the host's clocks), or on another clock given by ``on(...)``."""
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import tenure
 from tenure._clock import BootReading
 from tenure._resources import migrations
+from tests.backends import sqlite_path
 
-T0 = 1_700_000_000.0
+T0 = tenure.ManualClock().time()  # where the test's `clock` starts
 TTL = 30.0
 HOURS_2 = 7200.0
 
@@ -55,29 +60,14 @@ class WallOnly:
 
 
 @pytest.fixture
-def path(tmp_path: Path) -> Path:
-    return tmp_path / "tenure.db"
+def path(url: str) -> Path:
+    """The test's store file."""
+    return sqlite_path(url)
 
 
-@pytest.fixture
-def clock() -> tenure.ManualClock:
-    return tenure.ManualClock(T0, boot_id="boot-1")
-
-
-@pytest.fixture
-def open_store(path: Path, clock: tenure.ManualClock) -> Iterator[OpenStore]:
-    """Open a client of the store file; by default on the host's (manual) clock."""
-    opened: list[tenure.Store] = []
-
-    def factory(on: tenure.Clock | None = None) -> tenure.Store:
-        chosen = clock if on is None else on
-        store = tenure.connect(f"sqlite:///{path}", clock=chosen, store_clock=chosen)
-        opened.append(store)
-        return store
-
-    yield factory
-    for store in opened:
-        store.close()
+def on(clock: tenure.Clock) -> dict[str, Any]:
+    """``open_store`` options for a client whose client and store clock are ``clock``."""
+    return {"clock": clock, "store_clock": clock}
 
 
 def claimed(store: tenure.Store, job_id: str = "J") -> tenure.Lease:
@@ -118,7 +108,7 @@ def test_a_live_lease_survives_a_wall_clock_step(
         clock.jump(offset)
         skewed = open_store()
     else:
-        skewed = open_store(SkewedProcess(clock, offset))
+        skewed = open_store(**on(SkewedProcess(clock, offset)))
     assert skewed.now() == T0
     assert skewed.claim("J", "B", TTL) is None
     assert skewed.claim_next("B", TTL) is None
@@ -141,7 +131,7 @@ def test_a_process_ahead_does_not_freeze_store_time(
     # stand at T0+2h until the host caught up, and no lease taken meanwhile expire.
     holder = open_store()
     holder.submit("first")
-    open_store(SkewedProcess(clock, HOURS_2)).submit("other")
+    open_store(**on(SkewedProcess(clock, HOURS_2))).submit("other")
     lease = claimed(holder)  # then its holder crashes
     assert lease.lease_until == T0 + TTL
     reclaimer = open_store()
@@ -160,7 +150,7 @@ def test_a_first_writer_with_a_wrong_clock_sets_the_boots_anchor(
     # The first write of a boot anchors at its own wall clock, right or wrong: store time is
     # then two hours ahead of the host's clock for the whole boot, but it runs at the real
     # rate, so every lease still lasts its TTL.
-    open_store(SkewedProcess(clock, HOURS_2)).submit("first")
+    open_store(**on(SkewedProcess(clock, HOURS_2))).submit("first")
     holder = open_store()
     lease = claimed(holder)
     assert lease.lease_until == T0 + HOURS_2 + TTL
@@ -186,9 +176,9 @@ def test_reads_do_not_anchor(open_store: OpenStore, clock: tenure.ManualClock) -
     store = open_store()
     store.submit("J")
     late_boot = tenure.ManualClock(T0 + 50, boot_id="boot-2")
-    assert open_store(late_boot).get("J").as_of == T0 + 50  # the time it would anchor at
+    assert open_store(**on(late_boot)).get("J").as_of == T0 + 50  # the time it would anchor at
     clock.jump(-HOURS_2)
-    assert store.now() == T0  # boot-1's anchor is untouched
+    assert store.now() == T0  # the first boot's anchor is untouched
 
 
 # -- across reboots ---------------------------------------------------------------------------
@@ -231,10 +221,10 @@ def test_a_reboot_with_the_wall_clock_behind_reanchors_at_the_floor(
 def test_without_a_boot_clock_store_time_is_the_wall_clock_floored(
     open_store: OpenStore, clock: tenure.ManualClock
 ) -> None:
-    store = open_store(WallOnly(clock))
+    store = open_store(**on(WallOnly(clock)))
     lease = claimed(store)
     clock.jump(-100)
-    other = open_store(WallOnly(clock))
+    other = open_store(**on(WallOnly(clock)))
     for step in (0, 50, 49.5):  # host time: T0-100, -50, -0.5
         clock.advance(step)
         assert store.now() == T0  # frozen while the host clock is behind
@@ -258,7 +248,7 @@ def test_a_client_without_a_boot_clock_leaves_the_anchor_alone(
     store = open_store()
     assert store.now() == T0  # anchored
     clock.jump(-HOURS_2)
-    wall_only = open_store(WallOnly(clock))
+    wall_only = open_store(**on(WallOnly(clock)))
     assert wall_only.now() == T0  # the floor
     clock.advance(5)
     assert store.now() == T0 + 5  # still on the boot clock from the same anchor

@@ -18,7 +18,7 @@ from tenure.cli._worker import _Formatter, _LiveProgress, _rich_console
 from tenure.worker import JobContext
 from tenure.worker._stats import Progress
 from tests.backends import POSTGRES
-from tests.worker.conftest import run_burst
+from tests.worker._support import run_burst
 
 MakeWorker = Callable[..., tenure.Worker]
 

@@ -22,7 +22,7 @@ import pytest
 
 import tenure
 from tests.worker import apps
-from tests.worker.conftest import run_burst, wait_until
+from tests.worker._support import run_burst, wait_until
 
 pytestmark = pytest.mark.slow
 

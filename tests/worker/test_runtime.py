@@ -26,7 +26,7 @@ import tenure
 import tenure.aio
 from tenure.worker import JobContext, check_token, current_context, token_state
 from tests.worker import apps
-from tests.worker.conftest import run_burst, running, wait_until
+from tests.worker._support import run_burst, running, wait_until
 
 MakeWorker = Callable[..., tenure.Worker]
 TTL = 10.0  # make_worker's default: local deadline 9.85 s after sending, renewals <= 3.33 s

@@ -1,0 +1,69 @@
+"""Helpers of the worker tests: waiting for a condition, running a worker on a thread."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import tenure
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
+    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.005)
+
+
+@contextmanager
+def running(worker: tenure.Worker, *, timeout: float = 15.0) -> Iterator[tenure.Worker]:
+    """Run ``worker`` on a thread for the duration of the block; stop it afterwards and
+    fail if it does not stop within ``timeout`` or if it raised."""
+    errors: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            worker.run(install_signal_handlers=False)
+        except BaseException as exc:  # reported by the test
+            errors.append(exc)
+
+    thread = threading.Thread(target=target, name="test-worker", daemon=True)
+    thread.start()
+    wait_until(lambda: worker.running or errors or not thread.is_alive(), what="worker start")
+    try:
+        yield worker
+    finally:
+        worker.stop()
+        thread.join(timeout)
+        assert not thread.is_alive(), "the worker did not stop"
+        if errors:
+            raise errors[0]
+
+
+def run_burst(worker: tenure.Worker, timeout: float = 15.0) -> None:
+    """``worker.run(burst=True)`` on a thread, bounded by ``timeout``."""
+    errors: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            worker.run(burst=True, install_signal_handlers=False)
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=target, name="test-worker-burst", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        worker.stop(immediate=True)
+        thread.join(5)
+        raise AssertionError(f"burst run did not finish within {timeout} s")
+    if errors:
+        raise errors[0]
