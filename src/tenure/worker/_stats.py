@@ -23,9 +23,17 @@ COUNTERS: dict[str, str] = {
     "killed_on_loss": "handler processes killed because their lease was lost",
     "completions_refused": "handlers that returned after losing their lease: result discarded",
     "stale_rejections": "complete/fail/release calls the store rejected as stale",
-    "store_errors": "store calls that failed with StoreUnavailable (claim, settle)",
+    "store_errors": "store calls that failed with StoreUnavailable (claim, wait, settle; each "
+    "failed attempt counts)",
+    "settle_retries": "complete/fail/release attempts repeated after StoreUnavailable (within "
+    "the lease's local deadline)",
+    "settles_given_up": "complete/fail/release calls given up because the store stayed "
+    "unavailable until the lease's local deadline (the job runs again; also in leases_lost)",
+    "outages": "times the store became unavailable (one WARNING line each, one INFO line when "
+    "it is back)",
     "renewals": "confirmed renewals",
-    "renewal_errors": "renewals that failed without an answer (StoreUnavailable); retried",
+    "renewal_errors": "renewals that failed without an answer (StoreUnavailable); retried "
+    "while the lease's local deadline allows",
 }
 
 # Gauges and sums that are floats, reported next to the counters.

@@ -40,7 +40,7 @@ from .._protocol import RetryPolicy
 from .._validate import MAX_BATCH
 from ..aio import connect as connect_async
 from ..aio._store import AsyncStore
-from ..errors import InvalidArgument, StoreUnavailable
+from ..errors import InvalidArgument, StoreLost, StoreUnavailable
 from ..models import Claim, Job, Lease
 from ..stores import resolve_url
 from ._completer import Completer, Refill
@@ -53,6 +53,7 @@ from ._lease import REGISTRY, LeaseHandle, lease_extra
 from ._loop import LoopCaller
 from ._outcome import Outcome
 from ._process import prepare_process_handlers
+from ._retry import Outage
 from ._settle import Settler, note_loss
 from ._signals import install_handlers
 from ._stats import Progress, Stats
@@ -161,6 +162,7 @@ class Worker:
         self._completer: Completer | None = None
         self._settler: Settler | None = None
         self._invoker: Invoker | None = None
+        self._outage: Outage | None = None
         self._claiming = 0  # slots the claim loop's call in flight asks for
         self._rng = random.Random()
         self._progress: Progress | None = None
@@ -357,8 +359,17 @@ class Worker:
             "timing": config.timing,
         }
         store = await connect_async(url, **options)
-        self._completer = Completer(store)
-        self._settler = Settler(store, self._completer, self._stats, self._rng)
+        caller = self._caller
+        # One outage for every caller (claim loop, settles, the keeper's thread): one line
+        # when the store goes away and one when it is back.
+        outage = Outage(
+            clock, self._stats, on_lost=lambda error: caller.call_soon(partial(self._lost, error))
+        )
+        self._outage = outage
+        self._completer = Completer(
+            store, clock=clock, outage=outage, stats=self._stats, rng=self._rng
+        )
+        self._settler = Settler(store, self._completer, self._stats, self._rng, outage)
         self._invoker = Invoker(self._caller, self._stats, method)
         try:
             renewer_store = await anyio.to_thread.run_sync(partial(connect, url, **options))
@@ -367,6 +378,7 @@ class Worker:
                 clock,
                 self._stats,
                 renew_every=lambda lease: config.renew_every or lease.ttl / 3,
+                outage=outage,
             )
             self._keeper = keeper
             keeper.start()
@@ -396,6 +408,8 @@ class Worker:
         finally:
             with anyio.CancelScope(shield=True):
                 await store.close()
+        if outage.lost is not None:
+            raise outage.lost
 
     def _checked_queues(self) -> tuple[str, ...]:
         queues = self.queues
@@ -490,10 +504,16 @@ class Worker:
             try:
                 claimed = await store.claim_jobs(self.owner or "", config.ttl, free, queues=queues)
             except StoreUnavailable as exc:
+                # Never repeated as such: a claim whose reply was lost leaves leases nobody
+                # holds, which expire; the next claim is a new one.
                 failures += 1
                 self._stats.incr("store_errors")
-                delay = min(30.0, 0.1 * 2**failures) * self._rng.uniform(0.5, 1.0)
-                log.warning(
+                assert self._outage is not None
+                self._outage.failed(exc, owner=self.owner, operation="claim")
+                if isinstance(exc, StoreLost):
+                    break
+                delay = min(5.0, 0.1 * 2**failures) * self._rng.uniform(0.5, 1.0)
+                log.debug(
                     "claim failed (store unavailable); trying again in %.2f s",
                     delay,
                     extra={"owner": self.owner, "error": str(exc)},
@@ -503,6 +523,8 @@ class Worker:
             finally:
                 self._claiming = 0
             failures = 0
+            assert self._outage is not None
+            self._outage.ok(owner=self.owner)
             self._take_claimed(task_group, clock, claimed)
             if self._stop_requested:
                 break
@@ -557,11 +579,14 @@ class Worker:
                     await store.wait_for_jobs(queues=queues, timeout=timeout)
             except StoreUnavailable as exc:
                 self._stats.incr("store_errors")
-                log.warning(
+                assert self._outage is not None
+                self._outage.failed(exc, owner=self.owner, operation="wait_for_jobs")
+                log.debug(
                     "waiting for jobs failed (store unavailable)",
                     extra={"owner": self.owner, "error": str(exc)},
                 )
-                await anyio.sleep(timeout)
+                if not isinstance(exc, StoreLost):
+                    await anyio.sleep(timeout)
         self._idle_scope = None
 
     async def _wait_for_slot(self) -> None:
@@ -620,6 +645,27 @@ class Worker:
                 self._idle_scope.cancel()  # burst mode may be waiting for the last job
 
     # -- loss and stopping -------------------------------------------------------------
+
+    def _lost(self, error: StoreLost) -> None:
+        """On the loop, once: the store no longer holds what this worker saw. Nothing more
+        is sent to it (a settle could act on a generation the store may issue again); the
+        leases are revoked unsettled and `run` raises ``error`` once stopped."""
+        log.error(
+            "worker stopping: the store lost its data, %d lease(s) revoked without settling "
+            "them; stop every worker of this store and follow its documentation before "
+            "starting them again: %s",
+            len(self._jobs),
+            error,
+            extra={"owner": self.owner, "in_flight": len(self._jobs), "error": str(error)},
+        )
+        with self._lock:
+            self._stop_requested = self._stop_now = True
+            self._stop_announced = 2
+        self._revoke_all("the store lost its data")
+        if self._idle_scope is not None:
+            self._idle_scope.cancel()
+        if self._slot_freed is not None:
+            self._slot_freed.set()
 
     def _revoke_all(self, reason: str) -> None:
         """On the loop: take every running job's lease away from its handler."""
