@@ -43,6 +43,8 @@ class Refill:
     queues: tuple[str, ...]
     slots: Callable[[int], int]
     start: Callable[[list[Claim]], None]
+    # Called when such a call's reply was lost: it may have claimed jobs nobody runs.
+    reply_lost: Callable[[], None] = lambda: None
 
 
 class _Entry:
@@ -206,6 +208,8 @@ class Completer:
             return await self._send(batch, claim)
         with anyio.move_on_after(budget):
             return await self._send(batch, claim)
+        if claim and self.refill is not None:
+            self.refill.reply_lost()  # it may have been claiming when it was cut short
         return StoreUnavailable(
             "complete: the store did not answer before the earliest lease's local deadline",
             operation="complete",
@@ -228,6 +232,8 @@ class Completer:
                 failed = await self._one(entry) or failed
             return failed
         except StoreUnavailable as exc:
+            if wanted and exc.outcome_unknown and self.refill is not None:
+                self.refill.reply_lost()
             return exc
         errors = {error.job_id: error for error in lost}
         for entry in batch:

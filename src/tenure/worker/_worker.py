@@ -164,6 +164,8 @@ class Worker:
         self._invoker: Invoker | None = None
         self._outage: Outage | None = None
         self._claiming = 0  # slots the claim loop's call in flight asks for
+        # Until when (worker clock) leases taken by a claim whose reply was lost may last.
+        self._unknown_claims_until = 0.0
         self._rng = random.Random()
         self._progress: Progress | None = None
         self._said_idle = False  # "no job to claim" is said once per run
@@ -440,6 +442,7 @@ class Worker:
                 queues,
                 self._refill_slots,
                 partial(self._take_claimed, task_group, clock),
+                partial(self._claim_reply_lost, clock),
             )
             await self._claim_loop(task_group, store, queues, burst, clock)
             await self._drain()
@@ -512,6 +515,8 @@ class Worker:
                 self._outage.failed(exc, owner=self.owner, operation="claim")
                 if isinstance(exc, StoreLost):
                     break
+                if exc.outcome_unknown:
+                    self._claim_reply_lost(clock)
                 delay = min(5.0, 0.1 * 2**failures) * self._rng.uniform(0.5, 1.0)
                 log.debug(
                     "claim failed (store unavailable); trying again in %.2f s",
@@ -529,6 +534,12 @@ class Worker:
             if self._stop_requested:
                 break
             if not claimed:
+                if burst and not self._jobs and clock.monotonic() < self._unknown_claims_until:
+                    # A claim whose reply was lost may hold jobs under leases nobody has:
+                    # they are claimable once those expire, and a burst is not done before.
+                    wait = self._unknown_claims_until - clock.monotonic()
+                    await self._idle(store, queues, min(config.poll_interval, wait))
+                    continue
                 if not self._said_idle and not self._jobs:
                     self._said_idle = True
                     # Said once: a worker that claims nothing names the store and queues it
@@ -543,6 +554,13 @@ class Worker:
                 if burst and not self._jobs:
                     break
                 await self._idle(store, queues, config.poll_interval)
+
+    def _claim_reply_lost(self, clock: Clock) -> None:
+        """A claim (or a completion call that also claimed) may have taken jobs without
+        this worker learning of them: their leases expire within a TTL (plus the store's
+        clock drift, bounded by a tenth), and a burst worker waits for that."""
+        until = clock.monotonic() + self._config.ttl * 1.1 + 0.5
+        self._unknown_claims_until = max(self._unknown_claims_until, until)
 
     def _refill_slots(self, finishing: int) -> int:
         """How many jobs a completion call of ``finishing`` jobs should claim: the slots

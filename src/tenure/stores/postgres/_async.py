@@ -38,6 +38,7 @@ from ._common import (
     migration_steps,
     outcome,
     parse_postgres_url,
+    reconnect_attempt,
     render,
     socket_poller,
     sql_text,
@@ -114,6 +115,14 @@ async def migrate(conn: AsyncConnection[Any], schema: str, *, dry_run: bool = Fa
             extra={"schema": schema, "applied": applied, "version": latest_version()},
         )
     return applied
+
+
+class _ReconnectingPool(AsyncConnectionPool[Any]):
+    """The pool of a store opened by URL: psycopg_pool's, retrying a lost server sooner
+    (`reconnect_attempt`), so that an outage shorter than a lease costs no lease."""
+
+    async def _add_connection(self, attempt: Any = None, growing: bool = False) -> None:
+        await super()._add_connection(reconnect_attempt(attempt, self.reconnect_timeout), growing)
 
 
 async def _usable_connection(
@@ -207,7 +216,7 @@ class AsyncPostgresDriver:
             raise TypeError("give either url or pool")
         if url is not None:
             options = parse_postgres_url(url)
-            pool = AsyncConnectionPool(
+            pool = _ReconnectingPool(
                 options.conninfo,
                 kwargs={"autocommit": True, **options.kwargs},
                 min_size=options.pool_min,

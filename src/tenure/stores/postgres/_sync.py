@@ -35,6 +35,7 @@ from ._common import (
     migration_steps,
     outcome,
     parse_postgres_url,
+    reconnect_attempt,
     render,
     socket_poller,
     sql_text,
@@ -111,6 +112,14 @@ def migrate(conn: Connection[Any], schema: str, *, dry_run: bool = False) -> lis
             extra={"schema": schema, "applied": applied, "version": latest_version()},
         )
     return applied
+
+
+class _ReconnectingPool(ConnectionPool[Any]):
+    """The pool of a store opened by URL: psycopg_pool's, retrying a lost server sooner
+    (`reconnect_attempt`), so that an outage shorter than a lease costs no lease."""
+
+    def _add_connection(self, attempt: Any = None, growing: bool = False) -> None:
+        super()._add_connection(reconnect_attempt(attempt, self.reconnect_timeout), growing)
 
 
 def _usable_connection(pool: ConnectionPool[Any], operation: str) -> Connection[Any]:
@@ -202,7 +211,7 @@ class PostgresDriver:
             raise TypeError("give either url or pool")
         if url is not None:
             options = parse_postgres_url(url)
-            pool = ConnectionPool(
+            pool = _ReconnectingPool(
                 options.conninfo,
                 kwargs={"autocommit": True, **options.kwargs},
                 min_size=options.pool_min,
