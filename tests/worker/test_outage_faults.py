@@ -4,6 +4,7 @@ worker unsettled. Deterministic companions of test_store_outage.py's real outage
 
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
 import time
@@ -56,7 +57,7 @@ class _Faulty:
         if name.startswith("_") or not callable(value):
             return value
         faults = self._faults
-        if hasattr(value, "__await__") or _is_async(value):
+        if inspect.iscoroutinefunction(value):
 
             async def call_async(*args: Any, **kwargs: Any) -> Any:
                 faults.check(name)
@@ -69,12 +70,6 @@ class _Faulty:
             return value(*args, **kwargs)
 
         return call
-
-
-def _is_async(function: Any) -> bool:
-    import inspect
-
-    return inspect.iscoroutinefunction(function)
 
 
 SETTLES = ("complete", "complete_many", "complete_and_claim", "fail", "release")

@@ -12,6 +12,7 @@ nothing more is sent.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import random
 from collections.abc import Awaitable, Callable
@@ -84,9 +85,12 @@ class Settler:
         extra = _job_extra(running)
         if outcome.kind == "ok":
 
+            def deadline() -> float:
+                # A lease revoked meanwhile (the worker's grace ended) is retried no more.
+                return -math.inf if handle.is_lost() else handle.lease.local_deadline
+
             def complete(lease: Lease) -> Awaitable[None]:
                 # The completer retries (keeping results in order), not this settle.
-                deadline = lambda: handle.lease.local_deadline  # noqa: E731
                 return self._completer.complete(lease, outcome.value, deadline)
 
             try:
