@@ -48,12 +48,15 @@ class Refill:
 
 
 class _Entry:
-    __slots__ = ("deadline", "error", "event", "lease", "sent", "value")
+    __slots__ = ("deadline", "error", "event", "judged", "lease", "sent", "value")
 
-    def __init__(self, lease: Lease, value: Any, deadline: Callable[[], float]) -> None:
+    def __init__(self, lease: Lease, value: Any, deadline: Callable[[], float], now: float) -> None:
         self.lease = lease
         self.value = value
         self.deadline = deadline  # the lease's local deadline (renewals move it)
+        # Past its deadline already when handed in: the store judges it, once. (The worker
+        # never hands in such a lease; a caller of the completer may.)
+        self.judged = deadline() <= now
         self.event = anyio.Event()
         self.error: BaseException | None = None
         self.sent = False  # answered: by the store, or given up
@@ -112,7 +115,9 @@ class Completer:
         """Complete ``lease`` with ``value``; raises what `AsyncStore.complete` raises, once
         retrying is over (`DeadlinePassed` when the store stayed unavailable until
         ``deadline()``, by default the lease's local deadline)."""
-        entry = _Entry(lease, value, deadline or (lambda: lease.local_deadline))
+        entry = _Entry(
+            lease, value, deadline or (lambda: lease.local_deadline), self._clock.monotonic()
+        )
         self._pending.append(entry)
         while not entry.sent:
             if self._sending:
@@ -146,10 +151,11 @@ class Completer:
         failures = 0
         try:
             while True:
+                # A completion whose lease's deadline passed while it waited (for the
+                # store, or for its turn) is given up, not sent.
+                now = self._clock.monotonic()
+                batch = [entry for entry in batch if not self._expired(entry, now, failures)]
                 if failures:
-                    # The deadline rule is for repeats: a first attempt is the store's to judge.
-                    now = self._clock.monotonic()
-                    batch = [entry for entry in batch if not self._expired(entry, now)]
                     # What finished meanwhile goes along, after the older ones.
                     room = MAX_BATCH - len(batch)
                     batch.extend(self._pending[:room])
@@ -190,12 +196,12 @@ class Completer:
                         )
                     )
 
-    def _expired(self, entry: _Entry, now: float) -> bool:
+    def _expired(self, entry: _Entry, now: float, failures: int) -> bool:
         """Whether no attempt for ``entry`` can finish before its deadline any more (then it
         is answered `DeadlinePassed`)."""
         if entry.sent:
             return True
-        if now + self._rule.attempt_time <= entry.deadline():
+        if (entry.judged and not failures) or now + self._rule.attempt_time <= entry.deadline():
             return False
         entry.settle(_gave_up(entry))
         return True
@@ -204,7 +210,7 @@ class Completer:
         """One store call for ``batch``, bounded by its earliest deadline: answers every
         entry, or answers none and returns the `StoreUnavailable` to retry after."""
         budget = min(entry.deadline() for entry in batch) - self._clock.monotonic()
-        if budget <= 0:  # only a first attempt gets here (see _lead): no bound
+        if budget <= 0:  # only a lease handed in past its deadline: the store judges it
             return await self._send(batch, claim)
         with anyio.move_on_after(budget):
             return await self._send(batch, claim)
