@@ -177,7 +177,9 @@ class Completer:
                 wait = self._rule.next_wait(error, failures, now, latest, self._rng)
                 if wait is None:
                     for entry in batch:
-                        entry.settle(error if not self._rule.retryable(error) else _gave_up(entry))
+                        if not entry.sent:  # (some may have been answered one by one)
+                            final = _gave_up(entry) if self._rule.retryable(error) else error
+                            entry.settle(final)
                     return
                 if self._stats is not None:
                     self._stats.incr("settle_retries", len(batch))
