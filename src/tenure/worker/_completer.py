@@ -162,7 +162,7 @@ class Completer:
                     del self._pending[:room]
                 if not batch:
                     return
-                error = await self._attempt(batch, claim=not failures)
+                error = await self._send(batch, claim=not failures)
                 if error is None:
                     if self._outage is not None:
                         self._outage.ok()
@@ -208,23 +208,10 @@ class Completer:
         entry.settle(_gave_up(entry))
         return True
 
-    async def _attempt(self, batch: list[_Entry], *, claim: bool) -> StoreUnavailable | None:
-        """One store call for ``batch``, bounded by its earliest deadline: answers every
-        entry, or answers none and returns the `StoreUnavailable` to retry after."""
-        budget = min(entry.deadline() for entry in batch) - self._clock.monotonic()
-        if budget <= 0:  # only a lease handed in past its deadline: the store judges it
-            return await self._send(batch, claim)
-        with anyio.move_on_after(budget):
-            return await self._send(batch, claim)
-        if claim and self.refill is not None:
-            self.refill.reply_lost()  # it may have been claiming when it was cut short
-        return StoreUnavailable(
-            "complete: the store did not answer before the earliest lease's local deadline",
-            operation="complete",
-            outcome_unknown=True,
-        )
-
     async def _send(self, batch: list[_Entry], claim: bool) -> StoreUnavailable | None:
+        """One store call for ``batch``: answers every entry, or answers none and returns
+        the `StoreUnavailable` to retry after. Not cut short at a deadline: a request that
+        has left may be answered, and the store's answer (done, or stale) is the truth."""
         self.calls += 1
         wanted = self.refill.slots(len(batch)) if self.refill is not None and claim else 0
         if len(batch) == 1 and not wanted:

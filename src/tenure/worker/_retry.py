@@ -140,7 +140,7 @@ class Outage:
             length = self._clock.monotonic() - self._since
             failures, self._since = self._failures, None
         log.info(
-            "store available again after %.1f s (%d failed call(s))",
+            "store available again after %.1f s (%d call(s) failed or went unanswered)",
             length,
             failures,
             extra={**extra, "outage": round(length, 3), "failures": failures},

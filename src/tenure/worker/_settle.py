@@ -28,7 +28,7 @@ from ._completer import Completer
 from ._invoke import Running
 from ._lease import REGISTRY, LeaseHandle, LossKind, lease_extra
 from ._outcome import Outcome
-from ._retry import RETRY, DeadlinePassed, Outage
+from ._retry import RETRY, Outage
 from ._stats import Stats
 
 __all__ = ["Settler", "note_loss"]
@@ -36,9 +36,19 @@ __all__ = ["Settler", "note_loss"]
 log = logging.getLogger("tenure")
 
 
-def note_loss(stats: Stats, handle: LeaseHandle) -> None:
+def note_loss(stats: Stats, handle: LeaseHandle, outage: Outage | None = None) -> None:
     """Any thread: the first time a held lease is found lost (`LeaseHandle` ``on_lost``)."""
     kind = handle.lost_kind
+    if kind == "deadline_passed" and handle.is_settling and outage is not None:
+        # A settle with no answer in a whole lease: the store is away even though no call
+        # failed yet (each may be waiting for a connection).
+        outage.failed(
+            StoreUnavailable(
+                "no answer to a settle before its lease's local deadline",
+                operation="settle",
+                outcome_unknown=True,
+            )
+        )
     lease = handle.lease
     extra = lease_extra(lease, reason=handle.lost_reason, kind=kind)
     if kind == "revoked":
@@ -239,17 +249,10 @@ class Settler:
         while True:
             if self._outage.lost is not None:
                 return False  # the store lost its data: nothing more is sent (see Worker)
-            lease = handle.lease
             try:
-                budget = lease.local_deadline - clock.monotonic()
-                if retry and budget > 0:
-                    # Each attempt ends by the local deadline: a call stuck waiting for a
-                    # connection must not hold the job past it.
-                    with anyio.move_on_after(budget):
-                        await call(lease)
-                        break
-                    raise _late(operation, lease)
-                await call(lease)
+                # Not cut short at the deadline: once the request has left, the store's
+                # answer (done, or stale) is the truth, and a late one is still taken.
+                await call(handle.lease)
                 break
             except LeaseLost as exc:
                 self._stats.incr("stale_rejections")
@@ -305,15 +308,6 @@ class Settler:
             operation,
             extra={**extra, "error": str(error)},
         )
-
-
-def _late(operation: str, lease: Lease) -> DeadlinePassed:
-    return DeadlinePassed(
-        f"{operation} of job {lease.job_id!r} generation {lease.generation}: no answer from "
-        "the store before the lease's local deadline",
-        operation=operation,
-        outcome_unknown=True,
-    )
 
 
 def _job_extra(running: Running, **more: Any) -> dict[str, Any]:

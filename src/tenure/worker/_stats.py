@@ -14,6 +14,8 @@ COUNTERS: dict[str, str] = {
     "dead": "failed attempts that used the job's last attempt (job is now dead)",
     "retried": "failed attempts that will run again (the handler raised with attempts left, "
     "or called ctx.retry())",
+    "claims_expired": "... of which: leases that arrived past their local deadline (a claim "
+    "answered late, after a store outage): no handler started; claimed again once expired",
     "released": "ctx.release() calls recorded",
     "released_at_stop": "leases given back because the worker stopped before the handler ended",
     "leases_lost": "leases lost while a handler ran (not counting those given back at stop)",

@@ -576,12 +576,28 @@ class Worker:
         """Run what a claim (the claim loop's, or a completion call's) took; a stopping
         worker gives it back instead."""
         assert self._settler is not None
+        late: list[str] = []
         for lease, job in claimed:
             if self._stop_requested:
                 why = "claimed as the worker was stopping"
                 task_group.start_soon(self._settler.give_back, lease, why)
+            elif lease.local_deadline <= clock.monotonic():
+                late.append(lease.job_id)
             else:
                 self._start(task_group, lease, job, clock)
+        if late:
+            # A claim that waited out a store outage (for a connection, say) can be answered
+            # after its leases' local deadlines: a handler started now would be stopped at
+            # once and the job run again. Not started; the leases expire in the store.
+            self._stats.incr("claimed", len(late))
+            self._stats.incr("claims_expired", len(late))
+            self._claim_reply_lost(clock)
+            log.warning(
+                "%d job(s) claimed too late to run: the store answered after their leases' "
+                "local deadline; they will be claimed again once the leases expire",
+                len(late),
+                extra={"owner": self.owner, "jobs": late},
+            )
 
     async def _idle(
         self, store: AsyncStore | None, queues: tuple[str, ...], timeout: float
@@ -617,7 +633,9 @@ class Worker:
     def _start(self, task_group: anyio.abc.TaskGroup, lease: Lease, job: Job, clock: Clock) -> None:
         assert self._keeper is not None
         handler = self._handlers[job.queue]
-        handle = LeaseHandle(lease, clock, on_lost=partial(note_loss, self._stats))
+        handle = LeaseHandle(
+            lease, clock, on_lost=partial(note_loss, self._stats, outage=self._outage)
+        )
         running = Running(
             handler=handler,
             isolation=handler.isolation or self._config.isolation,
