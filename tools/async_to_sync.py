@@ -83,16 +83,18 @@ def convert(source: str, text: str) -> str:
 
 
 def _format(text: str, source: str) -> str:
-    # Removing "async"/"await" shortens lines; let the formatter join them as it would.
-    done = subprocess.run(
-        [sys.executable, "-m", "ruff", "format", "--stdin-filename", source, "-"],
-        input=text,
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        check=True,
-    )
-    return done.stdout
+    # Renamed imports may sort differently (AsyncX -> X), and removing "async"/"await"
+    # shortens lines: let ruff sort and format them as it would any file.
+    for command in (["check", "--select", "I", "--fix", "--quiet"], ["format"]):
+        text = subprocess.run(
+            [sys.executable, "-m", "ruff", *command, "--stdin-filename", source, "-"],
+            input=text,
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            check=True,
+        ).stdout
+    return text
 
 
 def orphans() -> list[str]:

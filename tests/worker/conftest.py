@@ -12,10 +12,6 @@ import pytest
 
 import tenure
 
-# Still importable from here for branches written before tests/worker/_support.py; new code
-# imports them from there (tests/test_house_rules.py refuses imports from a conftest).
-from tests.worker._support import run_burst, running, wait_until  # noqa: F401
-
 
 @pytest.fixture
 def make_worker(url: str, clock: tenure.ManualClock) -> Callable[..., tenure.Worker]:

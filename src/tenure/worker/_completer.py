@@ -7,11 +7,13 @@ No timer and no background task: the first job to finish sends its completion at
 everything queued in one call, and so on until the queue is empty. An idle worker thus
 completes each job as soon as it finishes, exactly as before; a busy one pays one store
 round trip (and one commit) per batch instead of per job. Each job still learns its own
-answer: done, `LeaseLost` for its lease alone, or `StoreUnavailable` for the batch.
+answer: done, `LeaseLost` for its lease alone, or (once retrying is over, see `Completer`)
+`StoreUnavailable` for the batch.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -19,10 +21,13 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
+from .._clock import Clock
 from .._store_async import AsyncStore
 from .._validate import MAX_BATCH
 from ..errors import InvalidArgument, LeaseLost, StoreUnavailable, TenureError
 from ..models import Claim, Lease
+from ._retry import RETRY, DeadlinePassed, Outage, RetryRule
+from ._stats import Stats
 
 __all__ = ["Completer", "Refill"]
 
@@ -38,29 +43,60 @@ class Refill:
     queues: tuple[str, ...]
     slots: Callable[[int], int]
     start: Callable[[list[Claim]], None]
+    # Called when such a call's reply was lost: it may have claimed jobs nobody runs.
+    reply_lost: Callable[[], None] = lambda: None
 
 
 class _Entry:
-    __slots__ = ("error", "event", "lease", "sent", "value")
+    __slots__ = ("deadline", "error", "event", "judged", "lease", "sent", "value")
 
-    def __init__(self, lease: Lease, value: Any) -> None:
+    def __init__(self, lease: Lease, value: Any, deadline: Callable[[], float], now: float) -> None:
         self.lease = lease
         self.value = value
+        self.deadline = deadline  # the lease's local deadline (renewals move it)
+        # Past its deadline already when handed in: the store judges it, once. (The worker
+        # never hands in such a lease; a caller of the completer may.)
+        self.judged = deadline() <= now
         self.event = anyio.Event()
         self.error: BaseException | None = None
-        self.sent = False  # the store answered (or the call was interrupted)
+        self.sent = False  # answered: by the store, or given up
 
     def answer(self) -> None:
         if self.error is not None:
             raise self.error
 
+    def settle(self, error: BaseException | None) -> None:
+        self.error, self.sent = error, True
+        self.event.set()
+
 
 class Completer:
-    """Completes leases through one store, batching those that finish at the same time."""
+    """Completes leases through one store, batching those that finish at the same time.
 
-    def __init__(self, store: AsyncStore, refill: Refill | None = None) -> None:
+    A batch the store could not answer (`StoreUnavailable`) is sent again by the same
+    leader under `RETRY` (with whatever finished meanwhile appended, so results leave in
+    the order they came), each job for as long as its lease's local deadline allows; a job
+    whose deadline comes first is answered `DeadlinePassed`. A repeated batch never claims:
+    only `complete_many` is safe to repeat blindly."""
+
+    def __init__(
+        self,
+        store: AsyncStore,
+        refill: Refill | None = None,
+        *,
+        clock: Clock | None = None,
+        outage: Outage | None = None,
+        stats: Stats | None = None,
+        rng: random.Random | None = None,
+        rule: RetryRule = RETRY,
+    ) -> None:
         self._store = store
         self.refill = refill
+        self._clock = clock or store.clock
+        self._outage = outage
+        self._stats = stats
+        self._rng = rng or random.Random()
+        self._rule = rule
         self._pending: list[_Entry] = []
         self._sending = False
         self._quiet: anyio.Event | None = None
@@ -73,9 +109,15 @@ class Completer:
                 self._quiet = anyio.Event()
             await self._quiet.wait()
 
-    async def complete(self, lease: Lease, value: Any) -> None:
-        """Complete ``lease`` with ``value``; raises what `AsyncStore.complete` raises."""
-        entry = _Entry(lease, value)
+    async def complete(
+        self, lease: Lease, value: Any, deadline: Callable[[], float] | None = None
+    ) -> None:
+        """Complete ``lease`` with ``value``; raises what `AsyncStore.complete` raises, once
+        retrying is over (`DeadlinePassed` when the store stayed unavailable until
+        ``deadline()``, by default the lease's local deadline)."""
+        entry = _Entry(
+            lease, value, deadline or (lambda: lease.local_deadline), self._clock.monotonic()
+        )
         self._pending.append(entry)
         while not entry.sent:
             if self._sending:
@@ -94,7 +136,7 @@ class Completer:
                 await anyio.lowlevel.cancel_shielded_checkpoint()
                 batch = self._pending[:MAX_BATCH]
                 del self._pending[:MAX_BATCH]
-                await self._send(batch)
+                await self._lead(batch)
             finally:
                 self._sending = False
                 if self._pending:
@@ -104,42 +146,94 @@ class Completer:
                     self._quiet = None
         entry.answer()
 
-    async def _send(self, batch: list[_Entry]) -> None:
+    async def _lead(self, batch: list[_Entry]) -> None:
+        """Send ``batch`` until every entry of it has its answer."""
+        failures = 0
         try:
-            self.calls += 1
-            wanted = self.refill.slots(len(batch)) if self.refill is not None else 0
-            if len(batch) == 1 and not wanted:
-                await self._one(batch[0])
-                return
-            try:
-                lost = await self._complete_many(batch, wanted)
-            except InvalidArgument:
-                # One handler's result was refused: complete the others one by one, so
-                # that only that job sees the refusal.
-                for entry in batch:
-                    self.calls += 1
-                    await self._one(entry)
-                return
-            except StoreUnavailable as exc:
-                for entry in batch:
-                    entry.error, entry.sent = exc, True
-                return
-            errors = {error.job_id: error for error in lost}
-            for entry in batch:
-                entry.error, entry.sent = errors.get(entry.lease.job_id), True
+            while True:
+                # A completion whose lease's deadline passed while it waited (for the
+                # store, or for its turn) is given up, not sent.
+                now = self._clock.monotonic()
+                batch = [entry for entry in batch if not self._expired(entry, now, failures)]
+                if failures:
+                    # What finished meanwhile goes along, after the older ones.
+                    room = MAX_BATCH - len(batch)
+                    batch.extend(self._pending[:room])
+                    del self._pending[:room]
+                if not batch:
+                    return
+                error = await self._send(batch, claim=not failures)
+                if error is None:
+                    if self._outage is not None:
+                        self._outage.ok()
+                    return
+                failures += 1
+                if self._stats is not None:
+                    self._stats.incr("store_errors")
+                if self._outage is not None:
+                    self._outage.failed(error, operation="complete")
+                now = self._clock.monotonic()
+                latest = max(entry.deadline() for entry in batch)
+                wait = self._rule.next_wait(error, failures, now, latest, self._rng)
+                if wait is None:
+                    for entry in batch:
+                        if not entry.sent:  # (some may have been answered one by one)
+                            final = _gave_up(entry) if self._rule.retryable(error) else error
+                            entry.settle(final)
+                    return
+                if self._stats is not None:
+                    self._stats.incr("settle_retries", len(batch))
+                await anyio.sleep(wait)
         finally:
             for entry in batch:
                 if not entry.sent:
                     # Cancelled before the store answered: the outcome is unknown.
-                    entry.error = StoreUnavailable(
-                        f"complete of job {entry.lease.job_id!r} generation "
-                        f"{entry.lease.generation} was interrupted; it may or may not have "
-                        "taken effect (repeating it with the same lease is safe)",
-                        operation="complete",
-                        outcome_unknown=True,
+                    entry.settle(
+                        StoreUnavailable(
+                            f"complete of job {entry.lease.job_id!r} generation "
+                            f"{entry.lease.generation} was interrupted; it may or may not "
+                            "have taken effect (repeating it with the same lease is safe)",
+                            operation="complete",
+                            outcome_unknown=True,
+                        )
                     )
-                    entry.sent = True
-                entry.event.set()
+
+    def _expired(self, entry: _Entry, now: float, failures: int) -> bool:
+        """Whether no attempt for ``entry`` can finish before its deadline any more (then it
+        is answered `DeadlinePassed`)."""
+        if entry.sent:
+            return True
+        if (entry.judged and not failures) or now + self._rule.attempt_time <= entry.deadline():
+            return False
+        entry.settle(_gave_up(entry))
+        return True
+
+    async def _send(self, batch: list[_Entry], claim: bool) -> StoreUnavailable | None:
+        """One store call for ``batch``: answers every entry, or answers none and returns
+        the `StoreUnavailable` to retry after. Not cut short at a deadline: a request that
+        has left may be answered, and the store's answer (done, or stale) is the truth."""
+        self.calls += 1
+        wanted = self.refill.slots(len(batch)) if self.refill is not None and claim else 0
+        if len(batch) == 1 and not wanted:
+            return await self._one(batch[0])
+        try:
+            lost = await self._complete_many(batch, wanted)
+        except InvalidArgument:
+            # One handler's result was refused: complete the others one by one, so that
+            # only that job sees the refusal.
+            failed: StoreUnavailable | None = None
+            for entry in batch:
+                self.calls += 1
+                failed = await self._one(entry) or failed
+            return failed
+        except StoreUnavailable as exc:
+            if wanted and exc.outcome_unknown and self.refill is not None:
+                self.refill.reply_lost()
+            return exc
+        errors = {error.job_id: error for error in lost}
+        for entry in batch:
+            entry.settle(errors.get(entry.lease.job_id))
+        return None
 
     async def _complete_many(self, batch: list[_Entry], wanted: int) -> list[LeaseLost]:
         leases = [entry.lease for entry in batch]
@@ -153,9 +247,24 @@ class Completer:
         refill.start(claimed)  # no await since the answer: nothing claimed is dropped
         return lost
 
-    async def _one(self, entry: _Entry) -> None:
+    async def _one(self, entry: _Entry) -> StoreUnavailable | None:
         try:
             await self._store.complete(entry.lease, entry.value)
+        except StoreUnavailable as exc:
+            return exc  # the entry stays unanswered: the leader retries it
         except TenureError as exc:
-            entry.error = exc
-        entry.sent = True
+            entry.settle(exc)
+            return None
+        entry.settle(None)
+        return None
+
+
+def _gave_up(entry: _Entry) -> DeadlinePassed:
+    lease = entry.lease
+    return DeadlinePassed(
+        f"complete of job {lease.job_id!r} generation {lease.generation}: the store stayed "
+        "unavailable until the lease's local deadline; given up (the job will be claimed "
+        "again once its lease expires)",
+        operation="complete",
+        outcome_unknown=True,
+    )

@@ -22,9 +22,10 @@ from collections.abc import Callable
 
 from .._clock import Clock
 from .._store import Store
-from ..errors import LeaseLost, StoreUnavailable
+from ..errors import LeaseLost, StoreLost, StoreUnavailable
 from ..models import Lease
 from ._lease import LeaseHandle
+from ._retry import RETRY, Outage
 from ._stats import Stats
 
 __all__ = ["TICK", "LeaseKeeper"]
@@ -46,10 +47,12 @@ class LeaseKeeper:
         *,
         renew_every: Callable[[Lease], float],
         rng: random.Random | None = None,
+        outage: Outage | None = None,
     ) -> None:
         self._store = store
         self._clock = clock
         self._stats = stats
+        self._outage = outage or Outage(clock, stats)
         self._renew_every = renew_every
         self._rng = rng or random.Random()
         self._cond = threading.Condition()
@@ -125,30 +128,23 @@ class LeaseKeeper:
         try:
             renewed = self._store.renew(lease)
         except LeaseLost as exc:
-            if handle.finished:
-                return  # the job was settled meanwhile; the rejection is expected
+            if handle.finished or handle.is_settling:
+                # The job is being settled: the settle's own answer tells whether the lease
+                # was still current (a complete that landed first rejects this renewal).
+                return
             handle.mark_lost(f"renewal rejected by the store: {exc}", "renewal_rejected")
             return
-        except Exception as exc:
-            latency = self._clock.monotonic() - sent_at
+        except StoreLost as exc:
             self._stats.incr("renewal_errors")
-            retry_in = max(0.01, min(self._renew_every(lease) / 3, handle.remaining() / 4))
+            self._outage.store_lost(exc)  # the worker revokes every lease
             with self._cond:
-                handle.next_renew_at = self._clock.monotonic() + retry_in
-            log.warning(
-                "lease renewal failed; retrying in %.3f s",
-                retry_in,
-                exc_info=not isinstance(exc, StoreUnavailable),
-                extra={
-                    "job_id": lease.job_id,
-                    "owner": lease.owner,
-                    "generation": lease.generation,
-                    "latency": round(latency, 6),
-                    "error": str(exc),
-                    "remaining": round(handle.remaining(), 6),
-                },
-            )
+                handle.next_renew_at = lease.local_deadline
             return
+        except Exception as exc:
+            self._renewal_failed(handle, lease, exc, self._clock.monotonic() - sent_at)
+            return
+        handle.renew_failures = 0
+        self._outage.ok()
         latency = self._clock.monotonic() - sent_at
         if not handle.renewed(renewed):
             return
@@ -166,6 +162,41 @@ class LeaseKeeper:
                 "latency": round(latency, 6),
             },
         )
+
+    def _renewal_failed(
+        self, handle: LeaseHandle, lease: Lease, exc: Exception, latency: float
+    ) -> None:
+        """A renewal without an answer: retried under `RETRY` while the local deadline
+        allows (then the watchdog declares the loss); one line per outage, not per call."""
+        self._stats.incr("renewal_errors")
+        extra = {
+            "job_id": lease.job_id,
+            "owner": lease.owner,
+            "generation": lease.generation,
+            "latency": round(latency, 6),
+            "error": str(exc),
+            "remaining": round(handle.remaining(), 6),
+        }
+        now = self._clock.monotonic()
+        if isinstance(exc, StoreUnavailable):
+            handle.renew_failures += 1
+            self._outage.failed(exc, operation="renew")
+            wait = RETRY.next_wait(exc, handle.renew_failures, now, lease.local_deadline, self._rng)
+            # None: no renewal could be confirmed in time; the watchdog decides the loss.
+            retry_at = lease.local_deadline if wait is None else now + wait
+            log.debug("lease renewal failed (store unavailable)", extra=extra)
+        else:
+            # Not an availability problem (a bug, or a store someone changed): say it each
+            # time, with the traceback.
+            retry_at = now + max(0.01, min(self._renew_every(lease) / 3, handle.remaining() / 4))
+            log.warning(
+                "lease renewal failed; retrying in %.3f s",
+                retry_at - now,
+                exc_info=True,
+                extra=extra,
+            )
+        with self._cond:
+            handle.next_renew_at = retry_at
 
     # -- watchdog ------------------------------------------------------------------------
 

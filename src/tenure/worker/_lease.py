@@ -56,10 +56,13 @@ class LeaseHandle:
         self._lost_kind: LossKind | None = None
         self._lost_at: float | None = None
         self._finished = False
+        self._settling = False
         self._callbacks: list[Callable[[], object]] = []
         self._renew_listeners: list[Callable[[Lease], None]] = []
-        # Owned by the LeaseKeeper (under its lock): when to send the next renewal.
+        # Owned by the LeaseKeeper (under its lock): when to send the next renewal, and
+        # how many renewals in a row failed without an answer.
         self.next_renew_at = 0.0
+        self.renew_failures = 0
 
     def __repr__(self) -> str:
         state = f"lost: {self._lost_reason}" if self._lost_reason else "held"
@@ -93,6 +96,11 @@ class LeaseHandle:
     @property
     def finished(self) -> bool:
         return self._finished
+
+    @property
+    def is_settling(self) -> bool:
+        """Whether the handler has ended and the job is being settled (`settling`)."""
+        return self._settling
 
     @property
     def lost_flag(self) -> bool:
@@ -192,6 +200,20 @@ class LeaseHandle:
             "deadline_passed",
         )
         return False
+
+    def settling(self) -> tuple[LossKind, str] | None:
+        """The handler has ended and its job is being settled: its loss callbacks (which
+        stop a handler) are dropped, but the lease is still renewed and watched, so that a
+        settle the store cannot answer yet is retried under a live lease and given up at
+        its local deadline. Returns the loss if any, deciding the deadline now."""
+        self.is_lost()
+        with self._lock:
+            self._settling = True
+            self._callbacks = []
+            self._renew_listeners = []
+            if self._lost_reason is None or self._lost_kind is None:
+                return None
+            return self._lost_kind, self._lost_reason
 
     def finish(self) -> tuple[LossKind, str] | None:
         """Stop tracking: no more renewals or loss decisions. Returns the loss if any,

@@ -2,26 +2,33 @@
 or nothing at all when the lease was lost; and the log lines that say which.
 
 `_outcome` has the table of what each way of ending leads to; this is where it happens.
-A store call that the store refuses (the lease went stale meanwhile) or cannot answer is
-logged and counted, never raised: the job is then the store's to hand out again.
+A store call the store cannot answer (`StoreUnavailable`) is retried under `_retry.RETRY`
+while the lease's local deadline allows (the lease is still renewed meanwhile); one the
+store refuses (the lease went stale) or that could not be made in time is logged and
+counted, never raised: the job is then the store's to hand out again. After `StoreLost`
+nothing more is sent.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import random
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any
+
+import anyio
 
 from .._store_async import AsyncStore
 from .._validate import error_text
-from ..errors import InvalidArgument, LeaseLost, StoreUnavailable, TenureError
+from ..errors import InvalidArgument, LeaseLost, StoreLost, StoreUnavailable, TenureError
 from ..models import Lease
 from ._completer import Completer
 from ._invoke import Running
 from ._lease import REGISTRY, LeaseHandle, LossKind, lease_extra
 from ._outcome import Outcome
+from ._retry import RETRY, Outage
 from ._stats import Stats
 
 __all__ = ["Settler", "note_loss"]
@@ -29,9 +36,19 @@ __all__ = ["Settler", "note_loss"]
 log = logging.getLogger("tenure")
 
 
-def note_loss(stats: Stats, handle: LeaseHandle) -> None:
+def note_loss(stats: Stats, handle: LeaseHandle, outage: Outage | None = None) -> None:
     """Any thread: the first time a held lease is found lost (`LeaseHandle` ``on_lost``)."""
     kind = handle.lost_kind
+    if kind == "deadline_passed" and handle.is_settling and outage is not None:
+        # A settle with no answer in a whole lease: the store is away even though no call
+        # failed yet (each may be waiting for a connection).
+        outage.failed(
+            StoreUnavailable(
+                "no answer to a settle before its lease's local deadline",
+                operation="settle",
+                outcome_unknown=True,
+            )
+        )
     lease = handle.lease
     extra = lease_extra(lease, reason=handle.lost_reason, kind=kind)
     if kind == "revoked":
@@ -49,17 +66,23 @@ class Settler:
     """Settles the jobs of one worker run in its store."""
 
     def __init__(
-        self, store: AsyncStore, completer: Completer, stats: Stats, rng: random.Random
+        self,
+        store: AsyncStore,
+        completer: Completer,
+        stats: Stats,
+        rng: random.Random,
+        outage: Outage | None = None,
     ) -> None:
         self._store = store
         # Completions go through the completer: jobs finishing together share one call.
         self._completer = completer
         self._stats = stats
         self._rng = rng
+        self._outage = outage or Outage(store.clock, stats)
 
     async def settle(self, running: Running, outcome: Outcome) -> None:
         handle = running.handle
-        loss = handle.finish()
+        loss = handle.settling()
         if loss is None and outcome.kind == "lost":
             # The handler hit LeaseLost on this lease (the store rejected something it did
             # with it): the lease is gone even though no renewal has failed yet.
@@ -69,13 +92,19 @@ class Settler:
             await self._after_loss(running, outcome, *loss)
             return
         REGISTRY.end(handle, "ended")
-        lease = handle.lease
         extra = _job_extra(running)
         if outcome.kind == "ok":
+
+            def deadline() -> float:
+                # A lease revoked meanwhile (the worker's grace ended) is retried no more.
+                return -math.inf if handle.is_lost() else handle.lease.local_deadline
+
+            def complete(lease: Lease) -> Awaitable[None]:
+                # The completer retries (keeping results in order), not this settle.
+                return self._completer.complete(lease, outcome.value, deadline)
+
             try:
-                done = await self._store_call(
-                    "complete", lease, self._completer.complete(lease, outcome.value), extra
-                )
+                done = await self._store_call("complete", running, complete, extra, retry=False)
             except InvalidArgument as exc:
                 await self.fail(running, f"the handler's result was refused: {exc}")
                 return
@@ -88,7 +117,7 @@ class Settler:
         elif outcome.kind == "retry":
             await self.fail(running, "retry requested by the handler", outcome.value)
         elif outcome.kind in ("release", "abandoned") and await self._store_call(
-            "release", lease, self._store.release(lease), extra
+            "release", running, self._store.release, extra
         ):
             self._stats.incr("released")
             log.debug("job released by its handler", extra=extra)
@@ -109,8 +138,10 @@ class Settler:
                     extra=extra,
                 )
             still_ours = lease.local_deadline > handle.clock.monotonic()
-            if still_ours and await self._store_call(
-                "release", lease, self._store.release(lease), extra
+            if (
+                still_ours
+                and self._outage.lost is None
+                and await self._store_call("release", running, self._store.release, extra)
             ):
                 self._stats.incr("released_at_stop")
                 log.info("job released: the worker is stopping", extra=extra)
@@ -149,9 +180,11 @@ class Settler:
         summary = _one_line(error)
         extra = _job_extra(running, error=summary)
         trace: Any = error if isinstance(error, BaseException) else None
-        if not await self._store_call(
-            "fail", lease, self._store.fail(lease, error, retry_in=retry_in), extra
-        ):
+
+        def call(current: Lease) -> Awaitable[None]:
+            return self._store.fail(current, error, retry_in=retry_in)
+
+        if not await self._store_call("fail", running, call, extra):
             _log_traceback(logging.DEBUG, trace, detail, extra)
             return
         self._stats.incr("failed")
@@ -187,6 +220,8 @@ class Settler:
 
     async def give_back(self, lease: Lease, why: str) -> None:
         """Release a lease no handler ran under (claimed as the worker was stopping)."""
+        if self._outage.lost is not None:
+            return
         try:
             await self._store.release(lease)
         except TenureError as exc:
@@ -198,29 +233,81 @@ class Settler:
             )
 
     async def _store_call(
-        self, operation: str, lease: Lease, call: Awaitable[None], extra: dict[str, Any]
+        self,
+        operation: str,
+        running: Running,
+        call: Callable[[Lease], Awaitable[None]],
+        extra: dict[str, Any],
+        *,
+        retry: bool = True,
     ) -> bool:
-        try:
-            await call
-        except LeaseLost as exc:
-            self._stats.incr("stale_rejections")
-            log.warning(
-                "store rejected %s: the lease is no longer current",
-                operation,
-                extra={**extra, "error": str(exc)},
-            )
-            return False
-        except StoreUnavailable as exc:
-            self._stats.incr("store_errors")
-            log.error(
-                "could not %s the job: store unavailable; the lease expires within %g s and "
-                "the job will be claimed again",
-                operation,
-                lease.ttl,
-                extra={**extra, "error": str(exc)},
-            )
-            return False
+        """Make ``call`` with the job's current lease until the store answers; True if it
+        took effect. ``retry=False``: ``call`` retries by itself (the completer)."""
+        handle = running.handle
+        clock = handle.clock
+        failures = 0
+        while True:
+            if self._outage.lost is not None:
+                return False  # the store lost its data: nothing more is sent (see Worker)
+            try:
+                # Not cut short at the deadline: once the request has left, the store's
+                # answer (done, or stale) is the truth, and a late one is still taken.
+                await call(handle.lease)
+                break
+            except LeaseLost as exc:
+                self._stats.incr("stale_rejections")
+                log.warning(
+                    "store rejected %s: the lease is no longer current",
+                    operation,
+                    extra={**extra, "error": str(exc)},
+                )
+                return False
+            except StoreLost as exc:
+                self._stats.incr("store_errors")
+                self._outage.store_lost(exc)
+                return False
+            except StoreUnavailable as exc:
+                if retry:
+                    self._stats.incr("store_errors")
+                    failures += 1
+                    self._outage.failed(exc, operation=operation)
+                    now = clock.monotonic()
+                    deadline = handle.lease.local_deadline
+                    wait = RETRY.next_wait(exc, failures, now, deadline, self._rng)
+                    if wait is not None and not handle.is_lost():
+                        self._stats.incr("settle_retries")
+                        await anyio.sleep(wait)
+                        continue
+                if self._outage.lost is None:
+                    self._gave_up(operation, handle, exc, extra)
+                return False
+        self._outage.ok()
         return True
+
+    def _gave_up(
+        self, operation: str, handle: LeaseHandle, error: StoreUnavailable, extra: dict[str, Any]
+    ) -> None:
+        """The store did not answer ``operation`` before the lease's local deadline: the
+        lease is lost (the existing loss path counts and logs it), the job runs again."""
+        if handle.lost_kind == "revoked":  # given back at stop: the lease just expires
+            log.warning(
+                "could not %s the job (store unavailable); its lease expires within %g s",
+                operation,
+                handle.lease.ttl,
+                extra={**extra, "error": str(error)},
+            )
+            return
+        handle.mark_lost(
+            f"the store stayed unavailable until the local deadline ({operation} not confirmed)",
+            "deadline_passed",
+        )
+        self._stats.incr("settles_given_up")
+        log.warning(
+            "could not %s the job: the store stayed unavailable until its lease's local "
+            "deadline; it will be claimed again once the lease expires",
+            operation,
+            extra={**extra, "error": str(error)},
+        )
 
 
 def _job_extra(running: Running, **more: Any) -> dict[str, Any]:

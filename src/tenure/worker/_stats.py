@@ -14,6 +14,8 @@ COUNTERS: dict[str, str] = {
     "dead": "failed attempts that used the job's last attempt (job is now dead)",
     "retried": "failed attempts that will run again (the handler raised with attempts left, "
     "or called ctx.retry())",
+    "claims_expired": "... of which: leases that arrived past their local deadline (a claim "
+    "answered late, after a store outage): no handler started; claimed again once expired",
     "released": "ctx.release() calls recorded",
     "released_at_stop": "leases given back because the worker stopped before the handler ended",
     "leases_lost": "leases lost while a handler ran (not counting those given back at stop)",
@@ -23,9 +25,17 @@ COUNTERS: dict[str, str] = {
     "killed_on_loss": "handler processes killed because their lease was lost",
     "completions_refused": "handlers that returned after losing their lease: result discarded",
     "stale_rejections": "complete/fail/release calls the store rejected as stale",
-    "store_errors": "store calls that failed with StoreUnavailable (claim, settle)",
+    "store_errors": "store calls that failed with StoreUnavailable (claim, wait, settle; each "
+    "failed attempt counts)",
+    "settle_retries": "complete/fail/release attempts repeated after StoreUnavailable (within "
+    "the lease's local deadline)",
+    "settles_given_up": "complete/fail/release calls given up because the store stayed "
+    "unavailable until the lease's local deadline (the job runs again; also in leases_lost)",
+    "outages": "times the store became unavailable (one WARNING line each, one INFO line when "
+    "it is back)",
     "renewals": "confirmed renewals",
-    "renewal_errors": "renewals that failed without an answer (StoreUnavailable); retried",
+    "renewal_errors": "renewals that failed without an answer (StoreUnavailable); retried "
+    "while the lease's local deadline allows",
 }
 
 # Gauges and sums that are floats, reported next to the counters.

@@ -38,11 +38,11 @@ from .._clock import Clock, LeaseTiming, SystemClock
 from .._protocol import RetryPolicy
 from .._store import connect
 from .._store_async import AsyncStore
-from .._validate import MAX_BATCH
 from ..aio import connect as connect_async
-from ..errors import InvalidArgument, StoreUnavailable
-from ..models import Claim, Job, Lease
+from ..errors import InvalidArgument, StoreLost
+from ..models import Job, Lease
 from ..stores import resolve_url
+from ._claiming import Claiming
 from ._completer import Completer, Refill
 from ._config import Config, Handler, Isolation, default_owner, make_config, make_handler
 from ._config import start_method as resolve_start_method
@@ -53,6 +53,7 @@ from ._lease import REGISTRY, LeaseHandle, lease_extra
 from ._loop import LoopCaller
 from ._outcome import Outcome
 from ._process import prepare_process_handlers
+from ._retry import Outage
 from ._settle import Settler, note_loss
 from ._signals import install_handlers
 from ._stats import Progress, Stats
@@ -67,7 +68,7 @@ _FINAL_COUNTERS = ("claimed", "completed", "failed", "dead", "retried", "leases_
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class Worker:
+class Worker(Claiming):
     """Runs registered handlers on the jobs of their queues, under leases.
 
     ::
@@ -161,7 +162,10 @@ class Worker:
         self._completer: Completer | None = None
         self._settler: Settler | None = None
         self._invoker: Invoker | None = None
+        self._outage: Outage | None = None
         self._claiming = 0  # slots the claim loop's call in flight asks for
+        # Until when (worker clock) leases taken by a claim whose reply was lost may last.
+        self._unknown_claims_until = 0.0
         self._rng = random.Random()
         self._progress: Progress | None = None
         self._said_idle = False  # "no job to claim" is said once per run
@@ -357,8 +361,17 @@ class Worker:
             "timing": config.timing,
         }
         store = await connect_async(url, **options)
-        self._completer = Completer(store)
-        self._settler = Settler(store, self._completer, self._stats, self._rng)
+        caller = self._caller
+        # One outage for every caller (claim loop, settles, the keeper's thread): one line
+        # when the store goes away and one when it is back.
+        outage = Outage(
+            clock, self._stats, on_lost=lambda error: caller.call_soon(partial(self._lost, error))
+        )
+        self._outage = outage
+        self._completer = Completer(
+            store, clock=clock, outage=outage, stats=self._stats, rng=self._rng
+        )
+        self._settler = Settler(store, self._completer, self._stats, self._rng, outage)
         self._invoker = Invoker(self._caller, self._stats, method)
         try:
             renewer_store = await anyio.to_thread.run_sync(partial(connect, url, **options))
@@ -367,6 +380,7 @@ class Worker:
                 clock,
                 self._stats,
                 renew_every=lambda lease: config.renew_every or lease.ttl / 3,
+                outage=outage,
             )
             self._keeper = keeper
             keeper.start()
@@ -396,6 +410,8 @@ class Worker:
         finally:
             with anyio.CancelScope(shield=True):
                 await store.close()
+        if outage.lost is not None:
+            raise outage.lost
 
     def _checked_queues(self) -> tuple[str, ...]:
         queues = self.queues
@@ -426,6 +442,7 @@ class Worker:
                 queues,
                 self._refill_slots,
                 partial(self._take_claimed, task_group, clock),
+                partial(self._claim_reply_lost, clock),
             )
             await self._claim_loop(task_group, store, queues, burst, clock)
             await self._drain()
@@ -459,122 +476,14 @@ class Worker:
             counters = {name: values[name] for name in (*_FINAL_COUNTERS, "in_flight")}
             log.info(line, extra={"owner": self._owner, "counters": counters})
 
-    # -- claiming ----------------------------------------------------------------------
-
-    async def _claim_loop(
-        self,
-        task_group: anyio.abc.TaskGroup,
-        store: AsyncStore,
-        queues: tuple[str, ...],
-        burst: bool,
-        clock: Clock,
-    ) -> None:
-        config = self._config
-        failures = 0
-        while not self._stop_requested:
-            free = config.concurrency - len(self._jobs)
-            if free <= 0:
-                await self._wait_for_slot()
-                continue
-            if free < config.concurrency:
-                # Jobs whose completions are on their way free their slots when the store
-                # answers: claim for all of them in one call rather than one by one. The
-                # wait is one store round trip at most.
-                assert self._completer is not None
-                await self._completer.quiet()
-                await anyio.lowlevel.checkpoint()
-                free = config.concurrency - len(self._jobs)
-                if free <= 0 or self._stop_requested:
-                    continue
-            self._claiming = free
-            try:
-                claimed = await store.claim_jobs(self.owner or "", config.ttl, free, queues=queues)
-            except StoreUnavailable as exc:
-                failures += 1
-                self._stats.incr("store_errors")
-                delay = min(30.0, 0.1 * 2**failures) * self._rng.uniform(0.5, 1.0)
-                log.warning(
-                    "claim failed (store unavailable); trying again in %.2f s",
-                    delay,
-                    extra={"owner": self.owner, "error": str(exc)},
-                )
-                await self._idle(None, queues, delay)
-                continue
-            finally:
-                self._claiming = 0
-            failures = 0
-            self._take_claimed(task_group, clock, claimed)
-            if self._stop_requested:
-                break
-            if not claimed:
-                if not self._said_idle and not self._jobs:
-                    self._said_idle = True
-                    # Said once: a worker that claims nothing names the store and queues it
-                    # looked in (the usual cause is jobs submitted to another store).
-                    log.info(
-                        "no job to claim in %s (queues %s)%s",
-                        store.url,
-                        ", ".join(queues),
-                        ": exiting (burst mode)" if burst else "; waiting for jobs",
-                        extra={"owner": self.owner, "store": store.url},
-                    )
-                if burst and not self._jobs:
-                    break
-                await self._idle(store, queues, config.poll_interval)
-
-    def _refill_slots(self, finishing: int) -> int:
-        """How many jobs a completion call of ``finishing`` jobs should claim: the slots
-        they free and any already free, less those a claim in flight is asking for."""
-        if self._stop_requested:
-            return 0
-        free = self._config.concurrency - len(self._jobs) - self._claiming + finishing
-        return max(0, min(free, MAX_BATCH))
-
-    def _take_claimed(
-        self, task_group: anyio.abc.TaskGroup, clock: Clock, claimed: list[Claim]
-    ) -> None:
-        """Run what a claim (the claim loop's, or a completion call's) took; a stopping
-        worker gives it back instead."""
-        assert self._settler is not None
-        for lease, job in claimed:
-            if self._stop_requested:
-                why = "claimed as the worker was stopping"
-                task_group.start_soon(self._settler.give_back, lease, why)
-            else:
-                self._start(task_group, lease, job, clock)
-
-    async def _idle(
-        self, store: AsyncStore | None, queues: tuple[str, ...], timeout: float
-    ) -> None:
-        with anyio.CancelScope() as scope:
-            self._idle_scope = scope
-            if self._stop_requested:
-                scope.cancel()
-            try:
-                if store is None:
-                    await anyio.sleep(timeout)
-                else:
-                    await store.wait_for_jobs(queues=queues, timeout=timeout)
-            except StoreUnavailable as exc:
-                self._stats.incr("store_errors")
-                log.warning(
-                    "waiting for jobs failed (store unavailable)",
-                    extra={"owner": self.owner, "error": str(exc)},
-                )
-                await anyio.sleep(timeout)
-        self._idle_scope = None
-
-    async def _wait_for_slot(self) -> None:
-        self._slot_freed = anyio.Event()
-        if not self._stop_requested and len(self._jobs) >= self._config.concurrency:
-            await self._slot_freed.wait()
-
     # -- one job -----------------------------------------------------------------------
 
     def _start(self, task_group: anyio.abc.TaskGroup, lease: Lease, job: Job, clock: Clock) -> None:
         assert self._keeper is not None
         handler = self._handlers[job.queue]
-        handle = LeaseHandle(lease, clock, on_lost=partial(note_loss, self._stats))
+        handle = LeaseHandle(
+            lease, clock, on_lost=partial(note_loss, self._stats, outage=self._outage)
+        )
         running = Running(
             handler=handler,
             isolation=handler.isolation or self._config.isolation,
@@ -620,6 +529,27 @@ class Worker:
                 self._idle_scope.cancel()  # burst mode may be waiting for the last job
 
     # -- loss and stopping -------------------------------------------------------------
+
+    def _lost(self, error: StoreLost) -> None:
+        """On the loop, once: the store no longer holds what this worker saw. Nothing more
+        is sent to it (a settle could act on a generation the store may issue again); the
+        leases are revoked unsettled and `run` raises ``error`` once stopped."""
+        log.error(
+            "worker stopping: the store lost its data, %d lease(s) revoked without settling "
+            "them; stop every worker of this store and follow its documentation before "
+            "starting them again: %s",
+            len(self._jobs),
+            error,
+            extra={"owner": self.owner, "in_flight": len(self._jobs), "error": str(error)},
+        )
+        with self._lock:
+            self._stop_requested = self._stop_now = True
+            self._stop_announced = 2
+        self._revoke_all("the store lost its data")
+        if self._idle_scope is not None:
+            self._idle_scope.cancel()
+        if self._slot_freed is not None:
+            self._slot_freed.set()
 
     def _revoke_all(self, reason: str) -> None:
         """On the loop: take every running job's lease away from its handler."""

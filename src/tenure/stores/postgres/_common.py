@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 import psycopg
+import psycopg_pool.base
 from psycopg import pq
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import RowMaker, no_result
@@ -36,6 +37,7 @@ __all__ = [
     "migration_script",
     "migration_steps",
     "parse_postgres_url",
+    "reconnect_attempt",
     "pending_migrations",
     "PostgresOptions",
     "redact",
@@ -66,6 +68,28 @@ _LIBPQ_DEFAULTS: dict[str, tuple[str | None, int]] = {
     "keepalives_interval": (None, 10),
     "keepalives_count": (None, 3),
 }
+
+# psycopg_pool waits 1 s after a failed connection attempt, then twice as long after each
+# further one (1, 2, 4, 8 s...): a server down for 1.2 s was reached again after 3 s, one
+# down for 4 s after 7 s, longer than a short lease. tenure's own pools wait 0.1 s, doubling
+# to at most 0.5 s (see `reconnect_attempt`). None: a psycopg_pool without that class.
+_BACKOFF: Any = getattr(psycopg_pool.base, "AttemptWithBackoff", None)
+RECONNECT_FIRST = 0.1
+RECONNECT_CAP = 0.5
+
+
+def reconnect_attempt(attempt: Any, timeout: float) -> Any:
+    """The backoff state of one of the pool's reconnection attempts, on tenure's schedule
+    (for the pool's ``_add_connection``; None keeps psycopg_pool's own)."""
+    if attempt is None:
+        if _BACKOFF is None:
+            return None
+        attempt = _BACKOFF(timeout=timeout)
+        attempt.INITIAL_DELAY = RECONNECT_FIRST
+    # The pool multiplies the delay after each failure: capped here, before it does.
+    attempt.delay = min(attempt.delay, RECONNECT_CAP / attempt.DELAY_BACKOFF)
+    return attempt
+
 
 # SQLSTATEs after which the statement certainly did not take effect: it was rolled back.
 _NOT_APPLIED = {

@@ -18,11 +18,13 @@ from ._common import (
     answer_row,
     binary_lists,
     connection_is_stale,
+    reconnect_attempt,
     store_unavailable,
 )
 
 __all__ = [
     "RACE_RETRIES",
+    "AsyncReconnectingPool",
     "Hot",
     "holder_params",
     "raw_cursor_async",
@@ -33,6 +35,14 @@ __all__ = [
 # A job changed by someone else between a statement's snapshot and its update: run again.
 # Each run takes a new snapshot, so this only repeats while the job keeps changing.
 RACE_RETRIES = 5
+
+
+class AsyncReconnectingPool(AsyncConnectionPool[Any]):
+    """The pool of a store opened by URL: psycopg_pool's, retrying a lost server sooner
+    (`reconnect_attempt`), so that an outage shorter than a lease costs no lease."""
+
+    async def _add_connection(self, attempt: Any = None, growing: bool = False) -> None:
+        await super()._add_connection(reconnect_attempt(attempt, self.reconnect_timeout), growing)
 
 
 async def usable_connection_async(

@@ -38,6 +38,7 @@ from ._common import (
 from ._connection import (
     RACE_RETRIES,
     Hot,
+    ReconnectingPool,
     holder_params,
     raw_cursor,
     unraced,
@@ -144,7 +145,7 @@ class PostgresDriver:
         """The options, the pool (not opened yet) and whether tenure owns it."""
         if url is not None:
             options = parse_postgres_url(url)
-            own = ConnectionPool(
+            own = ReconnectingPool(
                 options.conninfo,
                 kwargs={"autocommit": True, **options.kwargs},
                 min_size=options.pool_min,

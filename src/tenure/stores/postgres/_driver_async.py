@@ -39,6 +39,7 @@ from ._common import (
 )
 from ._connection_async import (
     RACE_RETRIES,
+    AsyncReconnectingPool,
     Hot,
     holder_params,
     raw_cursor_async,
@@ -146,7 +147,7 @@ class AsyncPostgresDriver:
         """The options, the pool (not opened yet) and whether tenure owns it."""
         if url is not None:
             options = parse_postgres_url(url)
-            own = AsyncConnectionPool(
+            own = AsyncReconnectingPool(
                 options.conninfo,
                 kwargs={"autocommit": True, **options.kwargs},
                 min_size=options.pool_min,
