@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
 
 import tenure
+from tenure.stores.sqlite import _driver
 
 
 def _copy(source: Path, target: Path) -> None:
@@ -25,8 +27,9 @@ def _copy(source: Path, target: Path) -> None:
 
 @pytest.mark.parametrize("how", ["replaced by an older copy", "removed"])
 def test_a_replaced_or_removed_file_is_refused_by_its_open_clients(
-    tmp_path: Path, how: str
+    tmp_path: Path, how: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(_driver, "FILE_CHECK_EVERY", 0.0)  # every write checks
     path = tmp_path / "jobs.db"
     clock = tenure.ManualClock()
     store = tenure.connect(f"sqlite:///{path}", clock=clock, store_clock=clock)
@@ -64,3 +67,16 @@ def test_a_replaced_or_removed_file_is_refused_by_its_open_clients(
         with sqlite3.connect(path) as raw:
             states = dict(raw.execute("SELECT job_id, state FROM tenure_jobs"))
         assert states == {"J": "leased", "K": "ready"}
+
+
+def test_writes_check_the_file_at_most_every_file_check_every(tmp_path: Path) -> None:
+    # A stat per write would cost 7 % of a cycle: the check runs when the last one is
+    # FILE_CHECK_EVERY (50 ms) old, so a replacement is noticed within that much time.
+    path = tmp_path / "jobs.db"
+    store = tenure.connect(f"sqlite:///{path}")
+    store.submit("J")
+    os.remove(path)
+    time.sleep(_driver.FILE_CHECK_EVERY * 1.5)
+    with pytest.raises(tenure.StoreLost):
+        store.submit("K")
+    store.close()
