@@ -1,9 +1,10 @@
 """A SQLite store whose file was replaced (an older copy moved into place) or removed is
-refused by the clients that had it open: their next write is `StoreLost`, nothing changed.
+refused by the clients that had it open: their writes are `StoreLost`, nothing changed, from
+the first one 50 ms after the last check of the file on.
 
-What cannot be noticed (docs/how-it-works.md, "A store that lost its memory"): a client that opens
-the path after the replacement sees the older file as the store, and a copy written *into*
-the same file (same inode) is not told apart from the store's own writes.
+What cannot be noticed (docs/how-it-works.md, "A store that lost its memory"): a client that
+opens the path after the replacement sees the older file as the store, and a copy written
+*into* the same file (same inode) is not told apart from the store's own writes.
 """
 
 from __future__ import annotations
