@@ -28,6 +28,7 @@ __all__ = [
     "DEFAULT_SCHEMA",
     "Answer",
     "answer_row",
+    "answers_of",
     "binary_lists",
     "closed_error",
     "connection_is_stale",
@@ -433,6 +434,19 @@ class Answer(NamedTuple):
     outcome: Outcome
     raced: bool  # it did not apply only because a concurrent writer changed the job
     due: float | None  # next_due.sql: when the next job becomes claimable
+
+
+# The row reader of each statement text, made from its first answer's column names.
+_READERS: dict[bytes, Callable[[Sequence[Any]], Answer]] = {}
+
+
+def answers_of(text: bytes, cursor: Any, rows: Sequence[Sequence[Any]]) -> list[Answer]:
+    """The `Answer` of each row (plain tuples) a statement answered: its columns found by
+    name once per statement text, since one text always answers the same columns."""
+    read = _READERS.get(text)
+    if read is None:
+        read = _READERS[text] = answer_row(cursor)
+    return [read(row) for row in rows]
 
 
 def answer_row(cursor: Any) -> RowMaker[Answer]:

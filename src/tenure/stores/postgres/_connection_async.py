@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 
 import psycopg
 from psycopg import AsyncConnection, AsyncRawCursor
+from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool
 
 from ..._protocol import Outcome
@@ -27,6 +28,7 @@ __all__ = [
     "AsyncReconnectingPool",
     "Hot",
     "holder_params",
+    "hot_cursor_async",
     "raw_cursor_async",
     "unraced_async",
     "usable_connection_async",
@@ -75,6 +77,15 @@ def raw_cursor_async(conn: AsyncConnection[Any]) -> AsyncRawCursor[Answer]:
     return cursor
 
 
+def hot_cursor_async(conn: AsyncConnection[Any]) -> AsyncRawCursor[tuple[Any, ...]]:
+    """The cursor of a hot connection: plain tuples, read by `answers_of` (a row factory
+    finds the columns by name on every execution, 2 µs a statement; `answers_of` once per
+    statement text)."""
+    cursor = AsyncRawCursor(conn, row_factory=tuple_row)
+    binary_lists(cursor)
+    return cursor
+
+
 async def unraced_async(run: Callable[[], Awaitable[Answer]]) -> Outcome:
     """What a single-job statement did: ``run`` it again while it reports ``raced``."""
     for _ in range(RACE_RETRIES):
@@ -86,7 +97,7 @@ async def unraced_async(run: Callable[[], Awaitable[Answer]]) -> Outcome:
 
 class Hot(NamedTuple):
     conn: AsyncConnection[Any]
-    cursor: AsyncRawCursor[Answer]
+    cursor: AsyncRawCursor[tuple[Any, ...]]
     since: float  # when it was taken from the pool (time.monotonic())
     poller: Any  # watches conn's socket (see connection_is_stale)
 

@@ -26,6 +26,7 @@ from ._common import (
     PostgresOptions,
     SqlSet,
     Statement,
+    answers_of,
     closed_error,
     connection_is_stale,
     describe_pool,
@@ -40,6 +41,7 @@ from ._connection import (
     Hot,
     ReconnectingPool,
     holder_params,
+    hot_cursor,
     raw_cursor,
     unraced,
     usable_connection,
@@ -241,7 +243,7 @@ class PostgresDriver:
         finally:
             with self._demand:
                 self._wanting -= 1
-        return Hot(conn, raw_cursor(conn), time.monotonic(), socket_poller(conn))
+        return Hot(conn, hot_cursor(conn), time.monotonic(), socket_poller(conn))
 
     def _checkin(self, hot: Hot) -> None:
         # While another operation wants a connection, this one goes back to the pool, which
@@ -266,7 +268,7 @@ class PostgresDriver:
             # before 1.21): None leaves it to the connection's prepare_threshold.
             prepare = True if hot.conn.prepare_threshold is not None else None
             hot.cursor.execute(statement.text, statement.args(params), prepare=prepare)
-            rows = hot.cursor.fetchall()
+            rows = answers_of(statement.text, hot.cursor, hot.cursor.fetchall())
             if not hot.conn.autocommit:
                 hot.conn.commit()
             return rows

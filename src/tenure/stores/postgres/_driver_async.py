@@ -28,6 +28,7 @@ from ._common import (
     PostgresOptions,
     SqlSet,
     Statement,
+    answers_of,
     closed_error,
     connection_is_stale,
     describe_pool,
@@ -42,6 +43,7 @@ from ._connection_async import (
     AsyncReconnectingPool,
     Hot,
     holder_params,
+    hot_cursor_async,
     raw_cursor_async,
     unraced_async,
     usable_connection_async,
@@ -245,7 +247,7 @@ class AsyncPostgresDriver:
         finally:
             with self._demand:
                 self._wanting -= 1
-        return Hot(conn, raw_cursor_async(conn), time.monotonic(), socket_poller(conn))
+        return Hot(conn, hot_cursor_async(conn), time.monotonic(), socket_poller(conn))
 
     async def _checkin(self, hot: Hot) -> None:
         # While another operation wants a connection, this one goes back to the pool, which
@@ -272,7 +274,7 @@ class AsyncPostgresDriver:
             # before 1.21): None leaves it to the connection's prepare_threshold.
             prepare = True if hot.conn.prepare_threshold is not None else None
             await hot.cursor.execute(statement.text, statement.args(params), prepare=prepare)
-            rows = await hot.cursor.fetchall()
+            rows = answers_of(statement.text, hot.cursor, await hot.cursor.fetchall())
             if not hot.conn.autocommit:
                 await hot.conn.commit()
             return rows
