@@ -117,15 +117,17 @@ def test_no_private_attribute_is_reached_from_another_module() -> None:
     assert not reached, "use a public seam instead:\n" + "\n".join(reached)
 
 
-def _module_of(path: Path) -> str:
-    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+def _module_of(path: Path, root: Path = PACKAGE) -> str:
+    """The dotted name of the module at ``path`` in the package or folder ``root``."""
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _resolve(importer: Path, node: ast.ImportFrom) -> str:
+def _resolve(importer: Path, node: ast.ImportFrom, root: Path = PACKAGE) -> str:
+    """The absolute name of the module a ``from ... import`` names."""
     if not node.level:
         return node.module or ""
-    package = _module_of(importer).split(".")
+    package = _module_of(importer, root).split(".")
     if importer.name != "__init__.py":
         package = package[:-1]
     base = package[: len(package) - (node.level - 1)]
@@ -255,26 +257,14 @@ def test_no_private_module_of_another_package_is_imported() -> None:
 TESTS = PACKAGE.parent.parent / "tests"
 
 
-def _test_module_of(root: Path, path: Path) -> str:
-    parts = list(path.relative_to(root.parent).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
 def _tests_imports(root: Path, path: Path) -> list[tuple[int, str, str | None]]:
     """(line, module, imported name or None) of each import of a module under tests/."""
-    importer = _test_module_of(root, path)
     found: list[tuple[int, str, str | None]] = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name, None) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
-            source = node.module or ""
-            if node.level:
-                package = importer.split(".")
-                if path.name != "__init__.py":
-                    package = package[:-1]
-                base = package[: len(package) - (node.level - 1)]
-                source = ".".join(base + ([node.module] if node.module else []))
+            source = _resolve(path, node, root)
             found += [(node.lineno, source, alias.name) for alias in node.names]
     return [item for item in found if item[1] == "tests" or item[1].startswith("tests.")]
 

@@ -3,7 +3,6 @@ and after the server committed but before the reply arrived."""
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Callable
 from typing import Any
@@ -16,12 +15,11 @@ from tenure._protocol import hash_secret, settle_receipt
 from tests.backends import POSTGRES_URL
 from tests.postgres._support import backends_of, blocked_then_killed, driver_of, terminate
 from tests.proxy import Proxy
+from tests.servers import free_port
 
 
 def test_unreachable_server_at_connect() -> None:
-    with socket.socket() as sock:  # a port nobody listens on
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()  # a port nobody listens on
     started = time.monotonic()
     with pytest.raises(tenure.StoreUnavailable) as caught:
         tenure.connect(f"postgresql://postgres@127.0.0.1:{port}/postgres?pool_timeout=1")
