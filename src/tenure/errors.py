@@ -6,6 +6,9 @@
      ├── StaleToken            a fenced destination refused an effect: its fencing token
      │                         is older than one the destination already accepted
      ├── JobNotFound           no job with that id exists in the store
+     ├── JobStateConflict      the job's state does not allow the operation (cancel a
+     │                         done job, requeue a ready one, delete a leased one);
+     │                         nothing was changed
      ├── GenerationExhausted   the job's generation reached the largest representable
      │                         value; it refuses new claims instead of wrapping
      ├── InvalidArgument       (also a ValueError) an argument broke a documented rule;
@@ -31,6 +34,7 @@ __all__ = [
     "GenerationExhausted",
     "InvalidArgument",
     "JobNotFound",
+    "JobStateConflict",
     "LeaseLost",
     "StaleToken",
     "StoreLost",
@@ -47,6 +51,11 @@ class LeaseLost(TenureError):
     """The store rejected an operation made with a lease that is no longer current.
 
     The job was left unchanged. Stop working on it: another worker may hold it now.
+
+    ``reason`` says why in one word: ``"cancelled"`` (`Store.cancel` ended the lease),
+    ``"claimed"`` (taken by another claim), ``"expired"``, ``"ended"`` (the lease was
+    already settled), ``"missing"`` (no such job), ``"mismatch"`` (owner or secret wrong)
+    or ``"never_granted"``.
     """
 
     def __init__(
@@ -57,12 +66,14 @@ class LeaseLost(TenureError):
         generation: int,
         current_generation: int | None = None,
         current_owner: str | None = None,
+        reason: str | None = None,
     ) -> None:
         super().__init__(message)
         self.job_id = job_id
         self.generation = generation
         self.current_generation = current_generation
         self.current_owner = current_owner
+        self.reason = reason
 
 
 class StaleToken(TenureError):
@@ -91,6 +102,26 @@ class JobNotFound(TenureError, LookupError):
             "(store.submit) or check the id and the store URL"
         )
         self.job_id = job_id
+
+
+class JobStateConflict(TenureError):
+    """The job exists, but its state does not allow ``operation``; nothing was changed.
+
+    ``state`` is the job's state as the store saw it, ``allowed`` the states the operation
+    takes.
+    """
+
+    def __init__(
+        self, job_id: str, operation: str, state: str, allowed: tuple[str, ...], hint: str
+    ) -> None:
+        super().__init__(
+            f"{operation} refused for job {job_id!r}: it is {state}, and {operation} takes "
+            f"only a job that is {' or '.join(allowed)}; nothing was changed. {hint}"
+        )
+        self.job_id = job_id
+        self.operation = operation
+        self.state = state
+        self.allowed = allowed
 
 
 class GenerationExhausted(TenureError):
