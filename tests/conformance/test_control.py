@@ -72,7 +72,8 @@ def test_cancel_a_leased_job_moves_the_generation_and_the_holder_is_told(
         HOLDER_OPS[op](store, lease)
     error = caught.value
     assert error.reason == "cancelled"
-    assert "cancelled" in str(error) and "operator" in str(error)
+    assert "cancelled" in str(error)
+    assert "operator" in str(error)
     assert error.current_generation == lease.generation + 1
     after = store.get("J")
     assert (after.state, after.generation, after.error) == ("cancelled", job.generation, "operator")
@@ -95,7 +96,11 @@ def test_cancel_twice_answers_as_the_first_time(store: tenure.Store) -> None:
     claimed(store)
     first = store.cancel("J", "once")
     second = store.cancel("J", "twice")
-    assert (second.state, second.generation, second.error) == ("cancelled", first.generation, "once")
+    assert (second.state, second.generation, second.error) == (
+        "cancelled",
+        first.generation,
+        "once",
+    )
 
 
 @pytest.mark.parametrize("state", ["done", "dead"])
@@ -103,7 +108,8 @@ def test_cancel_a_finished_job_is_refused_naming_its_state(store: tenure.Store, 
     before = finished(store, state)
     with pytest.raises(tenure.JobStateConflict) as caught:
         store.cancel("J")
-    assert caught.value.state == state and state in str(caught.value)
+    assert caught.value.state == state
+    assert state in str(caught.value)
     assert "'J'" in str(caught.value)
     after = store.get("J")
     assert after == dataclasses.replace(before, as_of=after.as_of)
@@ -137,7 +143,7 @@ async def test_async_cancel_and_requeue(astore: tenure.aio.AsyncStore) -> None:
     job = await astore.cancel("J", "a")
     assert job.state == "cancelled"
     job = await astore.requeue("J", delay=5)
-    assert job.state == "ready" and job.available_at == job.as_of + 5
+    assert (job.state, job.available_at) == ("ready", job.as_of + 5)
     with pytest.raises(tenure.JobStateConflict):
         await astore.delete("J")
     await astore.cancel("J")

@@ -77,7 +77,7 @@ def test_purge_with_json(cli: Any, url: str) -> None:
         answer = as_json(
             cli("jobs", "purge", "--state", "cancelled", "--older-than", "0s", "--json")
         )
-        assert answer["deleted"] == 2 and answer["states"] == ["cancelled"]
+        assert (answer["deleted"], answer["states"]) == (2, ["cancelled"])
         assert answer["older_than"] == 0
         # Nothing is old enough for a week: nothing goes.
         assert as_json(cli("jobs", "purge", "--older-than", "7d", "--json"))["deleted"] == 0

@@ -84,7 +84,8 @@ def test_purge_walks_the_finished_index(filled: tuple[Any, str]) -> None:
     scans = scans_of_jobs(plan)
     assert all(n["Node Type"] != "Seq Scan" for n in scans), scans
     picks = [n for n in scans if n.get("Index Name") == "tenure_jobs_finished"]
-    assert picks and picks[0]["Node Type"] == "Index Scan", scans
+    assert picks, scans
+    assert picks[0]["Node Type"] == "Index Scan", scans
     assert picks[0]["Actual Rows"] == 500  # one batch, read in index order and no more
     top = plan["Plan"]
     touched = int(top.get("Shared Hit Blocks", 0)) + int(top.get("Shared Read Blocks", 0))
