@@ -20,6 +20,7 @@ __all__ = [
     "DEFAULT_PAYLOAD_LIMIT",
     "DEFAULT_QUEUES",
     "FINISHED_STATES",
+    "MAX_ATTEMPTS",
     "MAX_BATCH",
     "MAX_GENERATION",
     "MAX_ID_LENGTH",
