@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from typing import Protocol, TypeVar
 
-from ._protocol import CONTROL_TAKES, Outcome, control_verdict, job_from_row
+from ._protocol import CONTROL_TAKES, Outcome, Status, control_verdict, job_from_row
 from ._validate import (
     FINISHED_STATES,
     PURGE_BATCH,
@@ -71,7 +71,7 @@ class AsyncStoreControl:
 
         outcome = await self._call("cancel", call)
         row = control_verdict("cancel", job_id, outcome)
-        if outcome.status == "applied":
+        if outcome.status == Status.APPLIED:
             log.info(
                 "job %s cancelled at generation %d",
                 job_id,

@@ -25,7 +25,11 @@ success again and changes nothing), ``claim`` (the store methods retry internall
 same lease secret, so a lost reply does not burn a second generation), ``submit`` (it is
 idempotent by job id) and every read. ``claim_next``/``claim_many`` are safe in the sense
 that matters: a claim whose reply was lost leaves a lease nobody holds, which expires after
-its TTL and the job is claimed again with the next generation.
+its TTL and the job is claimed again with the next generation. ``cancel`` is safe to retry
+(cancelling a cancelled job answers as the first cancel did), and so is ``purge`` (a repeated
+batch finds fewer jobs). ``requeue`` and ``delete`` are not repeated by the store after an
+unknown outcome (a repeat of one that took effect would be refused with `JobStateConflict`
+or `JobNotFound`): read the job with ``get`` to know.
 """
 
 from __future__ import annotations
