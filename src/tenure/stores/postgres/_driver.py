@@ -484,6 +484,27 @@ class PostgresDriver:
         rows = self._rows("list", self._sql["list"], params)
         return rows[0].outcome.now, [a.outcome.row for a in rows if a.outcome.row is not None]
 
+    def queue_stats(self) -> tuple[float, list[tuple[Any, ...]]]:
+        """The live jobs of each queue (see `tenure._queue_stats`): one statement,
+        ``queue_stats.sql``, over the partial index of claimable jobs."""
+        hot = self._checkout("queue_stats")
+        try:
+            hot.cursor.execute(
+                self._sql["queue_stats"].text, self._sql["queue_stats"].args({"now": self._now()})
+            )
+            found = hot.cursor.fetchall()
+            if not hot.conn.autocommit:
+                hot.conn.commit()
+        except psycopg.Error as exc:
+            hot.conn.close()  # its state is unknown: the pool replaces it
+            error = store_unavailable("queue_stats", exc, sent=True)
+            if error is None:
+                raise
+            raise error from exc
+        finally:
+            self._checkin(hot)
+        return float(found[0][0]), [tuple(row[1:]) for row in found if row[1] is not None]
+
     def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
         deadline = time.monotonic() + timeout
         if not self._listen:
