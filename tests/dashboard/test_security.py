@@ -155,9 +155,7 @@ def test_an_action_is_offered_confirmed_and_done(
     assert "/job/confirm" not in client.get("/job", params={"id": "<b>j1</b>"}).text
 
 
-def test_a_post_without_the_csrf_token_is_refused(
-    client: TestClient, recorded: list[str]
-) -> None:
+def test_a_post_without_the_csrf_token_is_refused(client: TestClient, recorded: list[str]) -> None:
     _confirm(client)  # the cookie is set
     missing = client.post("/job/action", data={"id": "<b>j1</b>", "action": "touch"})
     assert missing.status_code == 403 and "CSRF" in missing.text
