@@ -202,4 +202,5 @@ def test_worker_metrics_port_option_is_offered() -> None:
     from tenure.cli import main
 
     done = CliRunner().invoke(main, ["worker", "--help"])
-    assert "--metrics-port" in done.output and "--metrics-host" in done.output
+    assert "--metrics-port" in done.output
+    assert "--metrics-host" in done.output

@@ -28,7 +28,8 @@ def _text(html: str) -> str:
 
 def test_home_redirects_to_queues(client: TestClient) -> None:
     answer = client.get("/", follow_redirects=False)
-    assert answer.status_code == 302 and answer.headers["location"].endswith("/queues")
+    assert answer.status_code == 302
+    assert answer.headers["location"].endswith("/queues")
 
 
 def test_queues_page_counts_live_jobs(
@@ -46,13 +47,16 @@ def test_queues_page_counts_live_jobs(
     assert page.status_code == 200
     text = _text(page.text)
     if backend.name == "redis":
-        assert "cannot count" in text and "emails" in text and "reports" in text
+        assert "cannot count" in text
+        assert "emails" in text
+        assert "reports" in text
         return
     # queue, ready (due), scheduled, leased now, expired, oldest ready waits
     assert re.search(r"emails 2 1 0 1 5\.0 s", text), text
     assert re.search(r"reports 0 0 1 0 —", text), text
     fragment = client.get("/queues/table")
-    assert fragment.status_code == 200 and "<html" not in fragment.text
+    assert fragment.status_code == 200
+    assert "<html" not in fragment.text
     assert 'hx-trigger="every 2s"' in fragment.text
 
 
@@ -68,25 +72,30 @@ def test_jobs_page_lists_filters_and_pages(
     first = client.get("/jobs")
     assert first.status_code == 200
     assert first.text.count('class="job-row') == 50
-    assert "job-000" in first.text and "job-050" not in first.text
+    assert "job-000" in first.text
+    assert "job-050" not in first.text
     assert 'rel="next"' in first.text
     third = client.get("/jobs?page=3")
-    assert third.text.count('class="job-row') == 20 and 'rel="next"' not in third.text
+    assert third.text.count('class="job-row') == 20
+    assert 'rel="next"' not in third.text
 
     bulk = client.get("/jobs", params={"queue": "bulk"})
-    assert bulk.text.count('class="job-row') == 50 and "job-000" not in bulk.text
+    assert bulk.text.count('class="job-row') == 50
+    assert "job-000" not in bulk.text
     leased = client.get("/jobs", params={"state": "leased"})
     assert leased.text.count('class="job-row') == 1
     assert "20 s left" in _text(leased.text)  # 30 s lease, 10 s later by the store's clock
     owned = client.get("/jobs", params={"owner": "alice"})
-    assert owned.text.count('class="job-row') == 1 and "job-001" in owned.text
+    assert owned.text.count('class="job-row') == 1
+    assert "job-001" in owned.text
     prefixed = client.get("/jobs", params={"prefix": "job-11"})
     assert prefixed.text.count('class="job-row') == 10
     nothing = client.get("/jobs", params={"prefix": "zzz"})
     assert "No job matches" in nothing.text
 
     table = client.get("/jobs/table", params={"queue": "bulk", "page": 2})
-    assert "<html" not in table.text and table.text.count('class="job-row') == 10
+    assert "<html" not in table.text
+    assert table.text.count('class="job-row') == 10
     # the fragment polls itself with the same filters
     assert 'hx-get="/jobs/table?queue=bulk&amp;page=2"' in table.text
 
@@ -94,7 +103,8 @@ def test_jobs_page_lists_filters_and_pages(
 def test_jobs_page_refuses_bad_filters(client: TestClient) -> None:
     assert client.get("/jobs", params={"state": "sleeping"}).status_code == 400
     bad_page = client.get("/jobs", params={"page": "0"})
-    assert bad_page.status_code == 400 and "page" in bad_page.text
+    assert bad_page.status_code == 400
+    assert "page" in bad_page.text
 
 
 def test_job_page_shows_lease_owner_generation_and_values(
@@ -111,15 +121,21 @@ def test_job_page_shows_lease_owner_generation_and_values(
     page = client.get("/job", params={"id": "report-7"})
     assert page.status_code == 200
     text = _text(page.text)
-    assert "state leased" in text and "owner worker-b" in text
-    assert "generation 2" in text and "attempts 2 of 3" in text
-    assert "25 s left" in text and "by the store's clock" in text
-    assert '"month": "2026-11"' in text and "disk full" in text
+    assert "state leased" in text
+    assert "owner worker-b" in text
+    assert "generation 2" in text
+    assert "attempts 2 of 3" in text
+    assert "25 s left" in text
+    assert "by the store's clock" in text
+    assert '"month": "2026-11"' in text
+    assert "disk full" in text
     assert "history of every attempt is not recorded yet" in text
 
     store.complete(second, {"rows": 12})
     done = _text(client.get("/job", params={"id": "report-7"}).text)
-    assert "state done" in done and "none held" in done and '"rows": 12' in done
+    assert "state done" in done
+    assert "none held" in done
+    assert '"rows": 12' in done
 
 
 def test_job_page_of_an_expired_lease(
@@ -134,14 +150,16 @@ def test_job_page_of_an_expired_lease(
 
 def test_unknown_and_invalid_job(client: TestClient) -> None:
     missing = client.get("/job", params={"id": "nope"})
-    assert missing.status_code == 404 and "nope" in missing.text
+    assert missing.status_code == 404
+    assert "nope" in missing.text
     assert client.get("/job").status_code == 400  # no id
 
 
 def test_static_htmx_is_served_from_the_package(client: TestClient) -> None:
     script = client.get("/static/htmx.min.js")
     assert script.status_code == 200
-    assert script.text.startswith("/*! htmx 2.") and "Zero-Clause BSD" in script.text
+    assert script.text.startswith("/*! htmx 2.")
+    assert "Zero-Clause BSD" in script.text
     page = client.get("/queues")
     assert '<script src="/static/htmx.min.js"' in page.text
     assert "http://" not in page.text.split("<main>")[0].replace("http://testserver", "")
@@ -178,7 +196,8 @@ async def test_an_async_store_works_too(url: str, clock: tenure.ManualClock) -> 
         transport = httpx.ASGITransport(app=create_app(astore))
         async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
             page = await client.get("/job", params={"id": "a1"})
-            assert page.status_code == 200 and "async-q" in page.text
+            assert page.status_code == 200
+            assert "async-q" in page.text
             listing = await client.get("/jobs")
             assert "a1" in listing.text
     finally:

@@ -26,7 +26,8 @@ def test_queue_stats_counts_live_jobs_by_queue_and_state(
     clock.advance(5)
     held = store.claim("b0", "w2", 30)
     lapsed = store.claim("b1", "w3", 1)
-    assert held is not None and lapsed is not None
+    assert held is not None
+    assert lapsed is not None
     done = store.claim("finished", "w4", 30)
     assert done is not None
     store.complete(done)
@@ -40,9 +41,11 @@ def test_queue_stats_counts_live_jobs_by_queue_and_state(
     assert (beta.ready, beta.scheduled, beta.leased, beta.expired) == (0, 0, 1, 1)
     assert alpha.oldest_ready_at is not None
     assert alpha.oldest_ready_age == pytest.approx(7.0, abs=0.01)
-    assert beta.oldest_ready_at is None and beta.oldest_ready_age == 0.0
+    assert beta.oldest_ready_at is None
+    assert beta.oldest_ready_age == 0.0
     assert stats.as_of == pytest.approx(clock.time(), abs=0.01)
-    assert stats.queue("beta") == beta and stats.queue("gamma") is None
+    assert stats.queue("beta") == beta
+    assert stats.queue("gamma") is None
 
 
 def test_queue_stats_of_an_empty_store(backend: Backend, store: tenure.Store) -> None:
@@ -50,7 +53,9 @@ def test_queue_stats_of_an_empty_store(backend: Backend, store: tenure.Store) ->
     if backend.name == "redis":
         assert stats is None
         return
-    assert stats is not None and stats.queues == () and stats.as_of > 0
+    assert stats is not None
+    assert stats.queues == ()
+    assert stats.as_of > 0
 
 
 @pytest.fixture
@@ -65,4 +70,5 @@ async def test_queue_stats_async(backend: Backend, astore: tenure.aio.AsyncStore
     if backend.name == "redis":
         assert stats is None
         return
-    assert stats is not None and [(q.queue, q.ready) for q in stats.queues] == [("q", 1)]
+    assert stats is not None
+    assert [(q.queue, q.ready) for q in stats.queues] == [("q", 1)]

@@ -48,13 +48,15 @@ def test_the_command_refuses_to_listen_openly_without_auth(
     monkeypatch.delenv("TENURE_DASHBOARD_PASSWORD", raising=False)
     done = CliRunner().invoke(main, ["dashboard", "--host", "0.0.0.0"])
     assert done.exit_code == 2
-    assert "not a loopback address" in done.output and "--auth-token" in done.output
+    assert "not a loopback address" in done.output
+    assert "--auth-token" in done.output
     as_json = CliRunner().invoke(main, ["--json", "dashboard", "--host", "10.1.2.3"])
     assert as_json.exit_code == 2
     assert json.loads(as_json.output)["error"] == "InvalidArgument"
     monkeypatch.setenv("TENURE_DASHBOARD_USER", "ops")  # a user without a password
     half = CliRunner().invoke(main, ["dashboard", "--host", "0.0.0.0"])
-    assert half.exit_code == 2 and "give both" in half.output
+    assert half.exit_code == 2
+    assert "give both" in half.output
 
 
 def test_auth_arguments_are_checked() -> None:
@@ -81,7 +83,8 @@ def test_a_token_is_required_when_set(store: tenure.Store) -> None:
         assert client.get("/jobs", headers=_basic("x", "wrong")).status_code == 401
         assert client.get("/jobs", headers={"authorization": "Basic !!!"}).status_code == 401
         bearer = client.get("/job?id=j1", headers={"authorization": "Bearer s3cret"})
-        assert bearer.status_code == 200 and "4111" in bearer.text
+        assert bearer.status_code == 200
+        assert "4111" in bearer.text
         assert client.get("/jobs", headers=_basic("anyone", "s3cret")).status_code == 200
 
 
@@ -147,7 +150,8 @@ def test_an_action_is_offered_confirmed_and_done(
         data={"csrf_token": token, "id": "<b>j1</b>", "action": "touch"},
         follow_redirects=False,
     )
-    assert done.status_code == 303 and recorded == ["<b>j1</b>"]
+    assert done.status_code == 303
+    assert recorded == ["<b>j1</b>"]
     assert done.headers["location"] == "/job?id=%3Cb%3Ej1%3C%2Fb%3E"
     # not offered for a state it does not apply to
     lease = store.claim("<b>j1</b>", "w", 30)
@@ -158,7 +162,8 @@ def test_an_action_is_offered_confirmed_and_done(
 def test_a_post_without_the_csrf_token_is_refused(client: TestClient, recorded: list[str]) -> None:
     _confirm(client)  # the cookie is set
     missing = client.post("/job/action", data={"id": "<b>j1</b>", "action": "touch"})
-    assert missing.status_code == 403 and "CSRF" in missing.text
+    assert missing.status_code == 403
+    assert "CSRF" in missing.text
     wrong = client.post(
         "/job/action", data={"csrf_token": "forged", "id": "<b>j1</b>", "action": "touch"}
     )
@@ -176,7 +181,8 @@ def test_a_post_from_another_site_has_no_cookie(
         forged = other.post(
             "/job/action", data={"csrf_token": token, "id": "<b>j1</b>", "action": "touch"}
         )
-    assert forged.status_code == 403 and recorded == []
+    assert forged.status_code == 403
+    assert recorded == []
 
 
 def test_unknown_action_and_job(client: TestClient, recorded: list[str]) -> None:
@@ -186,7 +192,8 @@ def test_unknown_action_and_job(client: TestClient, recorded: list[str]) -> None
     )
     assert unknown.status_code == 400
     missing = client.post("/job/action", data={"csrf_token": token, "id": "zz", "action": "touch"})
-    assert missing.status_code == 404 and recorded == []
+    assert missing.status_code == 404
+    assert recorded == []
 
 
 def test_read_only_offers_nothing_and_refuses_posts(
@@ -195,7 +202,8 @@ def test_read_only_offers_nothing_and_refuses_posts(
     store.submit("j1")
     with TestClient(create_app(store, actions=[touch], read_only=True)) as client:
         page = client.get("/job", params={"id": "j1"})
-        assert "/job/confirm" not in page.text and "read-only" in page.text
+        assert "/job/confirm" not in page.text
+        assert "read-only" in page.text
         assert client.get("/job/confirm", params={"id": "j1", "action": "touch"}).status_code == 403
         client.cookies.set("tenure_csrf", "t")
         refused = client.post(

@@ -17,6 +17,7 @@ from ._reader import Reader
 
 __all__ = [
     "PAGE_SIZE",
+    "STATES",
     "Filters",
     "JobsPage",
     "QueuesPage",

@@ -47,6 +47,7 @@ from ._connection import (
     usable_connection,
 )
 from ._migrate import prepare_schema
+from ._stats import queue_stats
 from ._transaction import PostgresTransaction
 
 __all__ = ["PostgresDriver"]
@@ -485,25 +486,11 @@ class PostgresDriver:
         return rows[0].outcome.now, [a.outcome.row for a in rows if a.outcome.row is not None]
 
     def queue_stats(self) -> tuple[float, list[tuple[Any, ...]]]:
-        """The live jobs of each queue (see `tenure._queue_stats`): one statement,
-        ``queue_stats.sql``, over the partial index of claimable jobs."""
-        hot = self._checkout("queue_stats")
-        try:
-            hot.cursor.execute(
-                self._sql["queue_stats"].text, self._sql["queue_stats"].args({"now": self._now()})
-            )
-            found = hot.cursor.fetchall()
-            if not hot.conn.autocommit:
-                hot.conn.commit()
-        except psycopg.Error as exc:
-            hot.conn.close()  # its state is unknown: the pool replaces it
-            error = store_unavailable("queue_stats", exc, sent=True)
-            if error is None:
-                raise
-            raise error from exc
-        finally:
-            self._checkin(hot)
-        return float(found[0][0]), [tuple(row[1:]) for row in found if row[1] is not None]
+        """The live jobs of each queue (see `tenure._queue_stats`): one statement over the
+        partial index of claimable jobs (``_stats.py``)."""
+        if self._closed:
+            raise closed_error("queue_stats")
+        return queue_stats(self._pool, self._sql["queue_stats"], self._now())
 
     def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
         deadline = time.monotonic() + timeout

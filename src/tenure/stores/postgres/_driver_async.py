@@ -49,6 +49,7 @@ from ._connection_async import (
     usable_connection_async,
 )
 from ._migrate_async import prepare_schema_async
+from ._stats_async import queue_stats_async
 from ._transaction_async import AsyncPostgresTransaction
 
 __all__ = ["AsyncPostgresDriver"]
@@ -493,25 +494,11 @@ class AsyncPostgresDriver:
         return rows[0].outcome.now, [a.outcome.row for a in rows if a.outcome.row is not None]
 
     async def queue_stats(self) -> tuple[float, list[tuple[Any, ...]]]:
-        """The live jobs of each queue (see `tenure._queue_stats`): one statement,
-        ``queue_stats.sql``, over the partial index of claimable jobs."""
-        hot = await self._checkout("queue_stats")
-        try:
-            await hot.cursor.execute(
-                self._sql["queue_stats"].text, self._sql["queue_stats"].args({"now": self._now()})
-            )
-            found = await hot.cursor.fetchall()
-            if not hot.conn.autocommit:
-                await hot.conn.commit()
-        except psycopg.Error as exc:
-            await hot.conn.close()  # its state is unknown: the pool replaces it
-            error = store_unavailable("queue_stats", exc, sent=True)
-            if error is None:
-                raise
-            raise error from exc
-        finally:
-            await self._checkin(hot)
-        return float(found[0][0]), [tuple(row[1:]) for row in found if row[1] is not None]
+        """The live jobs of each queue (see `tenure._queue_stats`): one statement over the
+        partial index of claimable jobs (``_stats_async.py``)."""
+        if self._closed:
+            raise closed_error("queue_stats")
+        return await queue_stats_async(self._pool, self._sql["queue_stats"], self._now())
 
     async def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
         deadline = time.monotonic() + timeout
