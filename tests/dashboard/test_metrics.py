@@ -4,8 +4,13 @@ prometheus_client's own parser."""
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -204,3 +209,43 @@ def test_worker_metrics_port_option_is_offered() -> None:
     done = CliRunner().invoke(main, ["worker", "--help"])
     assert "--metrics-port" in done.output
     assert "--metrics-host" in done.output
+
+
+@pytest.mark.slow
+def test_tenure_worker_metrics_port(tmp_path: Path) -> None:
+    (tmp_path / "metrics_app.py").write_text(
+        "import tenure\n"
+        "worker = tenure.Worker()\n"
+        "@worker.handler('w')\n"
+        "def handle(ctx):\n"
+        "    return ctx.payload\n"
+    )
+    url = f"sqlite:///{tmp_path / 'worker.db'}"
+    with tenure.connect(url) as store:
+        store.submit("one", 1, queue="w")
+        store.submit("two", 2, queue="w")
+    port = free_port()
+    command = [sys.executable, "-m", "tenure", "--store", url, "worker", "metrics_app:worker"]
+    process = subprocess.Popen(
+        [*command, "--metrics-port", str(port), "--poll-interval", "0.1"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        values: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+        while values.get(("tenure_worker_completed_total", ())) != 2:
+            assert time.monotonic() < deadline, f"no metrics in 30 s: {values}"
+            assert process.poll() is None, process.communicate()[0]
+            with contextlib.suppress(httpx.TransportError):
+                values = _samples(httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text)
+            time.sleep(0.1)
+        assert values[("tenure_worker_claimed_total", ())] == 2
+        assert values[("tenure_worker_jobs_in_flight", ())] == 0
+    finally:
+        process.send_signal(signal.SIGTERM)
+        output = process.communicate(timeout=30)[0]
+    assert process.returncode == 0, output
+    assert f"worker metrics on http://127.0.0.1:{port}/metrics" in output

@@ -6,8 +6,12 @@ from __future__ import annotations
 import base64
 import json
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
+import httpx
 import pytest
 from click.testing import CliRunner
 from starlette.testclient import TestClient
@@ -16,6 +20,7 @@ import tenure
 from tenure._protocol import hash_secret
 from tenure.cli import main
 from tenure.dashboard import Action, Auth, check_bind, create_app, is_loopback
+from tests.dashboard._support import dashboard_server
 
 
 def _basic(user: str, password: str) -> dict[str, str]:
@@ -249,3 +254,46 @@ def test_no_lease_secret_or_hash_is_ever_served(
             body = client.get(path).text
             for secret in secrets:
                 assert secret not in body, path
+
+
+# -- DNS rebinding, missing extras, the command's store ------------------------------------
+
+
+def test_only_allowed_host_names_are_answered(store: tenure.Store) -> None:
+    app = create_app(store, allowed_hosts=tenure.dashboard.LOOPBACK_NAMES)
+    with TestClient(app, base_url="http://127.0.0.1:8321") as client:
+        assert client.get("/jobs").status_code == 200
+        for host in ("localhost:8321", "[::1]:8321", "127.0.0.1", "LOCALHOST"):
+            assert client.get("/jobs", headers={"host": host}).status_code == 200, host
+        for host in ("evil.example", "evil.example:8321", "127.0.0.1.evil.example", ""):
+            refused = client.get("/jobs", headers={"host": host})
+            assert refused.status_code == 421, host
+            assert "wrong Host" in refused.text
+
+
+def test_the_served_dashboard_refuses_a_rebound_host_name(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'rebind.db'}"
+    tenure.connect(url).close()
+    with dashboard_server(url) as running:
+        assert httpx.get(f"{running.base}/jobs", timeout=5).status_code == 200
+        rebound = httpx.get(f"{running.base}/jobs", headers={"host": "evil.example"}, timeout=5)
+        assert rebound.status_code == 421
+
+
+@pytest.mark.parametrize("missing", ["jinja2", "starlette"])
+def test_a_missing_extra_says_what_to_install(missing: str) -> None:
+    code = f"import sys; sys.modules[{missing!r}] = None; import tenure.dashboard"
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=60
+    )
+    assert done.returncode != 0
+    assert f"tenure.dashboard needs {missing!r}" in done.stderr
+    assert "pip install 'tenure[dashboard]'" in done.stderr
+
+
+def test_the_command_does_not_create_a_store(tmp_path: Path) -> None:
+    missing = tmp_path / "nothing-here.db"
+    done = CliRunner().invoke(main, ["dashboard", "--store", f"sqlite:///{missing}"])
+    assert done.exit_code == 1
+    assert "nothing-here.db" in done.output
+    assert not missing.exists()

@@ -65,7 +65,7 @@ def dashboard(
     TENURE_DASHBOARD_PASSWORD), since the pages show every job's payload.
     """
     try:
-        from ..dashboard import Auth, check_bind, create_app
+        from ..dashboard import LOOPBACK_NAMES, Auth, check_bind, create_app, is_loopback
     except ImportError as exc:
         raise CliError(str(exc), json_mode=state.json) from exc
     try:
@@ -83,7 +83,15 @@ def dashboard(
         raise CliError(
             "tenure dashboard needs uvicorn: pip install 'tenure[dashboard]'", json_mode=state.json
         ) from exc
-    app = create_app(state.store(create=False), read_only=read_only, auth=auth, refresh=refresh)
+    # On loopback without authentication, only loopback Host names (DNS rebinding).
+    hosts = (*LOOPBACK_NAMES, host) if is_loopback(host) and not auth.enabled else None
+    app = create_app(
+        state.store(create=False),
+        read_only=read_only,
+        auth=auth,
+        refresh=refresh,
+        allowed_hosts=hosts,
+    )
     shown = f"[{host}]" if ":" in host else host
     click.echo(
         f"tenure dashboard of {state.store_url} on http://{shown}:{port}/"

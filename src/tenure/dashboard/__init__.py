@@ -27,6 +27,15 @@ except ImportError as exc:  # pragma: no cover - exercised by tests/dashboard/te
 from ._actions import ACTIONS, Action
 from ._app import create_app
 from ._metrics import StoreCollector
-from ._security import Auth, check_bind, is_loopback
+from ._security import LOOPBACK_NAMES, Auth, check_bind, is_loopback
 
-__all__ = ["ACTIONS", "Action", "Auth", "StoreCollector", "check_bind", "create_app", "is_loopback"]
+__all__ = [
+    "ACTIONS",
+    "LOOPBACK_NAMES",
+    "Action",
+    "Auth",
+    "StoreCollector",
+    "check_bind",
+    "create_app",
+    "is_loopback",
+]

@@ -28,6 +28,7 @@ from ._security import (
     SECURITY_HEADERS,
     Auth,
     AuthMiddleware,
+    HostCheck,
     csrf_ok,
     new_csrf_token,
 )
@@ -191,6 +192,7 @@ def create_app(
     auth: Auth | None = None,
     actions: Sequence[Action] = ACTIONS,
     refresh: float = 2.0,
+    allowed_hosts: Sequence[str] | None = None,
 ) -> Starlette:
     """The dashboard of ``store`` (an `AsyncStore`, or a blocking `Store` whose calls run in
     worker threads), an ASGI application: run it with any ASGI server, or mount it::
@@ -200,8 +202,10 @@ def create_app(
     ``read_only``: no action is offered, every POST is refused. ``auth``: what each request
     must present (`Auth`; none by default: mount it behind your own authentication, or bind
     to 127.0.0.1). ``actions``: the actions offered on jobs (see `Action`). ``refresh``:
-    seconds between the live updates of the queues and jobs tables. The store stays yours:
-    the app never closes it.
+    seconds between the live updates of the queues and jobs tables. ``allowed_hosts``: the
+    only ``Host`` names answered (any port; 421 for others), against DNS rebinding when the
+    app listens on loopback without authentication (`tenure dashboard` then allows
+    `LOOPBACK_NAMES`); None: any. The store stays yours: the app never closes it.
     """
     if isinstance(refresh, bool) or not isinstance(refresh, (int, float)) or not refresh > 0:
         raise InvalidArgument("refresh", f"must be a positive number of seconds, got {refresh!r}")
@@ -228,4 +232,6 @@ def create_app(
     )
     if auth is not None and auth.enabled:
         app.add_middleware(AuthMiddleware, auth=auth)
+    if allowed_hosts is not None:
+        app.add_middleware(HostCheck, names=tuple(allowed_hosts))
     return app

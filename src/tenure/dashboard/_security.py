@@ -24,6 +24,8 @@ __all__ = [
     "SECURITY_HEADERS",
     "Auth",
     "AuthMiddleware",
+    "LOOPBACK_NAMES",
+    "HostCheck",
     "check_bind",
     "csrf_ok",
     "is_loopback",
@@ -160,6 +162,52 @@ class AuthMiddleware:
             }
         )
         await send({"type": "http.response.body", "body": body})
+
+
+# The Host headers a dashboard bound to loopback answers (with any port).
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
+
+
+def host_name(header: str) -> str:
+    """The name of a Host header, without its port (``[::1]:8321`` -> ``::1``)."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[1:].partition("]")[0]
+    return header.rpartition(":")[0] if header.count(":") == 1 else header
+
+
+class HostCheck:
+    """An ASGI middleware answering only requests whose ``Host`` is one of ``names``
+    (421 otherwise). A dashboard on 127.0.0.1 without authentication uses it against DNS
+    rebinding: a page of another site whose name resolves to 127.0.0.1 sends its own host
+    name, and is turned away."""
+
+    def __init__(self, app: ASGIApp, names: tuple[str, ...]) -> None:
+        self.app = app
+        self.names = frozenset(name.lower().strip("[]") for name in names)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            headers = dict(scope.get("headers") or [])
+            name = host_name(headers.get(b"host", b"").decode("latin-1"))
+            if name not in self.names:
+                body = (
+                    b"wrong Host: this dashboard answers only "
+                    + ", ".join(sorted(self.names)).encode()
+                )
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 421,
+                        "headers": [
+                            (b"content-type", b"text/plain; charset=utf-8"),
+                            (b"content-length", str(len(body)).encode()),
+                        ],
+                    }
+                )
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
 
 
 def new_csrf_token() -> str:
