@@ -117,6 +117,13 @@ def test_the_jobs_table_refreshes_without_reloading(
     assert held is not None
     page.wait_for_selector("tr.job-row:has-text('late-worker')", timeout=15_000)
     assert page.evaluate("() => window.__same_page") == "yes"
+    # a job's page follows its lease too
+    page.goto(f"{served.base}/job?id=fresh-job")
+    page.evaluate("() => { window.__same_page = 'job'; }")
+    assert "late-worker" in page.inner_text("#job-summary")
+    real_store.release(held)
+    page.wait_for_selector("#job-summary >> text=none held", timeout=15_000)
+    assert page.evaluate("() => window.__same_page") == "job"
 
 
 def test_hostile_values_stay_text_in_the_browser(served: Running, page: Any) -> None:

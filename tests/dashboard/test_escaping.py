@@ -75,6 +75,7 @@ def test_job_pages_escape_everything(client: TestClient, nasty_jobs: list[str]) 
         page = client.get("/job", params={"id": job_id})
         assert page.status_code == 200, job_id
         _assert_escaped(page.text)
+        _assert_escaped(client.get("/job/summary", params={"id": job_id}).text)
         # the unicode survives as text
         if "☃" in job_id:
             assert "ünïcødé ☃ 日本語" in page.text

@@ -131,6 +131,11 @@ def test_job_page_shows_lease_owner_generation_and_values(
     assert "disk full" in text
     assert "history of every attempt is not recorded yet" in text
 
+    summary = client.get("/job/summary", params={"id": "report-7"})
+    assert "<html" not in summary.text
+    assert "25 s left" in _text(summary.text)
+    assert 'hx-get="/job/summary?id=report-7"' in summary.text
+
     store.complete(second, {"rows": 12})
     done = _text(client.get("/job", params={"id": "report-7"}).text)
     assert "state done" in done

@@ -247,6 +247,7 @@ def test_no_lease_secret_or_hash_is_ever_served(
             "/jobs",
             "/jobs/table",
             "/job?id=held",
+            "/job/summary?id=held",
             "/job?id=done",
             "/jobs?state=leased",
             "/metrics",

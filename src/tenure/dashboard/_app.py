@@ -113,6 +113,10 @@ class _Dashboard:
         offered = [a for a in self.actions.values() if a.offered_for(job) and not self.read_only]
         return self.page(request, "job.html", job=job, actions=offered)
 
+    async def job_summary(self, request: Request) -> Response:
+        job = await self.reader.get(request.query_params.get("id", ""))
+        return self.page(request, "_job_summary.html", job=job)
+
     async def confirm(self, request: Request) -> Response:
         job = await self.reader.get(request.query_params.get("id", ""))
         action = self._action(request.query_params.get("action", ""))
@@ -219,6 +223,7 @@ def create_app(
             Route("/jobs", board.jobs, name="jobs"),
             Route("/jobs/table", board.jobs_table),
             Route("/job", board.job, name="job"),
+            Route("/job/summary", board.job_summary),
             Route("/job/confirm", board.confirm),
             Route("/job/action", board.act, methods=["POST"]),
             Route("/metrics", board.metrics),
