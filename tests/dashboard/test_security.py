@@ -190,6 +190,16 @@ def test_a_post_from_another_site_has_no_cookie(
     assert recorded == []
 
 
+def test_an_oversized_post_is_refused(client: TestClient, recorded: list[str]) -> None:
+    token = _confirm(client)
+    huge = client.post(
+        "/job/action",
+        data={"csrf_token": token, "id": "<b>j1</b>", "action": "touch", "pad": "x" * 20_000},
+    )
+    assert huge.status_code == 413
+    assert recorded == []
+
+
 def test_unknown_action_and_job(client: TestClient, recorded: list[str]) -> None:
     token = _confirm(client)
     unknown = client.post(

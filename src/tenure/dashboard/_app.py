@@ -37,6 +37,7 @@ from ._views import STATES, Filters, clock_time, jobs_page, pretty_json, queues_
 __all__ = ["create_app"]
 
 _PACKAGE = __package__ or "tenure.dashboard"
+_MAX_FORM = 16_384  # bytes of an action's POST body (a token, a job id, a name)
 
 
 def _query(**values: str | None) -> str:
@@ -140,7 +141,10 @@ class _Dashboard:
     async def act(self, request: Request) -> Response:
         if self.read_only:
             return self.message(request, 403, "Read-only", "This dashboard is read-only.")
-        form = parse_qs((await request.body()).decode("utf-8", "replace"))
+        body = await request.body()
+        if len(body) > _MAX_FORM:
+            return self.message(request, 413, "Too large", "An action's form is a few fields.")
+        form = parse_qs(body.decode("utf-8", "replace"))
 
         def field(name: str) -> str:
             return (form.get(name) or [""])[0]
