@@ -55,6 +55,13 @@ def test_cancel_a_ready_job_keeps_its_generation_and_shows_the_reason(
     assert store.claim_next("A", 30) is None
 
 
+def test_cancel_a_scheduled_job(store: tenure.Store, clock: tenure.ManualClock) -> None:
+    store.submit("J", delay=60)
+    assert store.cancel("J").state == "cancelled"
+    clock.advance(61)
+    assert store.claim_next("A", 30) is None  # never becomes due
+
+
 def test_cancel_without_reason_says_cancelled(store: tenure.Store) -> None:
     store.submit("J")
     assert store.cancel("J").error == "cancelled"

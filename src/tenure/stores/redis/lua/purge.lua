@@ -4,9 +4,10 @@
 -- KEYS: clock, all jobs listing, floor
 -- ARGV: now override, cursor or '', limit, budget, job key prefix, older than, then states
 -- Reply: { deleted, cursor }: cursor is the submission number to go on after, false at the end.
+local older_than = number_arg('older_than', ARGV[6], 0, 1e10)  -- before the first write
 local now = store_now(KEYS[1], ARGV[1], true)
 local limit, budget, job_prefix = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
-local cutoff = now - number_arg('older_than', ARGV[6], 0, 1e10)
+local cutoff = now - older_than
 local low = '-inf'
 if ARGV[2] ~= '' then
   low = '(' .. ARGV[2]
