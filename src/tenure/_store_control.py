@@ -106,8 +106,8 @@ class StoreControl:
         )
         return job_from_row(row, outcome.now)
 
-    def delete(self: _Host, job_id: str) -> Job:
-        """Delete a done, dead or cancelled job; returns its last snapshot. The store
+    def delete(self: _Host, job_id: str) -> None:
+        """Delete a done, dead or cancelled job. The store
         keeps its generation as a floor: if the id is submitted again, its first claim
         gets a higher generation than the deleted job ever had. Raises `JobNotFound`, and
         `JobStateConflict` for a ready or leased job (cancel it first)."""
@@ -123,9 +123,8 @@ class StoreControl:
             "job %s deleted at generation %d",
             job_id,
             row.generation,
-            extra={"job_id": job_id, "generation": row.generation},
+            extra={"job_id": job_id, "generation": row.generation, "state": row.state},
         )
-        return job_from_row(row, outcome.now)
 
     def purge(
         self: _Host,

@@ -111,8 +111,8 @@ class AsyncStoreControl:
         )
         return job_from_row(row, outcome.now)
 
-    async def delete(self: _Host, job_id: str) -> Job:
-        """Delete a done, dead or cancelled job; returns its last snapshot. The store
+    async def delete(self: _Host, job_id: str) -> None:
+        """Delete a done, dead or cancelled job. The store
         keeps its generation as a floor: if the id is submitted again, its first claim
         gets a higher generation than the deleted job ever had. Raises `JobNotFound`, and
         `JobStateConflict` for a ready or leased job (cancel it first)."""
@@ -128,9 +128,8 @@ class AsyncStoreControl:
             "job %s deleted at generation %d",
             job_id,
             row.generation,
-            extra={"job_id": job_id, "generation": row.generation},
+            extra={"job_id": job_id, "generation": row.generation, "state": row.state},
         )
-        return job_from_row(row, outcome.now)
 
     async def purge(
         self: _Host,

@@ -58,7 +58,7 @@ def test_cancel_requeue_delete_with_json(cli: Any, url: str) -> None:
         out = ok(cli("jobs", "cancel", "a")).stdout
         assert "a cancelled at generation 2" in out
         gone = as_json(cli("jobs", "delete", "a", "--json"))
-        assert gone["job_id"] == "a"
+        assert gone == {"deleted": "a", "store": store.url}
         with pytest.raises(tenure.JobNotFound):
             store.get("a")
 

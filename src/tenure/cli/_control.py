@@ -79,8 +79,13 @@ def requeue(state: CliState, job_id: str, delay: str, reset_attempts: bool) -> N
 def delete(state: CliState, job_id: str) -> None:
     """Delete finished (done, dead or cancelled) job JOB_ID. Its generations are never
     issued again, even to a new job of the same id."""
-    job = state.store(create=False).delete(job_id)
-    _report(state, job, f"{job.job_id} deleted (it was {job.state}, generation {job.generation})")
+    store = state.store(create=False)
+    store.delete(job_id)
+    out = state.output()
+    if out.json_mode:
+        out.json({"deleted": job_id, "store": store.url})
+    else:
+        out.line(f"{job_id} deleted from {store.url}", "good")
 
 
 @click.command()
