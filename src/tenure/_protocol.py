@@ -378,10 +378,15 @@ def _why_lost(row: JobRow, lease: Lease, now: float, secret_hash: str | None) ->
         # cancelled, not that another worker took the job.
         why = f": {row.error}" if row.error else ""
         return "cancelled", (f"the job was cancelled (now at generation {row.generation}){why}")
-    if row.generation != lease.generation:
+    if row.generation != lease.generation and row.state == JobState.LEASED:
         return "claimed", (
             f"the job was claimed again: it is now at generation {row.generation}, "
             f"held by {row.owner!r}"
+        )
+    if row.generation != lease.generation:
+        # Claimed and settled since, or cancelled and requeued: no lease is live now.
+        return "superseded", (
+            f"the job moved on to generation {row.generation} since (it is {row.state} now)"
         )
     if row.state != JobState.LEASED:
         return "ended", _ended_how(row, lease, secret_hash)

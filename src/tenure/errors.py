@@ -57,7 +57,9 @@ class LeaseLost(TenureError):
     The job was left unchanged. Stop working on it: another worker may hold it now.
 
     ``reason`` says why in one word: ``"cancelled"`` (`Store.cancel` ended the lease),
-    ``"claimed"`` (taken by another claim), ``"expired"``, ``"ended"`` (the lease was
+    ``"claimed"`` (taken by another claim), ``"superseded"`` (the job moved on to a later
+    generation that is not held now: claimed and settled since, or cancelled and
+    requeued), ``"expired"``, ``"ended"`` (the lease was
     already settled), ``"missing"`` (no such job), ``"mismatch"`` (owner or secret wrong)
     or ``"never_granted"``.
     """

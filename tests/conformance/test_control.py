@@ -98,6 +98,19 @@ def test_a_lease_taken_by_another_is_not_called_cancelled(
     assert caught.value.reason == "claimed"
 
 
+def test_a_lease_cancelled_then_requeued_is_told_it_was_superseded(
+    store: tenure.Store,
+) -> None:
+    store.submit("J")
+    lease = claimed(store)
+    store.cancel("J")
+    store.requeue("J")
+    with pytest.raises(tenure.LeaseLost) as caught:
+        store.complete(lease)
+    assert caught.value.reason == "superseded"
+    assert "generation 2" in str(caught.value)
+
+
 def test_cancel_twice_answers_as_the_first_time(store: tenure.Store) -> None:
     store.submit("J")
     claimed(store)

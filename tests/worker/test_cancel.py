@@ -5,9 +5,11 @@ late completion is refused and the job stays cancelled."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -15,6 +17,7 @@ import pytest
 
 import tenure
 from tenure import JobContext
+from tests.worker import apps
 from tests.worker._support import running, wait_until
 
 TTL = 10.0
@@ -64,3 +67,34 @@ def test_cancel_stops_the_handler_at_its_next_renewal(
     job = store.get("J")
     assert (job.state, job.generation, job.error) == ("cancelled", 2, "operator said so")
     assert worker.stats()["completed"] == 0
+
+
+def test_cancel_kills_a_process_handler(
+    make_worker: Callable[..., tenure.Worker],
+    store: tenure.Store,
+    clock: tenure.ManualClock,
+    tmp_path: Path,
+) -> None:
+    worker = make_worker(ttl=TTL)
+    worker.register("q", apps.write_pid_and_sleep, isolation="process")
+    events = tmp_path / "events.jsonl"
+    store.submit("J", {"events": str(events)}, queue="q")
+    with running(worker):
+        started = wait_until(lambda: apps.read_events(events), what="child start")
+        pid = started[0]["pid"]
+        assert pid != os.getpid()
+        store.cancel("J")
+        clock.advance(TTL / 2.5)  # a renewal falls due, and is refused
+        wait_until(lambda: worker.stats()["killed_on_loss"] == 1, what="kill")
+        assert not _alive(pid)
+    job = store.get("J")
+    assert (job.state, job.generation, job.result) == ("cancelled", 2, None)
+    assert worker.stats()["completed"] == 0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            return stat.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
