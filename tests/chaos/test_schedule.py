@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-
-from click.testing import CliRunner
-
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from tenure.chaos import KINDS, make_schedule
 from tenure.chaos._nemesis import SERVER_ONLY, STORE_FAULTS

@@ -183,6 +183,9 @@ class Leases:
             if f != "renew":
                 settles[lease_key].append(op)
             return
+        if kind == "fail" and "error" in op:
+            counts["store_errors"] += 1  # it raised before reaching the store: not a refusal
+            return
         if kind == "fail":
             counts[f"stale_{_plural(f)}_rejected"] += 1
             return

@@ -263,12 +263,13 @@ class FaultTarget:
         if answer != "locked":
             raise RuntimeError(f"the SQLite lock holder answered {answer!r} to write")
         record("start", {"how": "sqlite-writer-killed", "target_pid": locker.pid})
+        began = time.monotonic()
         time.sleep(outage)
         os.kill(locker.pid, signal.SIGKILL)
-        locker.wait(10)
+        locker.wait(10)  # the lock is free: the next writer finds the transaction rolled back
+        down = round(time.monotonic() - began, 3)
+        record("end", {"how": "sqlite-writer-killed", "target_pid": locker.pid, "down_s": down})
         self.p.start_locker()
-        new = self.p.locker
-        record("end", {"how": "sqlite-writer-killed", "new_pid": new.pid if new else None})
 
     # -- healing -------------------------------------------------------------------------
 
