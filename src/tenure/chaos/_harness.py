@@ -106,9 +106,9 @@ class ChaosOptions:
         if missing is not None:
             raise InvalidArgument(
                 "--faults",
-                f"{', '.join(faults)} on {kind} need a {kind} server of the run's own "
-                f"(chaos never restarts the --store server), and {missing}: install it "
-                f"or leave {', '.join(faults)} out",
+                f"{', '.join(faults)} on {kind}: the store must run on a {kind} server of "
+                f"the run's own (chaos never restarts the --store server), and {missing}; "
+                f"install it or leave {', '.join(faults)} out",
             )
 
 

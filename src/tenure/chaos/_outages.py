@@ -31,11 +31,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._context import Context
+from ._nemesis import STORE_FAULTS
 from ._verdict import Interval
 
-__all__ = ["STORE_FAULTS", "Outage", "Reexecution", "count_outages", "outages", "reexecutions"]
+__all__ = ["Outage", "Reexecution", "count_outages", "outages", "reexecutions"]
 
-STORE_FAULTS = ("store-restart", "store-kill")
 SETTLES = ("complete", "release", "fail")
 
 
