@@ -59,7 +59,7 @@ def test_an_outage_shorter_than_the_lease_costs_no_reexecution() -> None:
     assert c["store_outage_longest_ms"] == 600
     # The failed complete is a call that did not reach the store, not a stale rejection.
     assert c["store_outage_errors"] == 1
-    assert c["store_errors"] == 1
+    assert c["holder_calls_unreached"] == 1
     assert c["stale_completions_rejected"] == 0
     assert c["store_outage_calls"] == 1
     assert c["reexecutions"] == 0

@@ -69,7 +69,7 @@ COUNTS = (
     "jobs_stranded",
     "pause_points_missed",
     "store_unknown",
-    "store_errors",
+    "holder_calls_unreached",
     "store_outages",
     "store_outage_longest_ms",
     "store_outage_calls",

@@ -184,7 +184,8 @@ class Leases:
                 settles[lease_key].append(op)
             return
         if kind == "fail" and "error" in op:
-            counts["store_errors"] += 1  # it raised before reaching the store: not a refusal
+            # It raised before it reached the store: not a refusal.
+            counts["holder_calls_unreached"] += 1
             return
         if kind == "fail":
             counts[f"stale_{_plural(f)}_rejected"] += 1
