@@ -348,7 +348,7 @@ class Nemesis:
             fault.params["outage"], kill=kind == "store-kill", record=record
         ):
             return _INJECTED
-        return "the previous store restart or kill was still going on"
+        return "the store was still in the previous store fault (restart, kill, SQLite pause)"
 
     def _pause(self, fault: Fault) -> str:
         assert fault.target is not None
