@@ -115,3 +115,6 @@ def test_store_kill_on_sqlite_kills_a_writer_mid_transaction(tmp_path: Path) -> 
         path = url.removeprefix("sqlite:///").partition("?")[0]
         with sqlite3.connect(path) as conn:
             assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+            # The killed writer's changes (a space after each payload) were rolled back.
+            changed = "SELECT count(*) FROM tenure_jobs WHERE payload LIKE '% '"
+            assert conn.execute(changed).fetchone() == (0,)

@@ -10,7 +10,7 @@
 * ``sqlite-locker``: holds the SQLite store's write lock on command (``lock`` /
   ``unlock`` on stdin; answers ``locked`` / ``unlocked``); the nemesis stops it with
   SIGSTOP while it holds the lock: a SQLite writer stalled mid-transaction. On ``write
-  QUEUE`` it also rewrites the rows of that queue without committing (a small page cache,
+  QUEUE`` it also changes the rows of that queue without committing (a small page cache,
   so that the changes spill into the WAL) and answers ``locked``: the nemesis then kills it
   with SIGKILL, a SQLite writer that died mid-transaction.
 
@@ -172,7 +172,10 @@ def run_sqlite_locker(config: dict[str, Any], name: str) -> None:
                 print("locked", flush=True)
             elif command == "write":
                 conn.execute("BEGIN IMMEDIATE")
-                conn.execute("UPDATE tenure_jobs SET payload = payload WHERE queue = ?", (queue,))
+                # A real change (an unchanged row is not written), never committed.
+                conn.execute(
+                    "UPDATE tenure_jobs SET payload = payload || ' ' WHERE queue = ?", (queue,)
+                )
                 print("locked", flush=True)
             elif command == "unlock":
                 conn.execute("ROLLBACK")

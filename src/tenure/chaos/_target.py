@@ -262,11 +262,13 @@ class FaultTarget:
         answer = locker.stdout.readline().strip()
         if answer != "locked":
             raise RuntimeError(f"the SQLite lock holder answered {answer!r} to write")
-        record("start", {"how": "sqlite-writer-killed", "target_pid": locker.pid})
         began = time.monotonic()
-        time.sleep(outage)
-        os.kill(locker.pid, signal.SIGKILL)
-        locker.wait(10)  # the lock is free: the next writer finds the transaction rolled back
+        try:
+            record("start", {"how": "sqlite-writer-killed", "target_pid": locker.pid})
+            time.sleep(outage)
+        finally:  # never left holding the lock
+            os.kill(locker.pid, signal.SIGKILL)
+            locker.wait(10)  # the lock is free: the next writer finds the transaction gone
         down = round(time.monotonic() - began, 3)
         record("end", {"how": "sqlite-writer-killed", "target_pid": locker.pid, "down_s": down})
         self.p.start_locker()
