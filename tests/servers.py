@@ -109,6 +109,24 @@ class PostgresServer:
         self.stop()
         self.start()
 
+    def pg_ctl_restart(self) -> None:
+        """``pg_ctl restart -m fast``, what ``pg_ctlcluster … restart`` runs: one command,
+        the server down only between its fast shutdown and its start."""
+        self._run(
+            "pg_ctl",
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.log),
+            "-m",
+            "fast",
+            "-w",
+            "-t",
+            "60",
+            "restart",
+        )
+        _wait_for_port(self.port, 30, "PostgreSQL")
+
     def pid(self) -> int | None:
         pidfile = self.data / "postmaster.pid"
         try:
@@ -154,6 +172,24 @@ class PostgresServer:
         """Replace the database's contents with the dump (an operator's restore)."""
         subprocess.run(
             [str(self.bin / "pg_restore"), "--clean", "--if-exists", "-d", self.url, str(path)],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+
+    def restore_data(self, path: Path, schema: str) -> None:
+        """Copy the dump's rows of ``schema`` back into its tables (a data-only restore:
+        the tables stay, emptied by the caller first)."""
+        subprocess.run(
+            [
+                str(self.bin / "pg_restore"),
+                "--data-only",
+                "-n",
+                schema,
+                "-d",
+                self.url,
+                str(path),
+            ],
             check=True,
             capture_output=True,
             timeout=120,
@@ -250,6 +286,24 @@ class RedisServer:
     def restart(self) -> None:
         self.stop()
         self.start()
+
+    def restore_data(self, path: Path, schema: str) -> None:
+        """Copy the dump's rows of ``schema`` back into its tables (a data-only restore:
+        the tables stay, emptied by the caller first)."""
+        subprocess.run(
+            [
+                str(self.bin / "pg_restore"),
+                "--data-only",
+                "-n",
+                schema,
+                "-d",
+                self.url,
+                str(path),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
 
     def destroy(self) -> None:
         self.kill()

@@ -26,6 +26,7 @@ from ._common import (
     PostgresOptions,
     SqlSet,
     Statement,
+    StoreIdentity,
     answers_of,
     closed_error,
     connection_is_stale,
@@ -69,6 +70,7 @@ class PostgresDriver:
         *,
         schema: str,
         store_id: str,
+        identity: StoreIdentity,
         url: str,
         store_clock: Clock | None,
         owns_pool: bool,
@@ -81,7 +83,8 @@ class PostgresDriver:
         self._store_clock = store_clock
         self._owns_pool = owns_pool
         self._listen = listen
-        self._sql = SqlSet(schema)
+        self.identity = identity  # what tells this copy of the store from another
+        self._sql = SqlSet(schema, identity)
         self._listeners: list[Connection[Any]] = []
         self._waiters: set[Connection[Any]] = set()  # listeners of waits in progress
         self._hot: list[Hot] = []
@@ -117,7 +120,7 @@ class PostgresDriver:
             separator = "&" if "?" in display_url else "?"
             display_url = f"{display_url}{separator}schema={schema}"
         try:
-            store_id = cls._open_store(pool, options, owns_pool, schema, auto_migrate)
+            store_id, identity = cls._open_store(pool, options, owns_pool, schema, auto_migrate)
         except BaseException as exc:
             if owns_pool:
                 pool.close()
@@ -134,6 +137,7 @@ class PostgresDriver:
             pool,
             schema=schema,
             store_id=store_id,
+            identity=identity,
             url=display_url,
             store_clock=store_clock,
             owns_pool=owns_pool,
@@ -170,29 +174,29 @@ class PostgresDriver:
         owns_pool: bool,
         schema: str,
         auto_migrate: bool,
-    ) -> str:
-        """Open the pool and prepare the schema; the store's id."""
+    ) -> tuple[str, StoreIdentity]:
+        """Open the pool and prepare the schema; the store's id and identity."""
         if owns_pool:
             # One direct connection first: a wrong password, a missing database or a
             # refused connection is reported at once, with libpq's own words (a pool
             # would keep retrying in the background until its timeout).
             first = Connection.connect(options.conninfo, **{**options.kwargs, "autocommit": True})
             try:
-                store_id = prepare_schema(first, schema, auto_migrate)
+                opened = prepare_schema(first, schema, auto_migrate)
             finally:
                 first.close()
             pool.open(wait=True, timeout=max(options.pool_timeout, 1.0))
-            return store_id
+            return opened
         if pool.closed:
             pool.open(wait=True, timeout=max(options.pool_timeout, 1.0))
         conn = usable_connection(pool, "connect")
         try:
-            store_id = prepare_schema(conn, schema, auto_migrate)
+            opened = prepare_schema(conn, schema, auto_migrate)
             if not conn.autocommit:
                 conn.commit()
         finally:
             pool.putconn(conn)
-        return store_id
+        return opened
 
     @staticmethod
     def configure(conn: Connection[Any]) -> None:

@@ -28,6 +28,7 @@ from ._common import (
     PostgresOptions,
     SqlSet,
     Statement,
+    StoreIdentity,
     answers_of,
     closed_error,
     connection_is_stale,
@@ -71,6 +72,7 @@ class AsyncPostgresDriver:
         *,
         schema: str,
         store_id: str,
+        identity: StoreIdentity,
         url: str,
         store_clock: Clock | None,
         owns_pool: bool,
@@ -83,7 +85,8 @@ class AsyncPostgresDriver:
         self._store_clock = store_clock
         self._owns_pool = owns_pool
         self._listen = listen
-        self._sql = SqlSet(schema)
+        self.identity = identity  # what tells this copy of the store from another
+        self._sql = SqlSet(schema, identity)
         self._listeners: list[AsyncConnection[Any]] = []
         self._waiters: set[AsyncConnection[Any]] = set()  # listeners of waits in progress
         self._hot: list[Hot] = []
@@ -119,7 +122,9 @@ class AsyncPostgresDriver:
             separator = "&" if "?" in display_url else "?"
             display_url = f"{display_url}{separator}schema={schema}"
         try:
-            store_id = await cls._open_store(pool, options, owns_pool, schema, auto_migrate)
+            store_id, identity = await cls._open_store(
+                pool, options, owns_pool, schema, auto_migrate
+            )
         except BaseException as exc:
             if owns_pool:
                 await pool.close()
@@ -136,6 +141,7 @@ class AsyncPostgresDriver:
             pool,
             schema=schema,
             store_id=store_id,
+            identity=identity,
             url=display_url,
             store_clock=store_clock,
             owns_pool=owns_pool,
@@ -172,8 +178,8 @@ class AsyncPostgresDriver:
         owns_pool: bool,
         schema: str,
         auto_migrate: bool,
-    ) -> str:
-        """Open the pool and prepare the schema; the store's id."""
+    ) -> tuple[str, StoreIdentity]:
+        """Open the pool and prepare the schema; the store's id and identity."""
         if owns_pool:
             # One direct connection first: a wrong password, a missing database or a
             # refused connection is reported at once, with libpq's own words (a pool
@@ -182,21 +188,21 @@ class AsyncPostgresDriver:
                 options.conninfo, **{**options.kwargs, "autocommit": True}
             )
             try:
-                store_id = await prepare_schema_async(first, schema, auto_migrate)
+                opened = await prepare_schema_async(first, schema, auto_migrate)
             finally:
                 await first.close()
             await pool.open(wait=True, timeout=max(options.pool_timeout, 1.0))
-            return store_id
+            return opened
         if pool.closed:
             await pool.open(wait=True, timeout=max(options.pool_timeout, 1.0))
         conn = await usable_connection_async(pool, "connect")
         try:
-            store_id = await prepare_schema_async(conn, schema, auto_migrate)
+            opened = await prepare_schema_async(conn, schema, auto_migrate)
             if not conn.autocommit:
                 await conn.commit()
         finally:
             await pool.putconn(conn)
-        return store_id
+        return opened
 
     @staticmethod
     async def configure(conn: AsyncConnection[Any]) -> None:
