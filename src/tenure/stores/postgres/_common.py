@@ -258,9 +258,10 @@ def render(text: str, schema: str, **values: str) -> str:
         "jobs_table": quote_literal(f"{quoted}.tenure_jobs"),
         # _same_store.sql without an identity: each compared with itself.
         "jobs_oid": quote_literal(f"{quoted}.tenure_jobs") + "::regclass::oid",
-        "id_xmin": "m.xmin",
+        "same_rows": "true",
         **values,
     }
+    filled.setdefault("id_xmin", "m.xmin")
     for key, value in filled.items():
         text = text.replace("{" + key + "}", value)
     return text
@@ -364,13 +365,27 @@ class SqlSet:
         "store_id",
     )
 
+    # The statements that issue generations: they also check the store's rows (see
+    # sql/_same_store.sql).
+    CLAIMS = ("claim", "claim_next", "complete_and_claim")
+
     def __init__(self, schema: str, identity: StoreIdentity | None = None) -> None:
         self.schema = schema
         values = {}
         if identity is not None:
             values = {"jobs_oid": str(identity.jobs_oid), "id_xmin": f"'{identity.id_xmin}'"}
+        same_rows = sql_text("_same_rows").rstrip("\n")
         self._statements = {
-            name: statement(render(sql_text(name), schema, **values)) for name in self.OPERATIONS
+            name: statement(
+                render(
+                    sql_text(name).replace(
+                        "{same_rows}", same_rows if name in self.CLAIMS else "true"
+                    ),
+                    schema,
+                    **values,
+                )
+            )
+            for name in self.OPERATIONS
         }
 
     def __getitem__(self, name: str) -> Statement:
