@@ -72,6 +72,11 @@ class PassThroughDriver:
     ) -> tuple[list[Outcome], list[Outcome]]:
         return self._inner.complete_and_claim(completions, owner, ttl, queues, secret_hashes)
 
+    def find_leases(
+        self, owner: str, ttl: float, queues: Sequence[str], secret_hashes: Sequence[str]
+    ) -> list[Outcome]:
+        return self._inner.find_leases(owner, ttl, queues, secret_hashes)
+
     def get(self, job_id: str) -> Outcome:
         return self._inner.get(job_id)
 

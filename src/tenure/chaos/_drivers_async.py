@@ -88,6 +88,11 @@ class AsyncPassThroughDriver:
     ) -> tuple[list[Outcome], list[Outcome]]:
         return await self._inner.complete_and_claim(completions, owner, ttl, queues, secret_hashes)
 
+    async def find_leases(
+        self, owner: str, ttl: float, queues: Sequence[str], secret_hashes: Sequence[str]
+    ) -> list[Outcome]:
+        return await self._inner.find_leases(owner, ttl, queues, secret_hashes)
+
     async def get(self, job_id: str) -> Outcome:
         return await self._inner.get(job_id)
 

@@ -359,6 +359,7 @@ class SqlSet:
         "complete_and_claim",
         "release",
         "fail",
+        "find_leases",
         "listen",
         "unlisten",
         "wake",

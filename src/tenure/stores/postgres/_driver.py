@@ -30,8 +30,6 @@ from ._common import (
     answers_of,
     closed_error,
     connection_is_stale,
-    describe_pool,
-    parse_postgres_url,
     socket_poller,
     sql_text,
     store_unavailable,
@@ -40,9 +38,9 @@ from ._common import (
 from ._connection import (
     RACE_RETRIES,
     Hot,
-    ReconnectingPool,
     holder_params,
     hot_cursor,
+    pool_for,
     raw_cursor,
     unraced,
     usable_connection,
@@ -111,7 +109,7 @@ class PostgresDriver:
         upgraded; otherwise it must be current (run ``tenure migrate``)."""
         if (url is None) == (pool is None):
             raise TypeError("give either url or pool")
-        options, pool, owns_pool = cls._pool_for(url, pool)
+        options, pool, owns_pool = pool_for(url, pool, cls.configure)
         schema = options.schema if schema is None else validate_schema(schema)
         auto_migrate = options.auto_migrate if auto_migrate is None else auto_migrate
         listen = options.listen if listen is None else listen
@@ -143,28 +141,6 @@ class PostgresDriver:
             owns_pool=owns_pool,
             listen=listen,
         )
-
-    @classmethod
-    def _pool_for(
-        cls, url: str | None, pool: ConnectionPool[Any] | None
-    ) -> tuple[PostgresOptions, ConnectionPool[Any], bool]:
-        """The options, the pool (not opened yet) and whether tenure owns it."""
-        if url is not None:
-            options = parse_postgres_url(url)
-            own = ReconnectingPool(
-                options.conninfo,
-                kwargs={"autocommit": True, **options.kwargs},
-                min_size=options.pool_min,
-                max_size=options.pool_max,
-                timeout=options.pool_timeout,
-                name=f"tenure:{options.schema}",
-                configure=cls.configure,
-                open=False,
-            )
-            return options, own, True
-        assert pool is not None
-        conninfo = pool.conninfo if isinstance(pool.conninfo, str) else ""
-        return PostgresOptions(conninfo=conninfo, display_url=describe_pool(conninfo)), pool, False
 
     @classmethod
     def _open_store(
@@ -476,6 +452,19 @@ class PostgresDriver:
             job_id, owner, generation, secret_hash, receipt=receipt, error=error, retry_in=retry_in
         )
         return self._one("fail", params)
+
+    def find_leases(
+        self, owner: str, ttl: float, queues: Sequence[str], secret_hashes: Sequence[str]
+    ) -> list[Outcome]:
+        params = {
+            "owner": owner,
+            "ttl": ttl,
+            "queues": list(queues),
+            "secret_hashes": list(secret_hashes),
+            "now": self._now(),
+        }
+        rows = self._rows("find_leases", self._sql["find_leases"], params)
+        return [row.outcome for row in rows]
 
     def get(self, job_id: str) -> Outcome:
         rows = self._rows("get", self._sql["get"], {"job_id": job_id, "now": self._now()})

@@ -32,8 +32,6 @@ from ._common import (
     answers_of,
     closed_error,
     connection_is_stale,
-    describe_pool,
-    parse_postgres_url,
     socket_poller,
     sql_text,
     store_unavailable,
@@ -41,10 +39,10 @@ from ._common import (
 )
 from ._connection_async import (
     RACE_RETRIES,
-    AsyncReconnectingPool,
     Hot,
     holder_params,
     hot_cursor_async,
+    pool_for_async,
     raw_cursor_async,
     unraced_async,
     usable_connection_async,
@@ -113,7 +111,7 @@ class AsyncPostgresDriver:
         upgraded; otherwise it must be current (run ``tenure migrate``)."""
         if (url is None) == (pool is None):
             raise TypeError("give either url or pool")
-        options, pool, owns_pool = cls._pool_for(url, pool)
+        options, pool, owns_pool = pool_for_async(url, pool, cls.configure)
         schema = options.schema if schema is None else validate_schema(schema)
         auto_migrate = options.auto_migrate if auto_migrate is None else auto_migrate
         listen = options.listen if listen is None else listen
@@ -147,28 +145,6 @@ class AsyncPostgresDriver:
             owns_pool=owns_pool,
             listen=listen,
         )
-
-    @classmethod
-    def _pool_for(
-        cls, url: str | None, pool: AsyncConnectionPool[Any] | None
-    ) -> tuple[PostgresOptions, AsyncConnectionPool[Any], bool]:
-        """The options, the pool (not opened yet) and whether tenure owns it."""
-        if url is not None:
-            options = parse_postgres_url(url)
-            own = AsyncReconnectingPool(
-                options.conninfo,
-                kwargs={"autocommit": True, **options.kwargs},
-                min_size=options.pool_min,
-                max_size=options.pool_max,
-                timeout=options.pool_timeout,
-                name=f"tenure:{options.schema}",
-                configure=cls.configure,
-                open=False,
-            )
-            return options, own, True
-        assert pool is not None
-        conninfo = pool.conninfo if isinstance(pool.conninfo, str) else ""
-        return PostgresOptions(conninfo=conninfo, display_url=describe_pool(conninfo)), pool, False
 
     @classmethod
     async def _open_store(
@@ -486,6 +462,19 @@ class AsyncPostgresDriver:
             job_id, owner, generation, secret_hash, receipt=receipt, error=error, retry_in=retry_in
         )
         return await self._one("fail", params)
+
+    async def find_leases(
+        self, owner: str, ttl: float, queues: Sequence[str], secret_hashes: Sequence[str]
+    ) -> list[Outcome]:
+        params = {
+            "owner": owner,
+            "ttl": ttl,
+            "queues": list(queues),
+            "secret_hashes": list(secret_hashes),
+            "now": self._now(),
+        }
+        rows = await self._rows("find_leases", self._sql["find_leases"], params)
+        return [row.outcome for row in rows]
 
     async def get(self, job_id: str) -> Outcome:
         rows = await self._rows("get", self._sql["get"], {"job_id": job_id, "now": self._now()})

@@ -235,6 +235,7 @@ SCRIPTS: dict[str, Script] = {
         "release",
         "fail",
         "get",
+        "find_leases",
         "list",
         "wait",
     )
