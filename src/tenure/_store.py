@@ -147,7 +147,8 @@ class Store:
 
     def _call(self, operation: str, call: Callable[[], T]) -> T:
         # Every operation is safe to repeat (see tenure.errors), so a transient failure is
-        # retried a few times before it reaches the caller.
+        # retried a few times before it reaches the caller. (A claim whose reply was lost
+        # is recovered by its callers instead: see _recover_claim.)
         for attempt in range(self._retries + 1):
             try:
                 return call()
@@ -462,9 +463,11 @@ class Store:
         store as the completions left it. Returns ``(lost, claimed)``: the `LeaseLost` error
         of every stale lease, in order, and the new leases, oldest job first.
 
-        After `StoreUnavailable` with ``outcome_unknown``, the call is not repeated (it may
-        have taken jobs, which would then wait out their lease): repeat the completions
-        with `complete_many`, which is safe, then claim again.
+        After a lost reply the call is not repeated (it may have taken jobs): the store
+        repeats the completions with `complete_many`, which is safe, and finds the leases
+        the claim took by their secrets, as `claim_many` does. `StoreUnavailable` with
+        ``outcome_unknown`` means that could not be done in time: repeat the completions
+        with `complete_many`, then claim again.
         """
         lost, claimed = self._complete_and_claim_rows(leases, owner, ttl, limit, results, queues)
         return lost, [lease for lease, _, _ in claimed]
