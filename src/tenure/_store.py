@@ -317,6 +317,8 @@ class Store:
         """The answer of a claim whose reply was lost (``lost``): the leases the store holds
         under the claim's secret hashes, or, when it holds none, the claim sent again with
         the same hashes (why this is safe: `tenure._protocol.CLAIM_RECOVERY_TRIES`)."""
+        if getattr(self._driver, "find_leases", None) is None:
+            raise lost  # a driver written before the operation existed
         deadline = self._clock.monotonic() + claim_recovery_budget(request.ttl)
         error: StoreUnavailable = lost
         for attempt in range(CLAIM_RECOVERY_TRIES):
