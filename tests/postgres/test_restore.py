@@ -113,6 +113,10 @@ def test_a_dump_restored_under_an_open_store_is_refused(
         # its next claims would issue generations 1 and 2 again.
         assert Counter(row[1] for row in restored) == {"done": 3, "ready": 7}
         assert [row[2] for row in restored if row[0] == "job-3"] == [0]
+        # What the restored copy would run again: the two jobs completed after the dump,
+        # and the one leased then.
+        again = {row[0] for row in restored if row[1] == "ready"} & {"job-3", "job-4", "job-5"}
+        assert again == {"job-3", "job-4", "job-5"}
 
         refused = 0
         for call in (
