@@ -528,10 +528,18 @@ class Store:
             if not exc.outcome_unknown or isinstance(exc, StoreLost):
                 raise
             # Its completions are safe to repeat (a repeat of one that took effect answers
-            # success); its claim is recovered as claim_next's is.
+            # success); its claim is recovered as claim_next's is. If the repeat fails, the
+            # claim's outcome is still unknown: that is the error the caller gets.
             completed = []
             if completions:
-                completed = self._call("complete", lambda: self._driver.complete_many(completions))
+                try:
+                    completed = self._call(
+                        "complete", lambda: self._driver.complete_many(completions)
+                    )
+                except StoreUnavailable as again:
+                    if isinstance(again, StoreLost):
+                        raise
+                    raise exc from again
             claimed = self._recover_claim("complete_and_claim", request, exc)
         lost = self._lost_many(checked, completions, completed)
         return lost, self._claimed(request, claimed, sent_at)

@@ -204,6 +204,29 @@ def test_a_lost_complete_and_claim_reply_completes_and_gives_the_leases(
         store.close()
 
 
+def test_a_lost_complete_and_claim_whose_completions_cannot_be_repeated_stays_unknown(
+    url: str, clock: tenure.ManualClock
+) -> None:
+    # The completions' repeat fails before reaching the store ("nothing changed"): the
+    # caller must still hear that the claim may have taken jobs (a worker then waits for
+    # their leases to end instead of thinking nothing was taken).
+    losing = LosingReplies(open_driver(url, clock), "complete_and_claim")
+    driver = Unreachable(losing, down="complete_many")
+    store = tenure.Store(driver, clock=clock)
+    try:
+        for job_id in "abcd":
+            store.submit(job_id)
+        a, b = store.claim_many("A", 10, 2)
+        with pytest.raises(tenure.StoreUnavailable) as caught:
+            store.complete_and_claim([a, b], "A", 10, 2, results=["x", "y"])
+        assert caught.value.outcome_unknown is True
+        assert caught.value.operation == "complete_and_claim"
+        assert driver.calls["find_leases"] == 0
+        assert [store.get(k).state for k in "abcd"] == ["done", "done", "leased", "leased"]
+    finally:
+        store.close()
+
+
 def test_a_lost_reply_of_a_complete_and_claim_without_leases_gives_its_lease(
     url: str, clock: tenure.ManualClock
 ) -> None:
