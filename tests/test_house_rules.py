@@ -173,12 +173,13 @@ FLOORS: list[tuple[str, ...]] = [
         "tenure._clock",
         "tenure._concurrency",
         "tenure._resources",
+        "tenure._queue_stats",
     ),
     ("tenure._protocol",),
     ("tenure.stores", "tenure._dbapi"),
     ("tenure._store", "tenure._store_async", "tenure.aio"),
     ("tenure.worker", "tenure.fence"),
-    ("tenure.chaos",),
+    ("tenure.chaos", "tenure.dashboard"),
     ("tenure.cli",),
 ]
 

@@ -349,6 +349,7 @@ class SqlSet:
         "clock",
         "get",
         "list",
+        "queue_stats",
         "next_due",
         "submit",
         "claim",

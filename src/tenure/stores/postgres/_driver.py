@@ -46,6 +46,7 @@ from ._connection import (
     usable_connection,
 )
 from ._migrate import prepare_schema
+from ._stats import queue_stats
 from ._transaction import PostgresTransaction
 
 __all__ = ["PostgresDriver"]
@@ -476,6 +477,13 @@ class PostgresDriver:
         params = {"queue": queue, "state": state, "limit": limit, "now": self._now()}
         rows = self._rows("list", self._sql["list"], params)
         return rows[0].outcome.now, [a.outcome.row for a in rows if a.outcome.row is not None]
+
+    def queue_stats(self) -> tuple[float, list[tuple[Any, ...]]]:
+        """The live jobs of each queue (see `tenure._queue_stats`): one statement over the
+        partial index of claimable jobs (``_stats.py``)."""
+        if self._closed:
+            raise closed_error("queue_stats")
+        return queue_stats(self._pool, self._sql["queue_stats"], self._now())
 
     def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
         deadline = time.monotonic() + timeout

@@ -48,6 +48,7 @@ from ._connection_async import (
     usable_connection_async,
 )
 from ._migrate_async import prepare_schema_async
+from ._stats_async import queue_stats_async
 from ._transaction_async import AsyncPostgresTransaction
 
 __all__ = ["AsyncPostgresDriver"]
@@ -486,6 +487,13 @@ class AsyncPostgresDriver:
         params = {"queue": queue, "state": state, "limit": limit, "now": self._now()}
         rows = await self._rows("list", self._sql["list"], params)
         return rows[0].outcome.now, [a.outcome.row for a in rows if a.outcome.row is not None]
+
+    async def queue_stats(self) -> tuple[float, list[tuple[Any, ...]]]:
+        """The live jobs of each queue (see `tenure._queue_stats`): one statement over the
+        partial index of claimable jobs (``_stats_async.py``)."""
+        if self._closed:
+            raise closed_error("queue_stats")
+        return await queue_stats_async(self._pool, self._sql["queue_stats"], self._now())
 
     async def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
         deadline = time.monotonic() + timeout

@@ -21,6 +21,7 @@ __all__ = [
     "NEXT_DUE",
     "PACKAGE",
     "PICK",
+    "QUEUE_STATS",
     "READ_CLOCK",
     "STORE_ID",
     "SUBMIT",
@@ -46,6 +47,7 @@ GET = _load("get")
 LIST = _load("list")
 NEXT_DUE = _load("next_due")
 PICK = _load("pick")
+QUEUE_STATS = _load("queue_stats")
 READ_CLOCK = _load("read_clock")
 STORE_ID = _load("store_id")
 SUBMIT = _load("submit")
