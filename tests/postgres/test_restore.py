@@ -115,8 +115,8 @@ def test_a_dump_restored_under_an_open_store_is_refused(
         assert [row[2] for row in restored if row[0] == "job-3"] == [0]
         # What the restored copy would run again: the two jobs completed after the dump,
         # and the one leased then.
-        again = {row[0] for row in restored if row[1] == "ready"} & {"job-3", "job-4", "job-5"}
-        assert again == {"job-3", "job-4", "job-5"}
+        rerun = {row[0] for row in restored if row[1] == "ready"} & {"job-3", "job-4", "job-5"}
+        assert rerun == {"job-3", "job-4", "job-5"}
 
         refused = 0
         for call in (
