@@ -554,6 +554,15 @@ def _answer_maker(names: tuple[bytes | None, ...]) -> Callable[[Sequence[Any]], 
 
 # The words of sql/_store_replaced.sql's error.
 STORE_REPLACED = "tenure store replaced"
+# The words of sql/_timeline.sql's and sql/_timeline_exhausted.sql's errors.
+TIMELINE_REFUSED = "tenure timeline"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    # The failing cast's own words around the message: invalid input syntax for type ...
+    start, end = text.find('"'), text.rfind('"')
+    return text[start + 1 : end] if 0 <= start < end else text
 _WHAT_TO_DO = (
     "Generations could be issued again. This client refuses to go on: stop the workers and "
     "read 'A store restored from a backup' in docs/postgres.md before starting them again"
@@ -590,6 +599,24 @@ def store_unavailable(operation: str, exc: psycopg.Error, *, sent: bool) -> Stor
         # The statement failed before changing anything (see sql/_store_replaced.sql), or
         # found the store's tables gone (dropped, or mid-way through a restore).
         return store_lost(operation)
+    if sqlstate == "22P02" and TIMELINE_REFUSED in str(exc):
+        # sql/_timeline.sql or _timeline_exhausted.sql: nothing changed.
+        return StoreUnavailable(
+            f"{operation}: PostgreSQL refused to issue a generation: {_first_line(exc)}. "
+            "Generations after a failover could repeat earlier ones; nothing changed (read "
+            "'Failover' in docs/postgres.md)",
+            operation=operation,
+            outcome_unknown=False,
+        )
+    if sqlstate == "55000" and "recovery is in progress" in str(exc):
+        # pg_current_wal_lsn() on a standby (sql/_timeline.sql).
+        return StoreUnavailable(
+            f"{operation}: the PostgreSQL server is a standby (recovery is in progress), "
+            "which cannot issue generations; it did not take effect: connect to the primary "
+            "(target_session_attrs=read-write with several hosts), retry later",
+            operation=operation,
+            outcome_unknown=False,
+        )
     if sqlstate in _NOT_APPLIED:
         reason = _NOT_APPLIED[sqlstate]
         return StoreUnavailable(

@@ -1,0 +1,206 @@
+"""A PostgreSQL failover never hands out a token twice (issue #16): a primary and a
+streaming replica (``pg_basebackup -R``) of the test's own (tests/servers.py), claims on the
+primary from several clients, ``kill -9`` of the primary, ``pg_ctl promote`` of the replica.
+With asynchronous replication the replica may lack the last generations acknowledged to
+the clients; the claims' timeline base (sql/_timeline.sql) puts every generation issued
+after the promotion above them all, and the fences then reject the stale holders."""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+import tenure
+from tenure import fence
+from tenure.fence import headers as wire
+from tests.servers import PostgresServer, postgres_server
+
+pytestmark = pytest.mark.slow
+
+JOBS = [f"job-{n:02d}" for n in range(40)]
+CLIENTS = 4
+BASE_2 = 1 << 40  # the first generation timeline 2 may issue
+
+
+@pytest.fixture
+def pair() -> Iterator[tuple[PostgresServer, PostgresServer]]:
+    with postgres_server() as primary:
+        replica = PostgresServer()
+        try:
+            replica.init_replica(primary)
+            replica.start()
+            yield primary, replica
+        finally:
+            replica.destroy()
+
+
+def multi_host_url(primary: PostgresServer, replica: PostgresServer, schema: str) -> str:
+    return (
+        f"postgresql://postgres@127.0.0.1:{primary.port},127.0.0.1:{replica.port}/postgres"
+        f"?target_session_attrs=read-write&schema={schema}&sslmode=disable&gssencmode=disable"
+        "&connect_timeout=2"
+    )
+
+
+def wait_replicated(replica: PostgresServer, schema: str, jobs: int) -> None:
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with psycopg.connect(replica.url, autocommit=True) as conn:
+                row = conn.execute(f"SELECT count(*) FROM {schema}.tenure_jobs").fetchone()
+                if row is not None and row[0] == jobs:
+                    return
+        except psycopg.Error:
+            pass
+        assert time.monotonic() < deadline, "the replica did not catch up in 30 s"
+        time.sleep(0.05)
+
+
+def claim_loop(
+    url: str, acked: dict[str, int], lock: threading.Lock, stop: threading.Event
+) -> None:
+    """Claim and release jobs at random until the store fails (the primary's death)."""
+    rng = random.Random()
+    with tenure.connect(url) as store:
+        while not stop.is_set():
+            job = rng.choice(JOBS)
+            try:
+                lease = store.claim(job, "loop", ttl=1.0)
+                if lease is None:
+                    continue
+                with lock:
+                    acked[job] = max(acked.get(job, 0), lease.token.generation)
+                store.release(lease)
+            except tenure.TenureError:
+                return
+
+
+def test_generations_after_a_promotion_are_above_all_acknowledged_before(
+    pair: tuple[PostgresServer, PostgresServer], tmp_path: Path
+) -> None:
+    primary, replica = pair
+    url = multi_host_url(primary, replica, "failover")
+    acked: dict[str, int] = {}
+    lock = threading.Lock()
+    stop = threading.Event()
+    dest = sqlite3.connect(tmp_path / "dest.db", check_same_thread=False)
+    app, refused = fenced_app()
+    from starlette.testclient import TestClient
+
+    with tenure.connect(url) as store, TestClient(app) as http:
+        for job in JOBS:
+            store.submit(job, max_attempts=1_000_000)
+        wait_replicated(replica, "failover", len(JOBS))
+        # The stale holder: a lease of the old primary, its effects accepted before.
+        store.submit("stale")
+        stale = store.claim("stale", "old-holder", ttl=1.0)
+        assert stale is not None and stale.token.generation == 1
+        with fence.sql_fence(dest, stale.token) as cur:
+            cur.execute("CREATE TABLE IF NOT EXISTS out (g INTEGER)")
+        assert fence.apply_once(dest, stale.token, "send:1", lambda cur: None).applied
+        assert http.post("/effect", headers=wire.token_headers(stale.token)).status_code == 200
+
+        threads = [
+            threading.Thread(target=claim_loop, args=(url, acked, lock, stop), daemon=True)
+            for _ in range(CLIENTS)
+        ]
+        for thread in threads:
+            thread.start()
+        time.sleep(1.5)
+        primary.kill()
+        stop.set()
+        for thread in threads:
+            thread.join(30)
+        assert acked, "no claim was acknowledged before the kill"
+        replica.promote()
+        with psycopg.connect(replica.url, autocommit=True) as conn:
+            kept = dict(
+                conn.execute("SELECT job_id, generation FROM failover.tenure_jobs").fetchall()
+            )
+        lost = {job: acked[job] - kept[job] for job in acked if kept[job] < acked[job]}
+        print(
+            f"acknowledged generations the promoted replica lacked: {len(lost)} of {len(acked)} jobs, worst {max(lost.values(), default=0)}"
+        )
+
+        # The same store object, through the multi-host URL: now on the promoted replica,
+        # which is the same store (a physical copy: same oids and xmins), not a restore.
+        issued: dict[str, int] = {}
+        deadline = time.monotonic() + 60
+        pending = set(JOBS)
+        while pending:
+            assert time.monotonic() < deadline, f"jobs never claimable again: {sorted(pending)}"
+            for job in sorted(pending):
+                try:
+                    lease = store.claim(job, "after", ttl=30.0)
+                except tenure.StoreUnavailable:
+                    time.sleep(0.1)
+                    break
+                if lease is None:
+                    continue  # a lease of the old primary, running out
+                issued[job] = lease.token.generation
+                store.complete(lease)
+                pending.discard(job)
+            else:
+                time.sleep(0.05)
+        behind = {job: acked[job] for job in acked if acked[job] >= issued[job]}
+        assert not behind, f"generations issued again after the promotion: {behind}"
+        assert all(generation >= BASE_2 for generation in issued.values())
+        assert all(store.get(job).state == "done" for job in JOBS)
+
+        # The stale holder of the old primary's generation, against the new holder's.
+        new = None
+        while new is None:
+            new = store.claim("stale", "new-holder", ttl=30.0)
+        assert new.token.generation >= BASE_2 > stale.token.generation
+        with fence.sql_fence(dest, new.token) as cur:
+            cur.execute("INSERT INTO out VALUES (?)", (new.token.generation,))
+        assert fence.apply_once(dest, new.token, "send:2", lambda cur: None).applied
+        assert http.post("/effect", headers=wire.token_headers(new.token)).status_code == 200
+        with pytest.raises(tenure.StaleToken):
+            with fence.sql_fence(dest, stale.token) as cur:
+                cur.execute("INSERT INTO out VALUES (?)", (stale.token.generation,))
+        with pytest.raises(tenure.StaleToken):
+            fence.apply_once(dest, stale.token, "send:3", lambda cur: None)
+        late = http.post("/effect", headers=wire.token_headers(stale.token))
+        assert late.status_code == 409 and len(refused) == 1
+        assert dest.execute("SELECT g FROM out").fetchall() == [(new.token.generation,)]
+    dest.close()
+
+
+def fenced_app() -> tuple[object, list[object]]:
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    from tenure.fence.asgi import FenceMiddleware
+
+    refused: list[object] = []
+
+    async def effect(request: Request) -> JSONResponse:
+        return JSONResponse({"ok": True})
+
+    app = Starlette(routes=[Route("/effect", effect, methods=["POST"])])
+    app.add_middleware(
+        FenceMiddleware, on_rejected=lambda rejection, scope: refused.append(rejection)
+    )
+    return app, refused
+
+
+def test_a_standby_is_not_opened_as_a_store(
+    pair: tuple[PostgresServer, PostgresServer],
+) -> None:
+    primary, replica = pair
+    with tenure.connect(f"{primary.url}?schema=standby&sslmode=disable") as store:
+        store.submit("J")
+    wait_replicated(replica, "standby", 1)
+    with pytest.raises(tenure.StoreUnavailable, match="read-only") as refused:
+        tenure.connect(f"{replica.url}?schema=standby&sslmode=disable&auto_migrate=false")
+    assert refused.value.outcome_unknown is False
