@@ -204,3 +204,55 @@ def test_a_standby_is_not_opened_as_a_store(
     with pytest.raises(tenure.StoreUnavailable, match="read-only") as refused:
         tenure.connect(f"{replica.url}?schema=standby&sslmode=disable&auto_migrate=false")
     assert refused.value.outcome_unknown is False
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the driver raises StoreUnavailable(outcome_unknown=True) on the WARNING, but the "
+    "store floor's retry of an outcome-unknown complete (and claim recovery by secret) then "
+    "reads the locally committed row and reports success: issue #16, not done",
+)
+def test_an_unconfirmed_synchronous_commit_is_not_a_success(
+    pair: tuple[PostgresServer, PostgresServer],
+) -> None:
+    """Synchronous replication with the standby down: the claim waits for it; cancelled
+    (what a client-side bound or an operator does), PostgreSQL answers as for a success
+    with only a WARNING. The store reports StoreUnavailable with the outcome unknown."""
+    primary, replica = pair
+    replica.stop()
+    with tenure.connect(f"{primary.url}?schema=sync&sslmode=disable") as store:
+        store.submit("J")
+        lease = store.claim("J", "w", ttl=60.0)
+        assert lease is not None
+        with psycopg.connect(primary.url, autocommit=True) as admin:
+            admin.execute("ALTER SYSTEM SET synchronous_standby_names = 's1'")
+            admin.execute("SELECT pg_reload_conf()")
+            errors: list[BaseException] = []
+            leases: list[object] = []
+
+            def claim() -> None:
+                try:
+                    leases.append(store.complete(lease))
+                except BaseException as exc:
+                    errors.append(exc)
+
+            thread = threading.Thread(target=claim, daemon=True)
+            thread.start()
+            deadline = time.monotonic() + 20
+            while True:
+                waiting = admin.execute(
+                    "SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep'"
+                ).fetchall()
+                if waiting:
+                    break
+                assert time.monotonic() < deadline, "the complete never waited for the standby"
+                time.sleep(0.05)
+            admin.execute("SELECT pg_cancel_backend(%s)", (waiting[0][0],))
+            thread.join(20)
+            admin.execute("ALTER SYSTEM RESET synchronous_standby_names")
+            admin.execute("SELECT pg_reload_conf()")
+    assert leases == []
+    assert len(errors) == 1
+    assert isinstance(errors[0], tenure.StoreUnavailable)
+    assert errors[0].outcome_unknown is True
+    assert "might not have been replicated" in str(errors[0])

@@ -265,8 +265,7 @@ class PostgresServer:
         )  # fmt: skip
         with (self.data / "postgresql.conf").open("a") as conf:
             conf.write(
-                f"port = {self.port}\nunix_socket_directories = '{self.root}'\n"
-                "hot_standby = on\n"
+                f"port = {self.port}\nunix_socket_directories = '{self.root}'\nhot_standby = on\n"
             )
         return self
 

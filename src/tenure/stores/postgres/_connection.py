@@ -129,6 +129,7 @@ class Hot(NamedTuple):
     cursor: RawCursor[tuple[Any, ...]]
     since: float  # when it was taken from the pool (time.monotonic())
     poller: Any  # watches conn's socket (see connection_is_stale)
+    unreplicated: list[str]  # see watch_replication
 
 
 def holder_params(

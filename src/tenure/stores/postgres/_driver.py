@@ -33,7 +33,9 @@ from ._common import (
     socket_poller,
     sql_text,
     store_unavailable,
+    unreplicated,
     validate_schema,
+    watch_replication,
 )
 from ._connection import (
     RACE_RETRIES,
@@ -225,7 +227,13 @@ class PostgresDriver(PostgresControl):
         finally:
             with self._demand:
                 self._wanting -= 1
-        return Hot(conn, hot_cursor(conn), time.monotonic(), socket_poller(conn))
+        return Hot(
+            conn,
+            hot_cursor(conn),
+            time.monotonic(),
+            socket_poller(conn),
+            watch_replication(conn),
+        )
 
     def _checkin(self, hot: Hot) -> None:
         # While another operation wants a connection, this one goes back to the pool, which
@@ -249,10 +257,14 @@ class PostgresDriver(PostgresControl):
             # first five times. Not when the pool's owner turned preparing off (PgBouncer
             # before 1.21): None leaves it to the connection's prepare_threshold.
             prepare = True if hot.conn.prepare_threshold is not None else None
+            hot.unreplicated.clear()
             hot.cursor.execute(statement.text, statement.args(params), prepare=prepare)
             rows = answers_of(statement.text, hot.cursor, hot.cursor.fetchall())
             if not hot.conn.autocommit:
                 hot.conn.commit()
+            if hot.unreplicated:
+                # A synchronous-replication wait that ended unconfirmed: not a success.
+                raise unreplicated(operation, list(hot.unreplicated))
             return rows
         except psycopg.Error as exc:
             hot.conn.close()  # its state is unknown: the pool replaces it

@@ -35,7 +35,9 @@ from ._common import (
     socket_poller,
     sql_text,
     store_unavailable,
+    unreplicated,
     validate_schema,
+    watch_replication,
 )
 from ._connection_async import (
     RACE_RETRIES,
@@ -231,7 +233,13 @@ class AsyncPostgresDriver(AsyncPostgresControl):
         finally:
             with self._demand:
                 self._wanting -= 1
-        return Hot(conn, hot_cursor_async(conn), time.monotonic(), socket_poller(conn))
+        return Hot(
+            conn,
+            hot_cursor_async(conn),
+            time.monotonic(),
+            socket_poller(conn),
+            watch_replication(conn),
+        )
 
     async def _checkin(self, hot: Hot) -> None:
         # While another operation wants a connection, this one goes back to the pool, which
@@ -257,10 +265,14 @@ class AsyncPostgresDriver(AsyncPostgresControl):
             # first five times. Not when the pool's owner turned preparing off (PgBouncer
             # before 1.21): None leaves it to the connection's prepare_threshold.
             prepare = True if hot.conn.prepare_threshold is not None else None
+            hot.unreplicated.clear()
             await hot.cursor.execute(statement.text, statement.args(params), prepare=prepare)
             rows = answers_of(statement.text, hot.cursor, await hot.cursor.fetchall())
             if not hot.conn.autocommit:
                 await hot.conn.commit()
+            if hot.unreplicated:
+                # A synchronous-replication wait that ended unconfirmed: not a success.
+                raise unreplicated(operation, list(hot.unreplicated))
             return rows
         except psycopg.Error as exc:
             await hot.conn.close()  # its state is unknown: the pool replaces it
