@@ -124,6 +124,7 @@ class PostgresOptions:
     pool_timeout: float = 10.0
     auto_migrate: bool = True
     listen: bool = True
+    command_timeout: float = 30.0
     kwargs: dict[str, Any] = field(default_factory=dict)  # extra connection parameters
 
 
@@ -199,7 +200,9 @@ def parse_postgres_url(url: str) -> PostgresOptions:
     URL: ``schema`` (default ``public``), ``pool_min`` (1), ``pool_max`` (10),
     ``pool_timeout`` (seconds to wait for a connection, 10), ``auto_migrate`` (true: create
     or upgrade the schema on connect) and ``listen`` (true: idle workers wait on
-    LISTEN/NOTIFY; false: they poll, e.g. behind PgBouncer in transaction mode).
+    LISTEN/NOTIFY; false: they poll, e.g. behind PgBouncer in transaction mode) and
+    ``command_timeout`` (seconds a statement may run, its wait for a synchronous standby
+    included, before the client cancels it, 30; see ``_bound.py``).
     """
     parts = urlsplit(url)
     if parts.scheme not in ("postgresql", "postgres"):
@@ -220,6 +223,8 @@ def parse_postgres_url(url: str) -> PostgresOptions:
             options["auto_migrate"] = _flag(key, value)
         elif key == "listen":
             options["listen"] = _flag(key, value)
+        elif key == "command_timeout":
+            options["command_timeout"] = _number(key, value, 0.1, 86400, float)
         else:
             libpq_query.append((key, value))
     if options.get("pool_min", 1) > options.get("pool_max", 10):
@@ -372,6 +377,7 @@ class SqlSet:
         "requeue",
         "delete",
         "purge",
+        "confirm_replication",
     )
 
     # The statements that issue generations: they also check the store's rows (see

@@ -21,6 +21,7 @@ from ..._concurrency import pause, thread_lock
 from ..._protocol import Completion, JobRow, Outcome, Status
 from ..._validate import MAX_GENERATION
 from ...errors import StoreUnavailable
+from ._bound import StatementBound
 from ._common import (
     Answer,
     PostgresOptions,
@@ -77,8 +78,10 @@ class PostgresDriver(PostgresControl):
         store_clock: Clock | None,
         owns_pool: bool,
         listen: bool,
+        command_timeout: float = 30.0,
     ) -> None:
         self._pool = pool
+        self._bound = StatementBound(command_timeout)  # see _bound.py
         self.schema = schema
         self.store_id = store_id
         self.url = url
@@ -144,6 +147,7 @@ class PostgresDriver(PostgresControl):
             store_clock=store_clock,
             owns_pool=owns_pool,
             listen=listen,
+            command_timeout=options.command_timeout,
         )
 
     @classmethod
@@ -250,7 +254,11 @@ class PostgresDriver(PostgresControl):
             self._pool.putconn(hot.conn)
 
     def _rows(self, operation: str, statement: Statement, params: dict[str, Any]) -> list[Answer]:
+        if self._bound.owed and operation != "confirm_replication":
+            self._rows("confirm_replication", self._sql["confirm_replication"], {})
+            self._bound.owed = False
         hot = self._checkout(operation)
+        ticket = self._bound.arm(hot.conn.pgconn)
         try:
             # Prepared at first use (psycopg's default waits for five): each statement is
             # used again and again, and a short-lived worker would pay for planning the
@@ -264,6 +272,7 @@ class PostgresDriver(PostgresControl):
                 hot.conn.commit()
             if hot.unreplicated:
                 # A synchronous-replication wait that ended unconfirmed: not a success.
+                self._bound.owed = True
                 raise unreplicated(operation, list(hot.unreplicated))
             return rows
         except psycopg.Error as exc:
@@ -273,6 +282,7 @@ class PostgresDriver(PostgresControl):
                 raise
             raise error from exc
         finally:
+            self._bound.disarm(ticket)
             self._checkin(hot)
 
     def _one(self, operation: str, params: dict[str, Any]) -> Outcome:
@@ -599,6 +609,7 @@ class PostgresDriver(PostgresControl):
         if self._closed:
             return
         self._closed = True
+        self._bound.close()
         while self._hot:
             self._pool.putconn(self._hot.pop().conn)
         if self._waiters:

@@ -23,6 +23,7 @@ from ..._concurrency import pause_async, thread_lock_async
 from ..._protocol import Completion, JobRow, Outcome, Status
 from ..._validate import MAX_GENERATION
 from ...errors import StoreUnavailable
+from ._bound import StatementBound
 from ._common import (
     Answer,
     PostgresOptions,
@@ -79,8 +80,10 @@ class AsyncPostgresDriver(AsyncPostgresControl):
         store_clock: Clock | None,
         owns_pool: bool,
         listen: bool,
+        command_timeout: float = 30.0,
     ) -> None:
         self._pool = pool
+        self._bound = StatementBound(command_timeout)  # see _bound.py
         self.schema = schema
         self.store_id = store_id
         self.url = url
@@ -148,6 +151,7 @@ class AsyncPostgresDriver(AsyncPostgresControl):
             store_clock=store_clock,
             owns_pool=owns_pool,
             listen=listen,
+            command_timeout=options.command_timeout,
         )
 
     @classmethod
@@ -258,7 +262,11 @@ class AsyncPostgresDriver(AsyncPostgresControl):
     async def _rows(
         self, operation: str, statement: Statement, params: dict[str, Any]
     ) -> list[Answer]:
+        if self._bound.owed and operation != "confirm_replication":
+            await self._rows("confirm_replication", self._sql["confirm_replication"], {})
+            self._bound.owed = False
         hot = await self._checkout(operation)
+        ticket = self._bound.arm(hot.conn.pgconn)
         try:
             # Prepared at first use (psycopg's default waits for five): each statement is
             # used again and again, and a short-lived worker would pay for planning the
@@ -272,6 +280,7 @@ class AsyncPostgresDriver(AsyncPostgresControl):
                 await hot.conn.commit()
             if hot.unreplicated:
                 # A synchronous-replication wait that ended unconfirmed: not a success.
+                self._bound.owed = True
                 raise unreplicated(operation, list(hot.unreplicated))
             return rows
         except psycopg.Error as exc:
@@ -281,6 +290,7 @@ class AsyncPostgresDriver(AsyncPostgresControl):
                 raise
             raise error from exc
         finally:
+            self._bound.disarm(ticket)
             await self._checkin(hot)
 
     async def _one(self, operation: str, params: dict[str, Any]) -> Outcome:
@@ -609,6 +619,7 @@ class AsyncPostgresDriver(AsyncPostgresControl):
         if self._closed:
             return
         self._closed = True
+        self._bound.close()
         while self._hot:
             await self._pool.putconn(self._hot.pop().conn)
         if self._waiters:
