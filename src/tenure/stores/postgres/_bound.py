@@ -20,9 +20,14 @@ import contextlib
 import itertools
 import threading
 import time
+import weakref
 from typing import Any
 
-__all__ = ["StatementBound"]
+import psycopg
+
+from ...errors import StoreUnavailable
+
+__all__ = ["StatementBound", "unreplicated", "watch_replication"]
 
 
 class StatementBound:
@@ -38,13 +43,25 @@ class StatementBound:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def arm(self, pgconn: Any) -> int:
-        """Watch a statement about to be sent on ``pgconn`` (a psycopg ``PGconn``)."""
+    def arm(self, pgconn: Any, seen: list[str]) -> int:
+        """Watch a statement about to be sent on ``pgconn`` (a psycopg ``PGconn``), whose
+        `watch_replication` list is ``seen`` (emptied here)."""
+        seen.clear()
         if self._thread is None:
             self._start_thread()
         ticket = next(self._tickets)
         self._running[ticket] = (time.monotonic() + self.seconds, pgconn)
         return ticket
+
+    def check(self, operation: str, seen: list[str]) -> None:
+        """After the statement: raise `unreplicated` (and owe a confirmation) when its
+        commit's wait for the standby ended unconfirmed; a confirmation that was not pays
+        what was owed."""
+        if seen:
+            self.owed = True
+            raise unreplicated(operation, list(seen))
+        if operation == "confirm_replication":
+            self.owed = False  # that commit was confirmed, so were all before it
 
     def disarm(self, ticket: int) -> None:
         self._running.pop(ticket, None)
@@ -68,3 +85,38 @@ class StatementBound:
                 if now >= deadline and self._running.pop(ticket, None) is not None:
                     with contextlib.suppress(Exception):
                         pgconn.get_cancel().cancel()
+
+
+_WATCHED: weakref.WeakKeyDictionary[psycopg.BaseConnection[Any], list[str]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def watch_replication(conn: psycopg.BaseConnection[Any]) -> list[str]:
+    """A list that gets the words of each WARNING by which a synchronous-replication wait
+    ended without the standby's confirmation (cancelled, or the backend terminated): the
+    transaction "has already committed locally, but might not have been replicated to the
+    standby", and the server still answers as for a success. The driver turns a statement
+    that got one into `unreplicated`. One list (and handler) per connection."""
+    seen = _WATCHED.get(conn)
+    if seen is not None:
+        return seen
+    seen = _WATCHED[conn] = []
+
+    def notice(diag: psycopg.errors.Diagnostic) -> None:
+        primary, detail = diag.message_primary or "", diag.message_detail or ""
+        if "synchronous replication" in primary or "might not have been replicated" in detail:
+            seen.append(f"{primary} {detail}".strip())
+
+    conn.add_notice_handler(notice)
+    return seen
+
+
+def unreplicated(operation: str, words: list[str]) -> StoreUnavailable:
+    return StoreUnavailable(
+        f"{operation}: PostgreSQL committed it locally but the synchronous standby did not "
+        f"confirm it ({'; '.join(words)}): a failover now could lose it, so it is not "
+        "reported as done; it may or may not have taken effect",
+        operation=operation,
+        outcome_unknown=True,
+    )

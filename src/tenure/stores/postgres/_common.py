@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import re
 import select
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -52,8 +51,6 @@ __all__ = [
     "StoreIdentity",
     "store_lost",
     "store_unavailable",
-    "unreplicated",
-    "watch_replication",
     "validate_schema",
 ]
 
@@ -648,41 +645,6 @@ def store_unavailable(operation: str, exc: psycopg.Error, *, sent: bool) -> Stor
     return StoreUnavailable(
         f"{operation}: the PostgreSQL connection was lost during the operation ({exc}); it "
         "may or may not have taken effect",
-        operation=operation,
-        outcome_unknown=True,
-    )
-
-
-_WATCHED: weakref.WeakKeyDictionary[psycopg.BaseConnection[Any], list[str]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def watch_replication(conn: psycopg.BaseConnection[Any]) -> list[str]:
-    """A list that gets the words of each WARNING by which a synchronous-replication wait
-    ended without the standby's confirmation (cancelled, or the backend terminated): the
-    transaction "has already committed locally, but might not have been replicated to the
-    standby", and the server still answers as for a success. The driver turns a statement
-    that got one into `unreplicated`. One list (and handler) per connection."""
-    seen = _WATCHED.get(conn)
-    if seen is not None:
-        return seen
-    seen = _WATCHED[conn] = []
-
-    def notice(diag: psycopg.errors.Diagnostic) -> None:
-        primary, detail = diag.message_primary or "", diag.message_detail or ""
-        if "synchronous replication" in primary or "might not have been replicated" in detail:
-            seen.append(f"{primary} {detail}".strip())
-
-    conn.add_notice_handler(notice)
-    return seen
-
-
-def unreplicated(operation: str, words: list[str]) -> StoreUnavailable:
-    return StoreUnavailable(
-        f"{operation}: PostgreSQL committed it locally but the synchronous standby did not "
-        f"confirm it ({'; '.join(words)}): a failover now could lose it, so it is not "
-        "reported as done; it may or may not have taken effect",
         operation=operation,
         outcome_unknown=True,
     )

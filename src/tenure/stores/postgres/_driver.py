@@ -31,18 +31,15 @@ from ._common import (
     answers_of,
     closed_error,
     connection_is_stale,
-    socket_poller,
     sql_text,
     store_unavailable,
-    unreplicated,
     validate_schema,
-    watch_replication,
 )
 from ._connection import (
     RACE_RETRIES,
     Hot,
     holder_params,
-    hot_cursor,
+    new_hot,
     pool_for,
     raw_cursor,
     unraced,
@@ -231,13 +228,7 @@ class PostgresDriver(PostgresControl):
         finally:
             with self._demand:
                 self._wanting -= 1
-        return Hot(
-            conn,
-            hot_cursor(conn),
-            time.monotonic(),
-            socket_poller(conn),
-            watch_replication(conn),
-        )
+        return new_hot(conn)
 
     def _checkin(self, hot: Hot) -> None:
         # While another operation wants a connection, this one goes back to the pool, which
@@ -256,24 +247,20 @@ class PostgresDriver(PostgresControl):
     def _rows(self, operation: str, statement: Statement, params: dict[str, Any]) -> list[Answer]:
         if self._bound.owed and operation != "confirm_replication":
             self._rows("confirm_replication", self._sql["confirm_replication"], {})
-            self._bound.owed = False
         hot = self._checkout(operation)
-        ticket = self._bound.arm(hot.conn.pgconn)
+        ticket = self._bound.arm(hot.conn.pgconn, hot.unreplicated)
         try:
             # Prepared at first use (psycopg's default waits for five): each statement is
             # used again and again, and a short-lived worker would pay for planning the
             # first five times. Not when the pool's owner turned preparing off (PgBouncer
             # before 1.21): None leaves it to the connection's prepare_threshold.
             prepare = True if hot.conn.prepare_threshold is not None else None
-            hot.unreplicated.clear()
             hot.cursor.execute(statement.text, statement.args(params), prepare=prepare)
             rows = answers_of(statement.text, hot.cursor, hot.cursor.fetchall())
             if not hot.conn.autocommit:
                 hot.conn.commit()
-            if hot.unreplicated:
-                # A synchronous-replication wait that ended unconfirmed: not a success.
-                self._bound.owed = True
-                raise unreplicated(operation, list(hot.unreplicated))
+            # A synchronous-replication wait that ended unconfirmed: not a success.
+            self._bound.check(operation, hot.unreplicated)
             return rows
         except psycopg.Error as exc:
             hot.conn.close()  # its state is unknown: the pool replaces it

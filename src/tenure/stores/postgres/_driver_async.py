@@ -33,18 +33,15 @@ from ._common import (
     answers_of,
     closed_error,
     connection_is_stale,
-    socket_poller,
     sql_text,
     store_unavailable,
-    unreplicated,
     validate_schema,
-    watch_replication,
 )
 from ._connection_async import (
     RACE_RETRIES,
     Hot,
     holder_params,
-    hot_cursor_async,
+    new_hot_async,
     pool_for_async,
     raw_cursor_async,
     unraced_async,
@@ -237,13 +234,7 @@ class AsyncPostgresDriver(AsyncPostgresControl):
         finally:
             with self._demand:
                 self._wanting -= 1
-        return Hot(
-            conn,
-            hot_cursor_async(conn),
-            time.monotonic(),
-            socket_poller(conn),
-            watch_replication(conn),
-        )
+        return new_hot_async(conn)
 
     async def _checkin(self, hot: Hot) -> None:
         # While another operation wants a connection, this one goes back to the pool, which
@@ -264,24 +255,20 @@ class AsyncPostgresDriver(AsyncPostgresControl):
     ) -> list[Answer]:
         if self._bound.owed and operation != "confirm_replication":
             await self._rows("confirm_replication", self._sql["confirm_replication"], {})
-            self._bound.owed = False
         hot = await self._checkout(operation)
-        ticket = self._bound.arm(hot.conn.pgconn)
+        ticket = self._bound.arm(hot.conn.pgconn, hot.unreplicated)
         try:
             # Prepared at first use (psycopg's default waits for five): each statement is
             # used again and again, and a short-lived worker would pay for planning the
             # first five times. Not when the pool's owner turned preparing off (PgBouncer
             # before 1.21): None leaves it to the connection's prepare_threshold.
             prepare = True if hot.conn.prepare_threshold is not None else None
-            hot.unreplicated.clear()
             await hot.cursor.execute(statement.text, statement.args(params), prepare=prepare)
             rows = answers_of(statement.text, hot.cursor, await hot.cursor.fetchall())
             if not hot.conn.autocommit:
                 await hot.conn.commit()
-            if hot.unreplicated:
-                # A synchronous-replication wait that ended unconfirmed: not a success.
-                self._bound.owed = True
-                raise unreplicated(operation, list(hot.unreplicated))
+            # A synchronous-replication wait that ended unconfirmed: not a success.
+            self._bound.check(operation, hot.unreplicated)
             return rows
         except psycopg.Error as exc:
             await hot.conn.close()  # its state is unknown: the pool replaces it
