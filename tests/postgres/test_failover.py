@@ -11,6 +11,7 @@ import random
 import sqlite3
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -257,3 +258,54 @@ def test_an_unconfirmed_synchronous_commit_is_not_a_success(
             except tenure.StoreUnavailable:
                 assert time.monotonic() < deadline
                 time.sleep(0.1)
+
+
+def test_a_worker_rides_a_failover_through_a_multi_host_url(
+    pair: tuple[PostgresServer, PostgresServer],
+) -> None:
+    """A burst Worker on a multi-host URL (target_session_attrs=read-write); mid-run the
+    primary is killed and the replica promoted. The worker reconnects to the new primary
+    and finishes every job; no generation of any job was handed to two handler runs."""
+    import anyio
+
+    from tests.worker._support import run_burst
+
+    primary, replica = pair
+    url = multi_host_url(primary, replica, "worker_failover")
+    jobs = 600
+    with tenure.connect(url) as store:
+        for index in range(jobs):
+            store.submit(f"w-{index:04d}", max_attempts=50)
+    wait_replicated(replica, "worker_failover", jobs)
+    runs: list[tuple[str, int]] = []
+    worker = tenure.Worker(url, concurrency=8, ttl=3.0, summary_every=0, grace=10)
+
+    @worker.handler("default")
+    async def handle(ctx: tenure.JobContext) -> str:
+        runs.append((ctx.job_id, ctx.token.generation))
+        await anyio.sleep(0.005)
+        return "ok"
+
+    def fail_over() -> None:
+        deadline = time.monotonic() + 10
+        while len(runs) < jobs // 3:
+            assert time.monotonic() < deadline
+            time.sleep(0.005)
+        primary.kill()
+        replica.promote()
+
+    thread = threading.Thread(target=fail_over, daemon=True)
+    thread.start()
+    run_burst(worker, timeout=90)
+    thread.join(30)
+    assert 0 < len({job for job, _ in runs}) <= jobs
+    twice = [run for run, count in Counter(runs).items() if count > 1]
+    assert twice == [], f"a generation was handed to two runs: {twice[:5]}"
+    with tenure.connect(url) as store:
+        for state in ("ready", "leased", "dead"):
+            assert store.jobs(state=state, limit=10) == [], state
+        assert len(store.jobs(state="done", limit=jobs + 1)) == jobs
+    print(
+        f"runs {len(runs)} for {jobs} jobs; after the promotion: "
+        f"{sum(1 for _, g in runs if g >= BASE_2)}"
+    )
