@@ -14,7 +14,14 @@ from typing import Any, Literal
 
 from .._clock import Clock, LeaseTiming
 from .._protocol import RetryPolicy
-from .._validate import MAX_BATCH, validate_delay, validate_id, validate_queues, validate_ttl
+from .._validate import (
+    MAX_BATCH,
+    validate_delay,
+    validate_id,
+    validate_queues,
+    validate_timeout,
+    validate_ttl,
+)
 from ..errors import InvalidArgument
 from ..stores import resolve_url
 from ._context import JobContext
@@ -54,9 +61,12 @@ class Handler:
     is_async: bool
     isolation: Isolation | None  # None: the worker's default
     retry: RetryPolicy | None  # None: the worker's default
+    timeout: float | None = None  # per-attempt timeout, seconds; None: the worker's default
 
 
-def make_handler(queue: str, function: object, isolation: object, retry: object) -> Handler:
+def make_handler(
+    queue: str, function: object, isolation: object, retry: object, timeout: object = None
+) -> Handler:
     """Validate what `Worker.register` was given."""
     queue = validate_id("queue", queue)
     if not callable(function):
@@ -67,7 +77,8 @@ def make_handler(queue: str, function: object, isolation: object, retry: object)
         _check_isolation(isolation)
     if retry is not None:
         _retry_policy(retry)
-    return Handler(queue, function, is_async(function), isolation, retry)  # type: ignore[arg-type]
+    timeout_s = None if timeout is None else validate_timeout(timeout)
+    return Handler(queue, function, is_async(function), isolation, retry, timeout_s)  # type: ignore[arg-type]
 
 
 def is_async(function: Callable[..., Any]) -> bool:
@@ -93,6 +104,7 @@ class Config:
     timing: LeaseTiming | None
     start_method: str | None
     summary_every: float
+    timeout: float | None = None  # per-attempt timeout of handlers without their own
 
     def options(self) -> dict[str, Any]:
         return {item.name: getattr(self, item.name) for item in fields(self)}
@@ -119,6 +131,7 @@ def make_config(
     timing: object,
     start_method: object,
     summary_every: object,
+    timeout: object = None,
 ) -> Config:
     """Validate the worker's options (docs/design.md §6: bad input names the argument)."""
     if url is not None:
@@ -162,6 +175,7 @@ def make_config(
         timing=timing,  # type: ignore[arg-type]
         start_method=start_method,  # type: ignore[arg-type]
         summary_every=summary_s,
+        timeout=None if timeout is None else validate_timeout(timeout),
     )
 
 
