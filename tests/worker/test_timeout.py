@@ -212,6 +212,38 @@ def test_a_sync_handler_that_ignores_its_timeout_loses_the_job(
     assert worker.stats()["completions_refused"] == 0  # nothing was completed with it
 
 
+def test_a_stopping_worker_does_not_wait_for_a_timed_out_thread_past_its_grace(
+    make_worker: MakeWorker,
+    store: tenure.Store,
+    clock: tenure.ManualClock,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="tenure")
+    worker = make_worker(grace=0.3)
+    started = threading.Event()
+    proceed = threading.Event()
+
+    @worker.handler("q", timeout=1)
+    def stubborn(ctx: JobContext) -> None:
+        started.set()
+        proceed.wait(10)  # ignores ctx.lost
+
+    store.submit("J", queue="q")
+    try:
+        with running(worker, timeout=5):
+            assert started.wait(10)
+            clock.advance(1.1)
+            wait_until(_settled(store, 1), what="the failed attempt")
+            assert worker.stats()["in_flight"] == 1
+            began = time.monotonic()
+        assert time.monotonic() - began < 3  # the grace, not the thread's 10 s
+    finally:
+        proceed.set()
+    assert worker.stats()["in_flight"] == 0
+    assert any("grace period over" in r.getMessage() for r in caplog.records)
+    assert store.get("J").error == "timeout: handler ran longer than 1 s"
+
+
 class _FailingFail:
     """A driver whose ``fail`` is unavailable while ``down`` is set (the other calls pass)."""
 
