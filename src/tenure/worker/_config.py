@@ -78,7 +78,14 @@ def make_handler(
     if retry is not None:
         _retry_policy(retry)
     timeout_s = None if timeout is None else validate_timeout(timeout)
-    return Handler(queue, function, is_async(function), isolation, retry, timeout_s)  # type: ignore[arg-type]
+    return Handler(
+        queue,
+        function,
+        is_async(function),
+        isolation,  # type: ignore[arg-type]
+        retry,  # type: ignore[arg-type]
+        timeout_s,
+    )
 
 
 def is_async(function: Callable[..., Any]) -> bool:
