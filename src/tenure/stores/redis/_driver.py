@@ -39,6 +39,7 @@ from ._common import (
     refused,
     unreachable,
 )
+from ._control import RedisControl
 
 __all__ = ["RedisDriver"]
 
@@ -48,7 +49,7 @@ _LIST_BUDGET = 500
 _RECENT = 0.5
 
 
-class RedisDriver:
+class RedisDriver(RedisControl):
     """The store operations of `tenure.stores.abc.Driver` over one Redis server.
 
     Create it with ``RedisDriver(url, store_clock)`` and ``driver.open()``.
@@ -334,6 +335,15 @@ class RedisDriver:
         return self._holder(
             "fail", job_id, owner, generation, secret_hash, receipt, error, repr(float(retry_in))
         )
+
+    def find_leases(
+        self, owner: str, ttl: float, queues: Sequence[str], secret_hashes: Sequence[str]
+    ) -> list[Outcome]:
+        k = self.keys
+        keys = [k.clock, *(k.candidates(queue) for queue in queues)]
+        args = [self._now_arg(), owner, repr(float(ttl)), k.job_prefix, *secret_hashes]
+        now, items = decode_batch(self._eval("find_leases", "find_leases", keys, args))
+        return [decode_item(item, now) for item in items]
 
     def get(self, job_id: str) -> Outcome:
         keys = [self.keys.job(job_id), self.keys.clock]
