@@ -560,7 +560,7 @@ def _answer_maker(names: tuple[bytes | None, ...]) -> Callable[[Sequence[Any]], 
 
 # The words of sql/_store_replaced.sql's error.
 STORE_REPLACED = "tenure store replaced"
-# The words of sql/_timeline.sql's and sql/_timeline_exhausted.sql's errors.
+# The words of sql/_timeline.sql's error.
 TIMELINE_REFUSED = "tenure timeline"
 
 
@@ -608,7 +608,7 @@ def store_unavailable(operation: str, exc: psycopg.Error, *, sent: bool) -> Stor
         # found the store's tables gone (dropped, or mid-way through a restore).
         return store_lost(operation)
     if sqlstate == "22P02" and TIMELINE_REFUSED in str(exc):
-        # sql/_timeline.sql or _timeline_exhausted.sql: nothing changed.
+        # sql/_timeline.sql: nothing changed.
         return StoreUnavailable(
             f"{operation}: PostgreSQL refused to issue a generation: {_first_line(exc)}. "
             "Generations after a failover could repeat earlier ones; nothing changed (read "

@@ -35,11 +35,8 @@ claimed AS (
         owner = %(owner)s,
         -- Above the floor of deleted jobs' generations (tenure_floor): never a reissue;
         -- and at least the timeline's base (_timeline.sql): above all before a promotion.
-        generation = CASE WHEN greatest(j.generation, (SELECT f.generation FROM {schema}.tenure_floor AS f
-                                                       WHERE f.id = 0)) < timeline.last
-            THEN greatest(greatest(j.generation, (SELECT f.generation FROM {schema}.tenure_floor AS f
-                                                  WHERE f.id = 0)) + 1, timeline.base)
-            ELSE {include:_timeline_exhausted} END,
+        generation = greatest(greatest(j.generation, (SELECT f.generation FROM {schema}.tenure_floor AS f
+                                                      WHERE f.id = 0)) + 1, {include:_timeline}),
         secret_hash = h.secret_hash,
         lease_until = clock.now + %(ttl)s::float8,
         available_at = clock.now + %(ttl)s::float8,
@@ -48,7 +45,7 @@ claimed AS (
     FROM numbered AS n
     JOIN unnest(%(secret_hashes)b::text[]) WITH ORDINALITY AS h (secret_hash, position)
         USING (position),
-        clock, timeline
+        clock
     WHERE j.job_id = n.job_id
       AND j.attempts < j.max_attempts
     RETURNING 'applied' AS status, j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at, clock.now, false AS raced, n.position

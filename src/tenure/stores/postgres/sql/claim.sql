@@ -2,24 +2,20 @@
 -- and an attempt. An expired lease on the last allowed attempt is buried instead (state
 -- dead, secret hash cleared so that the late holder's complete/fail cannot pass for a repeat).
 {include:_clock},
-{include:_timeline},
 applied AS (
     UPDATE {schema}.tenure_jobs AS j
     SET state = 'leased',
         owner = %(owner)s,
         -- Above the floor of deleted jobs' generations (tenure_floor): never a reissue;
         -- and at least the timeline's base (_timeline.sql): above all before a promotion.
-        generation = CASE WHEN greatest(j.generation, (SELECT f.generation FROM {schema}.tenure_floor AS f
-                                                       WHERE f.id = 0)) < timeline.last
-            THEN greatest(greatest(j.generation, (SELECT f.generation FROM {schema}.tenure_floor AS f
-                                                  WHERE f.id = 0)) + 1, timeline.base)
-            ELSE {include:_timeline_exhausted} END,
+        generation = greatest(greatest(j.generation, (SELECT f.generation FROM {schema}.tenure_floor AS f
+                                                      WHERE f.id = 0)) + 1, {include:_timeline}),
         secret_hash = %(secret_hash)s,
         lease_until = clock.now + %(ttl)s::float8,
         available_at = clock.now + %(ttl)s::float8,
         attempts = j.attempts + 1,
         updated_at = clock.now
-    FROM clock, timeline
+    FROM clock
     WHERE j.job_id = %(job_id)s
       AND j.state IN ('ready', 'leased')
       AND j.available_at <= clock.now

@@ -3,7 +3,6 @@
 -- buried instead, and reported as such: the driver then runs the statement again for the
 -- leases still wanted.
 {include:_clock},
-{include:_timeline},
 {include:_claim_next_ctes}
 {include:_claim_next_answer}
 ORDER BY position NULLS LAST

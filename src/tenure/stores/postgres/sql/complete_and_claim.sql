@@ -7,7 +7,6 @@
 -- Answer: the completions' rows (part 1, input order), then the claim's (part 2, as
 -- claim_next.sql orders them); columns as claim_next.sql's, then part.
 {include:_clock},
-{include:_timeline},
 {include:_complete_many_ctes},
 {include:_claim_next_ctes}
 SELECT *, 1 AS part FROM (
