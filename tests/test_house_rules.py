@@ -178,7 +178,7 @@ FLOORS: list[tuple[str, ...]] = [
     ("tenure._protocol",),
     ("tenure.stores", "tenure._dbapi"),
     ("tenure._store", "tenure._store_async", "tenure.aio"),
-    ("tenure.worker", "tenure.fence"),
+    ("tenure.worker", "tenure.fence", "tenure.locks"),
     ("tenure.chaos", "tenure.dashboard"),
     ("tenure.cli",),
 ]

@@ -22,6 +22,7 @@ from .errors import (
     InvalidArgument,
     JobNotFound,
     LeaseLost,
+    LockNotAcquired,
     StaleToken,
     StoreLost,
     StoreUnavailable,
@@ -30,6 +31,7 @@ from .errors import (
 from .models import Claim, FencingToken, Job, JobState, Lease
 
 if _TYPE_CHECKING:
+    from .locks import AsyncLock, Leader, Lock, elect, lock, lock_async
     from .worker import JobContext, Worker
 
 __version__ = "0.1.0"
@@ -37,6 +39,11 @@ __version__ = "0.1.0"
 # The library never configures logging; this only keeps Python from printing our records
 # through its last-resort handler when the application has not configured any.
 _logging.getLogger("tenure").addHandler(_logging.NullHandler())
+
+
+# Named locks and leader election (tenure.locks) use the worker's lease keeper: imported on
+# first use too.
+_LOCKS = ("AsyncLock", "Leader", "Lock", "elect", "lock", "lock_async")
 
 
 def __getattr__(name: str) -> _Any:
@@ -47,10 +54,15 @@ def __getattr__(name: str) -> _Any:
 
         module = importlib.import_module(".worker", __name__)
         return module if name == "worker" else getattr(module, name)
+    if name in _LOCKS:
+        import importlib
+
+        return getattr(importlib.import_module(".locks", __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [
+    "AsyncLock",
     "Claim",
     "Clock",
     "FencingToken",
@@ -62,6 +74,9 @@ __all__ = [
     "JobState",
     "Lease",
     "LeaseLost",
+    "Leader",
+    "Lock",
+    "LockNotAcquired",
     "LeaseTiming",
     "ManualClock",
     "RetryPolicy",
@@ -74,4 +89,7 @@ __all__ = [
     "Worker",
     "__version__",
     "connect",
+    "elect",
+    "lock",
+    "lock_async",
 ]

@@ -8,6 +8,8 @@
      ├── JobNotFound           no job with that id exists in the store
      ├── GenerationExhausted   the job's generation reached the largest representable
      │                         value; it refuses new claims instead of wrapping
+     ├── LockNotAcquired       (also a TimeoutError) a named lock (`tenure.lock`) was not
+     │                         acquired in time, or can never be again (its job is dead)
      ├── InvalidArgument       (also a ValueError) an argument broke a documented rule;
      │                         nothing was sent to the store
      └── StoreUnavailable      the store could not be reached or did not answer in time;
@@ -32,6 +34,7 @@ __all__ = [
     "InvalidArgument",
     "JobNotFound",
     "LeaseLost",
+    "LockNotAcquired",
     "StaleToken",
     "StoreLost",
     "StoreUnavailable",
@@ -91,6 +94,16 @@ class JobNotFound(TenureError, LookupError):
             "(store.submit) or check the id and the store URL"
         )
         self.job_id = job_id
+
+
+class LockNotAcquired(TenureError, TimeoutError):
+    """A named lock was not acquired: its timeout passed while another holder had it, or
+    (``blocking=False``) it was held. Also raised, at once, for a lock whose job is dead
+    (it expired on its last allowed attempt: see docs/locks.md, limits)."""
+
+    def __init__(self, message: str, *, name: str) -> None:
+        super().__init__(message)
+        self.name = name
 
 
 class GenerationExhausted(TenureError):
