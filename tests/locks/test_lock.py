@@ -45,11 +45,17 @@ class Counting:
         return counted
 
 
+def enter(lock: tenure.Lock) -> None:
+    with lock:
+        pytest.fail("entered a held lock")
+
+
 def test_tokens_strictly_increase_and_release_lets_the_next_in(store: tenure.Store) -> None:
     tokens = []
     for _ in range(3):
         with tenure.lock(store, "report", ttl=TTL) as lock:
-            assert lock.held and not lock.lost
+            assert lock.held
+            assert not lock.lost
             tokens.append(lock.token)
         assert not lock.held
     assert [t.generation for t in tokens] == [1, 2, 3]
@@ -63,8 +69,7 @@ def test_a_held_lock_is_refused_to_others(store: tenure.Store, open_store: Any) 
     with tenure.lock(store, "report", ttl=TTL) as lock:
         assert not tenure.Lock(other, "report", TTL).acquire(blocking=False)
         with pytest.raises(tenure.LockNotAcquired, match="was not acquired") as caught:
-            with tenure.lock(other, "report", ttl=TTL, blocking=False):
-                pytest.fail("entered a held lock")
+            enter(tenure.lock(other, "report", ttl=TTL, blocking=False))
         assert lock.owner in str(caught.value)
         assert isinstance(caught.value, TimeoutError)
     with tenure.lock(other, "report", ttl=TTL, blocking=False) as second:
@@ -136,7 +141,8 @@ def test_mutual_exclusion_with_threads(open_real_store: Any) -> None:
     for thread in threads:
         thread.join(60)
     assert not overlaps
-    assert tokens == sorted(tokens) and len(set(tokens)) == 20
+    assert tokens == sorted(tokens)
+    assert len(set(tokens)) == 20
 
 
 def test_a_stalled_holder_loses_and_its_fenced_writes_are_refused(
@@ -167,10 +173,15 @@ def test_a_stalled_holder_loses_and_its_fenced_writes_are_refused(
 
 
 def test_loss_inside_with_raises_at_the_end(store: tenure.Store, clock: tenure.ManualClock) -> None:
-    with pytest.raises(tenure.LeaseLost, match="was lost while held"):
-        with tenure.lock(store, "report", ttl=TTL) as lock:
+    lock = tenure.lock(store, "report", ttl=TTL)
+
+    def stall() -> None:
+        with lock:
             clock.advance(TTL + 1)
             wait_until(lambda: lock.lost)
+
+    with pytest.raises(tenure.LeaseLost, match="was lost while held"):
+        stall()
     assert store.get("lock:report").state in ("ready", "leased")
 
 
@@ -180,7 +191,8 @@ def test_renewals_keep_a_long_holder(store: tenure.Store, clock: tenure.ManualCl
         for _ in range(6):  # 3 TTLs in steps of half a TTL: renewed at a third of it
             clock.advance(TTL / 2)
             wait_until(lambda: lock.lease.lease_until >= clock.time() + TTL - 1e-6, timeout=10)
-        assert not lock.lost and lock.lease.lease_until > first
+        assert not lock.lost
+        assert lock.lease.lease_until > first
     assert tenure.worker.token_state(lock.token) == "ended"
 
 
@@ -227,9 +239,8 @@ def test_blocking_acquire_is_woken_by_release_without_spinning(
 def test_blocking_acquire_times_out(real_store: tenure.Store, open_real_store: Any) -> None:
     with tenure.lock(real_store, "report", ttl=30):
         started = time.monotonic()
-        with pytest.raises(tenure.LockNotAcquired, match="still held after 0.3 s"):
-            with tenure.lock(open_real_store(), "report", ttl=30, timeout=0.3):
-                pytest.fail("entered a held lock")
+        with pytest.raises(tenure.LockNotAcquired, match=r"still held after 0\.3 s"):
+            enter(tenure.lock(open_real_store(), "report", ttl=30, timeout=0.3))
         assert 0.3 <= time.monotonic() - started < 3
 
 
