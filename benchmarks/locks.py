@@ -104,7 +104,8 @@ def postgres_side(base: str) -> tuple[Cycle, Any]:
     key = int(uuid.uuid4().int % 2**62)
     conn.execute("SELECT pg_advisory_lock(%s)", (key,))
     row = other.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
-    assert row is not None and row[0] is False
+    assert row is not None
+    assert row[0] is False
     conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
     other.close()
 
