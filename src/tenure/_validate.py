@@ -19,6 +19,7 @@ from .errors import InvalidArgument
 __all__ = [
     "DEFAULT_PAYLOAD_LIMIT",
     "DEFAULT_QUEUES",
+    "MAX_ATTEMPTS",
     "MAX_BATCH",
     "MAX_GENERATION",
     "MAX_ID_LENGTH",
