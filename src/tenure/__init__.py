@@ -10,10 +10,12 @@
 The async API has the same names under `tenure.aio`.
 """
 
+import importlib as _importlib
 import logging as _logging
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 from typing import Any as _Any
 
+from . import _seams
 from ._clock import Clock, LeaseTiming, ManualClock, SystemClock
 from ._protocol import RetryPolicy
 from ._store import Store, connect
@@ -40,6 +42,9 @@ __version__ = "0.1.0"
 # through its last-resort handler when the application has not configured any.
 _logging.getLogger("tenure").addHandler(_logging.NullHandler())
 
+# `Store.lock` lives on the store floor, the locks one floor up: the store asks this seam.
+_seams.provide_locks(lambda: _importlib.import_module(".locks", __name__))
+
 
 # Named locks and leader election (tenure.locks) use the worker's lease keeper: imported on
 # first use too.
@@ -55,9 +60,7 @@ def __getattr__(name: str) -> _Any:
         module = importlib.import_module(".worker", __name__)
         return module if name == "worker" else getattr(module, name)
     if name in _LOCKS:
-        import importlib
-
-        return getattr(importlib.import_module(".locks", __name__), name)
+        return getattr(_importlib.import_module(".locks", __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
 
+from . import _seams as seams
 from ._clock import Clock, LeaseTiming, SystemClock
 from ._concurrency import pause
 from ._protocol import (
@@ -585,6 +586,27 @@ class Store:
 
         outcome = self._call("fail", call)
         self._settled("fail", lease, secret_hash, outcome, error_message)
+
+    # -- locks ------------------------------------------------------------------------
+
+    def lock(
+        self,
+        name: str,
+        ttl: float | timedelta = 30.0,
+        *,
+        timeout: float | timedelta | None = None,
+        blocking: bool = True,
+        owner: str | None = None,
+    ) -> Any:
+        """A named lock with a fencing token on this store, for ``with`` (a
+        `tenure.Lock`: docs/locks.md)::
+
+            with store.lock("nightly-report", ttl=30) as lock:
+                write(report, token=lock.token)
+
+        Entering waits up to ``timeout`` (None: forever; ``blocking=False``: not at all),
+        then raises `LockNotAcquired`. Bad arguments raise `InvalidArgument` here."""
+        return seams.locks().lock(self, name, ttl, timeout=timeout, blocking=blocking, owner=owner)
 
     @staticmethod
     def _settled(

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
 
+from . import _seams as seams
 from ._clock import Clock, LeaseTiming, SystemClock
 from ._concurrency import pause_async
 from ._protocol import (
@@ -590,6 +591,29 @@ class AsyncStore:
 
         outcome = await self._call("fail", call)
         self._settled("fail", lease, secret_hash, outcome, error_message)
+
+    # -- locks ------------------------------------------------------------------------
+
+    def lock(
+        self,
+        name: str,
+        ttl: float | timedelta = 30.0,
+        *,
+        timeout: float | timedelta | None = None,
+        blocking: bool = True,
+        owner: str | None = None,
+    ) -> Any:
+        """A named lock with a fencing token on this store, for ``async with`` (a
+        `tenure.AsyncLock`: docs/locks.md)::
+
+            async with store.lock("nightly-report", ttl=30) as lock:
+                await write(report, token=lock.token)
+
+        Entering waits up to ``timeout`` (None: forever; ``blocking=False``: not at all),
+        then raises `LockNotAcquired`. Bad arguments raise `InvalidArgument` here."""
+        return seams.locks().lock_async(
+            self, name, ttl, timeout=timeout, blocking=blocking, owner=owner
+        )
 
     @staticmethod
     def _settled(

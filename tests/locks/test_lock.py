@@ -258,3 +258,13 @@ def test_names_are_independent(store: tenure.Store) -> None:
     with tenure.lock(store, "a", ttl=TTL) as a, tenure.lock(store, "b", ttl=TTL) as b:
         assert a.token.job_id != b.token.job_id
     assert lock_ids("a") == ("lock:a", "tenure.lock:a")
+
+
+def test_store_lock_is_tenure_lock(store: tenure.Store, open_store: Any) -> None:
+    with store.lock("report", ttl=TTL) as lock:
+        assert isinstance(lock, tenure.Lock)
+        assert lock.token.generation == 1
+        with pytest.raises(tenure.LockNotAcquired):
+            enter(open_store().lock("report", ttl=TTL, blocking=False))
+    with pytest.raises(tenure.InvalidArgument, match="ttl"):
+        store.lock("report", ttl=0)

@@ -94,3 +94,11 @@ async def test_timeout_raises_lock_not_acquired(astore: tenure.aio.AsyncStore) -
         with pytest.raises(tenure.LockNotAcquired):
             async with tenure.AsyncLock(astore, "report", TTL, timeout=0.2):
                 pytest.fail("entered a held lock")
+
+
+async def test_async_store_lock_is_an_async_lock(astore: tenure.aio.AsyncStore) -> None:
+    async with astore.lock("report", ttl=TTL) as lock:
+        assert isinstance(lock, tenure.AsyncLock)
+        assert not await astore.lock("report", ttl=TTL).acquire(blocking=False)
+    with pytest.raises(tenure.InvalidArgument, match="name"):
+        astore.lock("")
