@@ -33,7 +33,7 @@ from .errors import (
 from .models import Claim, FencingToken, Job, JobState, Lease
 
 if _TYPE_CHECKING:
-    from .locks import AsyncLock, Leader, Lock, elect, lock, lock_async
+    from .locks import AsyncLeader, AsyncLock, Leader, Lock, elect, elect_async, lock, lock_async
     from .worker import JobContext, Worker
 
 __version__ = "0.1.0"
@@ -48,7 +48,16 @@ _seams.provide_locks(lambda: _importlib.import_module(".locks", __name__))
 
 # Named locks and leader election (tenure.locks) use the worker's lease keeper: imported on
 # first use too.
-_LOCKS = ("AsyncLock", "Leader", "Lock", "elect", "lock", "lock_async")
+_LOCKS = (
+    "AsyncLeader",
+    "AsyncLock",
+    "Leader",
+    "Lock",
+    "elect",
+    "elect_async",
+    "lock",
+    "lock_async",
+)
 
 
 def __getattr__(name: str) -> _Any:
@@ -65,6 +74,7 @@ def __getattr__(name: str) -> _Any:
 
 
 __all__ = [
+    "AsyncLeader",
     "AsyncLock",
     "Claim",
     "Clock",
@@ -93,6 +103,7 @@ __all__ = [
     "__version__",
     "connect",
     "elect",
+    "elect_async",
     "lock",
     "lock_async",
 ]

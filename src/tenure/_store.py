@@ -608,6 +608,22 @@ class Store:
         then raises `LockNotAcquired`. Bad arguments raise `InvalidArgument` here."""
         return seams.locks().lock(self, name, ttl, timeout=timeout, blocking=blocking, owner=owner)
 
+    def elect(
+        self,
+        name: str,
+        ttl: float | timedelta = 30.0,
+        *,
+        on_elected: Callable[[Any], Any] | None = None,
+        on_lost: Callable[[Any], Any] | None = None,
+        owner: str | None = None,
+    ) -> Any:
+        """Run for leader of ``name`` on this store's locks (a `tenure.Leader`, running
+        inside ``with``; docs/locks.md): ``on_elected(token)`` once this client holds
+        the lock, ``on_lost(token)`` when that holding is lost, then it tries again."""
+        return seams.locks().elect(
+            self, name, ttl, on_elected=on_elected, on_lost=on_lost, owner=owner
+        )
+
     @staticmethod
     def _settled(
         operation: str,

@@ -615,6 +615,22 @@ class AsyncStore:
             self, name, ttl, timeout=timeout, blocking=blocking, owner=owner
         )
 
+    def elect(
+        self,
+        name: str,
+        ttl: float | timedelta = 30.0,
+        *,
+        on_elected: Callable[[Any], Any] | None = None,
+        on_lost: Callable[[Any], Any] | None = None,
+        owner: str | None = None,
+    ) -> Any:
+        """Run for leader of ``name`` on this store's locks (a `tenure.AsyncLeader`, running
+        inside ``async with``; docs/locks.md): ``on_elected(token)`` once this client holds
+        the lock, ``on_lost(token)`` when that holding is lost, then it tries again."""
+        return seams.locks().elect_async(
+            self, name, ttl, on_elected=on_elected, on_lost=on_lost, owner=owner
+        )
+
     @staticmethod
     def _settled(
         operation: str,

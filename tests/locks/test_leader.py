@@ -73,3 +73,12 @@ def test_a_failing_callback_does_not_stop_the_leader(store: tenure.Store) -> Non
         assert leader.wait_elected(10)
         time.sleep(0.1)
         assert leader.is_leader
+
+
+def test_store_elect_returns_a_running_leader(store: tenure.Store) -> None:
+    events = Events()
+    with store.elect("scheduler", TTL, owner="a", **events.callbacks("a")) as leader:
+        assert isinstance(leader, tenure.Leader)
+        assert leader.wait_elected(10)
+    assert events.seen == [("a", "elected", 1)]
+    assert store.get("lock:scheduler").state == "ready"

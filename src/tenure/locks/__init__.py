@@ -19,22 +19,28 @@ token is its lease's generation. See docs/locks.md.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 from .._store import Store
 from .._store_async import AsyncStore
+from ..models import FencingToken
 from ._core import LOCK_ID_PREFIX, LOCK_QUEUE_PREFIX, lock_ids
 from ._leader import Leader, elect
+from ._leader_aio import AsyncLeader
 from ._lock import Lock
 from ._lock_async import AsyncLock
 
 __all__ = [
     "LOCK_ID_PREFIX",
     "LOCK_QUEUE_PREFIX",
+    "AsyncLeader",
     "AsyncLock",
     "Leader",
     "Lock",
     "elect",
+    "elect_async",
     "lock",
     "lock_async",
     "lock_ids",
@@ -66,3 +72,16 @@ def lock_async(
 ) -> AsyncLock:
     """`lock` for an async store (``tenure.aio.lock``): an `AsyncLock` for ``async with``."""
     return AsyncLock(store, name, ttl, timeout=timeout, blocking=blocking, owner=owner)
+
+
+def elect_async(
+    store: AsyncStore,
+    name: str,
+    ttl: float | timedelta = 30.0,
+    *,
+    on_elected: Callable[[FencingToken], Any] | None = None,
+    on_lost: Callable[[FencingToken], Any] | None = None,
+    owner: str | None = None,
+) -> AsyncLeader:
+    """`elect` for an async store: an `AsyncLeader`, running while its ``async with`` runs."""
+    return AsyncLeader(store, name, ttl, on_elected=on_elected, on_lost=on_lost, owner=owner)

@@ -80,8 +80,9 @@ class Leader:
         return self._elected.wait(timeout)
 
     def start(self) -> Leader:
+        """Start the candidate thread (once: a started leader is returned as it is)."""
         if self._thread is not None:
-            raise RuntimeError("this Leader was already started")
+            return self
         self._thread = threading.Thread(
             target=self._run, name=f"tenure-leader-{self.name}", daemon=True
         )
