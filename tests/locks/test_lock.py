@@ -3,6 +3,7 @@ waiting, bad input. The manual clock drives loss; real time only bounds the wait
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 import threading
 import time
@@ -268,3 +269,26 @@ def test_store_lock_is_tenure_lock(store: tenure.Store, open_store: Any) -> None
             enter(open_store().lock("report", ttl=TTL, blocking=False))
     with pytest.raises(tenure.InvalidArgument, match="ttl"):
         store.lock("report", ttl=0)
+
+
+def test_a_dead_lock_job_is_refused_at_once(store: tenure.Store) -> None:
+    from tenure.locks._core import check_lock_job
+
+    with tenure.lock(store, "report", ttl=TTL):
+        pass
+    job = dataclasses.replace(store.get("lock:report"), state=tenure.JobState.DEAD)
+    with pytest.raises(tenure.LockNotAcquired, match="can never be acquired again") as caught:
+        check_lock_job(job, "report")
+    assert caught.value.name == "report"
+
+
+def test_locks_of_one_store_share_one_keeper(store: tenure.Store) -> None:
+    with tenure.lock(store, "warm-up", ttl=TTL):
+        pass
+    before = threading.active_count()
+    held = [tenure.Lock(store, f"lock-{n}", TTL) for n in range(10)]
+    for lock in held:
+        assert lock.acquire(blocking=False)
+    assert threading.active_count() == before
+    for lock in held:
+        lock.release()
