@@ -20,6 +20,7 @@ from types import TracebackType
 from typing import Any
 
 from .._store_async import AsyncStore
+from .._validate import validate_id, validate_ttl
 from ..errors import JobNotFound, LeaseLost, LockNotAcquired
 from ..models import FencingToken, Lease
 from ..worker import REGISTRY, LeaseHandle, default_owner
@@ -61,8 +62,6 @@ class AsyncLock:
         blocking: bool = True,
         timeout: float | timedelta | None = None,
     ) -> None:
-        from .._validate import validate_id, validate_ttl
-
         self._store = store
         self._name = validate_name(name)
         self._job_id, self._queue = lock_ids(self._name)
@@ -149,10 +148,10 @@ class AsyncLock:
                 f"lock {self._name!r} is already held by this object (not reentrant)",
                 name=self._name,
             )
+        start = time.monotonic()
         lease = await self._claim()
         if lease is None:
             check_lock_job(await self._store.get(self._job_id), self._name)
-        start = time.monotonic()
         while lease is None:
             remaining = None if wait is None else wait - (time.monotonic() - start)
             if remaining is not None and remaining <= 0:
