@@ -33,6 +33,7 @@ from ._protocol import (
     settle_verdict,
 )
 from ._queue_stats import StoreStats, store_stats
+from ._store_control import StoreControl
 from ._validate import (
     DEFAULT_PAYLOAD_LIMIT,
     DEFAULT_QUEUES,
@@ -61,11 +62,13 @@ log = logging.getLogger("tenure")
 DEFAULT_MAX_ATTEMPTS = 5
 _STATES = tuple(JobState)
 # Operations that take jobs by picking them: not repeated after a lost reply (see _call).
-_CLAIMS = ("claim_next", "complete_and_claim")
+# Nor are requeue and delete, whose repeat would be refused once the first took effect.
+_CLAIMS = ("claim_next", "complete_and_claim", "requeue", "delete")
 
 
-class Store:
-    """A lease store: submit jobs, claim them under leases, renew, complete, release, fail.
+class Store(StoreControl):
+    """A lease store: submit jobs, claim them under leases, renew, complete, release, fail;
+    cancel, requeue, delete and purge them (`StoreControl`).
 
     Create one with `tenure.connect`. Every method validates its arguments first (bad
     input raises `InvalidArgument` and leaves the store unchanged) and then runs one atomic

@@ -34,6 +34,7 @@ from ._protocol import (
     settle_verdict,
 )
 from ._queue_stats import StoreStats, store_stats
+from ._store_control_async import AsyncStoreControl
 from ._validate import (
     DEFAULT_PAYLOAD_LIMIT,
     DEFAULT_QUEUES,
@@ -62,11 +63,13 @@ log = logging.getLogger("tenure")
 DEFAULT_MAX_ATTEMPTS = 5
 _STATES = tuple(JobState)
 # Operations that take jobs by picking them: not repeated after a lost reply (see _call).
-_CLAIMS = ("claim_next", "complete_and_claim")
+# Nor are requeue and delete, whose repeat would be refused once the first took effect.
+_CLAIMS = ("claim_next", "complete_and_claim", "requeue", "delete")
 
 
-class AsyncStore:
-    """A lease store: submit jobs, claim them under leases, renew, complete, release, fail.
+class AsyncStore(AsyncStoreControl):
+    """A lease store: submit jobs, claim them under leases, renew, complete, release, fail;
+    cancel, requeue, delete and purge them (`AsyncStoreControl`).
 
     Create one with `tenure.aio.connect`. Every method validates its arguments first (bad
     input raises `InvalidArgument` and leaves the store unchanged) and then runs one atomic

@@ -6,10 +6,13 @@
      ├── StaleToken            a fenced destination refused an effect: its fencing token
      │                         is older than one the destination already accepted
      ├── JobNotFound           no job with that id exists in the store
+     ├── JobStateConflict      the job's state does not allow the operation (cancel a
+     │                         done job, requeue a ready one, delete a leased one);
+     │                         nothing was changed
      ├── GenerationExhausted   the job's generation reached the largest representable
      │                         value; it refuses new claims instead of wrapping
      ├── LockNotAcquired       (also a TimeoutError) a named lock (`tenure.lock`) was not
-     │                         acquired in time, or can never be again (its job is dead)
+     │                         acquired in time, or cannot be (its job is dead or cancelled)
      ├── InvalidArgument       (also a ValueError) an argument broke a documented rule;
      │                         nothing was sent to the store
      └── StoreUnavailable      the store could not be reached or did not answer in time;
@@ -24,7 +27,11 @@ success again and changes nothing), ``claim`` (the store methods retry internall
 same lease secret, so a lost reply does not burn a second generation), ``submit`` (it is
 idempotent by job id) and every read. ``claim_next``/``claim_many`` are safe in the sense
 that matters: a claim whose reply was lost leaves a lease nobody holds, which expires after
-its TTL and the job is claimed again with the next generation.
+its TTL and the job is claimed again with the next generation. ``cancel`` is safe to retry
+(cancelling a cancelled job answers as the first cancel did), and so is ``purge`` (a repeated
+batch finds fewer jobs). ``requeue`` and ``delete`` are not repeated by the store after an
+unknown outcome (a repeat of one that took effect would be refused with `JobStateConflict`
+or `JobNotFound`): read the job with ``get`` to know.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ __all__ = [
     "GenerationExhausted",
     "InvalidArgument",
     "JobNotFound",
+    "JobStateConflict",
     "LeaseLost",
     "LockNotAcquired",
     "StaleToken",
@@ -50,6 +58,13 @@ class LeaseLost(TenureError):
     """The store rejected an operation made with a lease that is no longer current.
 
     The job was left unchanged. Stop working on it: another worker may hold it now.
+
+    ``reason`` says why in one word: ``"cancelled"`` (`Store.cancel` ended the lease),
+    ``"claimed"`` (taken by another claim), ``"superseded"`` (the job moved on to a later
+    generation that is not held now: claimed and settled since, or cancelled and
+    requeued), ``"expired"``, ``"ended"`` (the lease was
+    already settled), ``"missing"`` (no such job), ``"mismatch"`` (owner or secret wrong)
+    or ``"never_granted"``.
     """
 
     def __init__(
@@ -60,12 +75,14 @@ class LeaseLost(TenureError):
         generation: int,
         current_generation: int | None = None,
         current_owner: str | None = None,
+        reason: str | None = None,
     ) -> None:
         super().__init__(message)
         self.job_id = job_id
         self.generation = generation
         self.current_generation = current_generation
         self.current_owner = current_owner
+        self.reason = reason
 
 
 class StaleToken(TenureError):
@@ -99,11 +116,31 @@ class JobNotFound(TenureError, LookupError):
 class LockNotAcquired(TenureError, TimeoutError):
     """A named lock was not acquired: its timeout passed while another holder had it, or
     (``blocking=False``) it was held. Also raised, at once, for a lock whose job is dead
-    (it expired on its last allowed attempt: see docs/locks.md, limits)."""
+    (it expired on its last allowed attempt) or cancelled: see docs/locks.md, limits."""
 
     def __init__(self, message: str, *, name: str) -> None:
         super().__init__(message)
         self.name = name
+
+
+class JobStateConflict(TenureError):
+    """The job exists, but its state does not allow ``operation``; nothing was changed.
+
+    ``state`` is the job's state as the store saw it, ``allowed`` the states the operation
+    takes.
+    """
+
+    def __init__(
+        self, job_id: str, operation: str, state: str, allowed: tuple[str, ...], hint: str
+    ) -> None:
+        super().__init__(
+            f"{operation} refused for job {job_id!r}: it is {state}, and {operation} takes "
+            f"only a job that is {' or '.join(allowed)}; nothing was changed. {hint}"
+        )
+        self.job_id = job_id
+        self.operation = operation
+        self.state = state
+        self.allowed = allowed
 
 
 class GenerationExhausted(TenureError):

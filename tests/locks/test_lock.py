@@ -277,7 +277,7 @@ def test_a_dead_lock_job_is_refused_at_once(store: tenure.Store) -> None:
     with tenure.lock(store, "report", ttl=TTL):
         pass
     job = dataclasses.replace(store.get("lock:report"), state=tenure.JobState.DEAD)
-    with pytest.raises(tenure.LockNotAcquired, match="can never be acquired again") as caught:
+    with pytest.raises(tenure.LockNotAcquired, match="cannot be acquired") as caught:
         check_lock_job(job, "report")
     assert caught.value.name == "report"
 
@@ -292,3 +292,26 @@ def test_locks_of_one_store_share_one_keeper(store: tenure.Store) -> None:
     assert threading.active_count() == before
     for lock in held:
         lock.release()
+
+
+def test_cancel_breaks_a_lock_and_tokens_never_repeat_after_delete(
+    store: tenure.Store, open_store: Any
+) -> None:
+    holder = tenure.Lock(store, "report", TTL)
+    assert holder.acquire()
+    assert holder.token.generation == 1
+    store.cancel("lock:report", reason="operator broke the lock")
+    other = open_store()
+    with pytest.raises(tenure.LockNotAcquired, match="cancelled"):
+        tenure.Lock(other, "report", TTL).acquire(blocking=False)
+    with pytest.raises(tenure.LeaseLost):
+        holder.release()  # its lease was moved on by the cancel
+    store.requeue("lock:report")
+    with tenure.lock(other, "report", ttl=TTL, blocking=False) as after_requeue:
+        requeued = after_requeue.token.generation
+    assert requeued > 2  # the cancel took a generation of its own
+    store.cancel("lock:report")
+    store.delete("lock:report")  # gone: the next use creates it again
+    with tenure.lock(other, "report", ttl=TTL, blocking=False) as after_delete:
+        assert after_delete.token.generation > requeued  # the store's generation floor
+    assert store.get("lock:report").queue == "tenure.lock:report"

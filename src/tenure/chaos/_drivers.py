@@ -83,6 +83,23 @@ class PassThroughDriver:
     def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
         self._inner.wait_for_jobs(queues, timeout)
 
+    # Job control, forwarded as it is (not recorded in the history yet).
+    def cancel(self, job_id: str, reason: str, takes: Sequence[str]) -> Outcome:
+        return self._inner.cancel(job_id, reason, takes)
+
+    def requeue(
+        self, job_id: str, delay: float, reset_attempts: bool, takes: Sequence[str]
+    ) -> Outcome:
+        return self._inner.requeue(job_id, delay, reset_attempts, takes)
+
+    def delete(self, job_id: str, takes: Sequence[str]) -> Outcome:
+        return self._inner.delete(job_id, takes)
+
+    def purge(
+        self, states: Sequence[str], older_than: float, limit: int, cursor: str | None
+    ) -> tuple[int, str | None]:
+        return self._inner.purge(states, older_than, limit, cursor)
+
     def close(self) -> None:
         self._inner.close()
 

@@ -99,6 +99,23 @@ class AsyncPassThroughDriver:
     async def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
         await self._inner.wait_for_jobs(queues, timeout)
 
+    # Job control, forwarded as it is (not recorded in the history yet).
+    async def cancel(self, job_id: str, reason: str, takes: Sequence[str]) -> Outcome:
+        return await self._inner.cancel(job_id, reason, takes)
+
+    async def requeue(
+        self, job_id: str, delay: float, reset_attempts: bool, takes: Sequence[str]
+    ) -> Outcome:
+        return await self._inner.requeue(job_id, delay, reset_attempts, takes)
+
+    async def delete(self, job_id: str, takes: Sequence[str]) -> Outcome:
+        return await self._inner.delete(job_id, takes)
+
+    async def purge(
+        self, states: Sequence[str], older_than: float, limit: int, cursor: str | None
+    ) -> tuple[int, str | None]:
+        return await self._inner.purge(states, older_than, limit, cursor)
+
     async def close(self) -> None:
         await self._inner.close()
 

@@ -84,7 +84,7 @@ def validate_wait(blocking: object, timeout: object) -> float | None:
 
 def check_lock_job(job: Job, name: str) -> None:
     """Refuse a lock whose job is not a lock's (someone submitted that id to another
-    queue) or can never be claimed again (dead)."""
+    queue) or cannot be claimed (dead after its last expiry, or cancelled by an operator)."""
     job_id, queue = lock_ids(name)
     if job.queue != queue:
         raise InvalidArgument(
@@ -92,12 +92,13 @@ def check_lock_job(job: Job, name: str) -> None:
             f"lock {name!r} needs job {job_id!r} in queue {queue!r}, but a job with that id "
             f"exists in queue {job.queue!r}; choose another lock name",
         )
-    if job.state in (JobState.DEAD, JobState.DONE):
+    if job.state not in (JobState.READY, JobState.LEASED):
         raise LockNotAcquired(
-            f"lock {name!r} can never be acquired again: its job {job_id!r} is {job.state} "
+            f"lock {name!r} cannot be acquired: its job {job_id!r} is {job.state} "
             f"(generation {job.generation}, attempts {job.attempts} of {job.max_attempts}: "
-            f"{job.error or 'no error'}). Use another name (its tokens are a new sequence) "
-            "or requeue the job.",
+            f"{job.error or 'no error'}). To use it again: store.requeue({job_id!r}, "
+            "reset_attempts=True) (its tokens go on from the same sequence), or delete the "
+            "job (the store's generation floor keeps the next tokens above every old one).",
             name=name,
         )
 

@@ -16,7 +16,7 @@ from datetime import timedelta
 from types import TracebackType
 
 from .._store import Store
-from ..errors import LockNotAcquired, StoreUnavailable
+from ..errors import LeaseLost, LockNotAcquired, StoreUnavailable
 from ..models import FencingToken
 from ._lock import Lock
 
@@ -139,13 +139,12 @@ class Leader:
         self._call(self._on_elected, token)
         self._wake.wait()
         self._elected.clear()
-        lost = lock.lost
         try:
             lock.release()
-        except StoreUnavailable as exc:
+        except (LeaseLost, StoreUnavailable) as exc:
             log.warning("leader: could not give the lock back (%s)", exc)
         self._lock = None
-        if lost:
+        if lock.lost:  # lost while held, or found lost by the release
             log.warning(
                 "leadership lost: %s",
                 lock.lost_reason,

@@ -19,7 +19,7 @@ import anyio
 import anyio.abc
 
 from .._store_async import AsyncStore
-from ..errors import LockNotAcquired, StoreUnavailable
+from ..errors import LeaseLost, LockNotAcquired, StoreUnavailable
 from ..models import FencingToken
 from ..worker import LoopCaller
 from ._lock_async import AsyncLock
@@ -110,7 +110,7 @@ class AsyncLeader:
             with anyio.CancelScope(shield=True):
                 try:
                     await lock.release()
-                except StoreUnavailable as exc:
+                except (LeaseLost, StoreUnavailable) as exc:
                     log.warning("leader: could not give the lock back (%s)", exc)
         log.warning(
             "leadership lost: %s",

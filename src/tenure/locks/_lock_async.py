@@ -185,7 +185,9 @@ class AsyncLock:
 
     async def release(self) -> None:
         """Give the lock back (at once claimable by the next waiter). Fenced writes with
-        its token are refused from now on. A lost lock is released quietly."""
+        its token are refused from now on. A lock known to be lost is released quietly;
+        `LeaseLost` if the store refuses the release of one that was not (an operator
+        cancelled its job, or it expired unnoticed)."""
         handle = self._handle
         if handle is None:
             raise LockNotAcquired(f"lock {self._name!r} is not held", name=self._name)
@@ -195,9 +197,13 @@ class AsyncLock:
         REGISTRY.end(handle, "lost" if loss else "ended")
         self._loss = loss[1] if loss else None
         if loss is None or loss[0] == "deadline_passed":
-            # LeaseLost: expired at the store meanwhile, nothing to give back.
-            with contextlib.suppress(LeaseLost):
+            try:
                 await self._store.release(handle.lease)
+            except LeaseLost as exc:
+                if loss is None:  # lost without this process knowing (e.g. cancelled)
+                    self._loss = f"the store refused its release: {exc}"
+                    raise self._lost_error() from exc
+                # else: known lost, expired at the store meanwhile: nothing to give back
 
     def _lost_error(self) -> LeaseLost:
         lease = self.lease
@@ -229,8 +235,8 @@ class AsyncLock:
         guard, self._guard = self._guard, None
         assert guard is not None
         swallowed = guard.exit(exc)
-        with guard.shield():
-            await self.release()
+        with guard.shield(), contextlib.suppress(LeaseLost):
+            await self.release()  # a refused release is a loss: raised below
         if self._loss is not None and (exc is None or swallowed):
             raise self._lost_error() from exc
         return swallowed

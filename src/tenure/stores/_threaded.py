@@ -110,6 +110,26 @@ class ThreadedDriver:
         call = partial(self.sync.wait_for_jobs, queues, timeout)
         await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
 
+    # -- job control ---------------------------------------------------------------------
+
+    async def cancel(self, job_id: str, reason: str, takes: Sequence[str]) -> Outcome:
+        return await anyio.to_thread.run_sync(self.sync.cancel, job_id, reason, takes)
+
+    async def requeue(
+        self, job_id: str, delay: float, reset_attempts: bool, takes: Sequence[str]
+    ) -> Outcome:
+        call = partial(self.sync.requeue, job_id, delay, reset_attempts, takes)
+        return await anyio.to_thread.run_sync(call)
+
+    async def delete(self, job_id: str, takes: Sequence[str]) -> Outcome:
+        return await anyio.to_thread.run_sync(self.sync.delete, job_id, takes)
+
+    async def purge(
+        self, states: Sequence[str], older_than: float, limit: int, cursor: str | None
+    ) -> tuple[int, str | None]:
+        call = partial(self.sync.purge, states, older_than, limit, cursor)
+        return await anyio.to_thread.run_sync(call)
+
     async def close(self) -> None:
         await anyio.to_thread.run_sync(self.sync.close)
 

@@ -339,6 +339,10 @@ class SqlSet:
         "unlisten",
         "wake",
         "store_id",
+        "cancel",
+        "requeue",
+        "delete",
+        "purge",
     )
 
     def __init__(self, schema: str) -> None:
@@ -470,8 +474,9 @@ def _answer_maker(names: tuple[bytes | None, ...]) -> Callable[[Sequence[Any]], 
     # runs for every row of every operation, so each shape gets a closure without lookups.
     where = {name: i for i, name in enumerate(names) if name is not None}
     now = where[b"now"]
-    if b"job_id" not in where:  # clock.sql, next_due.sql
-        due = where.get(b"due")
+    if b"job_id" not in where:  # clock.sql, next_due.sql, purge.sql
+        # purge.sql's count of deleted jobs comes back in the place of a due time.
+        due = where.get(b"due", where.get(b"deleted"))
 
         def timing(values: Sequence[Any]) -> Answer:
             when = None if due is None or values[due] is None else float(values[due])

@@ -46,6 +46,7 @@ from ._connection import (
     unraced,
     usable_connection,
 )
+from ._control import PostgresControl
 from ._migrate import prepare_schema
 from ._stats import queue_stats
 from ._transaction import PostgresTransaction
@@ -57,7 +58,7 @@ log = logging.getLogger("tenure")
 _HOT_SECONDS = 30.0
 
 
-class PostgresDriver:
+class PostgresDriver(PostgresControl):
     """The store operations of `tenure.stores.abc.Driver` over PostgreSQL.
 
     Open one with `PostgresDriver.open` (from a URL, or around your own

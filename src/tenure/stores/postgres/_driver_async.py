@@ -48,6 +48,7 @@ from ._connection_async import (
     unraced_async,
     usable_connection_async,
 )
+from ._control_async import AsyncPostgresControl
 from ._migrate_async import prepare_schema_async
 from ._stats_async import queue_stats_async
 from ._transaction_async import AsyncPostgresTransaction
@@ -59,7 +60,7 @@ log = logging.getLogger("tenure")
 _HOT_SECONDS = 30.0
 
 
-class AsyncPostgresDriver:
+class AsyncPostgresDriver(AsyncPostgresControl):
     """The store operations of `tenure.stores.abc.AsyncDriver` over PostgreSQL.
 
     Open one with `AsyncPostgresDriver.open` (from a URL, or around your own

@@ -39,6 +39,7 @@ from ._common import (
     refused,
     unreachable,
 )
+from ._control import RedisControl
 
 __all__ = ["RedisDriver"]
 
@@ -48,7 +49,7 @@ _LIST_BUDGET = 500
 _RECENT = 0.5
 
 
-class RedisDriver:
+class RedisDriver(RedisControl):
     """The store operations of `tenure.stores.abc.Driver` over one Redis server.
 
     Create it with ``RedisDriver(url, store_clock)`` and ``driver.open()``.

@@ -47,6 +47,7 @@ from ._common import (
     refused,
     unreachable,
 )
+from ._control_async import AsyncRedisControl
 
 __all__ = ["AsyncRedisDriver"]
 
@@ -56,7 +57,7 @@ _LIST_BUDGET = 500
 _RECENT = 0.5
 
 
-class AsyncRedisDriver:
+class AsyncRedisDriver(AsyncRedisControl):
     """The store operations of `tenure.stores.abc.AsyncDriver` over one Redis server.
 
     Create it with ``AsyncRedisDriver(url, store_clock)`` and ``await driver.open()``.

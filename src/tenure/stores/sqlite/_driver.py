@@ -30,6 +30,7 @@ from ..._resources import migrations
 from ..._validate import MAX_GENERATION
 from ...errors import InvalidArgument, StoreLost, StoreUnavailable
 from .. import refuse_fragment
+from ._control import SQLiteControl
 from ._sql import (
     BURY,
     CLAIM,
@@ -96,7 +97,7 @@ def parse_sqlite_url(url: str) -> dict[str, Any]:
     return options
 
 
-class SQLiteDriver:
+class SQLiteDriver(SQLiteControl):
     """The store operations of `tenure.stores.abc.Driver` over one SQLite file."""
 
     def __init__(
