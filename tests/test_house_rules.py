@@ -183,6 +183,8 @@ FLOORS: list[tuple[str, ...]] = [
         "tenure._store_async",
         "tenure._store_control",
         "tenure._store_control_async",
+        "tenure._store_locks",
+        "tenure._store_locks_async",
         "tenure.aio",
     ),
     ("tenure.worker", "tenure.fence", "tenure.locks"),

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from . import _seams as seams
+from . import _store_control, _store_locks
 from ._clock import Clock, LeaseTiming, SystemClock
 from ._concurrency import pause
 from ._protocol import (
@@ -37,7 +37,6 @@ from ._protocol import (
     settle_verdict,
 )
 from ._queue_stats import StoreStats, store_stats
-from ._store_control import StoreControl
 from ._validate import (
     DEFAULT_PAYLOAD_LIMIT,
     DEFAULT_QUEUES,
@@ -70,9 +69,10 @@ _STATES = tuple(JobState)
 _CLAIMS = ("claim_next", "complete_and_claim", "requeue", "delete")
 
 
-class Store(StoreControl):
+class Store(_store_control.StoreControl, _store_locks.StoreLocks):
     """A lease store: submit jobs, claim them under leases, renew, complete, release, fail;
-    cancel, requeue, delete and purge them (`StoreControl`).
+    cancel, requeue, delete and purge them (`StoreControl`); named locks and leader
+    election on them (`StoreLocks`: `lock`, `elect`).
 
     Create one with `tenure.connect`. Every method validates its arguments first (bad
     input raises `InvalidArgument` and leaves the store unchanged) and then runs one atomic
@@ -656,43 +656,6 @@ class Store(StoreControl):
 
         outcome = self._call("fail", call)
         self._settled("fail", lease, secret_hash, outcome, error_message)
-
-    # -- locks ------------------------------------------------------------------------
-
-    def lock(
-        self,
-        name: str,
-        ttl: float | timedelta = 30.0,
-        *,
-        timeout: float | timedelta | None = None,
-        blocking: bool = True,
-        owner: str | None = None,
-    ) -> Any:
-        """A named lock with a fencing token on this store, for ``with`` (a
-        `tenure.Lock`: docs/locks.md)::
-
-            with store.lock("nightly-report", ttl=30) as lock:
-                write(report, token=lock.token)
-
-        Entering waits up to ``timeout`` (None: forever; ``blocking=False``: not at all),
-        then raises `LockNotAcquired`. Bad arguments raise `InvalidArgument` here."""
-        return seams.locks().lock(self, name, ttl, timeout=timeout, blocking=blocking, owner=owner)
-
-    def elect(
-        self,
-        name: str,
-        ttl: float | timedelta = 30.0,
-        *,
-        on_elected: Callable[[Any], Any] | None = None,
-        on_lost: Callable[[Any], Any] | None = None,
-        owner: str | None = None,
-    ) -> Any:
-        """Run for leader of ``name`` on this store's locks (a `tenure.Leader`, running
-        inside ``with``; docs/locks.md): ``on_elected(token)`` once this client holds
-        the lock, ``on_lost(token)`` when that holding is lost, then it tries again."""
-        return seams.locks().elect(
-            self, name, ttl, on_elected=on_elected, on_lost=on_lost, owner=owner
-        )
 
     @staticmethod
     def _settled(

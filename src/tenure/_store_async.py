@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from . import _seams as seams
+from . import _store_control_async, _store_locks_async
 from ._clock import Clock, LeaseTiming, SystemClock
 from ._concurrency import pause_async
 from ._protocol import (
@@ -38,7 +38,6 @@ from ._protocol import (
     settle_verdict,
 )
 from ._queue_stats import StoreStats, store_stats
-from ._store_control_async import AsyncStoreControl
 from ._validate import (
     DEFAULT_PAYLOAD_LIMIT,
     DEFAULT_QUEUES,
@@ -71,9 +70,10 @@ _STATES = tuple(JobState)
 _CLAIMS = ("claim_next", "complete_and_claim", "requeue", "delete")
 
 
-class AsyncStore(AsyncStoreControl):
+class AsyncStore(_store_control_async.AsyncStoreControl, _store_locks_async.AsyncStoreLocks):
     """A lease store: submit jobs, claim them under leases, renew, complete, release, fail;
-    cancel, requeue, delete and purge them (`AsyncStoreControl`).
+    cancel, requeue, delete and purge them (`AsyncStoreControl`); named locks and leader
+    election on them (`AsyncStoreLocks`: `lock`, `elect`).
 
     Create one with `tenure.aio.connect`. Every method validates its arguments first (bad
     input raises `InvalidArgument` and leaves the store unchanged) and then runs one atomic
@@ -661,45 +661,6 @@ class AsyncStore(AsyncStoreControl):
 
         outcome = await self._call("fail", call)
         self._settled("fail", lease, secret_hash, outcome, error_message)
-
-    # -- locks ------------------------------------------------------------------------
-
-    def lock(
-        self,
-        name: str,
-        ttl: float | timedelta = 30.0,
-        *,
-        timeout: float | timedelta | None = None,
-        blocking: bool = True,
-        owner: str | None = None,
-    ) -> Any:
-        """A named lock with a fencing token on this store, for ``async with`` (a
-        `tenure.AsyncLock`: docs/locks.md)::
-
-            async with store.lock("nightly-report", ttl=30) as lock:
-                await write(report, token=lock.token)
-
-        Entering waits up to ``timeout`` (None: forever; ``blocking=False``: not at all),
-        then raises `LockNotAcquired`. Bad arguments raise `InvalidArgument` here."""
-        return seams.locks().lock_async(
-            self, name, ttl, timeout=timeout, blocking=blocking, owner=owner
-        )
-
-    def elect(
-        self,
-        name: str,
-        ttl: float | timedelta = 30.0,
-        *,
-        on_elected: Callable[[Any], Any] | None = None,
-        on_lost: Callable[[Any], Any] | None = None,
-        owner: str | None = None,
-    ) -> Any:
-        """Run for leader of ``name`` on this store's locks (a `tenure.AsyncLeader`, running
-        inside ``async with``; docs/locks.md): ``on_elected(token)`` once this client holds
-        the lock, ``on_lost(token)`` when that holding is lost, then it tries again."""
-        return seams.locks().elect_async(
-            self, name, ttl, on_elected=on_elected, on_lost=on_lost, owner=owner
-        )
 
     @staticmethod
     def _settled(
