@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
 
+from . import _store_control, _store_locks
 from ._clock import Clock, LeaseTiming, SystemClock
 from ._concurrency import pause
 from ._protocol import (
@@ -36,7 +37,6 @@ from ._protocol import (
     settle_verdict,
 )
 from ._queue_stats import StoreStats, store_stats
-from ._store_control import StoreControl
 from ._validate import (
     DEFAULT_PAYLOAD_LIMIT,
     DEFAULT_QUEUES,
@@ -69,9 +69,10 @@ _STATES = tuple(JobState)
 _CLAIMS = ("claim_next", "complete_and_claim", "requeue", "delete")
 
 
-class Store(StoreControl):
+class Store(_store_control.StoreControl, _store_locks.StoreLocks):
     """A lease store: submit jobs, claim them under leases, renew, complete, release, fail;
-    cancel, requeue, delete and purge them (`StoreControl`).
+    cancel, requeue, delete and purge them (`StoreControl`); named locks and leader
+    election on them (`StoreLocks`: `lock`, `elect`).
 
     Create one with `tenure.connect`. Every method validates its arguments first (bad
     input raises `InvalidArgument` and leaves the store unchanged) and then runs one atomic

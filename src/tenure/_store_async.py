@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
 
+from . import _store_control_async, _store_locks_async
 from ._clock import Clock, LeaseTiming, SystemClock
 from ._concurrency import pause_async
 from ._protocol import (
@@ -37,7 +38,6 @@ from ._protocol import (
     settle_verdict,
 )
 from ._queue_stats import StoreStats, store_stats
-from ._store_control_async import AsyncStoreControl
 from ._validate import (
     DEFAULT_PAYLOAD_LIMIT,
     DEFAULT_QUEUES,
@@ -70,9 +70,10 @@ _STATES = tuple(JobState)
 _CLAIMS = ("claim_next", "complete_and_claim", "requeue", "delete")
 
 
-class AsyncStore(AsyncStoreControl):
+class AsyncStore(_store_control_async.AsyncStoreControl, _store_locks_async.AsyncStoreLocks):
     """A lease store: submit jobs, claim them under leases, renew, complete, release, fail;
-    cancel, requeue, delete and purge them (`AsyncStoreControl`).
+    cancel, requeue, delete and purge them (`AsyncStoreControl`); named locks and leader
+    election on them (`AsyncStoreLocks`: `lock`, `elect`).
 
     Create one with `tenure.aio.connect`. Every method validates its arguments first (bad
     input raises `InvalidArgument` and leaves the store unchanged) and then runs one atomic

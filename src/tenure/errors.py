@@ -11,6 +11,8 @@
      │                         nothing was changed
      ├── GenerationExhausted   the job's generation reached the largest representable
      │                         value; it refuses new claims instead of wrapping
+     ├── LockNotAcquired       (also a TimeoutError) a named lock (`tenure.lock`) was not
+     │                         acquired in time, or cannot be (its job is dead or cancelled)
      ├── InvalidArgument       (also a ValueError) an argument broke a documented rule;
      │                         nothing was sent to the store
      └── StoreUnavailable      the store could not be reached or did not answer in time;
@@ -43,6 +45,7 @@ __all__ = [
     "JobNotFound",
     "JobStateConflict",
     "LeaseLost",
+    "LockNotAcquired",
     "StaleToken",
     "StoreLost",
     "StoreUnavailable",
@@ -111,6 +114,16 @@ class JobNotFound(TenureError, LookupError):
             "(store.submit) or check the id and the store URL"
         )
         self.job_id = job_id
+
+
+class LockNotAcquired(TenureError, TimeoutError):
+    """A named lock was not acquired: its timeout passed while another holder had it, or
+    (``blocking=False``) it was held. Also raised, at once, for a lock whose job is dead
+    (it expired on its last allowed attempt) or cancelled: see docs/locks.md, limits."""
+
+    def __init__(self, message: str, *, name: str) -> None:
+        super().__init__(message)
+        self.name = name
 
 
 class JobStateConflict(TenureError):
