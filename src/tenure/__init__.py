@@ -26,8 +26,9 @@ from .errors import (
     StoreLost,
     StoreUnavailable,
     TenureError,
+    WaitTimeout,
 )
-from .models import Claim, FencingToken, Job, JobState, Lease
+from .models import Claim, FencingToken, Job, JobPage, JobSpec, JobState, Lease
 
 if _TYPE_CHECKING:
     from .worker import JobContext, Worker
@@ -58,6 +59,8 @@ __all__ = [
     "InvalidArgument",
     "Job",
     "JobContext",
+    "JobPage",
+    "JobSpec",
     "JobNotFound",
     "JobState",
     "Lease",
@@ -71,6 +74,7 @@ __all__ = [
     "StoreUnavailable",
     "SystemClock",
     "TenureError",
+    "WaitTimeout",
     "Worker",
     "__version__",
     "connect",

@@ -6,6 +6,8 @@
      ├── StaleToken            a fenced destination refused an effect: its fencing token
      │                         is older than one the destination already accepted
      ├── JobNotFound           no job with that id exists in the store
+     ├── WaitTimeout           `Store.wait` gave up: the job had not finished (done,
+     │                         dead, or any other final state) within the timeout
      ├── GenerationExhausted   the job's generation reached the largest representable
      │                         value; it refuses new claims instead of wrapping
      ├── InvalidArgument       (also a ValueError) an argument broke a documented rule;
@@ -27,6 +29,8 @@ its TTL and the job is claimed again with the next generation.
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "GenerationExhausted",
     "InvalidArgument",
@@ -36,6 +40,7 @@ __all__ = [
     "StoreLost",
     "StoreUnavailable",
     "TenureError",
+    "WaitTimeout",
 ]
 
 
@@ -91,6 +96,21 @@ class JobNotFound(TenureError, LookupError):
             "(store.submit) or check the id and the store URL"
         )
         self.job_id = job_id
+
+
+class WaitTimeout(TenureError, TimeoutError):
+    """`Store.wait` timed out: the job exists but had not finished. ``job`` is its last
+    snapshot (its state then); waiting again is safe, nothing was changed."""
+
+    def __init__(self, job_id: str, timeout: float, state: str, job: Any = None) -> None:
+        super().__init__(
+            f"job {job_id!r} was still {state} after waiting {timeout:g} s; wait again, "
+            "or look at it with store.get / tenure jobs show"
+        )
+        self.job_id = job_id
+        self.timeout = timeout
+        self.state = state
+        self.job = job
 
 
 class GenerationExhausted(TenureError):

@@ -237,6 +237,8 @@ SCRIPTS: dict[str, Script] = {
         "get",
         "list",
         "wait",
+        "submit_many",
+        "wait_job",
     )
 }
 

@@ -30,13 +30,13 @@ from ..._resources import migrations
 from ..._validate import MAX_GENERATION
 from ...errors import InvalidArgument, StoreLost, StoreUnavailable
 from .. import refuse_fragment
+from ._jobs import SQLiteJobsMixin
 from ._sql import (
     BURY,
     CLAIM,
     CLOCK,
     GET,
     HOLDER_UPDATES,
-    LIST,
     NEXT_DUE,
     PACKAGE,
     PICK,
@@ -95,7 +95,7 @@ def parse_sqlite_url(url: str) -> dict[str, Any]:
     return options
 
 
-class SQLiteDriver:
+class SQLiteDriver(SQLiteJobsMixin):
     """The store operations of `tenure.stores.abc.Driver` over one SQLite file."""
 
     def __init__(
@@ -493,17 +493,6 @@ class SQLiteDriver:
             as_of = float(now.fetchone()[0])
             row = read_row(self._conn.cursor(), GET, {"job_id": job_id})
         return Outcome(Status.MISSING if row is None else Status.APPLIED, row, as_of)
-
-    def list_jobs(
-        self, queue: str | None, state: str | None, limit: int
-    ) -> tuple[float, list[JobRow]]:
-        with self._lock:
-            now = self._conn.execute(READ_CLOCK, self.clock_params())
-            as_of = float(now.fetchone()[0])
-            found = self._conn.execute(
-                LIST, {"queue": queue, "state": state, "limit": limit}
-            ).fetchall()
-        return as_of, [JobRow._make(row) for row in found]
 
     def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
         # SQLite cannot notify: watch PRAGMA data_version, which changes when another

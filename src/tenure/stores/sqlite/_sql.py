@@ -16,7 +16,7 @@ __all__ = [
     "CLOCK",
     "GET",
     "HOLDER_UPDATES",
-    "LIST",
+    "LIST_PAGE",
     "NEXT_DUE",
     "PACKAGE",
     "PICK",
@@ -41,7 +41,7 @@ BURY = _load("bury")
 CLAIM = _load("claim")
 CLOCK = _load("clock")
 GET = _load("get")
-LIST = _load("list")
+LIST_PAGE = _load("list_page")
 NEXT_DUE = _load("next_due")
 PICK = _load("pick")
 READ_CLOCK = _load("read_clock")
