@@ -306,7 +306,10 @@ def test_threads_submitting_overlapping_batches_create_each_job_once(url: str) -
     clients = [tenure.connect(url) for _ in range(threads)]
     try:
         results = all_at_once(
-            [partial(client.submit_many, batch) for client, batch in zip(clients, batches)]
+            [
+                partial(client.submit_many, batch)
+                for client, batch in zip(clients, batches, strict=True)
+            ]
         )
         created = Counter(job.job_id for answers in results for job in answers if job.created)
         every = {f"s{n}" for n in range(0, (threads - 1) * size // 2 + size)}

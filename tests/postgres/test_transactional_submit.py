@@ -64,11 +64,15 @@ def test_in_a_transaction_block_of_an_autocommit_connection(
     real_store: tenure.Store, orders: str
 ) -> None:
     with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
-        with pytest.raises(ZeroDivisionError):  # noqa: PT012 (the business code of a transaction)
+
+        def business() -> None:
             with conn.transaction():
                 conn.execute(f"INSERT INTO {orders} VALUES ('o2')")
                 real_store.submit("mail-o2", conn=conn)
-                raise ZeroDivisionError
+                raise ZeroDivisionError  # the business code fails before its commit
+
+        with pytest.raises(ZeroDivisionError):
+            business()
         assert not _exists(real_store, "mail-o2")
         with conn.transaction():
             real_store.submit("mail-o3", conn=conn)
