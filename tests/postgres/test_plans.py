@@ -154,7 +154,9 @@ def test_single_job_operations_use_the_primary_key(
     assert all(n.get("Index Name") == "tenure_jobs_pkey" for n in scans), [
         (n["Node Type"], n.get("Index Name"), n.get("Filter")) for n in scans
     ]
-    assert buffers(plan) < 20
+    # 20 before issue #17; the listing index (tenure_jobs_by_seq) takes one more entry per
+    # update that moves a job (these updates are not HOT: they change available_at).
+    assert buffers(plan) < 24
 
 
 @pytest.mark.parametrize("count", [1, 10, 1000])
