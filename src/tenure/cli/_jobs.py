@@ -310,9 +310,7 @@ def list_jobs(
         ],
     )
     if next_cursor is not None:
-        out.line(
-            f"{len(found)} shown, more exist: the next page is --cursor {next_cursor} (or --all)"
-        )
+        out.line(f"{len(found)} shown, more exist: next page --cursor {next_cursor} (or --all)")
 
 
 @jobs.command()
