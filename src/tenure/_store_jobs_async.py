@@ -108,8 +108,9 @@ class AsyncJobsMixin:
             raise InvalidArgument("jobs", f"must hold at most {MAX_BATCH}, got {len(jobs)}")
         batch = []
         seen: set[str] = set()
+        queues: dict[object, str] = {}  # each distinct queue name checked once per batch
         for index, item in enumerate(jobs):
-            submission = self._submission(f"jobs[{index}]", item)
+            submission = self._submission(f"jobs[{index}]", item, queues)
             if submission.job_id in seen:
                 raise InvalidArgument(
                     f"jobs[{index}].job_id",
@@ -119,14 +120,16 @@ class AsyncJobsMixin:
             batch.append(submission)
         return batch
 
-    def _submission(self, where: str, item: object) -> Submission:
+    def _submission(self, where: str, item: object, queues: dict[object, str]) -> Submission:
         if isinstance(item, JobSpec):
             fields: Mapping[str, Any] = {name: getattr(item, name) for name in _SPEC_KEYS}
-        elif isinstance(item, Mapping):
-            unknown = sorted(str(key) for key in item if key not in _SPEC_KEYS)
+        elif isinstance(item, (dict, Mapping)):  # dict first: the usual case, the fast check
+            unknown = item.keys() - _SPEC_KEYS
             if unknown:
                 raise InvalidArgument(
-                    where, f"has unknown keys {unknown} (known: {', '.join(sorted(_SPEC_KEYS))})"
+                    where,
+                    f"has unknown keys {sorted(map(str, unknown))} "
+                    f"(known: {', '.join(sorted(_SPEC_KEYS))})",
                 )
             if "job_id" not in item:
                 raise InvalidArgument(f"{where}.job_id", "is required")
@@ -135,9 +138,13 @@ class AsyncJobsMixin:
             raise InvalidArgument(
                 where, f"must be a tenure.JobSpec or a dict, not {type(item).__name__}"
             )
+        queue_value = fields.get("queue", "default")
+        queue = queues.get(queue_value) if isinstance(queue_value, str) else None
+        if queue is None:
+            queue = queues[queue_value] = validate_id(f"{where}.queue", queue_value)
         return Submission(
             validate_id(f"{where}.job_id", fields["job_id"]),
-            validate_id(f"{where}.queue", fields.get("queue", "default")),
+            queue,
             encode_json(f"{where}.payload", fields.get("payload"), self._payload_limit),
             validate_delay(fields.get("delay", 0), f"{where}.delay"),
             validate_attempts(

@@ -7,6 +7,7 @@ connections. Redis has no transaction to share with a caller's database: there i
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Sequence
@@ -24,6 +25,12 @@ from ._common import (
 )
 
 __all__ = ["AsyncJobsMixin"]
+
+
+def _json(value: Any) -> str:
+    # ensure_ascii=False: ids and payloads reach Lua as the very UTF-8 they are stored as.
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
 
 # Jobs a list call examines per script run (bounds how long one run holds the server).
 LIST_BUDGET = 500
@@ -49,18 +56,17 @@ class AsyncJobsMixin:
             return []
         k = self.keys
         keys = [k.clock, k.seq, k.jobs]
-        args = [self._now_arg()]
+        queues: dict[str, int] = {}
+        batch = []
         for job_id, queue, payload, delay, max_attempts in submissions:
-            keys += (k.job(job_id), k.candidates(queue), k.listing(queue), k.wake(queue))
-            args += (
-                job_id,
-                queue,
-                encode(job_id),
-                payload or "",
-                "0" if payload is None else "1",
-                repr(float(delay)),
-                str(max_attempts),
+            number = queues.get(queue)
+            if number is None:
+                number = queues[queue] = len(queues) + 1
+                keys += (k.candidates(queue), k.listing(queue), k.wake(queue))
+            batch.append(
+                (job_id, encode(job_id), number, payload, repr(float(delay)), str(max_attempts))
             )
+        args = [self._now_arg(), k.job_prefix, _json(list(queues)), _json(batch)]
         now, items = decode_batch(await self._eval("submit_many", "submit_many", keys, args))
         return [decode_item(item, now) for item in items]
 
