@@ -680,3 +680,16 @@ def test_tenure_script(tmp_path: Path) -> None:
     assert missing.stderr.startswith("Error: job 'nope' does not exist")
     assert "Traceback" not in missing.stderr
     assert not (tmp_path / "tenure.db").exists()  # every call used the URL it was given
+
+
+def test_from_file_submits_in_batches_and_names_a_bad_line(cli: Any, url: str) -> None:
+    lines = [json.dumps({"job_id": f"f{n}"}) for n in range(1500)]
+    lines.insert(3, json.dumps({"job_id": "f0"}))  # a repeat: answered as existing
+    report = as_json(cli("jobs", "submit", "--from-file", "-", "--json", stdin="\n".join(lines)))
+    assert (report["submitted"], report["existing"]) == (1500, ["f0"])
+    bad = "\n".join([json.dumps({"job_id": "g1"}), json.dumps({"job_id": "g2", "queue": ""})])
+    result = cli("jobs", "submit", "--from-file", "-", stdin=bad)
+    assert result.exit_code == 2
+    assert "stdin line 2 ('g2'): jobs[1].queue: must not be empty" in result.stderr
+    with tenure.connect(url) as store, pytest.raises(tenure.JobNotFound):
+        store.get("g1")  # its batch was refused whole

@@ -7,6 +7,7 @@ create nothing (`CliState.store` with ``create=False``); ``submit`` creates the 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from dataclasses import dataclass
 from typing import IO, Any
@@ -14,8 +15,9 @@ from typing import IO, Any
 import click
 
 from .._store import DEFAULT_MAX_ATTEMPTS
+from .._validate import MAX_BATCH
 from ..errors import InvalidArgument, WaitTimeout
-from ..models import Job, JobState
+from ..models import Job, JobSpec, JobState
 from . import CliState, common_options
 from ._output import Cell, format_time, format_value, relative
 
@@ -190,27 +192,28 @@ def submit(
 
 
 def _submit_many(state: CliState, wanted: list[_Submission], name: str) -> None:
-    """One store connection, one submit per job: there is no batch submit in the store API
-    yet, so a file of N jobs makes N store calls (and commits)."""
+    """One store connection, one `submit_many` per 1000 jobs (a new batch where an id
+    repeats, so that the repeat is answered as existing, as `submit` would)."""
     store = state.store()
     existing: list[str] = []
-    for number, item in enumerate(wanted):
+    for batch in _batches(wanted):
         try:
-            job = store.submit(
-                item.job_id,
-                item.payload,
-                queue=item.queue,
-                delay=item.delay,
-                max_attempts=item.max_attempts,
+            answers = store.submit_many(
+                [
+                    JobSpec(item.job_id, item.payload, item.queue, item.delay, item.max_attempts)
+                    for item in batch
+                ]
             )
         except InvalidArgument as exc:
+            found = re.match(r"jobs\[(\d+)\]", exc.argument)
+            item = batch[int(found.group(1))] if found else batch[0]
+            done = wanted.index(batch[0])
             raise InvalidArgument(
                 "--from-file",
-                f"{name} line {item.line} ({item.job_id!r}): {exc}; the {number} job(s) "
-                "before it were submitted (submit is idempotent: fix the file and run it again)",
+                f"{name} line {item.line} ({item.job_id!r}): {exc}; the {done} job(s) before "
+                "its batch were submitted (submit is idempotent: fix the file and run it again)",
             ) from None
-        if not job.created:
-            existing.append(job.job_id)
+        existing += [job.job_id for job in answers if not job.created]
     out = state.output()
     submitted = len(wanted) - len(existing)
     if out.json_mode:
@@ -220,6 +223,18 @@ def _submit_many(state: CliState, wanted: list[_Submission], name: str) -> None:
     if existing:
         line += f"; {len(existing)} already existed and were left unchanged"
     out.line(line, "good")
+
+
+def _batches(wanted: list[_Submission]) -> list[list[_Submission]]:
+    batches: list[list[_Submission]] = [[]]
+    seen: set[str] = set()
+    for item in wanted:
+        if item.job_id in seen or len(batches[-1]) == MAX_BATCH:
+            batches.append([])
+            seen = set()
+        seen.add(item.job_id)
+        batches[-1].append(item)
+    return [batch for batch in batches if batch]
 
 
 def _summary(job: Job) -> str:
