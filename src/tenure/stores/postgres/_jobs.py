@@ -7,11 +7,12 @@ Edit it and run ``python tools/async_to_sync.py``.
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import psycopg
-from psycopg import Connection
+from psycopg import Connection, RawCursor
 
 from ..._concurrency import pause
 from ..._protocol import UNFINISHED_STATES, JobFilter, JobRow, Outcome, Status, Submission
@@ -139,12 +140,16 @@ class JobsMixin:
                 pause(min(_POLL, remaining))
         conn = self._listener()
         reusable = False
+        params = {"waiter": uuid.uuid4().hex, "job_id": job_id, "ttl": timeout + 60.0}
         self._waiters.add(conn)
         try:
             cur = raw_cursor(conn)
-            # LISTEN first, then look: a completion in between is seen by one or the other.
+            # LISTEN and register first, then look: a completion in between is seen by one
+            # or the other (wait_get.sql waits for one already past the trigger).
             cur.execute(self._sql["listen_ended"].text)
-            outcome = self.get(job_id)
+            register = self._sql["wait_register"]
+            cur.execute(register.text, register.args(params))
+            outcome = self._waited(cur, job_id)
             while not (_finished(outcome) or self._closed):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -153,7 +158,9 @@ class JobsMixin:
                 for notify in conn.notifies(timeout=remaining, stop_after=1):
                     woken = notify.payload == job_id
                 if woken:
-                    outcome = self.get(job_id)
+                    outcome = self._waited(cur, job_id)
+            unregister = self._sql["wait_unregister"]
+            cur.execute(unregister.text, unregister.args(params))
             cur.execute(self._sql["unlisten"].text)
             reusable = True
             return outcome
@@ -167,7 +174,15 @@ class JobsMixin:
             if reusable and not self._closed and not connection_is_stale(conn):
                 self._listeners.append(conn)
             else:
+                # A registration left behind (an error, a cancelled wait) expires by itself.
                 conn.close()
+
+    def _waited(self, cur: RawCursor[Answer], job_id: str) -> Outcome:
+        statement = self._sql["wait_get"]
+        cur.execute(statement.text, statement.args({"job_id": job_id, "now": self._now()}))
+        answer = cur.fetchone()
+        assert answer is not None
+        return answer.outcome
 
     def list_jobs(self, selection: JobFilter) -> tuple[float, list[JobRow], int | None]:
         statement = self._sql["list_page"]

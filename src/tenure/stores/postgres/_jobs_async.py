@@ -6,11 +6,12 @@ of `AsyncPostgresDriver`, which provides the connections and statements."""
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import psycopg
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, AsyncRawCursor
 
 from ..._concurrency import pause_async
 from ..._protocol import UNFINISHED_STATES, JobFilter, JobRow, Outcome, Status, Submission
@@ -138,12 +139,16 @@ class AsyncJobsMixin:
                 await pause_async(min(_POLL, remaining))
         conn = await self._listener()
         reusable = False
+        params = {"waiter": uuid.uuid4().hex, "job_id": job_id, "ttl": timeout + 60.0}
         self._waiters.add(conn)
         try:
             cur = raw_cursor_async(conn)
-            # LISTEN first, then look: a completion in between is seen by one or the other.
+            # LISTEN and register first, then look: a completion in between is seen by one
+            # or the other (wait_get.sql waits for one already past the trigger).
             await cur.execute(self._sql["listen_ended"].text)
-            outcome = await self.get(job_id)
+            register = self._sql["wait_register"]
+            await cur.execute(register.text, register.args(params))
+            outcome = await self._waited(cur, job_id)
             while not (_finished(outcome) or self._closed):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -152,7 +157,9 @@ class AsyncJobsMixin:
                 async for notify in conn.notifies(timeout=remaining, stop_after=1):
                     woken = notify.payload == job_id
                 if woken:
-                    outcome = await self.get(job_id)
+                    outcome = await self._waited(cur, job_id)
+            unregister = self._sql["wait_unregister"]
+            await cur.execute(unregister.text, unregister.args(params))
             await cur.execute(self._sql["unlisten"].text)
             reusable = True
             return outcome
@@ -166,7 +173,15 @@ class AsyncJobsMixin:
             if reusable and not self._closed and not connection_is_stale(conn):
                 self._listeners.append(conn)
             else:
+                # A registration left behind (an error, a cancelled wait) expires by itself.
                 await conn.close()
+
+    async def _waited(self, cur: AsyncRawCursor[Answer], job_id: str) -> Outcome:
+        statement = self._sql["wait_get"]
+        await cur.execute(statement.text, statement.args({"job_id": job_id, "now": self._now()}))
+        answer = await cur.fetchone()
+        assert answer is not None
+        return answer.outcome
 
     async def list_jobs(self, selection: JobFilter) -> tuple[float, list[JobRow], int | None]:
         statement = self._sql["list_page"]

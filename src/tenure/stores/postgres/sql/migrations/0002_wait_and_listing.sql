@@ -6,13 +6,25 @@
 -- more index entry per such update: measured in docs/benchmarks.md.
 CREATE INDEX tenure_jobs_by_seq ON {schema}.tenure_jobs (seq);
 
--- store.wait LISTENs on "tenure_end_<schema>"; a job that finishes (done, dead, or any
--- final state: whatever is neither ready nor leased) notifies its id. Any writer is
--- covered (complete, fail, a claim that buries, SQL of the user's own).
+-- store.wait registers in tenure_waiters and LISTENs on "tenure_end_<schema>"; a job that
+-- finishes (done, dead, or any final state: whatever is neither ready nor leased) notifies
+-- its id, only when someone waits for it: a notification serialises its transaction's
+-- commit with every other notifying commit of the cluster, so completions send none
+-- unless waited for. Any writer is covered (complete, fail, a claim that buries, SQL of
+-- the user's own). `until`: when a waiter that vanished stops counting (server time).
+CREATE TABLE {schema}.tenure_waiters (
+    waiter text PRIMARY KEY,
+    job_id text COLLATE "C" NOT NULL,
+    until  double precision NOT NULL
+);
+CREATE INDEX tenure_waiters_job ON {schema}.tenure_waiters (job_id);
+
 CREATE FUNCTION {schema}.tenure_notify_ended() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM pg_notify('tenure_end_' || TG_TABLE_SCHEMA, NEW.job_id);
+    IF EXISTS (SELECT FROM {schema}.tenure_waiters WHERE job_id = NEW.job_id) THEN
+        PERFORM pg_notify('tenure_end_' || TG_TABLE_SCHEMA, NEW.job_id);
+    END IF;
     RETURN NULL;
 END
 $$;
