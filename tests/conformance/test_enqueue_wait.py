@@ -4,6 +4,8 @@ in pages with a cursor."""
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
@@ -191,3 +193,28 @@ async def test_async_submit_many_wait_and_pages(astore: tenure.aio.AsyncStore) -
     rest = await astore.jobs(limit=1, cursor=page.next_cursor)
     assert [job.job_id for job in rest] == ["b"]
     assert rest.next_cursor is None
+
+
+def test_several_waiters_of_one_job_all_wake(
+    open_real_store: Callable[..., tenure.Store], real_store: tenure.Store
+) -> None:
+    real_store.submit("J")
+    waiters = [open_real_store() for _ in range(3)]
+    got: list[str] = []
+    threads = [
+        threading.Thread(target=lambda s=s: got.append(s.wait("J", timeout=20).state))
+        for s in waiters
+    ]
+    for thread in threads:
+        thread.start()
+    lease = real_store.claim("J", "w", 30)
+    assert lease is not None
+    time.sleep(0.3)  # not for correctness: most likely all three are blocked by now
+    started = time.monotonic()
+    real_store.complete(lease, "r")
+    for thread in threads:
+        thread.join(timeout=20)
+    assert got == ["done"] * 3
+    # Woken, not timed out: each waiter's blocking read lasts 2.5 s on Redis, so all three
+    # back within 2 s means the wake-up was handed on from one to the next.
+    assert time.monotonic() - started < 2
