@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 import pytest
 
 import tenure
+import tenure.aio
 
 
 def _path(url: str) -> str:
@@ -104,3 +105,23 @@ def test_another_file_is_refused(store: tenure.Store, tmp_path: Path) -> None:
         store.submit("x", conn=other)
     assert caught.value.argument == "conn"
     assert not _exists(store, "x")
+
+
+@pytest.mark.anyio
+async def test_an_async_store_submits_on_the_callers_thread(url: str) -> None:
+    # A sqlite3 connection is bound to the thread that opened it (check_same_thread): the
+    # async store runs the submit there, not in a worker thread.
+    store = await tenure.aio.connect(url)
+    try:
+        db = sqlite3.connect(_path(url))
+        answers = await store.submit_many([{"job_id": "a1"}, {"job_id": "a2"}], conn=db)
+        assert [job.created for job in answers] == [True, True]
+        db.rollback()
+        with pytest.raises(tenure.JobNotFound):
+            await store.get("a1")
+        assert (await store.submit("a3", conn=db)).created
+        db.commit()
+        assert (await store.get("a3")).state == "ready"
+        db.close()
+    finally:
+        await store.close()
