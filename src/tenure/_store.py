@@ -182,8 +182,8 @@ class Store(JobsMixin):
         two apart (True: this call created it).
 
         ``conn``: enqueue inside your own open transaction, on the store's database: a
-        psycopg connection (`psycopg.Connection` for `tenure.aio`) or a SQLAlchemy
-        ``Session`` on a PostgreSQL store, a `sqlite3.Connection` on a SQLite store. The
+        psycopg connection (sync or async, as this store is) or a SQLAlchemy ``Session``
+        on a PostgreSQL store, a `sqlite3.Connection` on a SQLite store. The
         job then exists if and only if your transaction commits; tenure neither begins nor
         commits it (an autocommit connection outside a transaction block commits the
         submit at once). Redis refuses with `InvalidArgument`."""

@@ -102,9 +102,9 @@ class JobsMixin:
         if not isinstance(target, Connection):
             raise InvalidArgument(
                 "conn",
-                "must be a psycopg connection to the store's database (psycopg."
-                f"Connection for an async store) or a SQLAlchemy Session, not "
-                f"{type(conn).__name__}",
+                f"must be a psycopg.{Connection.__name__} to the store's database (a sync "
+                "store takes a sync connection, an async store an async one) or, for a sync "
+                f"store, a SQLAlchemy Session, not {type(conn).__name__}",
             )
         cur = raw_cursor(target)
         try:

@@ -101,9 +101,9 @@ class AsyncJobsMixin:
         if not isinstance(target, AsyncConnection):
             raise InvalidArgument(
                 "conn",
-                "must be a psycopg connection to the store's database (psycopg."
-                f"AsyncConnection for an async store) or a SQLAlchemy Session, not "
-                f"{type(conn).__name__}",
+                f"must be a psycopg.{AsyncConnection.__name__} to the store's database (a sync "
+                "store takes a sync connection, an async store an async one) or, for a sync "
+                f"store, a SQLAlchemy Session, not {type(conn).__name__}",
             )
         cur = raw_cursor_async(target)
         try:
