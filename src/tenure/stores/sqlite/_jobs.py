@@ -4,6 +4,7 @@ pages. A mixin of `SQLiteDriver`, which provides the connection, lock and write 
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 import time
@@ -12,7 +13,17 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..._protocol import UNFINISHED_STATES, JobFilter, JobRow, Outcome, Status, Submission
 from ...errors import InvalidArgument, StoreUnavailable
-from ._sql import CLOCK, GET, LIST_PAGE, READ_CLOCK, STORE_ID, SUBMIT, read_row
+from ._sql import (
+    BATCH_ROWS,
+    CLOCK,
+    EXISTING,
+    GET,
+    LIST_PAGE,
+    READ_CLOCK,
+    STORE_ID,
+    SUBMIT_MANY,
+    read_row,
+)
 
 __all__ = ["SQLiteJobsMixin"]
 
@@ -24,19 +35,31 @@ _SAVEPOINT = "tenure_submit"
 
 
 def submit_each(cur: sqlite3.Cursor, now: float, batch: Sequence[Submission]) -> list[Outcome]:
-    """submit.sql for each submission, in order, at store time ``now``: the new row, or
-    the existing job as it is."""
-    outcomes = []
-    for submission in batch:
-        params = submission._asdict()
-        params["now"] = now
-        created = read_row(cur, SUBMIT, params)
-        if created is not None:
-            outcomes.append(Outcome(Status.APPLIED, created, now))
-        else:
-            current = read_row(cur, GET, {"job_id": submission.job_id})
-            outcomes.append(Outcome(Status.MISSED, current, now))
-    return outcomes
+    """submit.sql for each submission, in order, at store time ``now``, inside a write
+    transaction: the new row, or the existing job as it is. Three statements whatever the
+    batch's size (the inserts in one executemany), not two per job."""
+    ids = json.dumps([s.job_id for s in batch], ensure_ascii=False)
+    existing = {row[0] for row in cur.execute(EXISTING, {"ids": ids})}
+    cur.executemany(
+        SUBMIT_MANY,
+        [
+            {
+                "job_id": s.job_id,
+                "queue": s.queue,
+                "payload": s.payload,
+                "delay": s.delay,
+                "max_attempts": s.max_attempts,
+                "now": now,
+            }
+            for s in batch
+            if s.job_id not in existing
+        ],
+    )
+    rows = [JobRow._make(row) for row in cur.execute(BATCH_ROWS, {"ids": ids})]
+    return [
+        Outcome(Status.MISSED if row.job_id in existing else Status.APPLIED, row, now)
+        for row in rows
+    ]
 
 
 class SQLiteJobsMixin:

@@ -11,9 +11,11 @@ from ..._protocol import JobRow
 from ..._resources import load_text
 
 __all__ = [
+    "BATCH_ROWS",
     "BURY",
     "CLAIM",
     "CLOCK",
+    "EXISTING",
     "GET",
     "HOLDER_UPDATES",
     "LIST_PAGE",
@@ -23,6 +25,7 @@ __all__ = [
     "READ_CLOCK",
     "STORE_ID",
     "SUBMIT",
+    "SUBMIT_MANY",
     "Pick",
     "read_row",
     "statements",
@@ -37,9 +40,11 @@ def _load(name: str) -> str:
 
 # Read once: the hot path only passes these strings to sqlite3, whose per-connection
 # statement cache then skips parsing.
+BATCH_ROWS = _load("batch_rows")
 BURY = _load("bury")
 CLAIM = _load("claim")
 CLOCK = _load("clock")
+EXISTING = _load("existing")
 GET = _load("get")
 LIST_PAGE = _load("list_page")
 NEXT_DUE = _load("next_due")
@@ -47,6 +52,7 @@ PICK = _load("pick")
 READ_CLOCK = _load("read_clock")
 STORE_ID = _load("store_id")
 SUBMIT = _load("submit")
+SUBMIT_MANY = _load("submit_many")
 HOLDER_UPDATES = {name: _load(name) for name in ("renew", "complete", "release", "fail")}
 
 
