@@ -82,10 +82,10 @@ class JobsMixin:
         ``conn``: submit inside *your* open transaction instead (see `submit`).
         """
         batch = self._submissions(jobs)
+        if conn is not None:  # an empty batch too: the connection is checked all the same
+            return _jobs_of(self._submit_joined(conn, batch))
         if not batch:
             return []
-        if conn is not None:
-            return _jobs_of(self._submit_joined(conn, batch))
 
         def call() -> list[Outcome]:
             return self._driver.submit_many(batch)

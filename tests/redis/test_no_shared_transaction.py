@@ -14,6 +14,7 @@ def test_submit_with_a_connection_is_refused_with_what_to_do(store: tenure.Store
     for call in (
         lambda: store.submit("J", conn=conn),
         lambda: store.submit_many([{"job_id": "J"}], conn=conn),
+        lambda: store.submit_many([], conn=conn),  # checked even with nothing to submit
     ):
         with pytest.raises(tenure.InvalidArgument) as caught:
             call()
