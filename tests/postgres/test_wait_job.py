@@ -6,6 +6,7 @@ and the polling fallback without LISTEN."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -100,3 +101,27 @@ def test_without_listen_a_wait_polls(url: str, real_store: tenure.Store) -> None
         thread.join()
     finally:
         polling.close()
+
+
+def test_a_writer_in_flight_neither_blocks_a_wait_past_its_timeout_nor_is_missed(
+    real_store: tenure.Store, schema: str
+) -> None:
+    real_store.submit("J")
+    with psycopg.connect(POSTGRES_URL) as writer:  # a transaction that holds the job's row
+        writer.execute(
+            f"UPDATE {schema}.tenure_jobs SET state = 'done', result = '1' WHERE job_id = 'J'"
+        )
+        started = time.monotonic()
+        with pytest.raises(tenure.WaitTimeout):
+            real_store.wait("J", timeout=0.5)  # the job as last committed: still ready
+        assert time.monotonic() - started < 3
+        # The writer passed the trigger before any waiter registered, so it notifies
+        # nobody: a waiter still sees its commit.
+        got: list[tenure.Job] = []
+        thread = threading.Thread(target=lambda: got.append(real_store.wait("J", timeout=20)))
+        thread.start()
+        time.sleep(0.3)  # not for correctness: the waiter is most likely retrying by now
+        writer.commit()
+    thread.join(timeout=20)
+    assert got
+    assert got[0].state == "done"

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 
 __all__ = ["JobsMixin"]
 
+# How soon a wait first looks again at a job whose writer was in flight (wait_get.sql).
+_LOCKED_RETRY = 0.005
 # How often a wait without LISTEN (behind PgBouncer in transaction mode) looks at its job.
 _POLL = 0.05
 
@@ -149,7 +151,7 @@ class JobsMixin:
             cur.execute(self._sql["listen_ended"].text)
             register = self._sql["wait_register"]
             cur.execute(register.text, register.args(params))
-            outcome = self._waited(cur, job_id)
+            outcome = self._waited(cur, job_id, deadline)
             while not (_finished(outcome) or self._closed):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -158,7 +160,7 @@ class JobsMixin:
                 for notify in conn.notifies(timeout=remaining, stop_after=1):
                     woken = notify.payload == job_id
                 if woken:
-                    outcome = self._waited(cur, job_id)
+                    outcome = self._waited(cur, job_id, deadline)
             unregister = self._sql["wait_unregister"]
             cur.execute(unregister.text, unregister.args(params))
             cur.execute(self._sql["unlisten"].text)
@@ -177,12 +179,23 @@ class JobsMixin:
                 # A registration left behind (an error, a cancelled wait) expires by itself.
                 conn.close()
 
-    def _waited(self, cur: RawCursor[Answer], job_id: str) -> Outcome:
+    def _waited(self, cur: RawCursor[Answer], job_id: str, deadline: float) -> Outcome:
         statement = self._sql["wait_get"]
-        cur.execute(statement.text, statement.args({"job_id": job_id, "now": self._now()}))
-        answer = cur.fetchone()
-        assert answer is not None
-        return answer.outcome
+        pause = _LOCKED_RETRY
+        while True:
+            try:
+                cur.execute(statement.text, statement.args({"job_id": job_id, "now": self._now()}))
+            except psycopg.errors.LockNotAvailable:
+                # A writer of the job is in flight: look again when it has committed, or,
+                # at the deadline, answer the job as last committed.
+                if time.monotonic() >= deadline:
+                    return self.get(job_id)
+                pause(min(pause, max(0.0, deadline - time.monotonic())))
+                pause = min(pause * 2, 0.1)  # a long transaction: look less often
+                continue
+            answer = cur.fetchone()
+            assert answer is not None
+            return answer.outcome
 
     def list_jobs(self, selection: JobFilter) -> tuple[float, list[JobRow], int | None]:
         statement = self._sql["list_page"]

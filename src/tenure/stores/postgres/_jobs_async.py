@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 
 __all__ = ["AsyncJobsMixin"]
 
+# How soon a wait first looks again at a job whose writer was in flight (wait_get.sql).
+_LOCKED_RETRY = 0.005
 # How often a wait without LISTEN (behind PgBouncer in transaction mode) looks at its job.
 _POLL = 0.05
 
@@ -148,7 +150,7 @@ class AsyncJobsMixin:
             await cur.execute(self._sql["listen_ended"].text)
             register = self._sql["wait_register"]
             await cur.execute(register.text, register.args(params))
-            outcome = await self._waited(cur, job_id)
+            outcome = await self._waited(cur, job_id, deadline)
             while not (_finished(outcome) or self._closed):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -157,7 +159,7 @@ class AsyncJobsMixin:
                 async for notify in conn.notifies(timeout=remaining, stop_after=1):
                     woken = notify.payload == job_id
                 if woken:
-                    outcome = await self._waited(cur, job_id)
+                    outcome = await self._waited(cur, job_id, deadline)
             unregister = self._sql["wait_unregister"]
             await cur.execute(unregister.text, unregister.args(params))
             await cur.execute(self._sql["unlisten"].text)
@@ -176,12 +178,25 @@ class AsyncJobsMixin:
                 # A registration left behind (an error, a cancelled wait) expires by itself.
                 await conn.close()
 
-    async def _waited(self, cur: AsyncRawCursor[Answer], job_id: str) -> Outcome:
+    async def _waited(self, cur: AsyncRawCursor[Answer], job_id: str, deadline: float) -> Outcome:
         statement = self._sql["wait_get"]
-        await cur.execute(statement.text, statement.args({"job_id": job_id, "now": self._now()}))
-        answer = await cur.fetchone()
-        assert answer is not None
-        return answer.outcome
+        pause = _LOCKED_RETRY
+        while True:
+            try:
+                await cur.execute(
+                    statement.text, statement.args({"job_id": job_id, "now": self._now()})
+                )
+            except psycopg.errors.LockNotAvailable:
+                # A writer of the job is in flight: look again when it has committed, or,
+                # at the deadline, answer the job as last committed.
+                if time.monotonic() >= deadline:
+                    return await self.get(job_id)
+                await pause_async(min(pause, max(0.0, deadline - time.monotonic())))
+                pause = min(pause * 2, 0.1)  # a long transaction: look less often
+                continue
+            answer = await cur.fetchone()
+            assert answer is not None
+            return answer.outcome
 
     async def list_jobs(self, selection: JobFilter) -> tuple[float, list[JobRow], int | None]:
         statement = self._sql["list_page"]

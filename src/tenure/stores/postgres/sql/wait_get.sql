@@ -1,7 +1,8 @@
--- store.wait: the job once its writers in flight have committed (FOR SHARE waits for a
--- completion that has already passed the trigger, before this waiter's registration was
--- visible to it, and reads what that completion committed). The job columns are NULL when
--- the job is missing.
+-- store.wait: the job as its last writer committed it. FOR SHARE conflicts with a writer
+-- in flight, which may be a completion that passed the trigger before this waiter's
+-- registration was visible to it (so it will notify nobody): NOWAIT fails at once (55P03)
+-- and the driver reads again shortly, rather than blocking past the wait's timeout behind
+-- a long transaction. The job columns are NULL when the job is missing.
 WITH clock AS MATERIALIZED (
     -- Store time, read once: the server's clock (or the test hook's, floored).
     SELECT coalesce(
@@ -12,5 +13,5 @@ WITH clock AS MATERIALIZED (
 )
 SELECT clock.now, j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at
 FROM clock LEFT JOIN LATERAL (
-    SELECT * FROM {schema}.tenure_jobs WHERE job_id = %(job_id)s FOR SHARE
+    SELECT * FROM {schema}.tenure_jobs WHERE job_id = %(job_id)s FOR SHARE NOWAIT
 ) AS j ON true
