@@ -181,7 +181,7 @@ class JobsMixin:
 
     def _waited(self, cur: RawCursor[Answer], job_id: str, deadline: float) -> Outcome:
         statement = self._sql["wait_get"]
-        pause = _LOCKED_RETRY
+        backoff = _LOCKED_RETRY
         while True:
             try:
                 cur.execute(statement.text, statement.args({"job_id": job_id, "now": self._now()}))
@@ -190,8 +190,8 @@ class JobsMixin:
                 # at the deadline, answer the job as last committed.
                 if time.monotonic() >= deadline:
                     return self.get(job_id)
-                pause(min(pause, max(0.0, deadline - time.monotonic())))
-                pause = min(pause * 2, 0.1)  # a long transaction: look less often
+                pause(min(backoff, max(0.0, deadline - time.monotonic())))
+                backoff = min(backoff * 2, 0.1)  # a long transaction: look less often
                 continue
             answer = cur.fetchone()
             assert answer is not None

@@ -180,7 +180,7 @@ class AsyncJobsMixin:
 
     async def _waited(self, cur: AsyncRawCursor[Answer], job_id: str, deadline: float) -> Outcome:
         statement = self._sql["wait_get"]
-        pause = _LOCKED_RETRY
+        backoff = _LOCKED_RETRY
         while True:
             try:
                 await cur.execute(
@@ -191,8 +191,8 @@ class AsyncJobsMixin:
                 # at the deadline, answer the job as last committed.
                 if time.monotonic() >= deadline:
                     return await self.get(job_id)
-                await pause_async(min(pause, max(0.0, deadline - time.monotonic())))
-                pause = min(pause * 2, 0.1)  # a long transaction: look less often
+                await pause_async(min(backoff, max(0.0, deadline - time.monotonic())))
+                backoff = min(backoff * 2, 0.1)  # a long transaction: look less often
                 continue
             answer = await cur.fetchone()
             assert answer is not None
