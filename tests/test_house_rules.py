@@ -173,6 +173,7 @@ FLOORS: list[tuple[str, ...]] = [
         "tenure._clock",
         "tenure._concurrency",
         "tenure._resources",
+        "tenure._queue_stats",
     ),
     ("tenure._protocol",),
     ("tenure.stores", "tenure._dbapi"),
@@ -184,7 +185,7 @@ FLOORS: list[tuple[str, ...]] = [
         "tenure.aio",
     ),
     ("tenure.worker", "tenure.fence"),
-    ("tenure.chaos",),
+    ("tenure.chaos", "tenure.dashboard"),
     ("tenure.cli",),
 ]
 

@@ -33,6 +33,7 @@ from ._protocol import (
     settle_receipt,
     settle_verdict,
 )
+from ._queue_stats import StoreStats, store_stats
 from ._store_jobs_async import AsyncJobsMixin
 from ._validate import (
     DEFAULT_MAX_ATTEMPTS,
@@ -216,6 +217,18 @@ class AsyncStore(AsyncJobsMixin):
         if outcome.row is None:
             raise JobNotFound(job_id)
         return job_from_row(outcome.row, outcome.now)
+
+    async def queue_stats(self) -> StoreStats | None:
+        """The live jobs of every queue, counted by the store in one bounded operation
+        (ready and due, scheduled, leased, expired leases not yet claimed again, and the
+        oldest due job; see `tenure._queue_stats.QueueStats`): what dashboards and metrics
+        show. Done and dead jobs are not counted. None when the store cannot count without
+        walking every key (Redis, for now)."""
+        counter = getattr(self._driver, "queue_stats", None)
+        if counter is None:
+            return None
+        now, rows = await self._call("queue_stats", counter)
+        return store_stats(now, rows)
 
     # -- leases -----------------------------------------------------------------------
 

@@ -42,6 +42,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 COMMANDS: dict[str, str] = {
     "chaos": "tenure.cli._chaos:chaos",
     "check": "tenure.cli._chaos:check",
+    "dashboard": "tenure.cli._dashboard:dashboard",
     "demo": "tenure.cli._demo:demo",
     "jobs": "tenure.cli._jobs:jobs",
     "migrate": "tenure.cli._migrate:migrate",

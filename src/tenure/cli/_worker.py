@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..stores import DEFAULT_URL
-from ..worker import Worker
+from ..worker import Worker, serve_metrics
 from . import CliError, CliState, common_options
 
 if TYPE_CHECKING:
@@ -237,6 +237,19 @@ def _configure_logging(
     help="Seconds between one-line progress summaries at INFO (default 10; 0: none).",
 )
 @click.option(
+    "--metrics-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    metavar="N",
+    help="Serve Prometheus metrics of this worker on http://HOST:N/metrics (tenure[metrics]).",
+)
+@click.option(
+    "--metrics-host",
+    default="127.0.0.1",
+    metavar="HOST",
+    help="Address of --metrics-port (0.0.0.0: every interface, for a scraper elsewhere).",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["debug", "info", "warning", "error"]),
     default="info",
@@ -257,6 +270,8 @@ def worker(
     owner: str | None,
     burst: bool,
     summary_every: float | None,
+    metrics_port: int | None,
+    metrics_host: str,
     log_level: str,
 ) -> None:
     """Run the handlers of the tenure.Worker APP until SIGTERM/SIGINT.
@@ -289,8 +304,23 @@ def worker(
     if _store_given(ctx, state) or found.url is None:
         changes["url"] = state.store_url
     found.configure(**changes)
+    if metrics_port is not None:
+        ctx.call_on_close(_serve_metrics(found, metrics_port, metrics_host))
     with _live_progress(found, console):
         found.run(burst=burst)
+
+
+def _serve_metrics(found: Worker, port: int, host: str) -> Callable[[], None]:
+    try:
+        stop = serve_metrics(found, port, host)
+    except ImportError as exc:
+        raise CliError(str(exc)) from exc
+    except OSError as exc:
+        raise CliError(f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}") from exc
+    logging.getLogger("tenure").info(
+        "worker metrics on http://%s:%d/metrics", host, port, extra={"metrics_port": port}
+    )
+    return stop
 
 
 def _store_given(ctx: click.Context, state: CliState) -> bool:

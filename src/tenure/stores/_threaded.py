@@ -4,7 +4,7 @@ run in a worker thread (the driver interfaces are in ``_driver_async.py``, the s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from types import TracebackType
 from typing import Any
@@ -126,6 +126,20 @@ class ThreadedDriver:
 
     async def close(self) -> None:
         await anyio.to_thread.run_sync(self.sync.close)
+
+    @property
+    def queue_stats(self) -> Callable[[], Awaitable[tuple[float, list[tuple[Any, ...]]]]] | None:
+        """The blocking driver's ``queue_stats`` in a worker thread; None when it has none
+        (`tenure.AsyncStore.queue_stats` then answers None)."""
+        counter = getattr(self.sync, "queue_stats", None)
+        if counter is None:
+            return None
+
+        async def run() -> tuple[float, list[tuple[Any, ...]]]:
+            found: tuple[float, list[tuple[Any, ...]]] = await anyio.to_thread.run_sync(counter)
+            return found
+
+        return run
 
     def transaction(self, operation: str, conn: Any, payload_limit: int) -> ThreadedTransaction:
         opener = getattr(self.sync, "transaction", None)

@@ -19,6 +19,7 @@ worker of this process still holds the lease behind a token.
 from ._config import Handler, Isolation, default_owner
 from ._context import JobContext, current_context
 from ._lease import TokenState, check_token, token_state
+from ._metrics import WorkerCollector, serve_metrics
 from ._stats import COUNTERS
 from ._worker import Worker
 
@@ -29,8 +30,10 @@ __all__ = [
     "JobContext",
     "TokenState",
     "Worker",
+    "WorkerCollector",
     "check_token",
     "current_context",
     "default_owner",
+    "serve_metrics",
     "token_state",
 ]

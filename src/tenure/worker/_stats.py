@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import threading
 
-__all__ = ["COUNTERS", "Progress", "Stats"]
+__all__ = ["COUNTERS", "RENEW_BUCKET_KEYS", "RENEW_LATENCY_BUCKETS", "Progress", "Stats"]
 
 # name -> what it counts (docs/worker.md lists the same table)
 COUNTERS: dict[str, str] = {
@@ -41,6 +43,12 @@ COUNTERS: dict[str, str] = {
 # Gauges and sums that are floats, reported next to the counters.
 _TIMINGS = ("renew_latency_max", "renew_latency_sum")
 
+# The upper bounds (seconds) of the renewal latency histogram: ``renew_latency_le_<bound>``
+# in a snapshot counts the renewals that took at most that long (cumulative, as Prometheus
+# histograms are; `tenure.worker.WorkerCollector` exports them).
+RENEW_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+RENEW_BUCKET_KEYS = tuple(f"renew_latency_le_{bound:g}" for bound in RENEW_LATENCY_BUCKETS)
+
 
 class Stats:
     """Thread-safe counters of one `tenure.Worker`; `snapshot` returns a plain dict."""
@@ -49,6 +57,7 @@ class Stats:
         self._lock = threading.Lock()
         self._counts: dict[str, int] = dict.fromkeys(COUNTERS, 0)
         self._timings: dict[str, float] = dict.fromkeys(_TIMINGS, 0.0)
+        self._renew_buckets = [0] * len(RENEW_LATENCY_BUCKETS)  # not cumulative here
 
     def incr(self, name: str, amount: int = 1) -> None:
         with self._lock:
@@ -60,11 +69,16 @@ class Stats:
             self._timings["renew_latency_sum"] += latency
             if latency > self._timings["renew_latency_max"]:
                 self._timings["renew_latency_max"] = latency
+            slot = bisect.bisect_left(RENEW_LATENCY_BUCKETS, latency)
+            if slot < len(self._renew_buckets):
+                self._renew_buckets[slot] += 1
 
     def snapshot(self) -> dict[str, float]:
         with self._lock:
             values: dict[str, float] = dict(self._counts)
             values.update(self._timings)
+            buckets = list(itertools.accumulate(self._renew_buckets))
+        values.update(zip(RENEW_BUCKET_KEYS, buckets, strict=True))
         renewals = values["renewals"]
         values["renew_latency_avg"] = values["renew_latency_sum"] / renewals if renewals else 0.0
         return values

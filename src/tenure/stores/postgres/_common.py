@@ -325,6 +325,7 @@ class SqlSet:
         "clock",
         "get",
         "list_page",
+        "queue_stats",
         "next_due",
         "submit",
         "submit_many",

@@ -48,6 +48,7 @@ from ._connection import (
 )
 from ._jobs import JobsMixin
 from ._migrate import prepare_schema
+from ._stats import queue_stats
 from ._transaction import PostgresTransaction
 
 __all__ = ["PostgresDriver"]
@@ -477,6 +478,13 @@ class PostgresDriver(JobsMixin):
     def get(self, job_id: str) -> Outcome:
         rows = self._rows("get", self._sql["get"], {"job_id": job_id, "now": self._now()})
         return rows[0].outcome
+
+    def queue_stats(self) -> tuple[float, list[tuple[Any, ...]]]:
+        """The live jobs of each queue (see `tenure._queue_stats`): one statement over the
+        partial index of claimable jobs (``_stats.py``)."""
+        if self._closed:
+            raise closed_error("queue_stats")
+        return queue_stats(self._pool, self._sql["queue_stats"], self._now())
 
     def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
         deadline = time.monotonic() + timeout

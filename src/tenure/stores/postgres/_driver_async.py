@@ -50,6 +50,7 @@ from ._connection_async import (
 )
 from ._jobs_async import AsyncJobsMixin
 from ._migrate_async import prepare_schema_async
+from ._stats_async import queue_stats_async
 from ._transaction_async import AsyncPostgresTransaction
 
 __all__ = ["AsyncPostgresDriver"]
@@ -485,6 +486,13 @@ class AsyncPostgresDriver(AsyncJobsMixin):
     async def get(self, job_id: str) -> Outcome:
         rows = await self._rows("get", self._sql["get"], {"job_id": job_id, "now": self._now()})
         return rows[0].outcome
+
+    async def queue_stats(self) -> tuple[float, list[tuple[Any, ...]]]:
+        """The live jobs of each queue (see `tenure._queue_stats`): one statement over the
+        partial index of claimable jobs (``_stats_async.py``)."""
+        if self._closed:
+            raise closed_error("queue_stats")
+        return await queue_stats_async(self._pool, self._sql["queue_stats"], self._now())
 
     async def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
         deadline = time.monotonic() + timeout

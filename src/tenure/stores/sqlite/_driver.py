@@ -40,6 +40,7 @@ from ._sql import (
     NEXT_DUE,
     PACKAGE,
     PICK,
+    QUEUE_STATS,
     READ_CLOCK,
     STORE_ID,
     SUBMIT,
@@ -493,6 +494,15 @@ class SQLiteDriver(SQLiteJobsMixin):
             as_of = float(now.fetchone()[0])
             row = read_row(self._conn.cursor(), GET, {"job_id": job_id})
         return Outcome(Status.MISSING if row is None else Status.APPLIED, row, as_of)
+
+    def queue_stats(self) -> tuple[float, list[tuple[Any, ...]]]:
+        """The live jobs of each queue (see `tenure._queue_stats`): one statement over the
+        partial index of claimable jobs, at the store time read just before it."""
+        with self._lock:
+            now = self._conn.execute(READ_CLOCK, self.clock_params())
+            as_of = float(now.fetchone()[0])
+            found = self._conn.execute(QUEUE_STATS, {"now": as_of}).fetchall()
+        return as_of, [tuple(row) for row in found]
 
     def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
         # SQLite cannot notify: watch PRAGMA data_version, which changes when another

@@ -22,6 +22,7 @@ __all__ = [
     "NEXT_DUE",
     "PACKAGE",
     "PICK",
+    "QUEUE_STATS",
     "READ_CLOCK",
     "STORE_ID",
     "SUBMIT",
@@ -49,6 +50,7 @@ GET = _load("get")
 LIST_PAGE = _load("list_page")
 NEXT_DUE = _load("next_due")
 PICK = _load("pick")
+QUEUE_STATS = _load("queue_stats")
 READ_CLOCK = _load("read_clock")
 STORE_ID = _load("store_id")
 SUBMIT = _load("submit")

@@ -1,0 +1,102 @@
+"""``tenure dashboard``: the web dashboard of a store (`tenure.dashboard`), served by uvicorn."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from ..errors import InvalidArgument
+from . import CliError, CliState, CliUsageError, common_options
+
+__all__ = ["dashboard"]
+
+DEFAULT_PORT = 8321
+
+
+@click.command("dashboard")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_envvar=True,
+    help="Address to listen on. Anything but a loopback address needs authentication.",
+)
+@click.option(
+    "--port", type=click.IntRange(0, 65535), default=DEFAULT_PORT, show_envvar=True, help="Port."
+)
+@click.option(
+    "--read-only",
+    is_flag=True,
+    default=False,
+    show_envvar=True,
+    help="Offer no action on jobs; refuse every POST.",
+)
+@click.option(
+    "--auth-token",
+    metavar="T",
+    default=None,
+    show_envvar=True,
+    help="Require this token: 'Authorization: Bearer T', or T as the password of basic auth "
+    "(any user name). Basic auth with a user of its own: TENURE_DASHBOARD_USER and "
+    "TENURE_DASHBOARD_PASSWORD.",
+)
+@click.option(
+    "--refresh",
+    type=click.FloatRange(0.2, 3600),
+    default=2.0,
+    show_envvar=True,
+    metavar="S",
+    help="Seconds between live updates of the queues and jobs tables.",
+)
+@common_options
+@click.pass_obj
+def dashboard(
+    state: CliState,
+    host: str,
+    port: int,
+    read_only: bool,
+    auth_token: str | None,
+    refresh: float,
+) -> None:
+    """Serve the web dashboard of the store: queues, jobs, each job's lease, /metrics.
+
+    It listens on 127.0.0.1 unless --host says otherwise; any other address is refused
+    unless authentication is set (--auth-token, or TENURE_DASHBOARD_USER and
+    TENURE_DASHBOARD_PASSWORD), since the pages show every job's payload.
+    """
+    try:
+        from ..dashboard import LOOPBACK_NAMES, Auth, check_bind, create_app, is_loopback
+    except ImportError as exc:
+        raise CliError(str(exc), json_mode=state.json) from exc
+    try:
+        auth = Auth(
+            token=auth_token or None,
+            user=os.environ.get("TENURE_DASHBOARD_USER") or None,
+            password=os.environ.get("TENURE_DASHBOARD_PASSWORD") or None,
+        )
+        check_bind(host, auth)
+    except InvalidArgument as exc:
+        raise CliUsageError(str(exc), json_mode=state.json, kind="InvalidArgument") from exc
+    try:
+        import uvicorn
+    except ImportError as exc:
+        raise CliError(
+            "tenure dashboard needs uvicorn: pip install 'tenure[dashboard]'", json_mode=state.json
+        ) from exc
+    # On loopback without authentication, only loopback Host names (DNS rebinding).
+    hosts = (*LOOPBACK_NAMES, host) if is_loopback(host) and not auth.enabled else None
+    app = create_app(
+        state.store(create=False),
+        read_only=read_only,
+        auth=auth,
+        refresh=refresh,
+        allowed_hosts=hosts,
+    )
+    shown = f"[{host}]" if ":" in host else host
+    click.echo(
+        f"tenure dashboard of {state.store_url} on http://{shown}:{port}/"
+        + (" (read-only)" if read_only else "")
+        + (" (authentication required)" if auth.enabled else ""),
+        err=True,
+    )
+    uvicorn.run(app, host=host, port=port, log_level="warning")

@@ -1,0 +1,246 @@
+"""`create_app`: the dashboard as an ASGI application (Starlette), for `tenure dashboard`
+or to mount in an application of your own."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+from importlib.resources import files
+from typing import Any
+from urllib.parse import parse_qs, urlencode
+
+from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from .._store import Store
+from .._store_async import AsyncStore
+from .._validate import MAX_BATCH
+from ..errors import InvalidArgument, JobNotFound, StoreUnavailable
+from ._actions import ACTIONS, Action, actions_by_name
+from ._reader import Reader
+from ._security import (
+    CSRF_COOKIE,
+    CSRF_FIELD,
+    SECURITY_HEADERS,
+    Auth,
+    AuthMiddleware,
+    HostCheck,
+    csrf_ok,
+    new_csrf_token,
+)
+from ._views import STATES, Filters, clock_time, jobs_page, pretty_json, queues_page, seconds
+
+__all__ = ["create_app"]
+
+_PACKAGE = __package__ or "tenure.dashboard"
+_MAX_FORM = 16_384  # bytes of an action's POST body (a token, a job id, a name)
+
+
+def _query(**values: str | None) -> str:
+    return urlencode({k: v for k, v in values.items() if v is not None})
+
+
+class _Dashboard:
+    """The pages, over one store."""
+
+    def __init__(
+        self, store: AsyncStore | Store, read_only: bool, actions: Sequence[Action], refresh: float
+    ) -> None:
+        self.reader = Reader(store)
+        self.read_only = read_only
+        self.actions = actions_by_name(actions)
+        self.refresh = refresh
+        self.templates = Environment(
+            loader=PackageLoader(_PACKAGE, "templates"),
+            autoescape=select_autoescape(default=True, default_for_string=True),
+            undefined=StrictUndefined,
+        )
+        self.templates.globals.update(
+            clock_time=clock_time,
+            seconds=seconds,
+            pretty_json=pretty_json,
+            states=STATES,
+            max_batch=MAX_BATCH,
+            q_query=lambda queue, state: _query(queue=queue, state=state),
+            owner_query=lambda owner: _query(owner=owner),
+            job_query=lambda job_id: _query(id=job_id),
+            action_query=lambda job_id, name: _query(id=job_id, action=name),
+        )
+
+    def page(self, request: Request, name: str, status: int = 200, **values: Any) -> Response:
+        context = {
+            "base": request.scope.get("root_path", "").rstrip("/"),
+            "store_url": self.reader.url,
+            "read_only": self.read_only,
+            "refresh": self.refresh,
+            "page": name.removesuffix(".html").lstrip("_"),
+            **values,
+        }
+        text = self.templates.get_template(name).render(context)
+        return HTMLResponse(text, status_code=status, headers=SECURITY_HEADERS)
+
+    def message(
+        self, request: Request, status: int, heading: str, text: str, job_id: str | None = None
+    ) -> Response:
+        return self.page(
+            request, "message.html", status, heading=heading, message=text, job_id=job_id
+        )
+
+    # -- pages -------------------------------------------------------------------------
+
+    async def home(self, request: Request) -> Response:
+        return RedirectResponse(request.url_for("queues"), status_code=302)
+
+    async def queues(self, request: Request) -> Response:
+        return self.page(request, "queues.html", view=await queues_page(self.reader))
+
+    async def queues_table(self, request: Request) -> Response:
+        return self.page(request, "_queues_table.html", view=await queues_page(self.reader))
+
+    async def jobs(self, request: Request) -> Response:
+        view = await jobs_page(self.reader, Filters.parse(request.query_params))
+        return self.page(request, "jobs.html", view=view)
+
+    async def jobs_table(self, request: Request) -> Response:
+        view = await jobs_page(self.reader, Filters.parse(request.query_params))
+        return self.page(request, "_jobs_table.html", view=view)
+
+    async def job(self, request: Request) -> Response:
+        job = await self.reader.get(request.query_params.get("id", ""))
+        offered = [a for a in self.actions.values() if a.offered_for(job) and not self.read_only]
+        return self.page(request, "job.html", job=job, actions=offered)
+
+    async def job_summary(self, request: Request) -> Response:
+        job = await self.reader.get(request.query_params.get("id", ""))
+        return self.page(request, "_job_summary.html", job=job)
+
+    async def confirm(self, request: Request) -> Response:
+        job = await self.reader.get(request.query_params.get("id", ""))
+        action = self._action(request.query_params.get("action", ""))
+        if self.read_only:
+            return self.message(request, 403, "Read-only", "This dashboard is read-only.")
+        token = request.cookies.get(CSRF_COOKIE) or new_csrf_token()
+        question = action.confirm.replace("{job}", job.job_id)
+        response = self.page(
+            request,
+            "confirm.html",
+            job=job,
+            action=action,
+            question=question,
+            csrf_field=CSRF_FIELD,
+            csrf_token=token,
+        )
+        path = request.scope.get("root_path", "") or "/"
+        response.set_cookie(CSRF_COOKIE, token, httponly=True, samesite="strict", path=path)
+        return response
+
+    async def act(self, request: Request) -> Response:
+        if self.read_only:
+            return self.message(request, 403, "Read-only", "This dashboard is read-only.")
+        body = await request.body()
+        if len(body) > _MAX_FORM:
+            return self.message(request, 413, "Too large", "An action's form is a few fields.")
+        form = parse_qs(body.decode("utf-8", "replace"))
+
+        def field(name: str) -> str:
+            return (form.get(name) or [""])[0]
+
+        if not csrf_ok(request.cookies.get(CSRF_COOKIE), field(CSRF_FIELD)):
+            return self.message(
+                request,
+                403,
+                "Refused",
+                "The form's CSRF token is missing or wrong: open the job's page and confirm again.",
+            )
+        action = self._action(field("action"))
+        job_id = field("id")
+        await self.reader.get(job_id)  # JobNotFound: 404
+        done = action.run(self.reader.store, job_id)
+        if inspect.isawaitable(done):
+            await done
+        return RedirectResponse(
+            f"{request.scope.get('root_path', '')}/job?{_query(id=job_id)}", status_code=303
+        )
+
+    def _action(self, name: str) -> Action:
+        found = self.actions.get(name)
+        if found is None:
+            raise InvalidArgument("action", f"no action named {name!r} on this dashboard")
+        return found
+
+    async def metrics(self, request: Request) -> Response:
+        from ._metrics import CONTENT_TYPE, render_stats
+
+        try:
+            body = render_stats(await self.reader.queue_stats())
+        except StoreUnavailable:
+            body = render_stats(None, up=False)
+        return Response(body, headers={"content-type": CONTENT_TYPE, "cache-control": "no-store"})
+
+    # -- errors ------------------------------------------------------------------------
+
+    async def invalid(self, request: Request, exc: Exception) -> Response:
+        return self.message(request, 400, "Bad request", str(exc))
+
+    async def not_found(self, request: Request, exc: Exception) -> Response:
+        return self.message(request, 404, "No such job", str(exc))
+
+    async def unavailable(self, request: Request, exc: Exception) -> Response:
+        return self.message(request, 503, "Store unavailable", str(exc))
+
+
+def create_app(
+    store: AsyncStore | Store,
+    *,
+    read_only: bool = False,
+    auth: Auth | None = None,
+    actions: Sequence[Action] = ACTIONS,
+    refresh: float = 2.0,
+    allowed_hosts: Sequence[str] | None = None,
+) -> Starlette:
+    """The dashboard of ``store`` (an `AsyncStore`, or a blocking `Store` whose calls run in
+    worker threads), an ASGI application: run it with any ASGI server, or mount it::
+
+        app.mount("/tenure", tenure.dashboard.create_app(store, auth=Auth(token=...)))
+
+    ``read_only``: no action is offered, every POST is refused. ``auth``: what each request
+    must present (`Auth`; none by default: mount it behind your own authentication, or bind
+    to 127.0.0.1). ``actions``: the actions offered on jobs (see `Action`). ``refresh``:
+    seconds between the live updates of the queues and jobs tables. ``allowed_hosts``: the
+    only ``Host`` names answered (any port; 421 for others), against DNS rebinding when the
+    app listens on loopback without authentication (`tenure dashboard` then allows
+    `LOOPBACK_NAMES`); None: any. The store stays yours: the app never closes it.
+    """
+    if isinstance(refresh, bool) or not isinstance(refresh, (int, float)) or not refresh > 0:
+        raise InvalidArgument("refresh", f"must be a positive number of seconds, got {refresh!r}")
+    board = _Dashboard(store, read_only, actions, float(refresh))
+    static = StaticFiles(directory=str(files(_PACKAGE).joinpath("static")))
+    app = Starlette(
+        routes=[
+            Route("/", board.home),
+            Route("/queues", board.queues, name="queues"),
+            Route("/queues/table", board.queues_table),
+            Route("/jobs", board.jobs, name="jobs"),
+            Route("/jobs/table", board.jobs_table),
+            Route("/job", board.job, name="job"),
+            Route("/job/summary", board.job_summary),
+            Route("/job/confirm", board.confirm),
+            Route("/job/action", board.act, methods=["POST"]),
+            Route("/metrics", board.metrics),
+            Mount("/static", static, name="static"),
+        ],
+        exception_handlers={
+            InvalidArgument: board.invalid,
+            JobNotFound: board.not_found,
+            StoreUnavailable: board.unavailable,
+        },
+    )
+    if auth is not None and auth.enabled:
+        app.add_middleware(AuthMiddleware, auth=auth)
+    if allowed_hosts is not None:
+        app.add_middleware(HostCheck, names=tuple(allowed_hosts))
+    return app

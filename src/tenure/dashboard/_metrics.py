@@ -1,0 +1,113 @@
+"""Store metrics for Prometheus: a `prometheus_client` collector over `Store.queue_stats`
+(one bounded store query per scrape), and the text of one scrape for the dashboard's
+``/metrics``.
+
+==================================== ======== ==================================================
+name                                 type     what
+==================================== ======== ==================================================
+``tenure_jobs{queue,state}``         gauge    live jobs by the store's state (``ready``: due or
+                                              not; ``leased``: expired leases included)
+``tenure_jobs_scheduled{queue}``     gauge    ready jobs not due yet (delay, retry backoff)
+``tenure_leases_expired{queue}``     gauge    leased jobs whose lease expired, not claimed again
+``tenure_oldest_ready_age_seconds``  gauge    how long the oldest due ready job of ``queue`` has
+                                              waited (0 when none is due)
+``tenure_store_up``                  gauge    1 when the store answered this scrape, else 0
+``tenure_store_stats_supported``     gauge    0 when the store cannot count (Redis, for now)
+==================================== ======== ==================================================
+
+Labels carry queue names only (never job ids): as many series as queues.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from .._queue_stats import StoreStats
+from .._store import Store
+from ..errors import StoreUnavailable
+
+if TYPE_CHECKING:
+    from prometheus_client.metrics_core import Metric
+
+__all__ = ["CONTENT_TYPE", "StoreCollector", "render_stats", "store_families"]
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+def store_families(stats: StoreStats | None, *, up: bool = True) -> list[Metric]:
+    """The metric families of one `StoreStats` (None: the store cannot count)."""
+    from prometheus_client.core import GaugeMetricFamily
+
+    store_up = GaugeMetricFamily("tenure_store_up", "1 when the store answered, else 0")
+    store_up.add_metric([], 1.0 if up else 0.0)
+    supported = GaugeMetricFamily(
+        "tenure_store_stats_supported",
+        "1 when the store counts its live jobs by queue (SQLite, PostgreSQL), 0 if not (Redis)",
+    )
+    supported.add_metric([], 0.0 if up and stats is None else 1.0)
+    families: list[Metric] = [store_up, supported]
+    if stats is None:
+        return families
+    jobs = GaugeMetricFamily(
+        "tenure_jobs", "Live jobs by queue and state", labels=["queue", "state"]
+    )
+    scheduled = GaugeMetricFamily(
+        "tenure_jobs_scheduled", "Ready jobs not due yet, by queue", labels=["queue"]
+    )
+    expired = GaugeMetricFamily(
+        "tenure_leases_expired",
+        "Leased jobs whose lease expired and that no claim has taken again yet",
+        labels=["queue"],
+    )
+    oldest = GaugeMetricFamily(
+        "tenure_oldest_ready_age_seconds",
+        "Seconds the oldest due ready job of the queue has waited, by store time",
+        labels=["queue"],
+    )
+    for queue in stats.queues:
+        jobs.add_metric([queue.queue, "ready"], queue.ready + queue.scheduled)
+        jobs.add_metric([queue.queue, "leased"], queue.leased + queue.expired)
+        scheduled.add_metric([queue.queue], queue.scheduled)
+        expired.add_metric([queue.queue], queue.expired)
+        oldest.add_metric([queue.queue], queue.oldest_ready_age)
+    return [*families, jobs, scheduled, expired, oldest]
+
+
+class StoreCollector:
+    """A `prometheus_client` collector of a blocking `tenure.Store`'s metrics, one
+    ``queue_stats`` query per scrape::
+
+        from prometheus_client import REGISTRY, start_http_server
+        REGISTRY.register(StoreCollector(tenure.connect(url)))
+        start_http_server(9321)
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def collect(self) -> Iterator[Metric]:
+        try:
+            stats, up = self.store.queue_stats(), True
+        except StoreUnavailable:
+            stats, up = None, False
+        yield from store_families(stats, up=up)
+
+    def describe(self) -> list[Metric]:
+        return []  # no query at registration: families are known at scrape time only
+
+
+def render_stats(stats: StoreStats | None, *, up: bool = True) -> bytes:
+    """The text exposition of one scrape (what ``/metrics`` answers)."""
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.registry import Collector
+
+    families = store_families(stats, up=up)
+
+    class _Once(Collector):
+        def collect(self) -> Iterator[Metric]:
+            yield from families
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Once())
+    return generate_latest(registry)

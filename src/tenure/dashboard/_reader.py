@@ -1,0 +1,58 @@
+"""What the dashboard reads from a store, async whatever the store: an `AsyncStore` is
+awaited, a blocking `Store` runs in a worker thread (the event loop never blocks on it)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from typing import Any, TypeVar
+
+import anyio.to_thread
+
+from .._queue_stats import StoreStats
+from .._store import Store
+from .._store_async import AsyncStore
+from ..errors import InvalidArgument
+from ..models import Job
+
+__all__ = ["Reader"]
+
+T = TypeVar("T")
+
+
+class Reader:
+    """The read operations of one store, as coroutines."""
+
+    def __init__(self, store: AsyncStore | Store) -> None:
+        if not isinstance(store, (AsyncStore, Store)):
+            raise InvalidArgument(
+                "store", f"must be a tenure.Store or tenure.aio.AsyncStore, not {type(store)}"
+            )
+        self.store = store
+
+    @property
+    def url(self) -> str:
+        return self.store.url
+
+    async def _run(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        method = getattr(self.store, name)
+        if isinstance(self.store, AsyncStore):
+            return await method(*args, **kwargs)
+        call: Callable[[], Any] = partial(method, *args, **kwargs)
+        return await anyio.to_thread.run_sync(call)
+
+    async def now(self) -> float:
+        found: float = await self._run("now")
+        return found
+
+    async def get(self, job_id: str) -> Job:
+        found: Job = await self._run("get", job_id)
+        return found
+
+    async def jobs(self, *, queue: str | None, state: str | None, limit: int) -> list[Job]:
+        found: list[Job] = await self._run("jobs", queue=queue, state=state, limit=limit)
+        return found
+
+    async def queue_stats(self) -> StoreStats | None:
+        found: StoreStats | None = await self._run("queue_stats")
+        return found

@@ -1,0 +1,143 @@
+"""What each page shows, read from the store: plain values for the templates (which escape
+every one of them), no HTML here."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+from urllib.parse import urlencode
+
+from .._queue_stats import StoreStats
+from .._validate import MAX_BATCH
+from ..errors import InvalidArgument
+from ..models import Job, JobState
+from ._reader import Reader
+
+__all__ = [
+    "PAGE_SIZE",
+    "STATES",
+    "Filters",
+    "JobsPage",
+    "QueuesPage",
+    "clock_time",
+    "jobs_page",
+    "pretty_json",
+    "queues_page",
+    "seconds",
+]
+
+PAGE_SIZE = 50
+STATES = tuple(str(state) for state in JobState)
+
+
+@dataclass(frozen=True)
+class Filters:
+    """The jobs page's filters, from its query string. ``queue`` and ``state`` go to the
+    store; ``owner`` (exact) and ``prefix`` (of the job id) are applied to what it returns."""
+
+    queue: str | None = None
+    state: str | None = None
+    owner: str | None = None
+    prefix: str | None = None
+    page: int = 1
+
+    @classmethod
+    def parse(cls, query: Any) -> Filters:
+        def text(name: str) -> str | None:
+            value = str(query.get(name, "")).strip()
+            return value or None
+
+        state = text("state")
+        if state is not None and state not in STATES:
+            raise InvalidArgument("state", f"must be one of {', '.join(STATES)}, got {state!r}")
+        page_text = text("page") or "1"
+        if not (page_text.isascii() and page_text.isdigit()) or not 1 <= int(page_text) <= 10**6:
+            raise InvalidArgument("page", f"must be a page number from 1, got {page_text!r}")
+        return cls(text("queue"), state, text("owner"), text("prefix"), int(page_text))
+
+    def query(self, **changes: Any) -> str:
+        """This filter's query string, with ``changes`` (e.g. ``page=2``)."""
+        values = {
+            "queue": self.queue,
+            "state": self.state,
+            "owner": self.owner,
+            "prefix": self.prefix,
+            "page": self.page,
+            **changes,
+        }
+        kept = {k: v for k, v in values.items() if v is not None and not (k == "page" and v == 1)}
+        return urlencode(kept)
+
+
+@dataclass(frozen=True)
+class JobsPage:
+    filters: Filters
+    jobs: list[Job]
+    as_of: float
+    has_next: bool
+    # True when the store's listing stopped at its limit before the filters were done: the
+    # pages cover only the oldest MAX_BATCH jobs of the queue/state asked for.
+    truncated: bool
+
+
+async def jobs_page(reader: Reader, filters: Filters) -> JobsPage:
+    """One page of jobs, oldest first. The store's listing takes at most `MAX_BATCH` jobs
+    per call and has no cursor yet: pages past the oldest 1000 jobs of a queue/state are
+    not reachable here (the paged listing of the store will lift this)."""
+    in_process = filters.owner is not None or filters.prefix is not None
+    wanted = filters.page * PAGE_SIZE + 1
+    limit = MAX_BATCH if in_process else min(MAX_BATCH, wanted)
+    found = await reader.jobs(queue=filters.queue, state=filters.state, limit=limit)
+    as_of = found[0].as_of if found else await reader.now()
+    truncated = len(found) == limit and limit == MAX_BATCH
+    if filters.owner is not None:
+        found = [job for job in found if job.owner == filters.owner]
+    if filters.prefix is not None:
+        found = [job for job in found if job.job_id.startswith(filters.prefix)]
+    start = (filters.page - 1) * PAGE_SIZE
+    shown = found[start : start + PAGE_SIZE]
+    return JobsPage(filters, shown, as_of, len(found) > start + PAGE_SIZE, truncated)
+
+
+@dataclass(frozen=True)
+class QueuesPage:
+    stats: StoreStats | None
+    as_of: float
+    # Queues seen in the oldest jobs (when the store cannot count: Redis), else empty.
+    seen: list[str] = field(default_factory=list)
+
+
+async def queues_page(reader: Reader) -> QueuesPage:
+    stats = await reader.queue_stats()
+    if stats is not None:
+        return QueuesPage(stats, stats.as_of)
+    found = await reader.jobs(queue=None, state=None, limit=MAX_BATCH)
+    as_of = found[0].as_of if found else await reader.now()
+    return QueuesPage(None, as_of, sorted({job.queue for job in found}))
+
+
+def pretty_json(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+
+
+def clock_time(value: float | None) -> str:
+    """A store time as UTC, to the millisecond."""
+    if value is None:
+        return "—"
+    moment = datetime.fromtimestamp(value, tz=timezone.utc)
+    return moment.strftime("%Y-%m-%d %H:%M:%S.") + f"{moment.microsecond // 1000:03d} UTC"
+
+
+def seconds(value: float) -> str:
+    """A duration, short: 0.4 s, 12 s, 3 min 5 s, 2 h 1 min."""
+    size = abs(value)
+    sign = "-" if value < 0 else ""
+    if size < 10:
+        return f"{sign}{size:.1f} s"
+    if size < 120:
+        return f"{sign}{size:.0f} s"
+    if size < 7200:
+        return f"{sign}{int(size // 60)} min {int(size % 60)} s"
+    return f"{sign}{int(size // 3600)} h {int(size % 3600 // 60)} min"

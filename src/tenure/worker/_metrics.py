@@ -1,0 +1,104 @@
+"""A worker's counters for Prometheus: `WorkerCollector` reads `Worker.stats` at each scrape
+(nothing is added to the hot path; the counters are the ones `Stats` keeps anyway).
+
+Every counter of `COUNTERS` is ``tenure_worker_<name>_total``, except the causes of a lost
+lease, which are the ``reason`` label of ``tenure_worker_leases_lost_total``
+(``renewal_rejected``, ``deadline_passed``, ``other``); renewal latency is the histogram
+``tenure_worker_renewal_latency_seconds``; jobs in flight the gauge
+``tenure_worker_jobs_in_flight``. No job id or owner is a label.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from ._stats import COUNTERS, RENEW_BUCKET_KEYS, RENEW_LATENCY_BUCKETS
+
+if TYPE_CHECKING:
+    from prometheus_client.metrics_core import Metric
+
+__all__ = ["WorkerCollector", "serve_metrics"]
+
+_LOSS_REASONS = {
+    "lost_renewal_rejected": "renewal_rejected",
+    "lost_deadline_passed": "deadline_passed",
+}
+
+
+class WorkerCollector:
+    """A `prometheus_client` collector of one worker (anything with ``stats()``, as
+    `tenure.Worker` has)::
+
+        from prometheus_client import REGISTRY, start_http_server
+        REGISTRY.register(WorkerCollector(worker))
+        start_http_server(9322)
+    """
+
+    def __init__(self, worker: Any) -> None:
+        self.stats: Callable[[], dict[str, float]] = worker.stats
+
+    def describe(self) -> list[Metric]:
+        return list(self.collect())
+
+    def collect(self) -> Iterator[Metric]:
+        from prometheus_client.core import (
+            CounterMetricFamily,
+            GaugeMetricFamily,
+            HistogramMetricFamily,
+        )
+
+        values = self.stats()
+        for name, text in COUNTERS.items():
+            if name in _LOSS_REASONS or name == "leases_lost":
+                continue
+            yield CounterMetricFamily(f"tenure_worker_{name}", text, value=values.get(name, 0))
+        lost = CounterMetricFamily(
+            "tenure_worker_leases_lost",
+            "Leases lost while a handler ran, by reason",
+            labels=["reason"],
+        )
+        explained = 0.0
+        for counter, reason in _LOSS_REASONS.items():
+            lost.add_metric([reason], values.get(counter, 0))
+            explained += values.get(counter, 0)
+        lost.add_metric(["other"], max(0.0, values.get("leases_lost", 0) - explained))
+        yield lost
+        latency = HistogramMetricFamily(
+            "tenure_worker_renewal_latency_seconds",
+            "Seconds from sending a renewal to its confirmation",
+        )
+        buckets = [
+            (f"{bound:g}", values.get(key, 0))
+            for bound, key in zip(RENEW_LATENCY_BUCKETS, RENEW_BUCKET_KEYS, strict=True)
+        ]
+        buckets.append(("+Inf", values.get("renewals", 0)))
+        latency.add_metric([], buckets, sum_value=values.get("renew_latency_sum", 0.0))
+        yield latency
+        yield GaugeMetricFamily(
+            "tenure_worker_jobs_in_flight",
+            "Jobs whose handler is running now",
+            value=values.get("in_flight", 0),
+        )
+
+
+def serve_metrics(worker: Any, port: int, host: str = "127.0.0.1") -> Callable[[], None]:
+    """Serve ``worker``'s metrics on ``http://host:port/metrics`` (a thread of
+    prometheus_client's); returns how to stop it."""
+    try:
+        from prometheus_client import CollectorRegistry, start_http_server
+    except ImportError as exc:
+        raise ImportError(
+            "worker metrics need prometheus_client: pip install 'tenure[metrics]'",
+            name=exc.name,
+        ) from exc
+    registry = CollectorRegistry()
+    registry.register(WorkerCollector(worker))
+    server, thread = start_http_server(port, addr=host, registry=registry)
+
+    def stop() -> None:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+    return stop

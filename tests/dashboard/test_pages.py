@@ -1,0 +1,216 @@
+"""Every page of the dashboard, through Starlette's TestClient, over every store (the
+``store`` fixture: deterministic clocks, so lease times are exact)."""
+
+from __future__ import annotations
+
+import html as html_module
+import re
+from collections.abc import Iterator
+
+import pytest
+from starlette.testclient import TestClient
+
+import tenure
+from tenure.dashboard import create_app
+from tests.backends import Backend
+
+
+@pytest.fixture
+def client(store: tenure.Store) -> Iterator[TestClient]:
+    with TestClient(create_app(store)) as opened:
+        yield opened
+
+
+def _text(html: str) -> str:
+    """The visible text of a page, whitespace collapsed."""
+    return html_module.unescape(" ".join(re.sub(r"<[^>]+>", " ", html).split()))
+
+
+def test_home_redirects_to_queues(client: TestClient) -> None:
+    answer = client.get("/", follow_redirects=False)
+    assert answer.status_code == 302
+    assert answer.headers["location"].endswith("/queues")
+
+
+def test_queues_page_counts_live_jobs(
+    backend: Backend, store: tenure.Store, clock: tenure.ManualClock, client: TestClient
+) -> None:
+    for index in range(3):
+        store.submit(f"e{index}", queue="emails")
+    store.submit("later", queue="emails", delay=600)
+    store.claim("e0", "w1", 1)
+    clock.advance(5)  # e0's lease expired; e1, e2 waited 5 s
+    store.submit("r0", queue="reports")
+    assert store.claim("r0", "w2", 60) is not None
+
+    page = client.get("/queues")
+    assert page.status_code == 200
+    text = _text(page.text)
+    if backend.name == "redis":
+        assert "cannot count" in text
+        assert "emails" in text
+        assert "reports" in text
+        return
+    # queue, ready (due), scheduled, leased now, expired, oldest ready waits
+    assert re.search(r"emails 2 1 0 1 5\.0 s", text), text
+    assert re.search(r"reports 0 0 1 0 —", text), text
+    fragment = client.get("/queues/table")
+    assert fragment.status_code == 200
+    assert "<html" not in fragment.text
+    assert 'hx-trigger="every 2s"' in fragment.text
+
+
+def test_jobs_page_lists_filters_and_pages(
+    store: tenure.Store, clock: tenure.ManualClock, client: TestClient
+) -> None:
+    for index in range(120):
+        store.submit(f"job-{index:03d}", {"n": index}, queue="bulk" if index % 2 else "other")
+    lease = store.claim("job-001", "alice", 30)
+    assert lease is not None
+    clock.advance(10)
+
+    first = client.get("/jobs")
+    assert first.status_code == 200
+    assert first.text.count('class="job-row') == 50
+    assert "job-000" in first.text
+    assert "job-050" not in first.text
+    assert 'rel="next"' in first.text
+    third = client.get("/jobs?page=3")
+    assert third.text.count('class="job-row') == 20
+    assert 'rel="next"' not in third.text
+
+    bulk = client.get("/jobs", params={"queue": "bulk"})
+    assert bulk.text.count('class="job-row') == 50
+    assert "job-000" not in bulk.text
+    leased = client.get("/jobs", params={"state": "leased"})
+    assert leased.text.count('class="job-row') == 1
+    assert "20 s left" in _text(leased.text)  # 30 s lease, 10 s later by the store's clock
+    owned = client.get("/jobs", params={"owner": "alice"})
+    assert owned.text.count('class="job-row') == 1
+    assert "job-001" in owned.text
+    prefixed = client.get("/jobs", params={"prefix": "job-11"})
+    assert prefixed.text.count('class="job-row') == 10
+    nothing = client.get("/jobs", params={"prefix": "zzz"})
+    assert "No job matches" in nothing.text
+
+    table = client.get("/jobs/table", params={"queue": "bulk", "page": 2})
+    assert "<html" not in table.text
+    assert table.text.count('class="job-row') == 10
+    # the fragment polls itself with the same filters
+    assert 'hx-get="/jobs/table?queue=bulk&amp;page=2"' in table.text
+
+
+def test_jobs_page_refuses_bad_filters(client: TestClient) -> None:
+    assert client.get("/jobs", params={"state": "sleeping"}).status_code == 400
+    bad_page = client.get("/jobs", params={"page": "0"})
+    assert bad_page.status_code == 400
+    assert "page" in bad_page.text
+
+
+def test_job_page_shows_lease_owner_generation_and_values(
+    store: tenure.Store, clock: tenure.ManualClock, client: TestClient
+) -> None:
+    store.submit("report-7", {"month": "2026-11"}, queue="reports", max_attempts=3)
+    first = store.claim("report-7", "worker-a", 5)
+    assert first is not None
+    store.fail(first, "disk full", retry_in=0)
+    second = store.claim("report-7", "worker-b", 40)
+    assert second is not None
+    clock.advance(15)
+
+    page = client.get("/job", params={"id": "report-7"})
+    assert page.status_code == 200
+    text = _text(page.text)
+    assert "state leased" in text
+    assert "owner worker-b" in text
+    assert "generation 2" in text
+    assert "attempts 2 of 3" in text
+    assert "25 s left" in text
+    assert "by the store's clock" in text
+    assert '"month": "2026-11"' in text
+    assert "disk full" in text
+    assert "history of every attempt is not recorded yet" in text
+
+    summary = client.get("/job/summary", params={"id": "report-7"})
+    assert "<html" not in summary.text
+    assert "25 s left" in _text(summary.text)
+    assert 'hx-get="/job/summary?id=report-7"' in summary.text
+
+    store.complete(second, {"rows": 12})
+    done = _text(client.get("/job", params={"id": "report-7"}).text)
+    assert "state done" in done
+    assert "none held" in done
+    assert '"rows": 12' in done
+
+
+def test_job_page_of_an_expired_lease(
+    store: tenure.Store, clock: tenure.ManualClock, client: TestClient
+) -> None:
+    store.submit("slow")
+    assert store.claim("slow", "w", 2) is not None
+    clock.advance(9)
+    text = _text(client.get("/job", params={"id": "slow"}).text)
+    assert "expired 7.0 s ago, not claimed again yet" in text
+
+
+def test_unknown_and_invalid_job(client: TestClient) -> None:
+    missing = client.get("/job", params={"id": "nope"})
+    assert missing.status_code == 404
+    assert "nope" in missing.text
+    assert client.get("/job").status_code == 400  # no id
+
+
+def test_static_htmx_is_served_from_the_package(client: TestClient) -> None:
+    script = client.get("/static/htmx.min.js")
+    assert script.status_code == 200
+    assert script.text.startswith("/*! htmx 2.")
+    assert "Zero-Clause BSD" in script.text
+    page = client.get("/queues")
+    assert '<script src="/static/htmx.min.js"' in page.text
+    assert "http://" not in page.text.split("<main>")[0].replace("http://testserver", "")
+
+
+def test_mounted_under_a_prefix(store: tenure.Store) -> None:
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    store.submit("m1", queue="q")
+    outer = Starlette(routes=[Mount("/ops/tenure", app=create_app(store))])
+    with TestClient(outer) as client:
+        page = client.get("/ops/tenure/jobs")
+        assert page.status_code == 200
+        assert 'href="/ops/tenure/job?id=m1"' in page.text
+        assert 'src="/ops/tenure/static/htmx.min.js"' in page.text
+        assert client.get("/ops/tenure/static/htmx.min.js").status_code == 200
+        home = client.get("/ops/tenure/", follow_redirects=False)
+        assert home.headers["location"].endswith("/ops/tenure/queues")
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.mark.anyio
+async def test_an_async_store_works_too(url: str, clock: tenure.ManualClock) -> None:
+    import httpx
+
+    astore = await tenure.aio.connect(url, clock=clock, store_clock=clock)
+    try:
+        await astore.submit("a1", {"k": 1}, queue="async-q")
+        transport = httpx.ASGITransport(app=create_app(astore))
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            page = await client.get("/job", params={"id": "a1"})
+            assert page.status_code == 200
+            assert "async-q" in page.text
+            listing = await client.get("/jobs")
+            assert "a1" in listing.text
+    finally:
+        await astore.close()
+
+
+def test_create_app_checks_its_arguments(store: tenure.Store) -> None:
+    with pytest.raises(tenure.InvalidArgument, match="store"):
+        create_app("sqlite:///x.db")  # type: ignore[arg-type]
+    with pytest.raises(tenure.InvalidArgument, match="refresh"):
+        create_app(store, refresh=0)
