@@ -91,6 +91,15 @@ class History:
             done["repeat"] = True
         return self.op(proc, f, outcome, at, {"job": job, "gen": gen, "owner": owner}, **done)
 
+    def unreached(
+        self, f: str, proc: str, owner: str, job: str, gen: int, at: float, outcome: str = "fail"
+    ) -> str:
+        """A holder call that raised `StoreUnavailable` (``fail``: it surely did not reach
+        the store; ``unknown``: it may have)."""
+        invoke = {"job": job, "gen": gen, "owner": owner}
+        error = "could not reach the store: connection refused"
+        return self.op(proc, f, outcome, at, invoke, job=job, gen=gen, error=error)
+
     # -- the sink -----------------------------------------------------------------------
 
     def write(
@@ -142,6 +151,13 @@ class History:
             max_attempts=5,
             result={"gen": gen} if state == "done" else None,
         )
+
+    def outage(self, kind: str, start: float, end: float) -> None:
+        """A store fault (store-restart, store-kill): the server down from ``start`` to
+        ``end`` (seconds after T0, host time)."""
+        fields = {"type": "event", "f": "fault", "kind": kind}
+        self._event("nemesis", t=T0 + start, phase="start", how="stop", outage=0.3, **fields)
+        self._event("nemesis", t=T0 + end, phase="end", down_s=round(end - start, 3), **fields)
 
     def fault(self, kind: str, at: float, target: str = "w1.1") -> None:
         self._event(

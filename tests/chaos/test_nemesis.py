@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -89,3 +92,62 @@ def test_a_fault_whose_injection_raised_is_named_failed(tmp_path: Path) -> None:
         "failed: RuntimeError: no such worker table"
     ]
     assert '"f":"fault-error"' in (tmp_path / "nemesis.jsonl").read_text(encoding="utf-8")
+
+
+class _Server(_Target):
+    """A store server that takes its outages on a thread, one at a time."""
+
+    def __init__(self) -> None:
+        self.busy = False
+        self.threads: list[threading.Thread] = []
+
+    def store_outage(
+        self, outage: float, *, kill: bool, record: Callable[[str, dict[str, Any]], None]
+    ) -> bool:
+        if self.busy:
+            return False
+        self.busy = True
+
+        def run() -> None:
+            record("start", {"how": "kill" if kill else "stop", "server_pid": 1})
+            time.sleep(outage)
+            record("end", {"down_s": outage})
+            self.busy = False
+
+        self.threads.append(threading.Thread(target=run))
+        self.threads[-1].start()
+        return True
+
+
+def test_store_outages_are_recorded_from_start_to_end_one_at_a_time(tmp_path: Path) -> None:
+    schedule = [
+        Fault(0.0, "store-kill", None, {"outage": 0.3}),
+        Fault(0.05, "store-restart", None, {"outage": 0.1}),  # while the kill is going on
+        Fault(0.6, "store-restart", None, {"outage": 0.1}),
+    ]
+    recorder = Recorder(tmp_path / "nemesis.jsonl", "nemesis")
+    target = _Server()
+    nemesis = Nemesis(schedule, target, recorder)  # type: ignore[arg-type]
+    nemesis.start()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and len(target.threads) < 2:
+        time.sleep(0.01)
+    for thread in target.threads:
+        thread.join(5)
+    nemesis.stop()
+    recorder.close()
+    assert [why for _, why in nemesis.not_injected()] == [
+        "the store was still in the previous store fault (restart, kill, SQLite pause)"
+    ]
+    assert nemesis.injected == {"store-kill": 1, "store-restart": 1}
+    events = [json.loads(line) for line in (tmp_path / "nemesis.jsonl").read_text().splitlines()]
+    faults = [(e["kind"], e["phase"]) for e in events if e["f"] == "fault"]
+    assert faults == [
+        ("store-kill", "start"),
+        ("store-kill", "end"),
+        ("store-restart", "start"),
+        ("store-restart", "end"),
+    ]
+    start = next(e for e in events if e["f"] == "fault" and e["phase"] == "start")
+    assert start["outage"] == 0.3  # the scheduled parameters ride on the start
+    assert start["how"] == "kill"

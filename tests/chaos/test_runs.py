@@ -43,6 +43,40 @@ def _seed(url: str) -> int:
     raise AssertionError("no seed found")
 
 
+STALL = ("pause-handler",)
+
+
+def _stall_seed(url: str) -> int:
+    """For ``--unsafe no-fence`` (run with ``--faults pause-handler`` alone): a seed whose
+    schedule stops a worker mid-handler twice in the first half for 2.5 TTL or more, each
+    followed by a claim storm on its jobs. The stopped holder's lease expires within a
+    TTL, the storm claims its job at once and writes the next generation's records, so
+    the holder's stamped write, sent when it resumes, reaches the sink after the takeover:
+    refused (409), resent unfenced and accepted, which I4 must flag. With the other faults
+    in the mix this was left to timing: a store pause could hold the storm's claims until
+    the stalled holder had resumed and written first, and the run came out VALID."""
+    for seed in range(1, 1000):
+        faults = make_schedule(
+            seed,
+            store=store_kind(url),
+            workers=WORKERS,
+            ttl=TTL,
+            duration=DURATION,
+            interval=INTERVAL,
+            kinds=STALL,
+        )
+        stalls = [
+            f
+            for f in faults
+            if f.at < DURATION / 2
+            and f.params["storm"] == 1.0
+            and f.params["duration"] >= 2.5 * TTL
+        ]
+        if len(stalls) >= 2:
+            return seed
+    raise AssertionError("no seed found")
+
+
 def _chaos(url: str, out: Path, *extra: str, png: bool = False) -> tuple[int, list[str]]:
     command = [
         sys.executable,
@@ -131,7 +165,11 @@ def test_chaos_run_is_valid(backend: Backend, tmp_path: Path) -> None:
 def test_unsafe_mode_fails_the_check(mode: str, caught: tuple[str, ...], tmp_path: Path) -> None:
     with SQLITE.isolated_url(tmp_path) as url:
         out = tmp_path / "run"
-        code, lines = _chaos(url, out, "--seed", str(_seed(url)), "--unsafe", mode)
+        if mode == "no-fence":
+            faults = ("--seed", str(_stall_seed(url)), "--faults", ",".join(STALL))
+        else:
+            faults = ("--seed", str(_seed(url)))
+        code, lines = _chaos(url, out, *faults, "--unsafe", mode)
         output = "\n".join(lines)
         assert code == 1, output
         assert lines[-2].startswith("verdict: INVALID"), output

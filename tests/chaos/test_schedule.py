@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from tenure.chaos import KINDS, make_schedule
-from tenure.chaos._nemesis import SERVER_ONLY
+from tenure.chaos._nemesis import SERVER_ONLY, STORE_FAULTS
 from tenure.cli import main
 
 
@@ -21,7 +23,8 @@ def test_same_seed_same_schedule() -> None:
     assert first == again
     assert first != other
     assert 200 < len(first) < 400  # a fault every ~2 s for 600 s
-    assert {f["kind"] for f in first} == set(KINDS)
+    # Every kind but the store faults, which are only scheduled when named.
+    assert {f["kind"] for f in first} == set(KINDS) - set(STORE_FAULTS)
     assert all(0 < f["at"] < 600 for f in first)  # type: ignore[operator]
     for fault in first:
         if str(fault["kind"]).startswith("pause"):
@@ -56,3 +59,48 @@ def test_bad_fault_kind_is_a_usage_error() -> None:
     result = CliRunner().invoke(main, ["chaos", "--faults", "pause,meteor", "--dry-run"])
     assert result.exit_code == 2
     assert "meteor" in result.output
+
+
+def test_store_faults_are_scheduled_only_when_named() -> None:
+    named = make_schedule(
+        7,
+        store="postgres",
+        workers=4,
+        ttl=2.0,
+        duration=120,
+        interval=2.0,
+        kinds=("store-restart", "store-kill", "pause"),
+    )
+    kinds = [f.kind for f in named]
+    assert {"store-restart", "store-kill", "pause"} == set(kinds)
+    for fault in named:
+        if fault.kind in STORE_FAULTS:
+            assert fault.target is None
+            # Down for 0.1-0.25 TTL between the stop and the start: well within a lease.
+            assert 0.2 <= fault.params["outage"] <= 0.5, fault
+    # A default schedule has none (so a seed's default schedule did not change with them).
+    default = make_schedule(7, store="postgres", workers=4, ttl=2.0, duration=120)
+    assert not {f.kind for f in default} & set(STORE_FAULTS)
+
+
+def test_store_restart_is_refused_on_sqlite() -> None:
+    result = CliRunner().invoke(
+        main, ["chaos", "--faults", "store-restart,pause", "--dry-run", "--seed", "1"]
+    )
+    assert result.exit_code == 2, result.output
+    assert "store-restart does not apply to SQLite: there is no server" in result.output
+    # store-kill does apply (the run's SQLite writer killed mid-transaction).
+    result = CliRunner().invoke(main, ["chaos", "--faults", "store-kill", "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert {f["kind"] for f in json.loads(result.output)["faults"]} == {"store-kill"}
+
+
+def test_store_faults_without_the_server_binaries_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no redis-server on it
+    args = ["--store", "redis://127.0.0.1:6379/0", "chaos", "--faults", "store-kill"]
+    result = CliRunner().invoke(main, [*args, "--dry-run"])
+    assert result.exit_code == 2, result.output
+    assert "redis-server not found on PATH" in result.output
+    assert "leave store-kill out" in result.output

@@ -17,8 +17,12 @@
   attempts; none is left ready or leased once the faults stopped.
 
 The run proves something only if its faults bit: the verdict is ``VALID`` when no invariant
-was violated *and* some stale completion or stale write was rejected; ``UNPROVEN`` when
-nothing was violated but nothing stale was caught either; ``INVALID`` otherwise.
+was violated *and* some stale completion or stale write was rejected, or a store fault
+(``store-restart``, ``store-kill``) caught store calls in flight and the run rode it out;
+``UNPROVEN`` when nothing was violated but nothing bit either; ``INVALID`` otherwise.
+
+Besides the invariants, the verdict counts the re-executions (a lost lease's handler run
+again) and those the store faults caused (tenure.chaos._outages defines both).
 
 Store times are compared with a tolerance of `EPS` (timestamps round-trip through floats).
 
@@ -34,7 +38,8 @@ from collections.abc import Iterable
 from ._context import EPS, Context
 from ._history import Event
 from ._invariants import UNITS
-from ._timeline import fault_spans, marks
+from ._outages import count_outages
+from ._timeline import fault_spans, marks, reexecution_marks
 from ._verdict import INVARIANTS, Interval, Mark, Verdict, Violation
 
 __all__ = ["EPS", "INVARIANTS", "Interval", "Mark", "Verdict", "Violation", "check_history"]
@@ -64,6 +69,14 @@ COUNTS = (
     "jobs_stranded",
     "pause_points_missed",
     "store_unknown",
+    "holder_calls_unreached",
+    "store_outages",
+    "store_outage_longest_ms",
+    "store_outage_calls",
+    "store_outage_errors",
+    "reexecutions",
+    "reexecutions_finished",
+    "reexecutions_store_faults",
 )
 
 
@@ -73,10 +86,13 @@ def check_history(events: Iterable[Event]) -> Verdict:
     violations = [violation for unit in UNITS for violation in unit(ctx)]
     faults, spans = fault_spans(ctx)
     timeline = marks(ctx)
+    for job, found in reexecution_marks(count_outages(ctx)).items():
+        timeline.setdefault(job, []).extend(found)
     counts = ctx.counts
     for key in COUNTS:
         counts.setdefault(key, 0)
     bit = counts["stale_completions_rejected"] + counts["stale_writes_rejected"] > 0
+    bit = bit or counts["store_outage_calls"] > 0  # the store went away under the workers
     if violations:
         status = "INVALID"
     elif not bit or not faults:

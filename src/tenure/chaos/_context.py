@@ -183,6 +183,10 @@ class Leases:
             if f != "renew":
                 settles[lease_key].append(op)
             return
+        if kind == "fail" and "error" in op:
+            # It raised before it reached the store: not a refusal.
+            counts["holder_calls_unreached"] += 1
+            return
         if kind == "fail":
             counts[f"stale_{_plural(f)}_rejected"] += 1
             return

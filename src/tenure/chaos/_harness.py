@@ -1,5 +1,8 @@
 """`run_chaos`: one chaos run, from submitting the jobs to the verdict and the report.
 
+0. With the store faults (``store-restart``, ``store-kill``) on PostgreSQL or Redis, start
+   a store server of the run's own (tenure.chaos._servers): the run's store is on it, with
+   the options of the URL given, and it is removed at the end.
 1. Submit the jobs (one queue of the run's own, so the store may hold other work).
 2. Start the reference fenced sink (``tenure sink serve``), a TCP proxy in front of a
    server store, the worker processes (`tenure.Worker`), the storm claimers and, for
@@ -17,24 +20,27 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import random
 import shutil
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from .._store import Store, connect
-from ..errors import TenureError
+from ..errors import InvalidArgument, TenureError
 from ._backend import UNSAFE_MODES, chaos_url, install
 from ._checker import Verdict, check_history
 from ._history import Recorder, merge_histories, read_history
 from ._ledger import record_sink
-from ._nemesis import KINDS, Fault, Nemesis, make_schedule
+from ._nemesis import KINDS, STORE_FAULTS, Fault, Nemesis, make_schedule
 from ._processes import Echo, Processes
 from ._report import run_origin, write_report
+from ._servers import OwnedServer, missing_binaries
 from ._target import FaultTarget
 
 __all__ = [
@@ -76,6 +82,34 @@ class ChaosOptions:
             unknown = sorted(set(self.kinds) - set(KINDS))
             if unknown:
                 raise ValueError(f"unknown fault kinds: {', '.join(unknown)}")
+        self._check_store_faults()
+
+    @property
+    def store_faults(self) -> tuple[str, ...]:
+        """The store faults named in ``kinds`` (never in the default mix)."""
+        return tuple(kind for kind in STORE_FAULTS if kind in (self.kinds or ()))
+
+    def _check_store_faults(self) -> None:
+        faults = self.store_faults
+        if not faults:
+            return
+        kind = store_kind(self.store_url)
+        if kind == "sqlite" and "store-restart" in faults:
+            raise InvalidArgument(
+                "--faults",
+                "store-restart does not apply to SQLite: there is no server to stop and "
+                "start, every process opens the file itself (a writer stalled holding the "
+                "lock is store-pause; store-kill kills a writer -9 mid-transaction and "
+                "opens the file again)",
+            )
+        missing = missing_binaries(kind)
+        if missing is not None:
+            raise InvalidArgument(
+                "--faults",
+                f"{', '.join(faults)} on {kind}: the store must run on a {kind} server of "
+                f"the run's own (chaos never restarts the --store server), and {missing}; "
+                f"install it or leave {', '.join(faults)} out",
+            )
 
 
 @dataclass
@@ -256,7 +290,29 @@ def run_chaos(options: ChaosOptions, echo: Echo = print) -> ChaosResult:
     """Run one chaos run (see the module docstring); the verdict is in the result."""
     options.check()
     schedule = _fresh_out(options)
+    given_url = options.store_url
+    with _process_log(options.out):
+        server = _own_server(options, echo)
+        if server is not None:
+            options = replace(options, store_url=server.url)
+        try:
+            _run(options, echo, schedule, given_url, server)
+        finally:
+            if server is not None:
+                server.close(options.out / "logs")
+    return _result(options)
+
+
+def _run(
+    options: ChaosOptions,
+    echo: Echo,
+    schedule: list[Fault],
+    given_url: str,
+    server: OwnedServer | None,
+) -> None:
+    """The run itself, from starting its processes to recording the sink's ledger."""
     harness = Harness(options, echo)
+    harness.processes.server = server
     nemesis_rec = Recorder(options.out / "history" / "nemesis.jsonl", "nemesis")
     harness.rec.event(
         "config",
@@ -264,6 +320,8 @@ def run_chaos(options: ChaosOptions, echo: Echo = print) -> ChaosResult:
         store=harness.kind,
         queue=harness.queue,
         faults_scheduled=len(schedule),
+        given_store_url=given_url,
+        store_server=server.address if server is not None else None,
     )
     started = time.monotonic()
     try:
@@ -276,7 +334,48 @@ def run_chaos(options: ChaosOptions, echo: Echo = print) -> ChaosResult:
     harness.rec.event("run-end", seconds=round(time.monotonic() - started, 3))
     harness.rec.close()
     nemesis_rec.close()
-    return _result(options)
+
+
+@contextlib.contextmanager
+def _process_log(out: Path) -> Iterator[None]:
+    """While the run goes, the log lines of this process's own store clients (``tenure``,
+    ``psycopg``: a store outage makes them warn) go to ``logs/harness.log``, not the
+    terminal, beside the workers' logs."""
+    (out / "logs").mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(out / "logs" / "harness.log")
+    handler.setFormatter(
+        logging.Formatter("%(asctime)s harness %(levelname)s %(name)s: %(message)s")
+    )
+    loggers = [logging.getLogger(name) for name in ("tenure", "psycopg")]
+    propagate = [logger.propagate for logger in loggers]
+    for logger in loggers:
+        logger.addHandler(handler)
+        logger.propagate = False
+    try:
+        yield
+    finally:
+        for logger, before in zip(loggers, propagate, strict=True):
+            logger.removeHandler(handler)
+            logger.propagate = before
+        handler.close()
+
+
+def _own_server(options: ChaosOptions, echo: Echo) -> OwnedServer | None:
+    """The store server of the run's own, started, when its store faults need one."""
+    kind = store_kind(options.store_url)
+    if not options.store_faults or kind == "sqlite":
+        return None
+    server = OwnedServer(kind, options.store_url)
+    try:
+        server.start()
+    except BaseException:
+        server.close(options.out / "logs")
+        raise
+    echo(
+        f"  {', '.join(options.store_faults)}: the store runs on a {kind} server of the "
+        f"run's own, {server.address} (removed at the end; --store gave its kind and options)"
+    )
+    return server
 
 
 def _fresh_out(options: ChaosOptions) -> list[Fault]:

@@ -20,7 +20,15 @@ proxy-delay         every byte between workers and the store server held 0.5-1.5
 proxy-drop          the server's replies dropped, then the connections cut
 store-pause         SQLite: a writer stopped while it holds the write lock; PostgreSQL: a
                     worker's backend stopped (SIGSTOP via pg_backend_pid); Redis: CLIENT PAUSE
+store-restart       the run's own store server stopped (pg_ctl stop -m fast / SIGTERM) and
+                    started again after an outage of 0.1-0.25 TTL; not on SQLite
+store-kill          the same server killed with SIGKILL (PostgreSQL: the postmaster) and
+                    started again; SQLite: the lock holder killed -9 mid-transaction
 ==================  =====================================================================
+
+The store faults (store-restart, store-kill) are not in the default mix: they need a store
+server of the run's own (tenure.chaos._servers), so a run has them only when they are named
+(``--faults``).
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ from ._history import Recorder
 
 __all__ = [
     "KINDS",
+    "STORE_FAULTS",
     "Fault",
     "is_stopped",
     "make_schedule",
@@ -59,8 +68,11 @@ KINDS: dict[str, int] = {
     "proxy-delay": 2,
     "proxy-drop": 2,
     "store-pause": 1,
+    "store-restart": 2,
+    "store-kill": 2,
 }
-SERVER_ONLY = ("proxy-delay", "proxy-drop")
+SERVER_ONLY = ("proxy-delay", "proxy-drop", "store-restart")
+STORE_FAULTS = ("store-restart", "store-kill")  # only when named: a server of the run's own
 WORKER_KINDS = ("pause", "pause-handler", "pause-renew", "pause-complete", "skew", "kill")
 RATES = (0.5, 0.67, 1.5, 2.0)
 
@@ -93,7 +105,8 @@ def make_schedule(
     allowed = {
         kind: weight
         for kind, weight in KINDS.items()
-        if (kinds is None or kind in kinds) and (store != "sqlite" or kind not in SERVER_ONLY)
+        if (kind in kinds if kinds is not None else kind not in STORE_FAULTS)
+        and (store != "sqlite" or kind not in SERVER_ONLY)
     }
     names = sorted(allowed)
     weights = [allowed[name] for name in names]
@@ -133,6 +146,10 @@ def _params(rng: random.Random, kind: str, ttl: float) -> dict[str, float]:
         return {"window": r(rng.uniform(0.1, 0.5) * ttl)}
     if kind == "store-pause":
         return {"duration": r(rng.uniform(1.0, 2.0) * ttl)}
+    if kind in STORE_FAULTS:
+        # Down this long between the stop and the start (which adds its own time): well
+        # within the lease, which a renewal made at most a third of a TTL ago still holds.
+        return {"outage": r(rng.uniform(0.1, 0.25) * ttl)}
     return {}
 
 
@@ -162,6 +179,13 @@ class Target(Protocol):
 
     def store_pause(self, duration: float) -> dict[str, Any] | None:
         """Start a store pause; returns what was done (it ends by itself)."""
+
+    def store_outage(
+        self, outage: float, *, kill: bool, record: Callable[[str, dict[str, Any]], None]
+    ) -> bool:
+        """Stop the store's server (``kill``: SIGKILL it) and start it again ``outage``
+        seconds later, on a thread; ``record("start" | "end", what)`` as it goes. False
+        when the previous one is still going on."""
 
 
 def is_stopped(pid: int) -> bool:
@@ -261,8 +285,9 @@ class Nemesis:
                     self._outcome(fault, f"failed: {error}")
 
     def _record(self, kind: str, phase: str, **fields: Any) -> None:
-        if phase == "start":
-            self.injected[kind] = self.injected.get(kind, 0) + 1
+        if phase == "start":  # (store outages record from a thread of their own)
+            with self._lock:
+                self.injected[kind] = self.injected.get(kind, 0) + 1
         self._rec.event("fault", kind=kind, phase=phase, **fields)
 
     # -- faults --------------------------------------------------------------------------
@@ -309,7 +334,21 @@ class Nemesis:
                 self._at(time.monotonic() + p["duration"], lambda: self._record(kind, "end"))
             else:
                 outcome = "the store could not be paused (nothing held it at that moment)"
+        elif kind in STORE_FAULTS:
+            outcome = self._store_outage(fault)
         self._outcome(fault, outcome)
+
+    def _store_outage(self, fault: Fault) -> str:
+        kind = fault.kind
+
+        def record(phase: str, what: dict[str, Any]) -> None:
+            self._record(kind, phase, **what, **(fault.params if phase == "start" else {}))
+
+        if self._target.store_outage(
+            fault.params["outage"], kill=kind == "store-kill", record=record
+        ):
+            return _INJECTED
+        return "the store was still in the previous store fault (restart, kill, SQLite pause)"
 
     def _pause(self, fault: Fault) -> str:
         assert fault.target is not None

@@ -9,7 +9,10 @@
   ``window`` seconds; a claim it wins runs the workload and completes, as a worker would.
 * ``sqlite-locker``: holds the SQLite store's write lock on command (``lock`` /
   ``unlock`` on stdin; answers ``locked`` / ``unlocked``); the nemesis stops it with
-  SIGSTOP while it holds the lock: a SQLite writer stalled mid-transaction.
+  SIGSTOP while it holds the lock: a SQLite writer stalled mid-transaction. On ``write
+  QUEUE`` it also changes the rows of that queue without committing (a small page cache,
+  so that the changes spill into the WAL) and answers ``locked``: the nemesis then kills it
+  with SIGKILL, a SQLite writer that died mid-transaction.
 
 CONFIG is the run's ``config.json`` (written by the harness).
 """
@@ -31,7 +34,7 @@ from typing import Any, SupportsIndex
 
 from .._protocol import RetryPolicy
 from .._store import connect
-from ..errors import TenureError
+from ..errors import StoreLost, StoreUnavailable, TenureError
 from ..models import Lease
 from ..stores.sqlite import parse_sqlite_url
 from ..worker import JobContext, Worker, default_owner
@@ -142,8 +145,16 @@ def _storm_work(store: Any, sink: SinkClient, lease: Lease, control: Control, ow
 
     try:
         work(sink, lease, lease.token, owner, 0.05, check=check)
-        check()
-        store.complete(lease, {"gen": lease.generation, "proc": "storm", "owner": owner})
+        result = {"gen": lease.generation, "proc": "storm", "owner": owner}
+        while True:  # through a store outage, as a worker would, within the lease
+            check()
+            try:
+                store.complete(lease, result)
+                return
+            except StoreLost:
+                raise
+            except StoreUnavailable:
+                time.sleep(0.05)
     except (TenureError, TimeoutError):
         pass  # recorded by the store and the sink client; the lease expires
 
@@ -151,12 +162,20 @@ def _storm_work(store: Any, sink: SinkClient, lease: Lease, control: Control, ow
 def run_sqlite_locker(config: dict[str, Any], name: str) -> None:
     path = parse_sqlite_url(config["store_url"])["path"]
     conn = sqlite3.connect(path, timeout=60, isolation_level=None)
+    conn.execute("PRAGMA cache_size = 2")
     print("ready", flush=True)
     for line in sys.stdin:
-        command = line.strip()
+        command, _, queue = line.strip().partition(" ")
         try:
             if command == "lock":
                 conn.execute("BEGIN IMMEDIATE")
+                print("locked", flush=True)
+            elif command == "write":
+                conn.execute("BEGIN IMMEDIATE")
+                # A real change (an unchanged row is not written), never committed.
+                conn.execute(
+                    "UPDATE tenure_jobs SET payload = payload || ' ' WHERE queue = ?", (queue,)
+                )
                 print("locked", flush=True)
             elif command == "unlock":
                 conn.execute("ROLLBACK")

@@ -1,7 +1,9 @@
 """The processes of one chaos run, started and stopped: the reference fenced sink, the
 TCP proxy in front of a server store, the worker processes (restarted by a supervisor
-when killed), the storm claimers and, for SQLite, the lock holder; and each worker's
-control file (its clock, its armed pause point)."""
+when killed), the storm claimers and, for SQLite, the lock holder (started again when the
+nemesis kills it); and each worker's control file (its clock, its armed pause point). The
+store server of the run's own, when it has one (`server`), is started and removed by the
+harness."""
 
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from urllib.parse import urlsplit
 from ._history import Recorder
 from ._nemesis import is_stopped
 from ._proxy import Proxy
+from ._servers import OwnedServer
 
 if TYPE_CHECKING:
     from ._harness import ChaosOptions
@@ -90,6 +93,7 @@ class Processes:
         self.sink: subprocess.Popen[str] | None = None
         self.sink_url = ""
         self.proxy: Proxy | None = None
+        self.server: OwnedServer | None = None  # the store server the run owns, if any
         self.worker_url = options.store_url
         self.stopped_backends: set[int] = set()
         self.config_path = self.out / "config.json"
@@ -248,11 +252,13 @@ class Processes:
                 raise RuntimeError(f"a storm process did not start (see {self.out / 'logs'})")
 
     def start_locker(self) -> None:
+        """The SQLite lock holder (again, after the nemesis killed the last one)."""
         if self.kind != "sqlite":
             return
-        self.locker = self._helper("sqlite-locker", "locker")
-        assert self.locker.stdout is not None
-        self.locker.stdout.readline()
+        locker = self._helper("sqlite-locker", "locker")
+        assert locker.stdout is not None
+        locker.stdout.readline()
+        self.locker = locker
 
     def _helper(self, role: str, name: str) -> subprocess.Popen[str]:
         """A process of tenure.chaos._proc spoken to over its stdin and stdout."""

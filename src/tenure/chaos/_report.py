@@ -54,6 +54,8 @@ FAULT_COLORS = {
     "proxy-delay": "#2980b9",
     "proxy-drop": "#1f618d",
     "store-pause": "#7f8c8d",
+    "store-restart": "#566573",
+    "store-kill": "#17202a",
 }
 
 
@@ -70,7 +72,7 @@ def _pick_jobs(verdict: Verdict) -> tuple[list[str], int]:
     score: dict[str, float] = {}
     for job, intervals in verdict.intervals.items():
         marks = verdict.marks.get(job, [])
-        stale = sum(1 for m in marks if m.kind.startswith(("rejected", "write-stale")))
+        stale = sum(1 for m in marks if m.kind.startswith(("rejected", "write-stale", "reexec")))
         score[job] = (1000 if job in bad else 0) + 10 * stale + len(intervals)
     for job in bad:
         score.setdefault(job, 1000)
@@ -110,7 +112,7 @@ def _label(job: str) -> str:
     return f"{job[:half]}…{job[-half:]}"
 
 
-STORE_WIDE = ("store-pause", "proxy-delay", "proxy-drop")
+STORE_WIDE = ("store-pause", "store-restart", "store-kill", "proxy-delay", "proxy-drop")
 
 
 def _spans(verdict: Verdict) -> list[tuple[float, float, dict[str, Any]]]:
@@ -306,6 +308,11 @@ def _mark(mark: Mark, x: Scale, y: int) -> str:
             f'<circle cx="{px:.1f}" cy="{y + 11}" r="4" fill="#bbb" stroke="#555">'
             f"<title>{title}</title></circle>"
         )
+    if mark.kind == "reexecuted":
+        return (
+            f'<text class="reexecuted" x="{px:.1f}" y="{y + 16}" text-anchor="middle" '
+            f'font-size="15" font-weight="bold" fill="#1f618d"><title>{title}</title>↻</text>'
+        )
     if mark.kind == "pause":
         return (
             f'<g><title>{title}</title><rect x="{px - 4:.1f}" y="{y + 2}" width="3" '
@@ -354,6 +361,7 @@ def render(verdict: Verdict, origin: float | None = None) -> str:
         '<b style="color:#e67e22">◆</b> stale write rejected by the sink &nbsp; '
         "│ write accepted &nbsp; ● write withheld by its worker &nbsp; "
         '<b style="color:#6c3483">❚❚</b> worker stopped &nbsp; '
+        '<b style="color:#1f618d">↻</b> a lost lease whose handler ran again &nbsp; '
         '<span class="swatch" style="background:#9b59b6;opacity:0.3"></span>shaded band '
         "behind a job: a fault that could have touched it (its holder paused, killed or "
         "skewed, a claim storm on it, a store-wide fault), in the colour of its lane"

@@ -1,6 +1,6 @@
 """What the nemesis acts on (`tenure.chaos._nemesis.Target`): a run's processes, its
-proxy and its store. Every fault here starts and returns; what must wait (a store pause)
-runs on a thread of the run's and ends by itself."""
+proxy and its store. Every fault here starts and returns; what must wait (a store pause, a
+store restart) runs on a thread of the run's and ends by itself."""
 
 from __future__ import annotations
 
@@ -27,7 +27,8 @@ class FaultTarget:
     def __init__(self, processes: Processes, side: Store) -> None:
         self.p = processes
         self.side = side  # the nemesis thread's own store client
-        self._locker_busy = threading.Lock()
+        self._locker_busy = threading.Lock()  # the SQLite lock holder is in a fault
+        self._outage_busy = threading.Lock()  # the store server is being restarted
 
     # -- workers -------------------------------------------------------------------------
 
@@ -209,11 +210,78 @@ class FaultTarget:
             client.close()
         return {"how": "client-pause"}
 
+    def store_outage(
+        self, outage: float, *, kill: bool, record: Callable[[str, dict[str, Any]], None]
+    ) -> bool:
+        server = self.p.server
+        if self.p.kind == "sqlite":
+            if not kill:
+                raise RuntimeError("store-restart does not apply to SQLite (no server)")
+            busy = self._locker_busy
+
+            def run() -> None:
+                self._kill_sqlite_writer(outage, record)
+
+        else:
+            if server is None:
+                raise RuntimeError("the run has no store server of its own to restart")
+            busy = self._outage_busy
+
+            def run() -> None:
+                assert server is not None
+                record("start", {"how": "kill" if kill else "stop", "server_pid": server.pid})
+                record("end", server.outage(outage, kill=kill))
+
+        if not busy.acquire(blocking=False):
+            return False
+
+        def guarded() -> None:
+            try:
+                run()
+            except Exception as exc:  # the history says; the start has no end then
+                kind = "store-kill" if kill else "store-restart"
+                error = f"{type(exc).__name__}: {exc}"[:300]
+                self.p.rec.event("fault-error", kind=kind, error=error)
+            finally:
+                busy.release()
+
+        self._in_thread(guarded)
+        return True
+
+    def _kill_sqlite_writer(
+        self, outage: float, record: Callable[[str, dict[str, Any]], None]
+    ) -> None:
+        """The SQLite lock holder takes the write lock and changes rows of the run's queue
+        without committing; ``outage`` seconds later it is killed -9 mid-transaction and a
+        new one opens the file."""
+        locker = self.p.locker
+        if locker is None or locker.stdin is None or locker.stdout is None:
+            raise RuntimeError("the SQLite lock holder is not running")
+        locker.stdin.write(f"write {self.p.queue}\n")
+        locker.stdin.flush()
+        answer = locker.stdout.readline().strip()
+        if answer != "locked":
+            raise RuntimeError(f"the SQLite lock holder answered {answer!r} to write")
+        began = time.monotonic()
+        try:
+            record("start", {"how": "sqlite-writer-killed", "target_pid": locker.pid})
+            time.sleep(outage)
+        finally:  # never left holding the lock
+            os.kill(locker.pid, signal.SIGKILL)
+            locker.wait(10)  # the lock is free: the next writer finds the transaction gone
+        down = round(time.monotonic() - began, 3)
+        record("end", {"how": "sqlite-writer-killed", "target_pid": locker.pid, "down_s": down})
+        self.p.start_locker()
+
     # -- healing -------------------------------------------------------------------------
 
     def heal(self) -> None:
         """Undo what the faults left: the proxy, the clocks and arms, a Redis pause, the
-        processes still stopped."""
+        processes still stopped; a store restart going on is waited for."""
+        if self._outage_busy.acquire(timeout=60):
+            self._outage_busy.release()
+        if self._locker_busy.acquire(timeout=60):
+            self._locker_busy.release()
         if self.p.proxy is not None:
             self.p.proxy.heal()
         with self.p.lock:

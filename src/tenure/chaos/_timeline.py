@@ -7,9 +7,10 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from ._context import Context
+from ._outages import Reexecution
 from ._verdict import Mark
 
-__all__ = ["fault_spans", "marks"]
+__all__ = ["fault_spans", "marks", "reexecution_marks"]
 
 
 def fault_spans(ctx: Context) -> tuple[Counter[str], list[dict[str, Any]]]:
@@ -96,3 +97,18 @@ def _write_mark(op: dict[str, Any], at: float) -> Mark | None:
             "already wrote",
         )
     return None
+
+
+def reexecution_marks(found: list[Reexecution]) -> dict[str, list[Mark]]:
+    """Per job: where a lost lease's handler was run again (at the lost lease's end)."""
+    marks: dict[str, list[Mark]] = defaultdict(list)
+    for r in found:
+        lost = r.lost
+        why = f"during a {r.outage.kind} outage" if r.outage is not None else "not in an outage"
+        work = "its work was done, its completion lost" if r.finished else "its handler had run"
+        detail = (
+            f"generation {lost.gen} lost its lease ({work}), {why}; generation "
+            f"{r.again.gen} ({r.again.proc}) ran the handler again"
+        )
+        marks[r.job].append(Mark(r.job, lost.end, "reexecuted", lost.gen, lost.proc, detail))
+    return dict(marks)

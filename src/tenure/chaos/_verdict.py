@@ -85,20 +85,43 @@ class Verdict:
         return found
 
     def headline(self) -> str:
+        """The verdict line (with the store faults' outcome when the run had some)."""
         c = self.counts
         if self.status == "VALID":
-            return (
+            line = (
                 f"VALID: I1-I5 held on {c['jobs_submitted']} jobs; faults bit: "
                 f"{c['stale_completions_rejected']} stale completions and "
                 f"{c['stale_writes_rejected']} stale writes rejected"
             )
-        if self.status == "UNPROVEN":
-            return (
+        elif self.status == "UNPROVEN":
+            line = (
                 "UNPROVEN: no invariant was violated, but no stale completion or stale write "
                 "was rejected either: the faults did not bite, so this run proves nothing"
             )
-        kinds = ", ".join(f"{key} x{len(v)}" for key, v in self.by_invariant().items() if v)
-        return f"INVALID: {len(self.violations)} violation(s) ({kinds})"
+        else:
+            kinds = ", ".join(f"{key} x{len(v)}" for key, v in self.by_invariant().items() if v)
+            line = f"INVALID: {len(self.violations)} violation(s) ({kinds})"
+        if c.get("store_outages"):
+            line += (
+                f"; {c['store_outages']} store outages caught {c['store_outage_calls']} "
+                f"store calls in flight, {c['reexecutions_store_faults']} re-executions "
+                "caused by them"
+            )
+        return line
+
+    def store_line(self) -> str | None:
+        """What the store faults did (None when the run had none)."""
+        c = self.counts
+        if not c.get("store_outages"):
+            return None
+        return (
+            f"store outages: {c['store_outages']} (longest "
+            f"{c['store_outage_longest_ms'] / 1000:g} s down), {c['store_outage_calls']} "
+            f"store calls in flight during them ({c['store_outage_errors']} failed); "
+            f"re-executions: {c['reexecutions_store_faults']} caused by store faults, "
+            f"{c['reexecutions']} in all ({c['reexecutions_finished']} after the handler "
+            "had finished)"
+        )
 
     def lines(self) -> list[str]:
         c, info = self.counts, self.info
@@ -133,6 +156,9 @@ class Verdict:
         )
         faults = ", ".join(f"{k} {n}" for k, n in sorted(self.faults.items())) or "none"
         out.append(f"faults: {sum(self.faults.values())} injected ({faults})")
+        store = self.store_line()
+        if store is not None:
+            out.append(store)
         if c["pause_points_missed"]:
             out.append(f"  {c['pause_points_missed']} armed pause points were not reached")
         for key, name in INVARIANTS.items():

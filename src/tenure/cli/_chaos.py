@@ -63,6 +63,11 @@ def _finish(
                     "headline": verdict.headline(),
                     "counts": verdict.counts,
                     "faults": verdict.faults,
+                    "reexecutions": {
+                        "store_faults": verdict.counts.get("reexecutions_store_faults", 0),
+                        "all": verdict.counts.get("reexecutions", 0),
+                        "store_outages": verdict.counts.get("store_outages", 0),
+                    },
                     "violations": [
                         {"invariant": v.invariant, "job": v.job, "message": v.message, "ops": v.ops}
                         for v in verdict.violations
@@ -121,7 +126,8 @@ def _finish(
     default=None,
     metavar="KIND,...",
     help="Only these fault kinds (pause, pause-handler, pause-renew, pause-complete, storm, "
-    "skew, kill, proxy-delay, proxy-drop, store-pause).",
+    "skew, kill, proxy-delay, proxy-drop, store-pause; and, only when named: store-restart, "
+    "store-kill, which run the store on a server of the run's own, never the --store one).",
 )
 @click.option(
     "--work", type=click.FloatRange(0, 60), default=0.2, help="Longest short-job work, seconds."
@@ -163,7 +169,9 @@ def chaos(
     Starts WORKERS `tenure.Worker` processes on the store (--store), the reference fenced
     sink, claim-storm processes and a nemesis (pauses, claim storms, clock skew, kills,
     network and store faults), then checks I1-I5. Without --store, a fresh SQLite file in
-    the output directory.
+    the output directory. With --faults store-restart / store-kill on PostgreSQL or Redis,
+    the store runs on a throwaway server the run starts (initdb + pg_ctl, redis-server)
+    and restarts; --store then gives only its kind and options (schema, key prefix).
     """
     from ..chaos import ChaosOptions, run_chaos, schedule_for
 
