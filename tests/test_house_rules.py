@@ -182,6 +182,8 @@ FLOORS: list[tuple[str, ...]] = [
         "tenure._store_async",
         "tenure._store_jobs",
         "tenure._store_jobs_async",
+        "tenure._store_control",
+        "tenure._store_control_async",
         "tenure.aio",
     ),
     ("tenure.worker", "tenure.fence"),

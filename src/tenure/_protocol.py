@@ -29,13 +29,26 @@ from ._validate import (
     validate_secret,
     validate_ttl,
 )
-from .errors import GenerationExhausted, InvalidArgument, JobNotFound, LeaseLost
+from .errors import (
+    GenerationExhausted,
+    InvalidArgument,
+    JobNotFound,
+    JobStateConflict,
+    LeaseLost,
+    StoreUnavailable,
+)
 from .models import Job, JobState, Lease, StrEnum
 
 __all__ = [
+    "CLAIM_RECOVERY_TRIES",
     "JOB_COLUMNS",
     "check_lease",
+    "claim_not_recovered",
+    "claim_recovery_budget",
+    "claim_recovery_pause",
     "claim_verdict",
+    "CONTROL_TAKES",
+    "control_verdict",
     "ClaimRequest",
     "ClaimVerdict",
     "Completion",
@@ -149,6 +162,40 @@ class JobFilter(NamedTuple):
 
 # A job in neither of these states is finished: done, dead, or any final state added later.
 UNFINISHED_STATES = ("ready", "leased")
+
+
+# A claim whose reply was lost (StoreUnavailable with outcome_unknown) is not resent
+# blindly: the store asks for the leases held under the claim's own secret hashes, which no
+# one else knows (`AsyncDriver.find_leases`). Found: they are what the claim took, since
+# every try of one claim sends the same hashes. None: no try took effect that the store
+# shows (or it took nothing), so sending the claim again cannot take a job twice; a try
+# still on its way that commits later only leaves leases that expire, as before. At most
+# CLAIM_RECOVERY_TRIES tries (a look, then a resend if nothing was found) within
+# `claim_recovery_budget`, so the leases found keep most of their time.
+CLAIM_RECOVERY_TRIES = 8
+
+
+def claim_recovery_budget(ttl: float) -> float:
+    """How long a claim whose reply was lost may spend finding out what it took: a third
+    of its ttl (its leases' time runs meanwhile), at most 5 s."""
+    return min(ttl / 3.0, 5.0)
+
+
+def claim_recovery_pause(attempt: int, jitter: float) -> float:
+    """The pause before recovery try ``attempt`` (0, 1, ...): 50 ms doubling to at most
+    0.5 s (a restarted server is usually back within a second), times ``jitter`` in
+    [0.5, 1.5)."""
+    return min(0.05 * 2.0**attempt, 0.5) * jitter
+
+
+def claim_not_recovered(operation: str, ttl: float, error: Exception) -> StoreUnavailable:
+    return StoreUnavailable(
+        f"{operation}: the reply was lost and the store could not be asked what the claim "
+        f"took within {claim_recovery_budget(ttl):.2g} s (last: {error}); jobs it may have "
+        "taken are claimable again when their lease ends",
+        operation=operation,
+        outcome_unknown=True,
+    )
 
 
 class ClaimRequest(NamedTuple):
@@ -388,6 +435,37 @@ def _ended_how(row: JobRow, lease: Lease, secret_hash: str | None) -> str:
     return f"the lease already ended (job is {row.state})"
 
 
+def _why_lost(row: JobRow, lease: Lease, now: float, secret_hash: str | None) -> tuple[str, str]:
+    """(one-word reason, plain words) for a rejected holder operation on an existing job."""
+    if row.generation < lease.generation:
+        return "never_granted", (
+            f"the store never granted generation {lease.generation} (the job is at "
+            f"generation {row.generation}): this lease is not one the store issued"
+        )
+    if row.state == JobState.CANCELLED:
+        # Cancel of a leased job moves the generation on: the holder is told it was
+        # cancelled, not that another worker took the job.
+        why = f": {row.error}" if row.error else ""
+        return "cancelled", (f"the job was cancelled (now at generation {row.generation}){why}")
+    if row.generation != lease.generation and row.state == JobState.LEASED:
+        return "claimed", (
+            f"the job was claimed again: it is now at generation {row.generation}, "
+            f"held by {row.owner!r}"
+        )
+    if row.generation != lease.generation:
+        # Claimed and settled since, or cancelled and requeued: no lease is live now.
+        return "superseded", (
+            f"the job moved on to generation {row.generation} since (it is {row.state} now)"
+        )
+    if row.state != JobState.LEASED:
+        return "ended", _ended_how(row, lease, secret_hash)
+    if row.lease_until is not None and row.lease_until <= now:
+        return "expired", (
+            f"the lease expired {now - row.lease_until:.3f} s ago by the store's clock"
+        )
+    return "mismatch", "owner or secret does not match the current lease"
+
+
 def lease_lost(
     operation: str, lease: Lease, outcome: Outcome, secret_hash: str | None = None
 ) -> LeaseLost:
@@ -395,42 +473,58 @@ def lease_lost(
     (``secret_hash``, when given, lets it tell which settle already ended the lease)."""
     row = outcome.row
     if outcome.status == Status.MISSING or row is None:
-        reason = "the job no longer exists"
-        error = LeaseLost(
+        return LeaseLost(
             f"{operation} rejected for job {lease.job_id!r} generation {lease.generation}: "
-            f"{reason}. Stop working on it.",
+            "the job no longer exists. Stop working on it.",
             job_id=lease.job_id,
             generation=lease.generation,
+            reason="missing",
         )
-    else:
-        if row.generation < lease.generation:
-            reason = (
-                f"the store never granted generation {lease.generation} (the job is at "
-                f"generation {row.generation}): this lease is not one the store issued"
-            )
-        elif row.generation != lease.generation:
-            reason = (
-                f"the job was claimed again: it is now at generation {row.generation}, "
-                f"held by {row.owner!r}"
-            )
-        elif row.state != JobState.LEASED:
-            reason = _ended_how(row, lease, secret_hash)
-        elif row.lease_until is not None and row.lease_until <= outcome.now:
-            reason = (
-                f"the lease expired {outcome.now - row.lease_until:.3f} s ago by the store's clock"
-            )
-        else:
-            reason = "owner or secret does not match the current lease"
-        error = LeaseLost(
-            f"{operation} rejected for job {lease.job_id!r} generation {lease.generation} "
-            f"(owner {lease.owner!r}): {reason}. The store changed nothing; stop working on "
-            "this job and do not retry with this lease.",
-            job_id=lease.job_id,
-            generation=lease.generation,
-            current_generation=row.generation,
-            current_owner=row.owner,
-        )
-    return error
+    code, reason = _why_lost(row, lease, outcome.now, secret_hash)
+    return LeaseLost(
+        f"{operation} rejected for job {lease.job_id!r} generation {lease.generation} "
+        f"(owner {lease.owner!r}): {reason}. The store changed nothing; stop working on "
+        "this job and do not retry with this lease.",
+        job_id=lease.job_id,
+        generation=lease.generation,
+        current_generation=row.generation,
+        current_owner=row.owner,
+        reason=code,
+    )
+
+
+# -- job control: cancel, requeue, delete ------------------------------------------------
+
+# The states each control operation takes, and what to do instead when refused.
+CONTROL_TAKES: dict[str, tuple[tuple[str, ...], str]] = {
+    "cancel": (
+        (JobState.READY, JobState.LEASED),
+        "A finished job stays as it is; requeue it first (store.requeue) to run it again.",
+    ),
+    "requeue": (
+        (JobState.DONE, JobState.DEAD, JobState.CANCELLED),
+        "Wait until it is finished, or cancel it first (store.cancel).",
+    ),
+    "delete": (
+        (JobState.DONE, JobState.DEAD, JobState.CANCELLED),
+        "Cancel it first (store.cancel), or wait until it is finished.",
+    ),
+}
+
+
+def control_verdict(operation: str, job_id: str, outcome: Outcome) -> JobRow:
+    """The row a cancel, requeue or delete answered, or the error it means: `JobNotFound`,
+    or `JobStateConflict` naming the state when the job's state refused it. A cancel
+    that finds the job cancelled already answers as the first one did (idempotent)."""
+    row = outcome.row
+    if outcome.status == Status.MISSING or row is None:
+        raise JobNotFound(job_id)
+    if outcome.status == Status.APPLIED:
+        return row
+    if operation == "cancel" and row.state == JobState.CANCELLED:
+        return row
+    allowed, hint = CONTROL_TAKES[operation]
+    raise JobStateConflict(job_id, operation, row.state, tuple(allowed), hint)
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ from ._validate import (
     DEFAULT_MAX_ATTEMPTS,
     MAX_BATCH,
     encode_json,
+    validate_age,
     validate_attempts,
     validate_cursor,
     validate_delay,
@@ -208,7 +209,7 @@ class AsyncJobsMixin:
             None if queue is None else validate_id("queue", queue),
             _state(state),
             None if owner is None else validate_id("owner", owner),
-            None if older_than is None else validate_delay(older_than, "older_than"),
+            None if older_than is None else validate_age(older_than, "older_than"),
             validate_cursor(cursor),
             validate_limit(limit),
         )

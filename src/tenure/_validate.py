@@ -20,24 +20,31 @@ __all__ = [
     "DEFAULT_MAX_ATTEMPTS",
     "DEFAULT_PAYLOAD_LIMIT",
     "DEFAULT_QUEUES",
+    "FINISHED_STATES",
+    "MAX_ATTEMPTS",
     "MAX_BATCH",
     "MAX_GENERATION",
     "MAX_ID_LENGTH",
     "MAX_TTL",
     "MIN_TTL",
+    "PURGE_BATCH",
     "SECRET_LENGTH",
     "decode_json",
     "encode_json",
     "error_text",
+    "validate_age",
     "validate_attempts",
     "validate_cursor",
     "validate_delay",
+    "validate_finished_states",
+    "validate_flag",
     "validate_generation",
     "validate_id",
     "validate_limit",
     "validate_payload_limit",
     "validate_queues",
     "validate_real",
+    "validate_reason",
     "validate_secret",
     "validate_ttl",
     "validate_wait_timeout",
@@ -291,3 +298,55 @@ def error_text(error: object) -> str:
     if len(text) > MAX_ERROR_LENGTH:
         text = text[: MAX_ERROR_LENGTH - 15] + " …[truncated]"
     return text
+
+
+MAX_AGE = 100 * 366 * 24 * 3600.0
+MAX_REASON_LENGTH = 4096
+FINISHED_STATES = ("done", "dead", "cancelled")
+PURGE_BATCH = 500
+
+
+def validate_age(value: object, argument: str = "older_than") -> float:
+    """A job age, for purge and retention: seconds (or a timedelta) from 0 to 100 years."""
+    seconds = _seconds(argument, value)
+    if not 0.0 <= seconds <= MAX_AGE:
+        raise InvalidArgument(argument, f"must be from 0 seconds to 100 years, got {value!r}")
+    return seconds
+
+
+def validate_reason(value: object, argument: str = "reason") -> str | None:
+    """A cancel reason: None, or a str of at most 4096 characters (no NUL)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidArgument(argument, f"must be a str or None, not {type(value).__name__}")
+    if len(value) > MAX_REASON_LENGTH:
+        raise InvalidArgument(
+            argument, f"must be at most {MAX_REASON_LENGTH} characters, got {len(value)}"
+        )
+    if "\x00" in value:
+        raise InvalidArgument(argument, "must not contain NUL characters")
+    return value.encode("utf-8", "replace").decode("utf-8")
+
+
+def validate_finished_states(value: object, argument: str = "states") -> tuple[str, ...]:
+    """A non-empty list or tuple of distinct finished states (done, dead, cancelled)."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple, set, frozenset)):
+        raise InvalidArgument(argument, "must be a list or tuple of states, e.g. ('done',)")
+    states = tuple(str(state) if isinstance(state, str) else state for state in value)
+    if not states:
+        raise InvalidArgument(argument, "must name at least one state")
+    for state in states:
+        if not isinstance(state, str) or state not in FINISHED_STATES:
+            raise InvalidArgument(
+                argument, f"must hold only {', '.join(FINISHED_STATES)}, got {state!r}"
+            )
+    if len(set(states)) != len(states):
+        raise InvalidArgument(argument, "must name each state at most once")
+    return tuple(sorted(set(states), key=FINISHED_STATES.index))
+
+
+def validate_flag(value: object, argument: str) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidArgument(argument, f"must be True or False, not {type(value).__name__}")
+    return value

@@ -8,6 +8,9 @@
      ├── JobNotFound           no job with that id exists in the store
      ├── WaitTimeout           `Store.wait` gave up: the job had not finished (done,
      │                         dead, or any other final state) within the timeout
+     ├── JobStateConflict      the job's state does not allow the operation (cancel a
+     │                         done job, requeue a ready one, delete a leased one);
+     │                         nothing was changed
      ├── GenerationExhausted   the job's generation reached the largest representable
      │                         value; it refuses new claims instead of wrapping
      ├── InvalidArgument       (also a ValueError) an argument broke a documented rule;
@@ -22,9 +25,16 @@ What is safe to retry after `StoreUnavailable`: ``renew``, ``complete``, ``relea
 ``fail`` with the same lease (a repeat of an operation that already took effect answers
 success again and changes nothing), ``claim`` (the store methods retry internally with the
 same lease secret, so a lost reply does not burn a second generation), ``submit`` (it is
-idempotent by job id) and every read. ``claim_next``/``claim_many`` are safe in the sense
-that matters: a claim whose reply was lost leaves a lease nobody holds, which expires after
-its TTL and the job is claimed again with the next generation.
+idempotent by job id) and every read. ``claim_next``/``claim_many``/``complete_and_claim``
+are not resent blindly: after a lost reply the store looks for the leases held under the
+claim's own secret hashes and answers those, or sends the claim again only when it took
+nothing; if the store cannot be asked within a third of the TTL, the error reaches the
+caller (``outcome_unknown``), and a lease it may have taken expires after its TTL and the
+job is claimed again with the next generation. ``cancel`` is safe to retry (cancelling a
+cancelled job answers as the first cancel did), and so is ``purge`` (a repeated batch finds
+fewer jobs). ``requeue`` and ``delete`` are not repeated by the store after an unknown
+outcome (a repeat of one that took effect would be refused with `JobStateConflict` or
+`JobNotFound`): read the job with ``get`` to know.
 """
 
 from __future__ import annotations
@@ -35,6 +45,7 @@ __all__ = [
     "GenerationExhausted",
     "InvalidArgument",
     "JobNotFound",
+    "JobStateConflict",
     "LeaseLost",
     "StaleToken",
     "StoreLost",
@@ -52,6 +63,13 @@ class LeaseLost(TenureError):
     """The store rejected an operation made with a lease that is no longer current.
 
     The job was left unchanged. Stop working on it: another worker may hold it now.
+
+    ``reason`` says why in one word: ``"cancelled"`` (`Store.cancel` ended the lease),
+    ``"claimed"`` (taken by another claim), ``"superseded"`` (the job moved on to a later
+    generation that is not held now: claimed and settled since, or cancelled and
+    requeued), ``"expired"``, ``"ended"`` (the lease was
+    already settled), ``"missing"`` (no such job), ``"mismatch"`` (owner or secret wrong)
+    or ``"never_granted"``.
     """
 
     def __init__(
@@ -62,12 +80,14 @@ class LeaseLost(TenureError):
         generation: int,
         current_generation: int | None = None,
         current_owner: str | None = None,
+        reason: str | None = None,
     ) -> None:
         super().__init__(message)
         self.job_id = job_id
         self.generation = generation
         self.current_generation = current_generation
         self.current_owner = current_owner
+        self.reason = reason
 
 
 class StaleToken(TenureError):
@@ -111,6 +131,26 @@ class WaitTimeout(TenureError, TimeoutError):
         self.timeout = timeout
         self.state = state
         self.job = job
+
+
+class JobStateConflict(TenureError):
+    """The job exists, but its state does not allow ``operation``; nothing was changed.
+
+    ``state`` is the job's state as the store saw it, ``allowed`` the states the operation
+    takes.
+    """
+
+    def __init__(
+        self, job_id: str, operation: str, state: str, allowed: tuple[str, ...], hint: str
+    ) -> None:
+        super().__init__(
+            f"{operation} refused for job {job_id!r}: it is {state}, and {operation} takes "
+            f"only a job that is {' or '.join(allowed)}; nothing was changed. {hint}"
+        )
+        self.job_id = job_id
+        self.operation = operation
+        self.state = state
+        self.allowed = allowed
 
 
 class GenerationExhausted(TenureError):

@@ -29,12 +29,15 @@ class JobState(StrEnum):
     equal to `JobState.READY`, and JSON shows the plain word).
 
     ``ready``: claimable from ``available_at``. ``leased``: held until ``lease_until`` (then
-    claimable again). ``done`` and ``dead`` are final: completed, or out of attempts."""
+    claimable again). ``done``, ``dead`` and ``cancelled`` are final: completed, out of
+    attempts, or cancelled by `Store.cancel` (`Store.requeue` makes a final job ready
+    again)."""
 
     READY = "ready"
     LEASED = "leased"
     DONE = "done"
     DEAD = "dead"
+    CANCELLED = "cancelled"
 
 
 _SYSTEM_CLOCK = SystemClock()

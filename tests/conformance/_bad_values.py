@@ -194,5 +194,10 @@ BAD_JOB_LISTS: list[Any] = [
 ]
 BAD_JOB_ITEMS: list[Any] = [None, "n", 42, ["n"], ("n", 1)]
 BAD_CURSORS: list[Any] = ["", "abc", "-1", "1.5", " 1", "1 ", 12, b"12", "9" * 20, "²"]
-BAD_OLDER_THAN = [value for value in BAD_DELAYS if value is not None]
+# older_than (jobs, purge): 0 to 100 years, so 366 days and a bit are fine here.
+BAD_OLDER_THAN = [
+    v
+    for v in BAD_DELAYS
+    if v is not None and v not in (366 * 24 * 3600 + 1, dt.timedelta(days=367))
+] + [100 * 366 * 24 * 3600 + 1]
 BAD_CONNS: list[Any] = [42, "conn", b"x", object()]

@@ -3,7 +3,8 @@
 The model below is the whole lease protocol in plain Python: store time with its floor,
 claim/claim_next (with burial of poison jobs), renew/complete/release/fail conditioned on
 owner, generation, secret and expiry, complete_many and complete_and_claim (completions
-first, then the claim, at one store time), and the rule that repeating an operation that
+first, then the claim, at one store time), job control (cancel, requeue, delete, and the
+store-wide generation floor every claim stays above), and the rule that repeating an operation that
 already took effect succeeds (the same operation, with the same result or error: another
 settle of an ended lease is refused). Hypothesis drives a real store and the model with the
 same random sequence of operations (several owners, stale and forged leases, the clock
@@ -48,6 +49,13 @@ class ModelJobNotFound(Exception):
     pass
 
 
+class ModelStateConflict(Exception):
+    pass
+
+
+FINISHED = ("done", "dead", "cancelled")
+
+
 @dataclass
 class ModelJob:
     job_id: str
@@ -80,8 +88,12 @@ class ModelLease:
 class Model:
     """The reference: what a store must answer, computed without any store."""
 
-    def __init__(self, clock: tenure.ManualClock, follows_boot_clock: bool) -> None:
+    def __init__(
+        self, clock: tenure.ManualClock, follows_boot_clock: bool, shared: dict[str, int]
+    ) -> None:
         self.clock = clock
+        # The store's generation floor, store-wide: shared by the examples of one store.
+        self.shared = shared
         self.follows_boot_clock = follows_boot_clock
         self.anchor: tuple[str, float, float] | None = None  # boot id, store time, boot time
         self.floor = -math.inf
@@ -110,7 +122,7 @@ class Model:
     def _grant(self, job: ModelJob, owner: str, ttl: float, now: float) -> ModelLease:
         job.state = "leased"
         job.owner = owner
-        job.generation += 1
+        job.generation = max(job.generation, self.shared["floor"]) + 1
         job.secret = next(self.secrets)
         job.settled_by = None
         job.lease_until = job.available_at = now + ttl
@@ -189,7 +201,9 @@ class Model:
 
     def renew(self, lease: ModelLease, ttl: float | None) -> ModelLease:
         now = self.tick()
-        job = self.jobs[lease.job_id]
+        job = self.jobs.get(lease.job_id)
+        if job is None:  # deleted
+            raise ModelLeaseLost
         if not self._holds(job, lease, now):
             raise ModelLeaseLost
         ttl = lease.ttl if ttl is None else ttl
@@ -198,7 +212,9 @@ class Model:
 
     def complete(self, lease: ModelLease, result: Any) -> None:
         now = self.tick()
-        job = self.jobs[lease.job_id]
+        job = self.jobs.get(lease.job_id)
+        if job is None:  # deleted
+            raise ModelLeaseLost
         if self._holds(job, lease, now):
             job.state = "done"
             job.settled_by = "complete"
@@ -250,7 +266,9 @@ class Model:
 
     def release(self, lease: ModelLease) -> None:
         now = self.tick()
-        job = self.jobs[lease.job_id]
+        job = self.jobs.get(lease.job_id)
+        if job is None:  # deleted
+            raise ModelLeaseLost
         if self._holds(job, lease, now):
             job.state = "ready"
             job.settled_by = "release"
@@ -262,7 +280,9 @@ class Model:
 
     def fail(self, lease: ModelLease, error: str, retry_in: float) -> None:
         now = self.tick()
-        job = self.jobs[lease.job_id]
+        job = self.jobs.get(lease.job_id)
+        if job is None:  # deleted
+            raise ModelLeaseLost
         if self._holds(job, lease, now):
             job.state = "dead" if job.attempts >= job.max_attempts else "ready"
             job.lease_until = None
@@ -271,6 +291,49 @@ class Model:
             job.settled_by = "fail"
         elif not self._ended_by(job, lease, "fail", ("ready", "dead"), error):
             raise ModelLeaseLost
+
+    # -- job control ------------------------------------------------------------------
+
+    def _control(self, job_id: str, takes: tuple[str, ...]) -> tuple[ModelJob, float]:
+        now = self.tick()
+        job = self.jobs.get(job_id)
+        if job is None:
+            raise ModelJobNotFound(job_id)
+        if job.state not in takes:
+            raise ModelStateConflict(job.state)
+        return job, now
+
+    def cancel(self, job_id: str, reason: str | None) -> ModelJob:
+        job = self.jobs.get(job_id)
+        if job is not None and job.state == "cancelled":
+            self.tick()
+            return job  # as the first cancel answered
+        job, now = self._control(job_id, ("ready", "leased"))
+        if job.state == "leased" and job.generation < MAX_GENERATION:
+            job.generation += 1
+        job.state = "cancelled"
+        job.secret = job.lease_until = job.settled_by = None
+        job.available_at = now
+        job.error = "cancelled" if reason is None else reason
+        return job
+
+    def requeue(self, job_id: str, delay: float, reset: bool) -> ModelJob:
+        job, now = self._control(job_id, FINISHED)
+        job.state = "ready"
+        job.secret = job.lease_until = job.settled_by = None
+        job.available_at = now + delay
+        if reset:
+            job.attempts = 0
+        else:
+            job.max_attempts = max(job.max_attempts, job.attempts + 1)
+        job.result = None
+        return job
+
+    def delete(self, job_id: str) -> ModelJob:
+        job, _ = self._control(job_id, FINISHED)
+        self.shared["floor"] = max(self.shared["floor"], job.generation)
+        del self.jobs[job_id]
+        return job
 
 
 # -- the machine ---------------------------------------------------------------------------
@@ -295,12 +358,17 @@ has_leases = precondition(lambda self: bool(self.leases))
 
 class LeaseProtocol(RuleBasedStateMachine):
     def __init__(
-        self, url: str, clock: tenure.ManualClock, namespace: str, follows_boot_clock: bool
+        self,
+        url: str,
+        clock: tenure.ManualClock,
+        namespace: str,
+        follows_boot_clock: bool,
+        shared: dict[str, int],
     ) -> None:
         super().__init__()
         self.clock = clock
         self.store = tenure.connect(url, clock=clock, store_clock=clock)
-        self.model = Model(clock, follows_boot_clock)
+        self.model = Model(clock, follows_boot_clock, shared)
         self.job_ids = [f"{namespace}j{i}" for i in range(5)]  # j4 is never submitted
         self.queues = [f"{namespace}q0", f"{namespace}q1"]
         # Every lease ever granted (renewals too), the stale ones included.
@@ -338,7 +406,14 @@ class LeaseProtocol(RuleBasedStateMachine):
             with pytest.raises(tenure.JobNotFound):
                 real_call()
             return None, None
-        return real_call(), expected
+        except ModelStateConflict as conflict:
+            state = str(conflict)
+        else:
+            return real_call(), expected
+        with pytest.raises(tenure.JobStateConflict) as caught:
+            real_call()
+        assert caught.value.state == state, (caught.value, state)
+        return None, None
 
     # -- rules ------------------------------------------------------------------------
 
@@ -534,6 +609,34 @@ class LeaseProtocol(RuleBasedStateMachine):
             model_fake = dataclasses.replace(model_lease, generation=lease.generation + 1)
         self.holder_op(op, fake, model_fake, 0.0 if op == "fail" else 9)
 
+    @rule(job=st.integers(0, 4), reason=st.sampled_from([None, "stop"]))
+    def cancel(self, job: int, reason: str | None) -> None:
+        job_id = self.job_ids[job]
+        real, expected = self.both(
+            lambda: self.store.cancel(job_id, reason), lambda: self.model.cancel(job_id, reason)
+        )
+        if expected is not None:
+            self.same_job(real, expected)
+
+    @rule(job=st.integers(0, 4), delay=st.sampled_from([0.0, 1.0, 5.0]), reset=st.booleans())
+    def requeue(self, job: int, delay: float, reset: bool) -> None:
+        job_id = self.job_ids[job]
+        real, expected = self.both(
+            lambda: self.store.requeue(job_id, delay=delay, reset_attempts=reset),
+            lambda: self.model.requeue(job_id, delay, reset),
+        )
+        if expected is not None:
+            self.same_job(real, expected)
+
+    @rule(job=st.integers(0, 4))
+    def delete(self, job: int) -> None:
+        job_id = self.job_ids[job]
+        real, expected = self.both(
+            lambda: self.store.delete(job_id), lambda: self.model.delete(job_id)
+        )
+        if expected is not None:
+            assert real is None
+
     @rule(
         move=st.sampled_from(
             [("advance", s) for s in (0.5, 1.0, 2.0, 3.0, 5.0, 10.0)]
@@ -576,11 +679,12 @@ class LeaseProtocol(RuleBasedStateMachine):
 
     @staticmethod
     def same_job(real: tenure.Job, expected: ModelJob) -> None:
-        assert (real.state, real.owner, real.generation, real.attempts) == (
+        assert (real.state, real.owner, real.generation, real.attempts, real.max_attempts) == (
             expected.state,
             expected.owner,
             expected.generation,
             expected.attempts,
+            expected.max_attempts,
         ), (real, expected)
         assert close_enough(real.lease_until, expected.lease_until), (real, expected)
         assert close_enough(real.available_at, expected.available_at), (real, expected)
@@ -594,6 +698,7 @@ class LeaseProtocol(RuleBasedStateMachine):
 
 def test_store_matches_the_reference_model(backend: Backend, url: str) -> None:
     examples = itertools.count()
+    shared = {"floor": 0}  # the store's generation floor: examples share the store
     # SQLite's store time runs on the host's boot clock; the servers' on wall time.
     follows_boot_clock = backend.name == "sqlite"
 
@@ -603,7 +708,7 @@ def test_store_matches_the_reference_model(backend: Backend, url: str) -> None:
         # Each clock is a boot of its own, so SQLite re-anchors on its wall time.
         k = next(examples)
         clock = tenure.ManualClock(1_700_000_000.0 + k * 1_000_000.0)
-        return LeaseProtocol(url, clock, f"e{k}-", follows_boot_clock)
+        return LeaseProtocol(url, clock, f"e{k}-", follows_boot_clock, shared)
 
     run_state_machine_as_test(factory)  # type: ignore[arg-type]  # a factory is documented
     assert next(examples) > 1

@@ -67,11 +67,14 @@ def _driver_calls(lease: tenure.Lease, value: float) -> dict[str, Any]:
             ["1" * 64],
         ),
         "submit": lambda d: d.submit("new", "default", None, value, 5),
+        "requeue": lambda d: d.requeue("K", value, False, ["done", "dead", "cancelled"]),
+        "purge": lambda d: d.purge(["done", "dead", "cancelled"], value, 500, None),
     }
 
 
 @pytest.mark.parametrize(
-    "operation", ["renew", "fail", "claim", "claim_next", "complete_and_claim", "submit"]
+    "operation",
+    ["renew", "fail", "claim", "claim_next", "complete_and_claim", "submit", "requeue", "purge"],
 )
 def test_a_refused_argument_writes_nothing(
     real_store: tenure.Store, raw: Any, prefix: str, held: tenure.Lease, operation: str
@@ -80,7 +83,7 @@ def test_a_refused_argument_writes_nothing(
     before = everything(raw, prefix)
     assert driver.keys.clock.encode() in before  # the floor exists: a write would move it
     for value in BAD_SECONDS:
-        if operation in ("submit", "fail") and value == 0.0:
+        if operation in ("submit", "fail", "requeue", "purge") and value == 0.0:
             continue  # a delay of 0 is valid
         # The driver sends what it is given, as float text (repr): 'nan', 'inf', '1e+300'.
         with pytest.raises(tenure.InvalidArgument) as caught:

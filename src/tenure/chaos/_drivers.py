@@ -72,6 +72,11 @@ class PassThroughDriver:
     ) -> tuple[list[Outcome], list[Outcome]]:
         return self._inner.complete_and_claim(completions, owner, ttl, queues, secret_hashes)
 
+    def find_leases(
+        self, owner: str, ttl: float, queues: Sequence[str], secret_hashes: Sequence[str]
+    ) -> list[Outcome]:
+        return self._inner.find_leases(owner, ttl, queues, secret_hashes)
+
     def get(self, job_id: str) -> Outcome:
         return self._inner.get(job_id)
 
@@ -87,6 +92,23 @@ class PassThroughDriver:
 
     def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
         self._inner.wait_for_jobs(queues, timeout)
+
+    # Job control, forwarded as it is (not recorded in the history yet).
+    def cancel(self, job_id: str, reason: str, takes: Sequence[str]) -> Outcome:
+        return self._inner.cancel(job_id, reason, takes)
+
+    def requeue(
+        self, job_id: str, delay: float, reset_attempts: bool, takes: Sequence[str]
+    ) -> Outcome:
+        return self._inner.requeue(job_id, delay, reset_attempts, takes)
+
+    def delete(self, job_id: str, takes: Sequence[str]) -> Outcome:
+        return self._inner.delete(job_id, takes)
+
+    def purge(
+        self, states: Sequence[str], older_than: float, limit: int, cursor: str | None
+    ) -> tuple[int, str | None]:
+        return self._inner.purge(states, older_than, limit, cursor)
 
     def close(self) -> None:
         self._inner.close()
@@ -146,6 +168,22 @@ class RecordingDriver(PassThroughDriver):
             outcomes = self._inner.claim_next(owner, ttl, queues, secret_hashes)
         except BaseException as exc:
             self._rec.end(op, "claim_next", _ended(exc), error=str(exc)[:300])
+            raise
+        self._claimed(op, secret_hashes, outcomes)
+        return outcomes
+
+    def find_leases(
+        self, owner: str, ttl: float, queues: Sequence[str], secret_hashes: Sequence[str]
+    ) -> list[Outcome]:
+        # The leases a claim whose reply was lost took, found by their secrets: the client
+        # holds them from this answer on, so the history records it as the claim that
+        # granted them (the lost claim itself is recorded with its outcome unknown). It
+        # changes nothing: when it fails, it failed.
+        op = self._rec.invoke("claim_next", owner=owner, ttl=ttl, limit=len(secret_hashes))
+        try:
+            outcomes = self._inner.find_leases(owner, ttl, queues, secret_hashes)
+        except BaseException as exc:
+            self._rec.end(op, "claim_next", "fail", error=str(exc)[:300])
             raise
         self._claimed(op, secret_hashes, outcomes)
         return outcomes

@@ -88,6 +88,11 @@ class AsyncPassThroughDriver:
     ) -> tuple[list[Outcome], list[Outcome]]:
         return await self._inner.complete_and_claim(completions, owner, ttl, queues, secret_hashes)
 
+    async def find_leases(
+        self, owner: str, ttl: float, queues: Sequence[str], secret_hashes: Sequence[str]
+    ) -> list[Outcome]:
+        return await self._inner.find_leases(owner, ttl, queues, secret_hashes)
+
     async def get(self, job_id: str) -> Outcome:
         return await self._inner.get(job_id)
 
@@ -103,6 +108,23 @@ class AsyncPassThroughDriver:
 
     async def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
         await self._inner.wait_for_jobs(queues, timeout)
+
+    # Job control, forwarded as it is (not recorded in the history yet).
+    async def cancel(self, job_id: str, reason: str, takes: Sequence[str]) -> Outcome:
+        return await self._inner.cancel(job_id, reason, takes)
+
+    async def requeue(
+        self, job_id: str, delay: float, reset_attempts: bool, takes: Sequence[str]
+    ) -> Outcome:
+        return await self._inner.requeue(job_id, delay, reset_attempts, takes)
+
+    async def delete(self, job_id: str, takes: Sequence[str]) -> Outcome:
+        return await self._inner.delete(job_id, takes)
+
+    async def purge(
+        self, states: Sequence[str], older_than: float, limit: int, cursor: str | None
+    ) -> tuple[int, str | None]:
+        return await self._inner.purge(states, older_than, limit, cursor)
 
     async def close(self) -> None:
         await self._inner.close()
@@ -164,6 +186,22 @@ class AsyncRecordingDriver(AsyncPassThroughDriver):
             outcomes = await self._inner.claim_next(owner, ttl, queues, secret_hashes)
         except BaseException as exc:
             self._rec.end(op, "claim_next", _ended(exc), error=str(exc)[:300])
+            raise
+        self._claimed(op, secret_hashes, outcomes)
+        return outcomes
+
+    async def find_leases(
+        self, owner: str, ttl: float, queues: Sequence[str], secret_hashes: Sequence[str]
+    ) -> list[Outcome]:
+        # The leases a claim whose reply was lost took, found by their secrets: the client
+        # holds them from this answer on, so the history records it as the claim that
+        # granted them (the lost claim itself is recorded with its outcome unknown). It
+        # changes nothing: when it fails, it failed.
+        op = self._rec.invoke("claim_next", owner=owner, ttl=ttl, limit=len(secret_hashes))
+        try:
+            outcomes = await self._inner.find_leases(owner, ttl, queues, secret_hashes)
+        except BaseException as exc:
+            self._rec.end(op, "claim_next", "fail", error=str(exc)[:300])
             raise
         self._claimed(op, secret_hashes, outcomes)
         return outcomes

@@ -1,4 +1,5 @@
-"""``tenure jobs submit|list|show|wait`` and ``tenure now``.
+"""``tenure jobs submit|list|show|wait`` and ``tenure now`` (``cancel|requeue|delete|purge``
+are in `tenure.cli._control`).
 
 ``list``, ``show`` and ``now`` only read: on a store that does not exist they say so and
 create nothing (`CliState.store` with ``create=False``); ``submit`` creates the store.
@@ -19,9 +20,10 @@ from .._validate import MAX_BATCH
 from ..errors import InvalidArgument, WaitTimeout
 from ..models import Job, JobSpec, JobState
 from . import CliState, common_options
+from ._control import CONTROL_COMMANDS
 from ._output import Cell, format_time, format_value, relative
 
-_TERMINAL = (JobState.DONE, JobState.DEAD)
+_TERMINAL = (JobState.DONE, JobState.DEAD, JobState.CANCELLED)
 
 __all__ = ["jobs", "now"]
 
@@ -31,6 +33,7 @@ _STATE_STYLES = {
     JobState.LEASED: "warn",
     JobState.DONE: "good",
     JobState.DEAD: "bad",
+    JobState.CANCELLED: "warn",
 }
 
 
@@ -72,7 +75,11 @@ def _when(job: Job) -> str:
 
 @click.group()
 def jobs() -> None:
-    """Submit and inspect jobs."""
+    """Submit, inspect and control jobs."""
+
+
+for _command in CONTROL_COMMANDS:
+    jobs.add_command(_command)
 
 
 @dataclass(frozen=True)
@@ -387,7 +394,7 @@ def _show_job(state: CliState, job: Job) -> None:
             ("owner", job.owner or "-"),
             ("attempts", f"{job.attempts} of {job.max_attempts}"),
             ("lease until", at(job.lease_until)),
-            # A done or dead job is never claimed again: no time it becomes available.
+            # A finished job is never claimed again (unless requeued): no time it becomes available.
             ("available at", "-" if job.state in _TERMINAL else at(job.available_at)),
             ("payload", format_value(job.payload)),
             ("result", format_value(job.result)),

@@ -86,6 +86,15 @@ class Driver(Protocol):
         retry_in: float,
     ) -> Outcome: ...
 
+    def find_leases(
+        self, owner: str, ttl: float, queues: Sequence[str], secret_hashes: Sequence[str]
+    ) -> list[Outcome]:
+        """The running leases (by store time) of ``owner`` on jobs of ``queues`` whose
+        secret hash is one of ``secret_hashes``, oldest job first, an ``APPLIED`` outcome
+        each; changes nothing. A claim whose reply was lost asks this with its own hashes,
+        which no one else knows: the answer is what that claim took (and still holds)."""
+        ...
+
     def get(self, job_id: str) -> Outcome: ...
 
     # -- enqueue and wait (issue #17) ------------------------------------------------------
@@ -113,6 +122,37 @@ class Driver(Protocol):
         """Return when jobs may have become claimable in ``queues``, or after ``timeout``
         seconds. Stores that can be notified (PostgreSQL LISTEN/NOTIFY, Redis) return early;
         others simply wait. Never raises on timeout."""
+        ...
+
+    # -- job control (the store floor's side: tenure/_store_control.py) ------------
+    # Each is one atomic operation by the store's clock. ``takes``: the states the
+    # operation applies to (tenure._protocol.CONTROL_TAKES); otherwise it changes nothing
+    # and answers ``MISSED`` with the job as it is (``MISSING``: no such job).
+
+    def cancel(self, job_id: str, reason: str, takes: Sequence[str]) -> Outcome:
+        """The job becomes ``cancelled`` with ``reason`` as its error; a leased one at the
+        next generation (its holder's token is stale, its lease gone)."""
+        ...
+
+    def requeue(
+        self, job_id: str, delay: float, reset_attempts: bool, takes: Sequence[str]
+    ) -> Outcome:
+        """The job becomes ``ready`` at now + ``delay``, generation kept, result cleared;
+        attempts kept (a job that used them all gets one more) or reset to 0."""
+        ...
+
+    def delete(self, job_id: str, takes: Sequence[str]) -> Outcome:
+        """The job is deleted (``APPLIED`` with its last row) and the store's generation
+        floor raised to its generation: every later claim takes a generation above it."""
+        ...
+
+    def purge(
+        self, states: Sequence[str], older_than: float, limit: int, cursor: str | None
+    ) -> tuple[int, str | None]:
+        """One bounded batch: delete up to ``limit`` jobs in ``states`` last changed at
+        least ``older_than`` seconds ago, raising the generation floor as `delete` does.
+        Answers (jobs deleted, the cursor to go on from, None once there are no more);
+        ``cursor`` is None on the first batch."""
         ...
 
     def close(self) -> None: ...

@@ -98,6 +98,12 @@ class ThreadedDriver:
         )
         return await anyio.to_thread.run_sync(call)
 
+    async def find_leases(
+        self, owner: str, ttl: float, queues: Sequence[str], secret_hashes: Sequence[str]
+    ) -> list[Outcome]:
+        call = partial(self.sync.find_leases, owner, ttl, queues, secret_hashes)
+        return await anyio.to_thread.run_sync(call)
+
     async def get(self, job_id: str) -> Outcome:
         return await anyio.to_thread.run_sync(self.sync.get, job_id)
 
@@ -123,6 +129,26 @@ class ThreadedDriver:
     async def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
         call = partial(self.sync.wait_for_jobs, queues, timeout)
         await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
+
+    # -- job control ---------------------------------------------------------------------
+
+    async def cancel(self, job_id: str, reason: str, takes: Sequence[str]) -> Outcome:
+        return await anyio.to_thread.run_sync(self.sync.cancel, job_id, reason, takes)
+
+    async def requeue(
+        self, job_id: str, delay: float, reset_attempts: bool, takes: Sequence[str]
+    ) -> Outcome:
+        call = partial(self.sync.requeue, job_id, delay, reset_attempts, takes)
+        return await anyio.to_thread.run_sync(call)
+
+    async def delete(self, job_id: str, takes: Sequence[str]) -> Outcome:
+        return await anyio.to_thread.run_sync(self.sync.delete, job_id, takes)
+
+    async def purge(
+        self, states: Sequence[str], older_than: float, limit: int, cursor: str | None
+    ) -> tuple[int, str | None]:
+        call = partial(self.sync.purge, states, older_than, limit, cursor)
+        return await anyio.to_thread.run_sync(call)
 
     async def close(self) -> None:
         await anyio.to_thread.run_sync(self.sync.close)

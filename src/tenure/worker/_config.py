@@ -14,7 +14,14 @@ from typing import Any, Literal
 
 from .._clock import Clock, LeaseTiming
 from .._protocol import RetryPolicy
-from .._validate import MAX_BATCH, validate_delay, validate_id, validate_queues, validate_ttl
+from .._validate import (
+    MAX_BATCH,
+    validate_age,
+    validate_delay,
+    validate_id,
+    validate_queues,
+    validate_ttl,
+)
 from ..errors import InvalidArgument
 from ..stores import resolve_url
 from ._context import JobContext
@@ -93,6 +100,8 @@ class Config:
     timing: LeaseTiming | None
     start_method: str | None
     summary_every: float
+    retention: float | None = None  # purge finished jobs older than this (_retention.py)
+    retention_every: float = 3600.0
 
     def options(self) -> dict[str, Any]:
         return {item.name: getattr(self, item.name) for item in fields(self)}
@@ -119,6 +128,8 @@ def make_config(
     timing: object,
     start_method: object,
     summary_every: object,
+    retention: object = None,
+    retention_every: object = 3600.0,
 ) -> Config:
     """Validate the worker's options (docs/design.md §6: bad input names the argument)."""
     if url is not None:
@@ -162,7 +173,28 @@ def make_config(
         timing=timing,  # type: ignore[arg-type]
         start_method=start_method,  # type: ignore[arg-type]
         summary_every=summary_s,
+        retention=None if retention is None else _retention(retention),
+        retention_every=_retention_every(retention_every),
     )
+
+
+def _retention(value: object) -> float:
+    seconds = validate_age(value, "retention")
+    if seconds < 1:
+        raise InvalidArgument(
+            "retention",
+            f"must be None (keep finished jobs) or at least 1 second, got {seconds:g}",
+        )
+    return seconds
+
+
+def _retention_every(value: object) -> float:
+    seconds = validate_delay(value, "retention_every")
+    if not 0.01 <= seconds <= 86400:
+        raise InvalidArgument(
+            "retention_every", f"must be from 0.01 to 86400 seconds, got {seconds:g}"
+        )
+    return seconds
 
 
 def _renew_every(renew_every: object, ttl_s: float) -> float:

@@ -53,6 +53,7 @@ from ._lease import REGISTRY, LeaseHandle, lease_extra
 from ._loop import LoopCaller
 from ._outcome import Outcome
 from ._process import prepare_process_handlers
+from ._retention import Retention
 from ._retry import Outage
 from ._settle import Settler, note_loss
 from ._signals import install_handlers
@@ -106,6 +107,9 @@ class Worker(Claiming):
       process isolation.
     * ``summary_every``: seconds between the one-line progress summaries logged at INFO
       (done, failed, retried, lost, in flight, rate; none while nothing changes); 0: none.
+    * ``retention``: purge done, dead and cancelled jobs older than this (e.g.
+      ``timedelta(days=7)``; default None: keep them), one worker of the fleet per
+      ``retention_every`` seconds of store time (`_retention`).
     """
 
     def __init__(
@@ -126,6 +130,8 @@ class Worker(Claiming):
         timing: LeaseTiming | None = None,
         start_method: str | None = None,
         summary_every: float | timedelta = 10.0,
+        retention: float | timedelta | None = None,
+        retention_every: float | timedelta = 3600.0,
     ) -> None:
         self._config = make_config(
             url=url,
@@ -143,6 +149,8 @@ class Worker(Claiming):
             timing=timing,
             start_method=start_method,
             summary_every=summary_every,
+            retention=retention,
+            retention_every=retention_every,
         )
         self._handlers: dict[str, Handler] = {}
         self._stats = Stats()
@@ -430,10 +438,15 @@ class Worker(Claiming):
         """Claim and run jobs until stopped (or, in burst mode, out of jobs), then drain."""
         config = self._config
         assert self._completer is not None
-        summaries = anyio.CancelScope()
+        summaries, purges = anyio.CancelScope(), anyio.CancelScope()
         async with anyio.create_task_group() as task_group:
             if config.summary_every > 0:
                 task_group.start_soon(self._summaries, summaries, config.summary_every)
+            if config.retention is not None:
+                retention = Retention(
+                    store, self.owner or "", config.retention, config.retention_every
+                )
+                task_group.start_soon(self._retention, purges, retention)
             # A completion call also claims for the slots it frees: one store call (one
             # commit) per batch, where completing and then refilling made two.
             self._completer.refill = Refill(
@@ -447,6 +460,11 @@ class Worker(Claiming):
             await self._claim_loop(task_group, store, queues, burst, clock)
             await self._drain()
             summaries.cancel()
+            purges.cancel()
+
+    async def _retention(self, scope: anyio.CancelScope, retention: Retention) -> None:
+        with scope:
+            await retention.run(min(self._config.retention_every, 60.0))
 
     def _log_final(self, store: AsyncStore) -> None:
         # One short line; every counter is in worker.stats().

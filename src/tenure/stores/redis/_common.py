@@ -169,7 +169,17 @@ def encode(name: str) -> str:
 class Keys:
     """The key names of one store (see docs/redis.md)."""
 
-    __slots__ = ("clock", "job_prefix", "jobs", "layout1_clock", "meta", "prefix", "seq", "tag")
+    __slots__ = (
+        "clock",
+        "floor",
+        "job_prefix",
+        "jobs",
+        "layout1_clock",
+        "meta",
+        "prefix",
+        "seq",
+        "tag",
+    )
 
     def __init__(self, prefix: str, store_id: str = "") -> None:
         self.prefix = prefix
@@ -181,6 +191,8 @@ class Keys:
         self.seq = self.tag + ":seq"
         self.jobs = self.tag + ":jobs"
         self.job_prefix = self.tag + ":j:"
+        # The generation floor (the highest generation deleted; see _lib.lua's floor_key).
+        self.floor = self.tag + ":floor"
 
     def for_store(self, store_id: str) -> Keys:
         return Keys(self.prefix, store_id)
@@ -235,10 +247,15 @@ SCRIPTS: dict[str, Script] = {
         "release",
         "fail",
         "get",
+        "find_leases",
         "list",
         "wait",
         "submit_many",
         "wait_job",
+        "cancel",
+        "requeue",
+        "delete",
+        "purge",
     )
 }
 

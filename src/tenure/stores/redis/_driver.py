@@ -37,6 +37,7 @@ from ._common import (
     refused,
     unreachable,
 )
+from ._control import RedisControl
 from ._jobs import JobsMixin
 
 __all__ = ["RedisDriver"]
@@ -45,7 +46,7 @@ __all__ = ["RedisDriver"]
 _RECENT = 0.5
 
 
-class RedisDriver(JobsMixin):
+class RedisDriver(RedisControl, JobsMixin):
     """The store operations of `tenure.stores.abc.Driver` over one Redis server.
 
     Create it with ``RedisDriver(url, store_clock)`` and ``driver.open()``.
@@ -331,6 +332,15 @@ class RedisDriver(JobsMixin):
         return self._holder(
             "fail", job_id, owner, generation, secret_hash, receipt, error, repr(float(retry_in))
         )
+
+    def find_leases(
+        self, owner: str, ttl: float, queues: Sequence[str], secret_hashes: Sequence[str]
+    ) -> list[Outcome]:
+        k = self.keys
+        keys = [k.clock, *(k.candidates(queue) for queue in queues)]
+        args = [self._now_arg(), owner, repr(float(ttl)), k.job_prefix, *secret_hashes]
+        now, items = decode_batch(self._eval("find_leases", "find_leases", keys, args))
+        return [decode_item(item, now) for item in items]
 
     def get(self, job_id: str) -> Outcome:
         keys = [self.keys.job(job_id), self.keys.clock]

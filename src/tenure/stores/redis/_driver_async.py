@@ -45,6 +45,7 @@ from ._common import (
     refused,
     unreachable,
 )
+from ._control_async import AsyncRedisControl
 from ._jobs_async import AsyncJobsMixin
 
 __all__ = ["AsyncRedisDriver"]
@@ -53,7 +54,7 @@ __all__ = ["AsyncRedisDriver"]
 _RECENT = 0.5
 
 
-class AsyncRedisDriver(AsyncJobsMixin):
+class AsyncRedisDriver(AsyncRedisControl, AsyncJobsMixin):
     """The store operations of `tenure.stores.abc.AsyncDriver` over one Redis server.
 
     Create it with ``AsyncRedisDriver(url, store_clock)`` and ``await driver.open()``.
@@ -341,6 +342,15 @@ class AsyncRedisDriver(AsyncJobsMixin):
         return await self._holder(
             "fail", job_id, owner, generation, secret_hash, receipt, error, repr(float(retry_in))
         )
+
+    async def find_leases(
+        self, owner: str, ttl: float, queues: Sequence[str], secret_hashes: Sequence[str]
+    ) -> list[Outcome]:
+        k = self.keys
+        keys = [k.clock, *(k.candidates(queue) for queue in queues)]
+        args = [self._now_arg(), owner, repr(float(ttl)), k.job_prefix, *secret_hashes]
+        now, items = decode_batch(await self._eval("find_leases", "find_leases", keys, args))
+        return [decode_item(item, now) for item in items]
 
     async def get(self, job_id: str) -> Outcome:
         keys = [self.keys.job(job_id), self.keys.clock]

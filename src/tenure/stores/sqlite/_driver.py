@@ -13,6 +13,7 @@ wall clock. Never below a persisted floor.
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import threading
@@ -30,11 +31,13 @@ from ..._resources import migrations
 from ..._validate import MAX_GENERATION
 from ...errors import InvalidArgument, StoreLost, StoreUnavailable
 from .. import refuse_fragment
+from ._control import SQLiteControl
 from ._jobs import SQLiteJobsMixin
 from ._sql import (
     BURY,
     CLAIM,
     CLOCK,
+    FIND_LEASES,
     GET,
     HOLDER_UPDATES,
     NEXT_DUE,
@@ -96,7 +99,7 @@ def parse_sqlite_url(url: str) -> dict[str, Any]:
     return options
 
 
-class SQLiteDriver(SQLiteJobsMixin):
+class SQLiteDriver(SQLiteControl, SQLiteJobsMixin):
     """The store operations of `tenure.stores.abc.Driver` over one SQLite file."""
 
     def __init__(
@@ -494,6 +497,21 @@ class SQLiteDriver(SQLiteJobsMixin):
             as_of = float(now.fetchone()[0])
             row = read_row(self._conn.cursor(), GET, {"job_id": job_id})
         return Outcome(Status.MISSING if row is None else Status.APPLIED, row, as_of)
+
+    def find_leases(
+        self, owner: str, ttl: float, queues: Sequence[str], secret_hashes: Sequence[str]
+    ) -> list[Outcome]:
+        params = {
+            "owner": owner,
+            "ttl": ttl,
+            "queues": json.dumps(list(queues)),
+            "secret_hashes": json.dumps(list(secret_hashes)),
+        }
+        with self._lock:
+            now = self._conn.execute(READ_CLOCK, self.clock_params())
+            params["now"] = as_of = float(now.fetchone()[0])
+            found = self._conn.execute(FIND_LEASES, params).fetchall()
+        return [Outcome(Status.APPLIED, JobRow._make(row), as_of) for row in found]
 
     def queue_stats(self) -> tuple[float, list[tuple[Any, ...]]]:
         """The live jobs of each queue (see `tenure._queue_stats`): one statement over the

@@ -16,6 +16,7 @@ __all__ = [
     "CLAIM",
     "CLOCK",
     "EXISTING",
+    "FIND_LEASES",
     "GET",
     "HOLDER_UPDATES",
     "LIST_PAGE",
@@ -46,6 +47,7 @@ BURY = _load("bury")
 CLAIM = _load("claim")
 CLOCK = _load("clock")
 EXISTING = _load("existing")
+FIND_LEASES = _load("find_leases")
 GET = _load("get")
 LIST_PAGE = _load("list_page")
 NEXT_DUE = _load("next_due")

@@ -21,7 +21,7 @@ CREATE TABLE {schema}.tenure_jobs (
     -- Submission order, the FIFO tie-break.
     seq          bigint GENERATED ALWAYS AS IDENTITY,
     queue        text COLLATE "C" NOT NULL,
-    state        text NOT NULL CHECK (state IN ('ready', 'leased', 'done', 'dead')),
+    state        text NOT NULL CHECK (state IN ('ready', 'leased', 'done', 'dead', 'cancelled')),
     owner        text,
     generation   bigint NOT NULL DEFAULT 0 CHECK (generation >= 0),
     secret_hash  text,
@@ -43,6 +43,22 @@ CREATE TABLE {schema}.tenure_jobs (
 CREATE INDEX tenure_jobs_claimable
     ON {schema}.tenure_jobs (queue, available_at, seq)
     WHERE state IN ('ready', 'leased');
+
+-- The generation floor: the highest generation of any job deleted or purged. A claim takes
+-- greatest(generation, floor) + 1, so a job id submitted again after its job was deleted
+-- never gets a token the deleted job had.
+CREATE TABLE {schema}.tenure_floor (
+    id         integer PRIMARY KEY CHECK (id = 0),
+    generation bigint NOT NULL CHECK (generation >= 0)
+);
+INSERT INTO {schema}.tenure_floor (id, generation) VALUES (0, 0);
+
+-- purge.sql walks this index, oldest finished job first. Its key, updated_at, changes on
+-- every claim and renewal, but those updates cannot be HOT anyway: they change available_at
+-- (and claims the state), which tenure_jobs_claimable indexes already.
+CREATE INDEX tenure_jobs_finished
+    ON {schema}.tenure_jobs (updated_at)
+    WHERE state IN ('done', 'dead', 'cancelled');
 
 -- Idle workers LISTEN on "tenure_<schema>"; a job that becomes ready (submitted, released,
 -- failed with a retry) notifies its queue's name. Any writer is covered, SQL ones included.

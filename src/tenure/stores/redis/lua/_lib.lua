@@ -126,9 +126,33 @@ local function claimable(f, now)
     and below_max(f[2])
 end
 
--- claim.sql's update: a new generation and an attempt, leased until now + ttl.
+-- Generation strings compared as numbers, without Lua numbers (no leading zeros).
+local function above(a, b)
+  return #a > #b or (#a == #b and a > b)
+end
+
+-- The store's generation floor (the highest generation of any job deleted or purged): its
+-- key is the store's hash tag (that of any of its keys) followed by ':floor'. Same slot as
+-- every key of the store; the scripts that delete name it in KEYS.
+local function floor_key(store_key)
+  return string.match(store_key, '^(%b{})') .. ':floor'
+end
+
+local function raise_floor(key, generation)
+  local floor = redis.call('GET', key)
+  if not floor or above(generation, floor) then
+    redis.call('SET', key, generation)
+  end
+end
+
+-- claim.sql's update: a new generation and an attempt, leased until now + ttl. The new
+-- generation is above the floor too, so no deleted job's token is ever issued again.
 local function take(job, member, candidates, owner, ttl, secret_hash, now)
   local lease_until = fmt(now + ttl)
+  local floor = redis.call('GET', floor_key(candidates))
+  if floor and above(floor, redis.call('HGET', job, 'g')) then
+    redis.call('HSET', job, 'g', floor)
+  end
   redis.call('HINCRBY', job, 'g', 1)
   redis.call('HINCRBY', job, 'a', 1)
   redis.call('HSET', job, 's', 'leased', 'o', owner, 'h', secret_hash,
@@ -269,6 +293,27 @@ local function claim_each(out, k, a, owner, ttl, job_prefix, now)
       end
     end
   end
+end
+
+-- Whether `state` is one of ARGV[first] to ARGV[#ARGV] (the states an operation takes).
+local function takes(state, first)
+  for i = first, #ARGV do
+    if state == ARGV[i] then
+      return true
+    end
+  end
+  return false
+end
+
+-- Delete a job's hash and its members of the candidate and listing sets; `all_jobs` is the
+-- listing of every job. Raises the floor (at `floor`) to its generation first.
+local function remove_job(job, all_jobs, floor)
+  local f = redis.call('HMGET', job, 'g', 'z', 'k')
+  raise_floor(floor, f[1])
+  redis.call('ZREM', f[2], f[3])
+  redis.call('ZREM', (string.gsub(f[2], '^(%b{}):q:', '%1:l:')), f[3])
+  redis.call('ZREM', all_jobs, f[3])
+  redis.call('DEL', job)
 end
 
 -- ---------------------------------------------------------------------------------------

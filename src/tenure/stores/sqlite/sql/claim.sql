@@ -2,7 +2,8 @@
 UPDATE tenure_jobs
 SET state = 'leased',
     owner = :owner,
-    generation = generation + 1,
+    -- Above the floor of deleted jobs' generations (tenure_floor): never a reissue.
+    generation = max(generation, (SELECT generation FROM tenure_floor WHERE id = 0)) + 1,
     secret_hash = :secret_hash,
     lease_until = :now + :ttl,
     available_at = :now + :ttl,

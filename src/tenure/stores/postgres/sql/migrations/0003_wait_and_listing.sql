@@ -1,4 +1,4 @@
--- tenure schema, version 2 (issue #17): waiting for a job, and listing in pages.
+-- tenure schema, version 3 (issue #17): waiting for a job, and listing in pages.
 
 -- Listing pages walk submission order from a cursor (list_page.sql). seq never changes,
 -- but every update that moves a job (claim, renew, complete) is already a non-HOT update

@@ -1,0 +1,71 @@
+"""The PostgreSQL driver's job-control operations (cancel, requeue, delete, purge), async
+(``_control.py`` is generated from this file): a mixin of `AsyncPostgresDriver`, one
+statement each (``sql/cancel.sql``, ``requeue.sql``, ``delete.sql``, ``purge.sql``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from ..._protocol import Outcome
+from ..._validate import MAX_GENERATION
+from ._common import Answer, SqlSet, Statement
+
+__all__ = ["AsyncPostgresControl"]
+
+
+class _Runner(Protocol):
+    """What the mixin uses of the driver."""
+
+    @property
+    def _sql(self) -> SqlSet: ...
+
+    def _now(self) -> float | None: ...
+
+    async def _one(self, operation: str, params: dict[str, Any]) -> Outcome: ...
+
+    async def _rows(
+        self, operation: str, statement: Statement, params: dict[str, Any]
+    ) -> list[Answer]: ...
+
+
+class AsyncPostgresControl:
+    """Job control for `AsyncPostgresDriver` (see `tenure.stores.abc.AsyncDriver`)."""
+
+    async def cancel(self: _Runner, job_id: str, reason: str, takes: Sequence[str]) -> Outcome:
+        params = {
+            "job_id": job_id,
+            "reason": reason,
+            "takes": list(takes),
+            "max_generation": MAX_GENERATION,
+        }
+        return await self._one("cancel", params)
+
+    async def requeue(
+        self: _Runner, job_id: str, delay: float, reset_attempts: bool, takes: Sequence[str]
+    ) -> Outcome:
+        params = {
+            "job_id": job_id,
+            "delay": delay,
+            "reset_attempts": reset_attempts,
+            "takes": list(takes),
+        }
+        return await self._one("requeue", params)
+
+    async def delete(self: _Runner, job_id: str, takes: Sequence[str]) -> Outcome:
+        return await self._one("delete", {"job_id": job_id, "takes": list(takes)})
+
+    async def purge(
+        self: _Runner, states: Sequence[str], older_than: float, limit: int, cursor: str | None
+    ) -> tuple[int, str | None]:
+        # Each batch is its own short transaction (autocommit); oldest first, so the next
+        # batch starts where this one ended without a cursor of its own.
+        params = {
+            "states": list(states),
+            "older_than": older_than,
+            "limit": limit,
+            "now": self._now(),
+        }
+        rows = await self._rows("purge", self._sql["purge"], params)
+        deleted = int(rows[0].due or 0)
+        return deleted, ("" if deleted >= limit else None)

@@ -1,0 +1,16 @@
+-- Delete a finished job (done, dead, cancelled), and raise the store's generation floor to
+-- its generation in the same statement: a job submitted again under this id is first
+-- claimed above it (claim.sql), so no token of the deleted job is ever issued again.
+{include:_clock},
+applied AS (
+    DELETE FROM {schema}.tenure_jobs AS j
+    WHERE j.job_id = %(job_id)s
+      AND j.state = ANY (%(takes)b::text[])
+    RETURNING j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at
+),
+floor AS (
+    UPDATE {schema}.tenure_floor AS f
+    SET generation = greatest(f.generation, (SELECT max(a.generation) FROM applied AS a))
+    WHERE f.id = 0 AND EXISTS (SELECT FROM applied)
+)
+{include:_control_answer}

@@ -1,0 +1,68 @@
+"""The Redis driver's job-control operations (cancel, requeue, delete, purge), async
+(``_control.py`` is generated from this file): a mixin of `AsyncRedisDriver`, one script
+each (``lua/cancel.lua``, ``requeue.lua``, ``delete.lua``, ``purge.lua``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from ..._protocol import Outcome
+from ._common import Keys, decode_outcome, decode_text
+
+__all__ = ["AsyncRedisControl"]
+
+# Jobs a purge step examines at most: the server is never blocked for long (as list.lua).
+_PURGE_BUDGET = 1000
+
+
+class _Runner(Protocol):
+    """What the mixin uses of the driver."""
+
+    @property
+    def keys(self) -> Keys: ...
+
+    def _now_arg(self) -> str: ...
+
+    async def _eval(
+        self, operation: str, script_name: str, keys: Sequence[str], args: Sequence[str]
+    ) -> Any: ...
+
+
+class AsyncRedisControl:
+    """Job control for `AsyncRedisDriver` (see `tenure.stores.abc.AsyncDriver`)."""
+
+    async def cancel(self: _Runner, job_id: str, reason: str, takes: Sequence[str]) -> Outcome:
+        keys = [self.keys.job(job_id), self.keys.clock]
+        reply = await self._eval("cancel", "cancel", keys, [self._now_arg(), reason, *takes])
+        return decode_outcome(reply)
+
+    async def requeue(
+        self: _Runner, job_id: str, delay: float, reset_attempts: bool, takes: Sequence[str]
+    ) -> Outcome:
+        keys = [self.keys.job(job_id), self.keys.clock]
+        args = [self._now_arg(), repr(float(delay)), "1" if reset_attempts else "0", *takes]
+        return decode_outcome(await self._eval("requeue", "requeue", keys, args))
+
+    async def delete(self: _Runner, job_id: str, takes: Sequence[str]) -> Outcome:
+        k = self.keys
+        keys = [k.job(job_id), k.clock, k.jobs, k.floor]
+        return decode_outcome(await self._eval("delete", "delete", keys, [self._now_arg(), *takes]))
+
+    async def purge(
+        self: _Runner, states: Sequence[str], older_than: float, limit: int, cursor: str | None
+    ) -> tuple[int, str | None]:
+        # A step examines at most _PURGE_BUDGET jobs of the listing of every job, from the
+        # cursor on: the whole walk is as long as the store, but no script runs for long.
+        k = self.keys
+        args = [
+            self._now_arg(),
+            cursor or "",
+            str(limit),
+            str(_PURGE_BUDGET),
+            k.job_prefix,
+            repr(float(older_than)),
+            *states,
+        ]
+        reply = await self._eval("purge", "purge", [k.clock, k.jobs, k.floor], args)
+        return int(reply[0]), decode_text(reply[1])
