@@ -181,6 +181,8 @@ FLOORS: list[tuple[str, ...]] = [
     (
         "tenure._store",
         "tenure._store_async",
+        "tenure._store_jobs",
+        "tenure._store_jobs_async",
         "tenure._store_control",
         "tenure._store_control_async",
         "tenure._store_locks",

@@ -30,8 +30,9 @@ from .errors import (
     StoreLost,
     StoreUnavailable,
     TenureError,
+    WaitTimeout,
 )
-from .models import Claim, FencingToken, Job, JobState, Lease
+from .models import Claim, FencingToken, Job, JobPage, JobSpec, JobState, Lease
 
 if _TYPE_CHECKING:
     from .locks import AsyncLeader, AsyncLock, Leader, Lock, elect, elect_async, lock, lock_async
@@ -84,6 +85,8 @@ __all__ = [
     "InvalidArgument",
     "Job",
     "JobContext",
+    "JobPage",
+    "JobSpec",
     "JobNotFound",
     "JobStateConflict",
     "JobState",
@@ -101,6 +104,7 @@ __all__ = [
     "StoreUnavailable",
     "SystemClock",
     "TenureError",
+    "WaitTimeout",
     "Worker",
     "__version__",
     "connect",

@@ -6,6 +6,8 @@
      ├── StaleToken            a fenced destination refused an effect: its fencing token
      │                         is older than one the destination already accepted
      ├── JobNotFound           no job with that id exists in the store
+     ├── WaitTimeout           `Store.wait` gave up: the job had not finished (done,
+     │                         dead, or any other final state) within the timeout
      ├── JobStateConflict      the job's state does not allow the operation (cancel a
      │                         done job, requeue a ready one, delete a leased one);
      │                         nothing was changed
@@ -39,6 +41,8 @@ outcome (a repeat of one that took effect would be refused with `JobStateConflic
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "GenerationExhausted",
     "InvalidArgument",
@@ -50,6 +54,7 @@ __all__ = [
     "StoreLost",
     "StoreUnavailable",
     "TenureError",
+    "WaitTimeout",
 ]
 
 
@@ -124,6 +129,21 @@ class LockNotAcquired(TenureError, TimeoutError):
     def __init__(self, message: str, *, name: str) -> None:
         super().__init__(message)
         self.name = name
+
+
+class WaitTimeout(TenureError, TimeoutError):
+    """`Store.wait` timed out: the job exists but had not finished. ``job`` is its last
+    snapshot (its state then); waiting again is safe, nothing was changed."""
+
+    def __init__(self, job_id: str, timeout: float, state: str, job: Any = None) -> None:
+        super().__init__(
+            f"job {job_id!r} was still {state} after waiting {timeout:g} s; wait again, "
+            "or look at it with store.get / tenure jobs show"
+        )
+        self.job_id = job_id
+        self.timeout = timeout
+        self.state = state
+        self.job = job
 
 
 class JobStateConflict(TenureError):
