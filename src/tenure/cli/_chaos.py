@@ -126,8 +126,9 @@ def _finish(
     default=None,
     metavar="KIND,...",
     help="Only these fault kinds (pause, pause-handler, pause-renew, pause-complete, storm, "
-    "skew, kill, proxy-delay, proxy-drop, store-pause; and, only when named: store-restart, "
-    "store-kill, which run the store on a server of the run's own, never the --store one).",
+    "skew, kill, proxy-delay, proxy-drop, store-pause; and, only when named: cancel (random "
+    "cancels and requeues through the store), store-restart, store-kill (these two run the "
+    "store on a server of the run's own, never the --store one).",
 )
 @click.option(
     "--work", type=click.FloatRange(0, 60), default=0.2, help="Longest short-job work, seconds."
