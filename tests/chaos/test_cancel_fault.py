@@ -6,14 +6,18 @@ ended (done, or cancelled and never requeued after)."""
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from starlette.testclient import TestClient
 
+import tenure
 from tenure.chaos import make_schedule, store_kind
+from tenure.dashboard import create_app
 from tests.backends import POSTGRES, SQLITE, Backend
 
 pytestmark = pytest.mark.slow
@@ -53,6 +57,14 @@ def test_cancel_fault_run_is_valid(backend: Backend, tmp_path: Path) -> None:
         began = time.monotonic()
         done = subprocess.run(command, capture_output=True, text=True, timeout=60)
         took = time.monotonic() - began
+        assert done.stdout.strip(), done.stderr[-3000:]
+        # The run names the dashboard command that shows its store, and it does.
+        look = json.loads(done.stdout)["dashboard"]
+        assert look == f"tenure dashboard --store {shlex.quote(url)}"
+        shown = shlex.split(look)[-1]
+        with tenure.connect(shown) as store, TestClient(create_app(store)) as client:
+            finished = client.get("/jobs", params={"state": "done"}).text
+            assert "chaos-" in finished
     assert done.stdout.strip(), done.stderr[-3000:]
     answer = json.loads(done.stdout)
     shown = f"{answer['headline']}\n{done.stderr[-3000:]}"

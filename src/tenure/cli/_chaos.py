@@ -2,7 +2,8 @@
 ``tenure check HISTORY`` (verify I1-I5 on a recorded history). See docs/reliability.md.
 
 Both print the counts, one line per invariant, and end with two lines: the verdict and the
-report's path. Exit status: 0 for a VALID verdict, 1 for INVALID (an invariant was
+report's path (``tenure chaos`` prints the ``tenure dashboard`` command that shows the
+run's store just before them, unless the store was a server of the run's own, gone since). Exit status: 0 for a VALID verdict, 1 for INVALID (an invariant was
 violated), 3 for UNPROVEN (nothing was violated but the faults did not bite), 2 for bad
 options.
 """
@@ -12,9 +13,11 @@ from __future__ import annotations
 import json
 import os
 import random
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import click
 
@@ -52,8 +55,24 @@ def _why_no_png(wanted: bool, png: Path | None, browser: str | None) -> str | No
     return f"no png: {found} did not produce a screenshot; the HTML report is complete"
 
 
+def dashboard_command(store_url: str) -> str:
+    """The ``tenure dashboard`` command that shows a run's store (its password, if the URL
+    has one, left for the reader to fill in)."""
+    parts = urlsplit(store_url)
+    if parts.password:
+        host = parts.netloc.rpartition("@")[2]
+        user = parts.username or ""
+        parts = parts._replace(netloc=f"{user}:PASSWORD@{host}")
+    return f"tenure dashboard --store {shlex.quote(urlunsplit(parts))}"
+
+
 def _finish(
-    state: CliState, verdict: Any, report: Path, png: Path | None, no_png: str | None
+    state: CliState,
+    verdict: Any,
+    report: Path,
+    png: Path | None,
+    no_png: str | None,
+    look: str | None = None,
 ) -> None:
     if state.json:
         click.echo(
@@ -75,6 +94,7 @@ def _finish(
                     "report": str(report),
                     "png": str(png) if png else None,
                     "no_png": no_png,
+                    "dashboard": look,
                 },
                 default=str,
             )
@@ -86,6 +106,8 @@ def _finish(
             click.echo(f"png: {png}")
         elif no_png is not None:
             click.echo(no_png)
+        if look is not None:
+            click.echo(f"look at its jobs: {look}")
         click.echo(f"verdict: {verdict.headline()}")
         click.echo(f"report: {report}")
     sys.exit(EXIT[verdict.status])
@@ -223,6 +245,8 @@ def chaos(
         result.report,
         result.png,
         _why_no_png(not no_png, result.png, browser),
+        # A store on a server of the run's own is gone by now: nothing to look at.
+        None if options.store_faults else dashboard_command(store_url),
     )
 
 
