@@ -85,3 +85,15 @@ def test_cancel_fault_run_is_valid(backend: Backend, tmp_path: Path) -> None:
     cancels = [e for e in history if e.get("f") == "cancel" and e.get("type") == "ok"]
     assert cancels
     assert all(e.get("row_state") == "cancelled" for e in cancels)
+
+
+def test_the_dashboard_command_hides_a_password() -> None:
+    from tenure.cli._chaos import dashboard_command
+
+    assert (
+        dashboard_command("sqlite:////tmp/a b.db")
+        == "tenure dashboard --store 'sqlite:////tmp/a b.db'"
+    )
+    shown = dashboard_command("postgresql://ops:s3cret@db:5432/app?schema=q")
+    assert shown == "tenure dashboard --store 'postgresql://ops:PASSWORD@db:5432/app?schema=q'"
+    assert "s3cret" not in dashboard_command("redis://:s3cret@cache:6379/0")

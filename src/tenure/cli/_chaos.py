@@ -3,9 +3,9 @@
 
 Both print the counts, one line per invariant, and end with two lines: the verdict and the
 report's path (``tenure chaos`` prints the ``tenure dashboard`` command that shows the
-run's store just before them, unless the store was a server of the run's own, gone since). Exit status: 0 for a VALID verdict, 1 for INVALID (an invariant was
-violated), 3 for UNPROVEN (nothing was violated but the faults did not bite), 2 for bad
-options.
+run's store just before them, unless the store was a server of the run's own, gone
+since). Exit status: 0 for a VALID verdict, 1 for INVALID (an invariant was violated), 3
+for UNPROVEN (nothing was violated but the faults did not bite), 2 for bad options.
 """
 
 from __future__ import annotations
@@ -61,9 +61,9 @@ def dashboard_command(store_url: str) -> str:
     parts = urlsplit(store_url)
     if parts.password:
         host = parts.netloc.rpartition("@")[2]
-        user = parts.username or ""
-        parts = parts._replace(netloc=f"{user}:PASSWORD@{host}")
-    return f"tenure dashboard --store {shlex.quote(urlunsplit(parts))}"
+        netloc = f"{parts.username or ''}:PASSWORD@{host}"
+        store_url = urlunsplit(parts._replace(netloc=netloc))
+    return f"tenure dashboard --store {shlex.quote(store_url)}"
 
 
 def _finish(
@@ -245,8 +245,7 @@ def chaos(
         result.report,
         result.png,
         _why_no_png(not no_png, result.png, browser),
-        # A store on a server of the run's own is gone by now: nothing to look at.
-        None if options.store_faults else dashboard_command(store_url),
+        None if options.store_faults else dashboard_command(store_url),  # own server: gone
     )
 
 
