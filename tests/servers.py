@@ -54,6 +54,42 @@ class PostgresServer(_PostgresServer):
             timeout=120,
         )
 
+    def restore_data(self, path: Path, schema: str) -> None:
+        """Copy the dump's rows of ``schema`` back into its tables (a data-only restore:
+        the tables stay, emptied by the caller first)."""
+        subprocess.run(
+            [
+                str(self.bin / "pg_restore"),
+                "--data-only",
+                "-n",
+                schema,
+                "-d",
+                self.url,
+                str(path),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+
+    def pg_ctl_restart(self) -> None:
+        """``pg_ctl restart -m fast``, what ``pg_ctlcluster … restart`` runs: one command,
+        the server down only between its fast shutdown and its start (``-w``: it returns
+        once the server accepts connections)."""
+        self.run(
+            "pg_ctl",
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.log),
+            "-m",
+            "fast",
+            "-w",
+            "-t",
+            "60",
+            "restart",
+        )
+
 
 @contextmanager
 def postgres_server() -> Iterator[PostgresServer]:

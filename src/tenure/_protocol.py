@@ -35,12 +35,17 @@ from .errors import (
     JobNotFound,
     JobStateConflict,
     LeaseLost,
+    StoreUnavailable,
 )
 from .models import Job, JobState, Lease, StrEnum
 
 __all__ = [
+    "CLAIM_RECOVERY_TRIES",
     "JOB_COLUMNS",
     "check_lease",
+    "claim_not_recovered",
+    "claim_recovery_budget",
+    "claim_recovery_pause",
     "claim_verdict",
     "CONTROL_TAKES",
     "control_verdict",
@@ -127,6 +132,40 @@ class Completion(NamedTuple):
     secret_hash: str
     receipt: str
     result: str | None
+
+
+# A claim whose reply was lost (StoreUnavailable with outcome_unknown) is not resent
+# blindly: the store asks for the leases held under the claim's own secret hashes, which no
+# one else knows (`AsyncDriver.find_leases`). Found: they are what the claim took, since
+# every try of one claim sends the same hashes. None: no try took effect that the store
+# shows (or it took nothing), so sending the claim again cannot take a job twice; a try
+# still on its way that commits later only leaves leases that expire, as before. At most
+# CLAIM_RECOVERY_TRIES tries (a look, then a resend if nothing was found) within
+# `claim_recovery_budget`, so the leases found keep most of their time.
+CLAIM_RECOVERY_TRIES = 8
+
+
+def claim_recovery_budget(ttl: float) -> float:
+    """How long a claim whose reply was lost may spend finding out what it took: a third
+    of its ttl (its leases' time runs meanwhile), at most 5 s."""
+    return min(ttl / 3.0, 5.0)
+
+
+def claim_recovery_pause(attempt: int, jitter: float) -> float:
+    """The pause before recovery try ``attempt`` (0, 1, ...): 50 ms doubling to at most
+    0.5 s (a restarted server is usually back within a second), times ``jitter`` in
+    [0.5, 1.5)."""
+    return min(0.05 * 2.0**attempt, 0.5) * jitter
+
+
+def claim_not_recovered(operation: str, ttl: float, error: Exception) -> StoreUnavailable:
+    return StoreUnavailable(
+        f"{operation}: the reply was lost and the store could not be asked what the claim "
+        f"took within {claim_recovery_budget(ttl):.2g} s (last: {error}); jobs it may have "
+        "taken are claimable again when their lease ends",
+        operation=operation,
+        outcome_unknown=True,
+    )
 
 
 class ClaimRequest(NamedTuple):

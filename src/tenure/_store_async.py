@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from ._clock import Clock, LeaseTiming, SystemClock
 from ._concurrency import pause_async
 from ._protocol import (
+    CLAIM_RECOVERY_TRIES,
     ClaimRequest,
     ClaimVerdict,
     Completion,
@@ -24,6 +25,9 @@ from ._protocol import (
     Outcome,
     RetryPolicy,
     Status,
+    claim_not_recovered,
+    claim_recovery_budget,
+    claim_recovery_pause,
     claim_verdict,
     hash_secret,
     job_from_row,
@@ -148,7 +152,8 @@ class AsyncStore(AsyncStoreControl):
 
     async def _call(self, operation: str, call: Callable[[], Awaitable[T]]) -> T:
         # Every operation is safe to repeat (see tenure.errors), so a transient failure is
-        # retried a few times before it reaches the caller.
+        # retried a few times before it reaches the caller. (A claim whose reply was lost
+        # is recovered by its callers instead: see _recover_claim.)
         for attempt in range(self._retries + 1):
             try:
                 return await call()
@@ -315,7 +320,49 @@ class AsyncStore(AsyncStoreControl):
             )
 
         sent_at = self._clock.monotonic()
-        return self._claimed(request, await self._call("claim_next", call), sent_at)
+        try:
+            outcomes = await self._call("claim_next", call)
+        except StoreUnavailable as exc:
+            if not exc.outcome_unknown or isinstance(exc, StoreLost):
+                raise
+            outcomes = await self._recover_claim("claim_next", request, exc)
+        return self._claimed(request, outcomes, sent_at)
+
+    async def _recover_claim(
+        self, operation: str, request: ClaimRequest, lost: StoreUnavailable
+    ) -> list[Outcome]:
+        """The answer of a claim whose reply was lost (``lost``): the leases the store holds
+        under the claim's secret hashes, or, when it holds none, the claim sent again with
+        the same hashes (why this is safe: `tenure._protocol.CLAIM_RECOVERY_TRIES`)."""
+        if getattr(self._driver, "find_leases", None) is None:
+            raise lost  # a driver written before the operation existed
+        deadline = self._clock.monotonic() + claim_recovery_budget(request.ttl)
+        error: StoreUnavailable = lost
+        for attempt in range(CLAIM_RECOVERY_TRIES):
+            await pause_async(claim_recovery_pause(attempt, 0.5 + self._rng.random()))
+            if self._clock.monotonic() > deadline:
+                break
+            try:
+                found = await self._driver.find_leases(
+                    request.owner, request.ttl, request.queues, request.secret_hashes
+                )
+                if not found:
+                    return await self._driver.claim_next(
+                        request.owner, request.ttl, request.queues, request.secret_hashes
+                    )
+            except StoreUnavailable as exc:
+                if isinstance(exc, StoreLost):
+                    raise
+                error = exc
+                continue
+            log.info(
+                "%s: the reply was lost; found the %d lease(s) it took by their secrets",
+                operation,
+                len(found),
+                extra={"operation": operation, "owner": request.owner, "leases": len(found)},
+            )
+            return found
+        raise claim_not_recovered(operation, request.ttl, error) from error
 
     def _claim_request(
         self, owner: str, ttl: float | timedelta, limit: int, queues: Sequence[str]
@@ -435,9 +482,11 @@ class AsyncStore(AsyncStoreControl):
         store as the completions left it. Returns ``(lost, claimed)``: the `LeaseLost` error
         of every stale lease, in order, and the new leases, oldest job first.
 
-        After `StoreUnavailable` with ``outcome_unknown``, the call is not repeated (it may
-        have taken jobs, which would then wait out their lease): repeat the completions
-        with `complete_many`, which is safe, then claim again.
+        After a lost reply the call is not repeated (it may have taken jobs): the store
+        repeats the completions with `complete_many`, which is safe, and finds the leases
+        the claim took by their secrets, as `claim_many` does. `StoreUnavailable` with
+        ``outcome_unknown`` means that could not be done in time: repeat the completions
+        with `complete_many`, then claim again.
         """
         lost, claimed = await self._complete_and_claim_rows(
             leases, owner, ttl, limit, results, queues
@@ -494,7 +543,25 @@ class AsyncStore(AsyncStoreControl):
             )
 
         sent_at = self._clock.monotonic()
-        completed, claimed = await self._call("complete_and_claim", call)
+        try:
+            completed, claimed = await self._call("complete_and_claim", call)
+        except StoreUnavailable as exc:
+            if not exc.outcome_unknown or isinstance(exc, StoreLost):
+                raise
+            # Its completions are safe to repeat (a repeat of one that took effect answers
+            # success); its claim is recovered as claim_next's is. If the repeat fails, the
+            # claim's outcome is still unknown: that is the error the caller gets.
+            completed = []
+            if completions:
+                try:
+                    completed = await self._call(
+                        "complete", lambda: self._driver.complete_many(completions)
+                    )
+                except StoreUnavailable as again:
+                    if isinstance(again, StoreLost):
+                        raise
+                    raise exc from again
+            claimed = await self._recover_claim("complete_and_claim", request, exc)
         lost = self._lost_many(checked, completions, completed)
         return lost, self._claimed(request, claimed, sent_at)
 

@@ -44,6 +44,7 @@ __all__ = [
     "validate_real",
     "validate_reason",
     "validate_secret",
+    "validate_timeout",
     "validate_ttl",
 ]
 
@@ -157,6 +158,18 @@ def validate_delay(value: object, argument: str = "delay") -> float:
     seconds = _seconds(argument, value)
     if not 0.0 <= seconds <= MAX_DELAY:
         raise InvalidArgument(argument, f"must be from 0 seconds to 366 days, got {value!r}")
+    return seconds
+
+
+def validate_timeout(value: object, argument: str = "timeout") -> float:
+    """A handler's per-attempt timeout (the worker's ``timeout=``): seconds or a timedelta,
+    from 0.01 s (as the shortest ttl) to 366 days (as the longest delay)."""
+    seconds = _seconds(argument, value)
+    if not MIN_TTL <= seconds <= MAX_DELAY:
+        raise InvalidArgument(
+            argument,
+            f"must be from {MIN_TTL} seconds to 366 days, or None for no timeout; got {value!r}",
+        )
     return seconds
 
 

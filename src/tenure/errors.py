@@ -23,13 +23,16 @@ What is safe to retry after `StoreUnavailable`: ``renew``, ``complete``, ``relea
 ``fail`` with the same lease (a repeat of an operation that already took effect answers
 success again and changes nothing), ``claim`` (the store methods retry internally with the
 same lease secret, so a lost reply does not burn a second generation), ``submit`` (it is
-idempotent by job id) and every read. ``claim_next``/``claim_many`` are safe in the sense
-that matters: a claim whose reply was lost leaves a lease nobody holds, which expires after
-its TTL and the job is claimed again with the next generation. ``cancel`` is safe to retry
-(cancelling a cancelled job answers as the first cancel did), and so is ``purge`` (a repeated
-batch finds fewer jobs). ``requeue`` and ``delete`` are not repeated by the store after an
-unknown outcome (a repeat of one that took effect would be refused with `JobStateConflict`
-or `JobNotFound`): read the job with ``get`` to know.
+idempotent by job id) and every read. ``claim_next``/``claim_many``/``complete_and_claim``
+are not resent blindly: after a lost reply the store looks for the leases held under the
+claim's own secret hashes and answers those, or sends the claim again only when it took
+nothing; if the store cannot be asked within a third of the TTL, the error reaches the
+caller (``outcome_unknown``), and a lease it may have taken expires after its TTL and the
+job is claimed again with the next generation. ``cancel`` is safe to retry (cancelling a
+cancelled job answers as the first cancel did), and so is ``purge`` (a repeated batch finds
+fewer jobs). ``requeue`` and ``delete`` are not repeated by the store after an unknown
+outcome (a repeat of one that took effect would be refused with `JobStateConflict` or
+`JobNotFound`): read the job with ``get`` to know.
 """
 
 from __future__ import annotations

@@ -154,31 +154,6 @@ def test_retried_claim_returns_the_same_lease(url: str, clock: tenure.ManualCloc
         store.close()
 
 
-def test_lost_claim_next_reply_surfaces_and_the_job_comes_back(
-    url: str, clock: tenure.ManualClock
-) -> None:
-    driver = LosingReplies(open_driver(url, clock), "claim_next")
-    store = tenure.Store(driver, clock=clock)
-    try:
-        store.submit("J")
-        store.submit("K")
-        # Repeating a claim_next could take a second job: the error goes to the caller.
-        with pytest.raises(tenure.StoreUnavailable) as caught:
-            store.claim_next("A", 10)
-        assert caught.value.outcome_unknown
-        assert driver.calls["claim_next"] == 1
-        assert store.get("J").state == "leased"  # nobody holds that lease; it expires
-        lease = store.claim_next("A", 10)
-        assert lease is not None
-        assert lease.job_id == "K"
-        clock.advance(10)
-        again = store.claim_next("B", 10)
-        assert again is not None
-        assert (again.job_id, again.generation) == ("J", 2)
-    finally:
-        store.close()
-
-
 # -- claim_next and claim_many ---------------------------------------------------------
 
 

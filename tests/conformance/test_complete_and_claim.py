@@ -9,8 +9,7 @@ import pytest
 
 import tenure
 import tenure.aio
-from tenure.stores import open_driver
-from tests.conformance._support import LosingReplies, claim_all, forge, job_view, snapshot
+from tests.conformance._support import claim_all, forge, job_view
 
 T0 = tenure.ManualClock().time()
 
@@ -332,66 +331,7 @@ def test_many_jobs_in_one_call(store: tenure.Store) -> None:
     assert sorted(job.result for job in done) == list(range(600))
 
 
-# -- replies lost after the store applied the call -----------------------------------------
-
-
-def test_a_lost_reply_is_not_retried_and_complete_many_afterwards_is_safe(
-    url: str, clock: tenure.ManualClock
-) -> None:
-    driver = LosingReplies(open_driver(url, clock), "complete_and_claim")
-    store = tenure.Store(driver, clock=clock)
-    try:
-        submit_all(store, clock, "a", "b", "c", "d", "e")
-        a, b = store.claim_many("A", 10, 2)
-        with pytest.raises(tenure.StoreUnavailable) as caught:
-            store.complete_and_claim([a, b], "A", 10, 2, results=["x", "y"])
-        assert caught.value.outcome_unknown
-        # Repeating it could take two more jobs: the error goes to the caller as it is.
-        assert driver.calls["complete_and_claim"] == 1
-        # It did take effect: a and b are done, c and d are taken (nobody has those leases).
-        assert [(store.get(k).state, store.get(k).result) for k in "ab"] == [
-            ("done", "x"),
-            ("done", "y"),
-        ]
-        assert states(store, "c", "d", "e") == {
-            "c": ("leased", "A", 1),
-            "d": ("leased", "A", 1),
-            "e": ("ready", None, 0),
-        }
-        before = snapshot(store)
-        # The completions are safe to repeat with complete_many: success, nothing changes.
-        assert store.complete_many([a, b], ["x", "y"]) == []
-        assert snapshot(store) == before
-        assert driver.calls["complete_many"] == 1
-        lost, leases = store.complete_and_claim(  # now a normal call
-            [a, b], "A", 30, 5, results=["x", "y"]
-        )
-        assert lost == []
-        assert [lease.job_id for lease in leases] == ["e"]
-        clock.advance(10)  # the jobs the lost reply took come back when their leases end
-        again = store.claim_many("B", 10, 5)
-        assert [(lease.job_id, lease.generation) for lease in again] == [("c", 2), ("d", 2)]
-    finally:
-        store.close()
-
-
-def test_a_lost_reply_of_the_claim_alone_is_not_retried(
-    url: str, clock: tenure.ManualClock
-) -> None:
-    # With no leases the store sends a plain claim: its lost reply is not repeated either.
-    driver = LosingReplies(open_driver(url, clock), "claim_next")
-    store = tenure.Store(driver, clock=clock)
-    try:
-        submit_all(store, clock, "J", "K")
-        with pytest.raises(tenure.StoreUnavailable) as caught:
-            store.complete_and_claim([], "A", 10, 1)
-        assert caught.value.outcome_unknown
-        assert driver.calls["claim_next"] == 1
-        assert states(store, "J", "K") == {"J": ("leased", "A", 1), "K": ("ready", None, 0)}
-        lost, leases = store.complete_and_claim([], "A", 10, 1)
-        assert (lost, [lease.job_id for lease in leases]) == ([], ["K"])
-    finally:
-        store.close()
+# Replies lost after the store applied the call: tests/conformance/test_claim_recovery.py.
 
 
 # -- the async twin ------------------------------------------------------------------------

@@ -154,7 +154,9 @@ def test_single_job_operations_use_the_primary_key(
     assert all(n.get("Index Name") == "tenure_jobs_pkey" for n in scans), [
         (n["Node Type"], n.get("Index Name"), n.get("Filter")) for n in scans
     ]
-    assert buffers(plan) < 20
+    # A few pages of the job's index and heap, plus a claim's one-row reads of the
+    # generation floor and the store id row: a handful, whatever the table's size.
+    assert buffers(plan) < 24
 
 
 @pytest.mark.parametrize("count", [1, 10, 1000])

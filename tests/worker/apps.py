@@ -156,3 +156,12 @@ def write_pid_and_sleep(ctx: JobContext) -> str:
 
 def return_payload(ctx: JobContext) -> Any:
     return ctx.payload
+
+
+def never_returns(ctx: JobContext) -> str:
+    """For timeouts with process isolation: records its start and its pid, then sleeps
+    (never looking at ctx.lost) until killed, at most 60 s."""
+    event(ctx, "start")
+    for _ in range(12_000):
+        time.sleep(0.005)
+    return "returned"

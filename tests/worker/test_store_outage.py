@@ -153,13 +153,19 @@ def check_short_outage(run: Run, caplog: pytest.LogCaptureFixture) -> None:
 # -- PostgreSQL ---------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("how", ["stop-wait-start", "pg_ctl-restart"])
 def test_postgres_restart_costs_no_reexecution(
-    pg: PostgresServer, pg_url: str, caplog: pytest.LogCaptureFixture
+    pg: PostgresServer, pg_url: str, caplog: pytest.LogCaptureFixture, how: str
 ) -> None:
     caplog.set_level(logging.INFO, logger="tenure")
 
     def restart() -> None:
-        # pg_ctlcluster restart as the issue measured it: down for about a second.
+        if how == "pg_ctl-restart":
+            # The operator's command: pg_ctlcluster ... restart runs pg_ctl restart -m fast
+            # (a fast shutdown: sessions terminated, in-flight statements rolled back).
+            pg.pg_ctl_restart()
+            return
+        # Down for about a second, as the issue measured pg_ctlcluster restart.
         pg.stop()
         time.sleep(1.0)
         pg.start()

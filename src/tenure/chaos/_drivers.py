@@ -72,6 +72,11 @@ class PassThroughDriver:
     ) -> tuple[list[Outcome], list[Outcome]]:
         return self._inner.complete_and_claim(completions, owner, ttl, queues, secret_hashes)
 
+    def find_leases(
+        self, owner: str, ttl: float, queues: Sequence[str], secret_hashes: Sequence[str]
+    ) -> list[Outcome]:
+        return self._inner.find_leases(owner, ttl, queues, secret_hashes)
+
     def get(self, job_id: str) -> Outcome:
         return self._inner.get(job_id)
 
@@ -158,6 +163,22 @@ class RecordingDriver(PassThroughDriver):
             outcomes = self._inner.claim_next(owner, ttl, queues, secret_hashes)
         except BaseException as exc:
             self._rec.end(op, "claim_next", _ended(exc), error=str(exc)[:300])
+            raise
+        self._claimed(op, secret_hashes, outcomes)
+        return outcomes
+
+    def find_leases(
+        self, owner: str, ttl: float, queues: Sequence[str], secret_hashes: Sequence[str]
+    ) -> list[Outcome]:
+        # The leases a claim whose reply was lost took, found by their secrets: the client
+        # holds them from this answer on, so the history records it as the claim that
+        # granted them (the lost claim itself is recorded with its outcome unknown). It
+        # changes nothing: when it fails, it failed.
+        op = self._rec.invoke("claim_next", owner=owner, ttl=ttl, limit=len(secret_hashes))
+        try:
+            outcomes = self._inner.find_leases(owner, ttl, queues, secret_hashes)
+        except BaseException as exc:
+            self._rec.end(op, "claim_next", "fail", error=str(exc)[:300])
             raise
         self._claimed(op, secret_hashes, outcomes)
         return outcomes

@@ -88,6 +88,11 @@ class AsyncPassThroughDriver:
     ) -> tuple[list[Outcome], list[Outcome]]:
         return await self._inner.complete_and_claim(completions, owner, ttl, queues, secret_hashes)
 
+    async def find_leases(
+        self, owner: str, ttl: float, queues: Sequence[str], secret_hashes: Sequence[str]
+    ) -> list[Outcome]:
+        return await self._inner.find_leases(owner, ttl, queues, secret_hashes)
+
     async def get(self, job_id: str) -> Outcome:
         return await self._inner.get(job_id)
 
@@ -176,6 +181,22 @@ class AsyncRecordingDriver(AsyncPassThroughDriver):
             outcomes = await self._inner.claim_next(owner, ttl, queues, secret_hashes)
         except BaseException as exc:
             self._rec.end(op, "claim_next", _ended(exc), error=str(exc)[:300])
+            raise
+        self._claimed(op, secret_hashes, outcomes)
+        return outcomes
+
+    async def find_leases(
+        self, owner: str, ttl: float, queues: Sequence[str], secret_hashes: Sequence[str]
+    ) -> list[Outcome]:
+        # The leases a claim whose reply was lost took, found by their secrets: the client
+        # holds them from this answer on, so the history records it as the claim that
+        # granted them (the lost claim itself is recorded with its outcome unknown). It
+        # changes nothing: when it fails, it failed.
+        op = self._rec.invoke("claim_next", owner=owner, ttl=ttl, limit=len(secret_hashes))
+        try:
+            outcomes = await self._inner.find_leases(owner, ttl, queues, secret_hashes)
+        except BaseException as exc:
+            self._rec.end(op, "claim_next", "fail", error=str(exc)[:300])
             raise
         self._claimed(op, secret_hashes, outcomes)
         return outcomes

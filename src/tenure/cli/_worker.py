@@ -226,6 +226,14 @@ def _configure_logging(
     default=None,
     help="Default isolation of handlers that do not choose one.",
 )
+@click.option(
+    "--timeout",
+    type=float,
+    default=None,
+    metavar="S",
+    help="Per-attempt timeout of handlers that set none: past it the handler is stopped and "
+    "the attempt failed (retried per the retry policy).",
+)
 @click.option("--poll-interval", type=float, default=None, metavar="S", help="Longest idle wait.")
 @click.option("--owner", default=None, help="Owner id of the leases (default host:pid:random).")
 @click.option("--burst", is_flag=True, default=False, help="Exit once no job is claimable.")
@@ -266,6 +274,7 @@ def worker(
     renew_every: float | None,
     grace: float | None,
     isolation: str | None,
+    timeout: float | None,
     poll_interval: float | None,
     owner: str | None,
     burst: bool,
@@ -293,6 +302,7 @@ def worker(
             ("renew_every", renew_every),
             ("grace", grace),
             ("isolation", isolation),
+            ("timeout", timeout),
             ("poll_interval", poll_interval),
             ("owner", owner),
             ("summary_every", summary_every),

@@ -86,6 +86,15 @@ class Driver(Protocol):
         retry_in: float,
     ) -> Outcome: ...
 
+    def find_leases(
+        self, owner: str, ttl: float, queues: Sequence[str], secret_hashes: Sequence[str]
+    ) -> list[Outcome]:
+        """The running leases (by store time) of ``owner`` on jobs of ``queues`` whose
+        secret hash is one of ``secret_hashes``, oldest job first, an ``APPLIED`` outcome
+        each; changes nothing. A claim whose reply was lost asks this with its own hashes,
+        which no one else knows: the answer is what that claim took (and still holds)."""
+        ...
+
     def get(self, job_id: str) -> Outcome: ...
 
     def list_jobs(

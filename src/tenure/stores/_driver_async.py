@@ -92,6 +92,15 @@ class AsyncDriver(Protocol):
         retry_in: float,
     ) -> Outcome: ...
 
+    async def find_leases(
+        self, owner: str, ttl: float, queues: Sequence[str], secret_hashes: Sequence[str]
+    ) -> list[Outcome]:
+        """The running leases (by store time) of ``owner`` on jobs of ``queues`` whose
+        secret hash is one of ``secret_hashes``, oldest job first, an ``APPLIED`` outcome
+        each; changes nothing. A claim whose reply was lost asks this with its own hashes,
+        which no one else knows: the answer is what that claim took (and still holds)."""
+        ...
+
     async def get(self, job_id: str) -> Outcome: ...
 
     async def list_jobs(

@@ -97,6 +97,12 @@ class ThreadedDriver:
         )
         return await anyio.to_thread.run_sync(call)
 
+    async def find_leases(
+        self, owner: str, ttl: float, queues: Sequence[str], secret_hashes: Sequence[str]
+    ) -> list[Outcome]:
+        call = partial(self.sync.find_leases, owner, ttl, queues, secret_hashes)
+        return await anyio.to_thread.run_sync(call)
+
     async def get(self, job_id: str) -> Outcome:
         return await anyio.to_thread.run_sync(self.sync.get, job_id)
 

@@ -88,8 +88,8 @@ class Claiming:
             try:
                 claimed = await store.claim_jobs(self.owner or "", config.ttl, free, queues=queues)
             except StoreUnavailable as exc:
-                # Never repeated as such: a claim whose reply was lost leaves leases nobody
-                # holds, which expire; the next claim is a new one.
+                # The store already looked for this claim's leases by their secret hashes;
+                # reaching here, it could not tell: leases it may have taken expire.
                 failures += 1
                 self._stats.incr("store_errors")
                 assert self._outage is not None

@@ -20,6 +20,7 @@ from .._validate import (
     validate_delay,
     validate_id,
     validate_queues,
+    validate_timeout,
     validate_ttl,
 )
 from ..errors import InvalidArgument
@@ -61,9 +62,12 @@ class Handler:
     is_async: bool
     isolation: Isolation | None  # None: the worker's default
     retry: RetryPolicy | None  # None: the worker's default
+    timeout: float | None = None  # per-attempt timeout, seconds; None: the worker's default
 
 
-def make_handler(queue: str, function: object, isolation: object, retry: object) -> Handler:
+def make_handler(
+    queue: str, function: object, isolation: object, retry: object, timeout: object = None
+) -> Handler:
     """Validate what `Worker.register` was given."""
     queue = validate_id("queue", queue)
     if not callable(function):
@@ -74,7 +78,15 @@ def make_handler(queue: str, function: object, isolation: object, retry: object)
         _check_isolation(isolation)
     if retry is not None:
         _retry_policy(retry)
-    return Handler(queue, function, is_async(function), isolation, retry)  # type: ignore[arg-type]
+    timeout_s = None if timeout is None else validate_timeout(timeout)
+    return Handler(
+        queue,
+        function,
+        is_async(function),
+        isolation,  # type: ignore[arg-type]
+        retry,  # type: ignore[arg-type]
+        timeout_s,
+    )
 
 
 def is_async(function: Callable[..., Any]) -> bool:
@@ -102,6 +114,7 @@ class Config:
     summary_every: float
     retention: float | None = None  # purge finished jobs older than this (_retention.py)
     retention_every: float = 3600.0
+    timeout: float | None = None  # per-attempt timeout of handlers without their own
 
     def options(self) -> dict[str, Any]:
         return {item.name: getattr(self, item.name) for item in fields(self)}
@@ -130,6 +143,7 @@ def make_config(
     summary_every: object,
     retention: object = None,
     retention_every: object = 3600.0,
+    timeout: object = None,
 ) -> Config:
     """Validate the worker's options (docs/design.md §6: bad input names the argument)."""
     if url is not None:
@@ -175,6 +189,7 @@ def make_config(
         summary_every=summary_s,
         retention=None if retention is None else _retention(retention),
         retention_every=_retention_every(retention_every),
+        timeout=None if timeout is None else validate_timeout(timeout),
     )
 
 

@@ -2,9 +2,15 @@
 
 * ``async def`` handlers run on the worker's event loop, in a cancel scope that the lease's
   loss cancels;
-* sync handlers run on a daemon thread of their own (`run_in_daemon_thread`); a thread
-  cannot be stopped, so the handler sees ``ctx.lost`` and is reminded until it returns;
+* sync handlers run on a daemon thread of their own (`DaemonThread`); a thread cannot be
+  stopped, so the handler sees ``ctx.lost`` and is reminded until it returns;
 * with ``isolation="process"``, either kind runs in a child process (`_process`).
+
+At a handler's timeout (a loss of kind ``timed_out``) the async handler is cancelled and the
+process killed as at any loss; a sync handler's thread is not waited for any longer: the
+runner returns at once, so that the attempt is failed while the lease is still the worker's,
+and the thread (``Running.straggler``) keeps its concurrency slot until it returns
+(`Invoker.outlive`).
 """
 
 from __future__ import annotations
@@ -22,12 +28,12 @@ from ..models import Job
 from ._config import Handler, Isolation
 from ._context import JobContext
 from ._lease import LeaseHandle, lease_extra
-from ._loop import LoopCaller, run_in_daemon_thread
+from ._loop import DaemonThread, LoopCaller
 from ._outcome import Outcome, handler_outcome, outcome_of
 from ._process import run_in_process
 from ._stats import Stats
 
-__all__ = ["Invoker", "Running"]
+__all__ = ["Invoker", "Running", "attempt_timeout"]
 
 log = logging.getLogger("tenure")
 
@@ -44,6 +50,15 @@ class Running:
     context: JobContext
     # A sync handler's wait for its thread: cancelled to stop waiting (worker stopping).
     wait_scope: anyio.CancelScope | None = None
+    # A timed-out sync handler's thread, still running after the attempt was failed.
+    straggler: DaemonThread[Outcome] | None = None
+    abandoned: bool = False  # the worker stopped waiting for this handler (stopping)
+
+    def abandon(self) -> None:
+        """On the loop: stop waiting for the handler's thread, now and from now on."""
+        self.abandoned = True
+        if self.wait_scope is not None:
+            self.wait_scope.cancel()
 
 
 class Invoker:
@@ -80,10 +95,12 @@ class Invoker:
                     raise
                 return outcome_of(context, exc)
             return outcome_of(context, None, value)
-        if running.handle.lost_kind != "revoked":
+        kind = running.handle.lost_kind
+        if kind not in ("revoked", "timed_out"):
             self._stats.incr("cancelled_on_loss")
         log.info(
-            "async handler cancelled: its lease is lost",
+            "async handler cancelled: %s",
+            "it ran past its timeout" if kind == "timed_out" else "its lease is lost",
             extra=lease_extra(running.handle.lease, reason=running.handle.lost_reason),
         )
         return Outcome("lost")
@@ -93,18 +110,49 @@ class Invoker:
         function = running.handler.function
         lost = anyio.Event()
         running.handle.on_loss(partial(self._caller.call_soon, lost.set))
+        thread = DaemonThread(
+            partial(handler_outcome, context, lambda: function(context)),
+            self._caller,
+            name=f"tenure-job-{context.job_id}"[:64],
+        )
         with anyio.CancelScope() as wait_scope:
             running.wait_scope = wait_scope
             async with anyio.create_task_group() as task_group:
                 task_group.start_soon(_nag, running, lost)
-                outcome = await run_in_daemon_thread(
-                    partial(handler_outcome, context, lambda: function(context)),
-                    self._caller,
-                    name=f"tenure-job-{context.job_id}"[:64],
-                )
+                task_group.start_soon(_leave_at_timeout, running, lost, task_group.cancel_scope)
+                outcome = await thread.wait()
                 task_group.cancel_scope.cancel()
-            return outcome
+                return outcome
+            # The handler timed out: its attempt is failed now, the thread runs on.
+            running.straggler = thread
+            return Outcome("lost")
         return Outcome("abandoned")
+
+    async def outlive(self, running: Running) -> None:
+        """After a timed-out sync handler's attempt was settled: wait for its thread, which
+        keeps its concurrency slot until it returns (reminded as at a loss), unless the
+        worker stops waiting (`Running.abandon`)."""
+        thread = running.straggler
+        if thread is None or running.abandoned:
+            return
+        lost = anyio.Event()
+        lost.set()
+        with anyio.CancelScope() as wait_scope:
+            running.wait_scope = wait_scope
+            async with anyio.create_task_group() as task_group:
+                task_group.start_soon(_nag, running, lost)
+                await thread.wait()
+                task_group.cancel_scope.cancel()
+
+
+def attempt_timeout(job: Job, handler: Handler, default: float | None) -> float | None:
+    """The timeout of one attempt, in seconds (None: none): the job's own if it has one,
+    else the handler's, else the worker's. Jobs carry no timeout of their own yet; once the
+    store keeps one (`Job.timeout`, seconds or None), it is read here."""
+    own = getattr(job, "timeout", None)
+    if isinstance(own, (int, float)) and not isinstance(own, bool) and own > 0:
+        return float(own)
+    return handler.timeout if handler.timeout is not None else default
 
 
 def _propagates(exc: BaseException) -> bool:
@@ -114,6 +162,19 @@ def _propagates(exc: BaseException) -> bool:
     if isinstance(exc, (anyio.get_cancelled_exc_class(), KeyboardInterrupt)):
         return True
     return not isinstance(exc, Exception) and "ExceptionGroup" in type(exc).__name__
+
+
+async def _leave_at_timeout(running: Running, lost: anyio.Event, scope: anyio.CancelScope) -> None:
+    """Stop waiting for a sync handler's thread once it has timed out."""
+    await lost.wait()
+    if running.handle.lost_kind != "timed_out":
+        return
+    log.warning(
+        "sync handler timed out: ctx.lost is set, but a thread cannot be stopped; the job is "
+        "failed now and the thread keeps its slot until it returns",
+        extra=lease_extra(running.handle.lease, reason=running.handle.lost_reason),
+    )
+    scope.cancel()
 
 
 async def _nag(running: Running, lost: anyio.Event) -> None:

@@ -5,7 +5,8 @@
   it, and a slow claim or idle wait on the worker's connection cannot delay it.
 * The **watchdog** thread does no I/O at all: it wakes at each lease's local deadline and
   declares the lease lost if no renewal was confirmed by then. A renewal that hangs (the
-  store stopped answering) therefore cannot delay the decision.
+  store stopped answering) therefore cannot delay the decision. It also wakes at each
+  handler's per-attempt timeout, which ends renewals and stops the handler the same way.
 
 Both wait on the worker's clock (`Clock.monotonic`), waking at least every `TICK`
 seconds of real time while leases are held, so a `ManualClock` that a test moves is
@@ -207,7 +208,8 @@ class LeaseKeeper:
                     return
                 now = self._clock.monotonic()
                 active = [h for h in self._handles if not (h.finished or h.lost_flag)]
-                deadlines = [(h.lease.local_deadline, h) for h in active]
+                # A lease's local deadline, or its handler's timeout if that comes first.
+                deadlines = [(h.decide_at(), h) for h in active]
                 overdue = [h for deadline, h in deadlines if deadline <= now]
                 if not overdue:
                     self._wait(min((d for d, _ in deadlines), default=None))

@@ -3,8 +3,14 @@
 A `LeaseHandle` answers "is this lease lost?" the same way on every thread: lost once a
 renewal was rejected, once the local deadline has passed without a confirmed renewal
 (checked *when asked*, so a thread that wakes up after a stall sees the truth before any
-watchdog has run), or once the worker revoked it (stopping). Loss is final: a renewal
-answer that arrives after the deadline does not bring the lease back.
+watchdog has run), once the handler ran past its per-attempt timeout (``timed_out``, also
+checked when asked: the lease is never renewed past it), or once the worker revoked it
+(stopping). Loss is final: a renewal answer that arrives after the deadline does not bring
+the lease back.
+
+A timed-out lease is "lost" to the handler (ctx.lost, the fences refuse, it is stopped and
+no longer renewed) but still the worker's in the store until its local deadline: the worker
+fails the attempt with it (`_settle`).
 
 The registry lets code that only has a fencing token (the `tenure.fence` helpers) ask
 whether a worker in this process holds that lease, has lost it, or has finished with it:
@@ -35,7 +41,9 @@ __all__ = [
 
 log = logging.getLogger("tenure")
 
-LossKind = Literal["renewal_rejected", "deadline_passed", "revoked", "rejected_by_store"]
+LossKind = Literal[
+    "renewal_rejected", "deadline_passed", "revoked", "rejected_by_store", "timed_out"
+]
 TokenState = Literal["held", "lost", "ended", "unknown"]
 
 
@@ -47,10 +55,15 @@ class LeaseHandle:
         lease: Lease,
         clock: Clock,
         on_lost: Callable[[LeaseHandle], None] | None = None,
+        timeout: float | None = None,
     ) -> None:
         self._lock = threading.Lock()
         self._lease = lease
         self._clock = clock
+        # The per-attempt timeout (seconds) and when it passes, on the clock's monotonic time
+        # from now (the handler starts now).
+        self._timeout = timeout
+        self._timeout_at = None if timeout is None else clock.monotonic() + timeout
         self._on_lost = on_lost
         self._lost_reason: str | None = None
         self._lost_kind: LossKind | None = None
@@ -94,6 +107,11 @@ class LeaseHandle:
         return self._lost_at
 
     @property
+    def timeout(self) -> float | None:
+        """The handler's per-attempt timeout in seconds (None: none)."""
+        return self._timeout
+
+    @property
     def finished(self) -> bool:
         return self._finished
 
@@ -120,14 +138,33 @@ class LeaseHandle:
                 return True
             if self._finished:
                 return False
-            overdue = self._clock.monotonic() - self._lease.local_deadline
-            if overdue < 0:
+            now = self._clock.monotonic()
+            overdue = now - self._lease.local_deadline
+            timeout_at = self._timeout_at
+            timed_out = timeout_at is not None and not self._settling and now >= timeout_at
+            if overdue < 0 and not timed_out:
                 return False
-        self.mark_lost(
-            f"the local deadline passed {overdue:.3f} s ago without a confirmed renewal",
-            "deadline_passed",
-        )
+        if overdue >= 0:  # the lease itself is gone: nothing may be settled with it
+            self.mark_lost(
+                f"the local deadline passed {overdue:.3f} s ago without a confirmed renewal",
+                "deadline_passed",
+            )
+        else:
+            self.mark_lost(
+                f"the handler ran past its timeout ({self._timeout:g} s); the worker stopped "
+                "renewing its lease and fails the attempt",
+                "timed_out",
+            )
         return True
+
+    def decide_at(self) -> float:
+        """When the next loss would be decided on its own (watchdog): the local deadline,
+        or the timeout if it comes first and the handler still runs."""
+        with self._lock:
+            deadline = self._lease.local_deadline
+            if self._timeout_at is None or self._settling:
+                return deadline
+            return min(deadline, self._timeout_at)
 
     def lost_error(self) -> LeaseLost:
         lease = self.lease

@@ -13,11 +13,11 @@ import contextvars
 import importlib
 import threading
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import anyio
 
-__all__ = ["LoopCaller", "run_in_daemon_thread"]
+__all__ = ["DaemonThread", "LoopCaller", "run_in_daemon_thread"]
 
 T = TypeVar("T")
 
@@ -47,26 +47,44 @@ class LoopCaller:
         return True
 
 
+class DaemonThread(Generic[T]):
+    """``function`` running on a new daemon thread (with the starting task's context
+    variables); `wait` for its result from the loop of ``caller``, any number of times.
+    Cancelling a wait abandons nothing: the thread runs on, and can be waited for again."""
+
+    def __init__(
+        self, function: Callable[[], T], caller: LoopCaller, *, name: str = "tenure-handler"
+    ) -> None:
+        self._done = anyio.Event()
+        self._outcome: list[tuple[bool, Any]] = []
+        context = contextvars.copy_context()
+
+        def target() -> None:
+            try:
+                self._outcome.append((True, context.run(function)))
+            except BaseException as exc:
+                self._outcome.append((False, exc))
+            finally:
+                caller.call_soon(self._done.set)
+
+        threading.Thread(target=target, name=name, daemon=True).start()
+
+    @property
+    def done(self) -> bool:
+        """Whether the loop has been told the thread ended."""
+        return self._done.is_set()
+
+    async def wait(self) -> T:
+        await self._done.wait()
+        ok, value = self._outcome[0]
+        if ok:
+            return value  # type: ignore[no-any-return]
+        raise value
+
+
 async def run_in_daemon_thread(
     function: Callable[[], T], caller: LoopCaller, *, name: str = "tenure-handler"
 ) -> T:
     """Run ``function`` on a new daemon thread (with this task's context variables) and
     return its result. Cancelling the wait abandons the thread, which runs on."""
-    done = anyio.Event()
-    outcome: list[tuple[bool, Any]] = []
-    context = contextvars.copy_context()
-
-    def target() -> None:
-        try:
-            outcome.append((True, context.run(function)))
-        except BaseException as exc:
-            outcome.append((False, exc))
-        finally:
-            caller.call_soon(done.set)
-
-    threading.Thread(target=target, name=name, daemon=True).start()
-    await done.wait()
-    ok, value = outcome[0]
-    if ok:
-        return value  # type: ignore[no-any-return]
-    raise value
+    return await DaemonThread(function, caller, name=name).wait()

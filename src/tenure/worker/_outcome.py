@@ -18,6 +18,10 @@ calls ``ctx.retry(after)``       ``retry``      failed, to run again ``after`` s
 raises LeaseLost for its own     ``lost``       nothing: the store refused that lease, so
 lease                                           it is lost though no renewal failed yet
 its process died                 ``died``       failed, as ``error``
+runs past its ``timeout``        ``lost``       failed with "timeout: handler ran longer
+(the lease's loss kind                          than N s", as ``error`` (retried, then
+``timed_out``: stopped as at a                  dead): the lease is still the worker's
+loss, no longer renewed)                        until its local deadline
 ===============================  =============  ==========================================
 
 A release or retry the handler asked for stands even when its `Decision` was swallowed
@@ -27,7 +31,9 @@ add two kinds of their own: ``lost`` when they stopped a handler at its lease's 
 
 Once the lease is lost, nothing is settled whatever the outcome (a stale worker never
 completes; a result is discarded, a failure not recorded), except when the worker itself
-revoked it (stopping, grace over): then the job is released if the lease still runs.
+revoked it (stopping, grace over): then the job is released if the lease still runs; and
+except at a timeout, when the worker took the lease from the handler while the store still
+holds it: then the attempt is failed, whatever the handler's outcome.
 """
 
 from __future__ import annotations

@@ -254,10 +254,13 @@ def _ended(
     """The outcome of a handler process that sent ``sent`` (None: nothing) and exited."""
     lease = handle.lease
     if handle.is_lost():
-        if handle.lost_kind != "revoked" and sent is None:
-            stats.incr("killed_on_loss")
+        kind = handle.lost_kind
+        if kind != "revoked" and sent is None:
+            if kind != "timed_out":
+                stats.incr("killed_on_loss")
             log.info(
-                "handler process killed: its lease is lost",
+                "handler process killed: %s",
+                "it ran past its timeout" if kind == "timed_out" else "its lease is lost",
                 extra=lease_extra(lease, reason=handle.lost_reason, pid=pid),
             )
         return Outcome("lost")

@@ -31,9 +31,14 @@ from ._outcome import Outcome
 from ._retry import RETRY, Outage
 from ._stats import Stats
 
-__all__ = ["Settler", "note_loss"]
+__all__ = ["Settler", "note_loss", "timeout_error"]
 
 log = logging.getLogger("tenure")
+
+
+def timeout_error(timeout: float | None) -> str:
+    """The error a timed-out attempt is failed with (``Job.error``)."""
+    return f"timeout: handler ran longer than {timeout:g} s"
 
 
 def note_loss(stats: Stats, handle: LeaseHandle, outage: Outage | None = None) -> None:
@@ -53,6 +58,16 @@ def note_loss(stats: Stats, handle: LeaseHandle, outage: Outage | None = None) -
     extra = lease_extra(lease, reason=handle.lost_reason, kind=kind)
     if kind == "revoked":
         log.info("lease revoked: the worker is stopping", extra=extra)
+        return
+    if kind == "timed_out":
+        stats.incr("timeouts")
+        log.warning(
+            "job %s timed out: its handler ran longer than %g s; stopping it and failing "
+            "the attempt",
+            lease.job_id,
+            handle.timeout,
+            extra={**extra, "timeout": handle.timeout},
+        )
         return
     stats.incr("leases_lost")
     if kind == "renewal_rejected":
@@ -126,10 +141,15 @@ class Settler:
         self, running: Running, outcome: Outcome, kind: LossKind, reason: str
     ) -> None:
         """Nothing is settled under a lost lease, except that a lease the worker revoked
-        (stopping) is given back while it still runs, for the next worker to take at once."""
+        (stopping) is given back while it still runs, for the next worker to take at once,
+        and that a timed-out attempt (its lease still the worker's) is failed."""
         handle = running.handle
         lease = handle.lease
         extra = _job_extra(running)
+        if kind == "timed_out":
+            if lease.local_deadline > handle.clock.monotonic() and self._outage.lost is None:
+                await self.fail(running, timeout_error(handle.timeout))
+            return
         if kind == "revoked":
             if outcome.kind == "abandoned" and not running.handler.is_async:
                 log.warning(
@@ -274,7 +294,10 @@ class Settler:
                     now = clock.monotonic()
                     deadline = handle.lease.local_deadline
                     wait = RETRY.next_wait(exc, failures, now, deadline, self._rng)
-                    if wait is not None and not handle.is_lost():
+                    # A timed-out lease is still ours until its deadline (``wait`` says).
+                    if wait is not None and (
+                        not handle.is_lost() or handle.lost_kind == "timed_out"
+                    ):
                         self._stats.incr("settle_retries")
                         await anyio.sleep(wait)
                         continue

@@ -23,6 +23,7 @@ COUNTERS: dict[str, str] = {
     "leases_lost": "leases lost while a handler ran (not counting those given back at stop)",
     "lost_renewal_rejected": "... of which: the store rejected a renewal",
     "lost_deadline_passed": "... of which: the local deadline passed without a confirmed renewal",
+    "timeouts": "attempts stopped at their handler's timeout (and failed: also in failed)",
     "cancelled_on_loss": "async handlers cancelled because their lease was lost",
     "killed_on_loss": "handler processes killed because their lease was lost",
     "completions_refused": "handlers that returned after losing their lease: result discarded",

@@ -47,7 +47,7 @@ from ._completer import Completer, Refill
 from ._config import Config, Handler, Isolation, default_owner, make_config, make_handler
 from ._config import start_method as resolve_start_method
 from ._context import JobContext, set_current
-from ._invoke import Invoker, Running
+from ._invoke import Invoker, Running, attempt_timeout
 from ._keeper import LeaseKeeper
 from ._lease import REGISTRY, LeaseHandle, lease_extra
 from ._loop import LoopCaller
@@ -110,6 +110,9 @@ class Worker(Claiming):
     * ``retention``: purge done, dead and cancelled jobs older than this (e.g.
       ``timedelta(days=7)``; default None: keep them), one worker of the fleet per
       ``retention_every`` seconds of store time (`_retention`).
+    * ``timeout``: the per-attempt timeout (seconds) of handlers that set none (default
+      None: none). Past it the handler is stopped as at a lost lease, its lease no longer
+      renewed, and the attempt failed under the retry policy (docs/worker.md, Timeouts).
     """
 
     def __init__(
@@ -132,6 +135,7 @@ class Worker(Claiming):
         summary_every: float | timedelta = 10.0,
         retention: float | timedelta | None = None,
         retention_every: float | timedelta = 3600.0,
+        timeout: float | timedelta | None = None,
     ) -> None:
         self._config = make_config(
             url=url,
@@ -151,6 +155,7 @@ class Worker(Claiming):
             summary_every=summary_every,
             retention=retention,
             retention_every=retention_every,
+            timeout=timeout,
         )
         self._handlers: dict[str, Handler] = {}
         self._stats = Stats()
@@ -236,6 +241,7 @@ class Worker(Claiming):
         *,
         isolation: Isolation | None = None,
         retry: RetryPolicy | None = None,
+        timeout: float | timedelta | None = None,
     ) -> Callable[[F], F]: ...
 
     def handler(
@@ -245,15 +251,19 @@ class Worker(Claiming):
         *,
         isolation: Isolation | None = None,
         retry: RetryPolicy | None = None,
+        timeout: float | timedelta | None = None,
     ) -> F | Callable[[F], F]:
         """Decorator: ``@worker.handler("queue")`` (or bare ``@worker.handler`` for the
-        ``default`` queue). The function is returned unchanged."""
+        ``default`` queue). The function is returned unchanged. ``timeout``: seconds an
+        attempt may run (None: the worker's ``timeout``)."""
         if callable(queue):
             return self.register("default", queue)
         queue_name = queue
 
         def decorate(function: F) -> F:
-            return self.register(queue_name, function, isolation=isolation, retry=retry)
+            return self.register(
+                queue_name, function, isolation=isolation, retry=retry, timeout=timeout
+            )
 
         return decorate
 
@@ -264,9 +274,10 @@ class Worker(Claiming):
         *,
         isolation: Isolation | None = None,
         retry: RetryPolicy | None = None,
+        timeout: float | timedelta | None = None,
     ) -> F:
         """Run ``function(ctx)`` for the jobs of ``queue``; sync or ``async def``."""
-        handler = make_handler(queue, function, isolation, retry)
+        handler = make_handler(queue, function, isolation, retry, timeout)
         queue = handler.queue
         if queue in self._handlers:
             raise InvalidArgument(
@@ -500,7 +511,10 @@ class Worker(Claiming):
         assert self._keeper is not None
         handler = self._handlers[job.queue]
         handle = LeaseHandle(
-            lease, clock, on_lost=partial(note_loss, self._stats, outage=self._outage)
+            lease,
+            clock,
+            on_lost=partial(note_loss, self._stats, outage=self._outage),
+            timeout=attempt_timeout(job, handler, self._config.timeout),
         )
         running = Running(
             handler=handler,
@@ -536,6 +550,7 @@ class Worker(Claiming):
                 raise
             with anyio.CancelScope(shield=True):
                 await self._settler.settle(running, outcome)
+            await self._invoker.outlive(running)  # a timed-out thread keeps its slot
         finally:
             handle.finish()
             if self._keeper is not None:
@@ -573,8 +588,7 @@ class Worker(Claiming):
         """On the loop: take every running job's lease away from its handler."""
         for running in list(self._jobs.values()):
             running.handle.mark_lost(reason, "revoked")
-            if running.wait_scope is not None:
-                running.wait_scope.cancel()
+            running.abandon()
 
     async def _drain(self) -> None:
         if not self._jobs:

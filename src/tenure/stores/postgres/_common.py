@@ -21,7 +21,7 @@ from psycopg.types.array import ListBinaryDumper
 
 from ..._protocol import JOB_COLUMNS, JobRow, Outcome, Status
 from ..._resources import load_text, migrations
-from ...errors import InvalidArgument, StoreUnavailable
+from ...errors import InvalidArgument, StoreLost, StoreUnavailable
 from .. import refuse_fragment
 
 __all__ = [
@@ -47,6 +47,9 @@ __all__ = [
     "sql_text",
     "SqlSet",
     "Statement",
+    "STORE_REPLACED",
+    "StoreIdentity",
+    "store_lost",
     "store_unavailable",
     "validate_schema",
 ]
@@ -253,8 +256,12 @@ def render(text: str, schema: str, **values: str) -> str:
         "channel": quote_ident_any(channel_name(schema)),
         "migrations_table": quote_literal(f"{quoted}.tenure_migrations"),
         "jobs_table": quote_literal(f"{quoted}.tenure_jobs"),
+        # _same_store.sql without an identity: each compared with itself.
+        "jobs_oid": quote_literal(f"{quoted}.tenure_jobs") + "::regclass::oid",
+        "same_rows": "true",
         **values,
     }
+    filled.setdefault("id_xmin", "m.xmin")
     for key, value in filled.items():
         text = text.replace("{" + key + "}", value)
     return text
@@ -317,8 +324,26 @@ def binary_lists(cursor: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any]) -> None
     cursor.adapters.register_dumper(list, ListBinaryDumper)
 
 
+class StoreIdentity(NamedTuple):
+    """What tells one copy of a store from another (see sql/_same_store.sql): the oid of
+    its jobs table and the xmin of its id's row, as ``store_open.sql`` answers them
+    (``"<oid> <xmin>"``)."""
+
+    jobs_oid: int
+    id_xmin: int
+
+    @classmethod
+    def parse(cls, text: str) -> StoreIdentity:
+        jobs_oid, id_xmin = text.split()
+        return cls(int(jobs_oid), int(id_xmin))
+
+    def __str__(self) -> str:
+        return f"jobs table oid {self.jobs_oid}, store id row xmin {self.id_xmin}"
+
+
 class SqlSet:
-    """The statements of one schema, rendered once."""
+    """The statements of one schema, rendered once; with ``identity``, each refuses to run
+    on another copy of the store (see sql/_same_store.sql)."""
 
     OPERATIONS = (
         "clock",
@@ -335,6 +360,7 @@ class SqlSet:
         "complete_and_claim",
         "release",
         "fail",
+        "find_leases",
         "listen",
         "unlisten",
         "wake",
@@ -345,10 +371,27 @@ class SqlSet:
         "purge",
     )
 
-    def __init__(self, schema: str) -> None:
+    # The statements that issue generations: they also check the store's rows (see
+    # sql/_same_store.sql).
+    CLAIMS = ("claim", "claim_next", "complete_and_claim")
+
+    def __init__(self, schema: str, identity: StoreIdentity | None = None) -> None:
         self.schema = schema
+        values = {}
+        if identity is not None:
+            values = {"jobs_oid": str(identity.jobs_oid), "id_xmin": f"'{identity.id_xmin}'"}
+        same_rows = sql_text("_same_rows").rstrip("\n")
         self._statements = {
-            name: statement(render(sql_text(name), schema)) for name in self.OPERATIONS
+            name: statement(
+                render(
+                    sql_text(name).replace(
+                        "{same_rows}", same_rows if name in self.CLAIMS else "true"
+                    ),
+                    schema,
+                    **values,
+                )
+            )
+            for name in self.OPERATIONS
         }
 
     def __getitem__(self, name: str) -> Statement:
@@ -509,6 +552,30 @@ def _answer_maker(names: tuple[bytes | None, ...]) -> Callable[[Sequence[Any]], 
     return answered
 
 
+# The words of sql/_store_replaced.sql's error.
+STORE_REPLACED = "tenure store replaced"
+_WHAT_TO_DO = (
+    "Generations could be issued again. This client refuses to go on: stop the workers and "
+    "read 'A store restored from a backup' in docs/postgres.md before starting them again"
+)
+
+
+def store_lost(operation: str, what: str | None = None) -> StoreLost:
+    """The error of a statement that found the store's tables replaced or gone (see
+    sql/_same_store.sql), or of an open that found them replaced (``what``)."""
+    what = what or (
+        "the PostgreSQL store is no longer the one this client opened: its tables were "
+        "replaced or dropped (a restore from a dump with pg_restore --clean or a data-only "
+        "restore, or a drop and re-create), so its jobs may be older than what this store "
+        "already issued"
+    )
+    return StoreLost(
+        f"{operation}: {what}. {_WHAT_TO_DO}; nothing changed",
+        operation=operation,
+        outcome_unknown=False,
+    )
+
+
 def store_unavailable(operation: str, exc: psycopg.Error, *, sent: bool) -> StoreUnavailable | None:
     """The StoreUnavailable an error means, or None when it is not about availability (a
     bug, or a schema someone changed: those propagate as they are).
@@ -517,6 +584,12 @@ def store_unavailable(operation: str, exc: psycopg.Error, *, sent: bool) -> Stor
     that leaves the outcome unknown (it may have committed before the reply was lost).
     """
     sqlstate = getattr(exc, "sqlstate", None)
+    if (sqlstate == "22P02" and STORE_REPLACED in str(exc)) or (
+        sqlstate == "42P01" and "tenure_" in str(exc)
+    ):
+        # The statement failed before changing anything (see sql/_store_replaced.sql), or
+        # found the store's tables gone (dropped, or mid-way through a restore).
+        return store_lost(operation)
     if sqlstate in _NOT_APPLIED:
         reason = _NOT_APPLIED[sqlstate]
         return StoreUnavailable(

@@ -18,9 +18,12 @@ from ..._protocol import Outcome
 from ...errors import StoreUnavailable
 from ._common import (
     Answer,
+    PostgresOptions,
     answer_row,
     binary_lists,
     connection_is_stale,
+    describe_pool,
+    parse_postgres_url,
     reconnect_attempt,
     store_unavailable,
 )
@@ -31,6 +34,7 @@ __all__ = [
     "Hot",
     "holder_params",
     "hot_cursor",
+    "pool_for",
     "raw_cursor",
     "unraced",
     "usable_connection",
@@ -47,6 +51,31 @@ class ReconnectingPool(ConnectionPool[Any]):
 
     def _add_connection(self, attempt: Any = None, growing: bool = False) -> None:
         super()._add_connection(reconnect_attempt(attempt, self.reconnect_timeout), growing)
+
+
+def pool_for(
+    url: str | None,
+    pool: ConnectionPool[Any] | None,
+    configure: Callable[[Connection[Any]], None],
+) -> tuple[PostgresOptions, ConnectionPool[Any], bool]:
+    """A driver's options, its pool (not opened yet) and whether tenure owns it: one built
+    from ``url`` (its connections set up by ``configure``), or the caller's ``pool``."""
+    if url is not None:
+        options = parse_postgres_url(url)
+        own = ReconnectingPool(
+            options.conninfo,
+            kwargs={"autocommit": True, **options.kwargs},
+            min_size=options.pool_min,
+            max_size=options.pool_max,
+            timeout=options.pool_timeout,
+            name=f"tenure:{options.schema}",
+            configure=configure,
+            open=False,
+        )
+        return options, own, True
+    assert pool is not None
+    conninfo = pool.conninfo if isinstance(pool.conninfo, str) else ""
+    return PostgresOptions(conninfo=conninfo, display_url=describe_pool(conninfo)), pool, False
 
 
 def usable_connection(pool: ConnectionPool[Any], operation: str) -> Connection[Any]:

@@ -16,9 +16,12 @@ from ..._protocol import Outcome
 from ...errors import StoreUnavailable
 from ._common import (
     Answer,
+    PostgresOptions,
     answer_row,
     binary_lists,
     connection_is_stale,
+    describe_pool,
+    parse_postgres_url,
     reconnect_attempt,
     store_unavailable,
 )
@@ -29,6 +32,7 @@ __all__ = [
     "Hot",
     "holder_params",
     "hot_cursor_async",
+    "pool_for_async",
     "raw_cursor_async",
     "unraced_async",
     "usable_connection_async",
@@ -45,6 +49,31 @@ class AsyncReconnectingPool(AsyncConnectionPool[Any]):
 
     async def _add_connection(self, attempt: Any = None, growing: bool = False) -> None:
         await super()._add_connection(reconnect_attempt(attempt, self.reconnect_timeout), growing)
+
+
+def pool_for_async(
+    url: str | None,
+    pool: AsyncConnectionPool[Any] | None,
+    configure: Callable[[AsyncConnection[Any]], Awaitable[None]],
+) -> tuple[PostgresOptions, AsyncConnectionPool[Any], bool]:
+    """A driver's options, its pool (not opened yet) and whether tenure owns it: one built
+    from ``url`` (its connections set up by ``configure``), or the caller's ``pool``."""
+    if url is not None:
+        options = parse_postgres_url(url)
+        own = AsyncReconnectingPool(
+            options.conninfo,
+            kwargs={"autocommit": True, **options.kwargs},
+            min_size=options.pool_min,
+            max_size=options.pool_max,
+            timeout=options.pool_timeout,
+            name=f"tenure:{options.schema}",
+            configure=configure,
+            open=False,
+        )
+        return options, own, True
+    assert pool is not None
+    conninfo = pool.conninfo if isinstance(pool.conninfo, str) else ""
+    return PostgresOptions(conninfo=conninfo, display_url=describe_pool(conninfo)), pool, False
 
 
 async def usable_connection_async(

@@ -26,11 +26,10 @@ from ._common import (
     PostgresOptions,
     SqlSet,
     Statement,
+    StoreIdentity,
     answers_of,
     closed_error,
     connection_is_stale,
-    describe_pool,
-    parse_postgres_url,
     socket_poller,
     sql_text,
     store_unavailable,
@@ -39,9 +38,9 @@ from ._common import (
 from ._connection import (
     RACE_RETRIES,
     Hot,
-    ReconnectingPool,
     holder_params,
     hot_cursor,
+    pool_for,
     raw_cursor,
     unraced,
     usable_connection,
@@ -71,6 +70,7 @@ class PostgresDriver(PostgresControl):
         *,
         schema: str,
         store_id: str,
+        identity: StoreIdentity,
         url: str,
         store_clock: Clock | None,
         owns_pool: bool,
@@ -83,7 +83,8 @@ class PostgresDriver(PostgresControl):
         self._store_clock = store_clock
         self._owns_pool = owns_pool
         self._listen = listen
-        self._sql = SqlSet(schema)
+        self.identity = identity  # what tells this copy of the store from another
+        self._sql = SqlSet(schema, identity)
         self._listeners: list[Connection[Any]] = []
         self._waiters: set[Connection[Any]] = set()  # listeners of waits in progress
         self._hot: list[Hot] = []
@@ -110,7 +111,7 @@ class PostgresDriver(PostgresControl):
         upgraded; otherwise it must be current (run ``tenure migrate``)."""
         if (url is None) == (pool is None):
             raise TypeError("give either url or pool")
-        options, pool, owns_pool = cls._pool_for(url, pool)
+        options, pool, owns_pool = pool_for(url, pool, cls.configure)
         schema = options.schema if schema is None else validate_schema(schema)
         auto_migrate = options.auto_migrate if auto_migrate is None else auto_migrate
         listen = options.listen if listen is None else listen
@@ -119,7 +120,7 @@ class PostgresDriver(PostgresControl):
             separator = "&" if "?" in display_url else "?"
             display_url = f"{display_url}{separator}schema={schema}"
         try:
-            store_id = cls._open_store(pool, options, owns_pool, schema, auto_migrate)
+            store_id, identity = cls._open_store(pool, options, owns_pool, schema, auto_migrate)
         except BaseException as exc:
             if owns_pool:
                 pool.close()
@@ -136,33 +137,12 @@ class PostgresDriver(PostgresControl):
             pool,
             schema=schema,
             store_id=store_id,
+            identity=identity,
             url=display_url,
             store_clock=store_clock,
             owns_pool=owns_pool,
             listen=listen,
         )
-
-    @classmethod
-    def _pool_for(
-        cls, url: str | None, pool: ConnectionPool[Any] | None
-    ) -> tuple[PostgresOptions, ConnectionPool[Any], bool]:
-        """The options, the pool (not opened yet) and whether tenure owns it."""
-        if url is not None:
-            options = parse_postgres_url(url)
-            own = ReconnectingPool(
-                options.conninfo,
-                kwargs={"autocommit": True, **options.kwargs},
-                min_size=options.pool_min,
-                max_size=options.pool_max,
-                timeout=options.pool_timeout,
-                name=f"tenure:{options.schema}",
-                configure=cls.configure,
-                open=False,
-            )
-            return options, own, True
-        assert pool is not None
-        conninfo = pool.conninfo if isinstance(pool.conninfo, str) else ""
-        return PostgresOptions(conninfo=conninfo, display_url=describe_pool(conninfo)), pool, False
 
     @classmethod
     def _open_store(
@@ -172,29 +152,29 @@ class PostgresDriver(PostgresControl):
         owns_pool: bool,
         schema: str,
         auto_migrate: bool,
-    ) -> str:
-        """Open the pool and prepare the schema; the store's id."""
+    ) -> tuple[str, StoreIdentity]:
+        """Open the pool and prepare the schema; the store's id and identity."""
         if owns_pool:
             # One direct connection first: a wrong password, a missing database or a
             # refused connection is reported at once, with libpq's own words (a pool
             # would keep retrying in the background until its timeout).
             first = Connection.connect(options.conninfo, **{**options.kwargs, "autocommit": True})
             try:
-                store_id = prepare_schema(first, schema, auto_migrate)
+                opened = prepare_schema(first, schema, auto_migrate)
             finally:
                 first.close()
             pool.open(wait=True, timeout=max(options.pool_timeout, 1.0))
-            return store_id
+            return opened
         if pool.closed:
             pool.open(wait=True, timeout=max(options.pool_timeout, 1.0))
         conn = usable_connection(pool, "connect")
         try:
-            store_id = prepare_schema(conn, schema, auto_migrate)
+            opened = prepare_schema(conn, schema, auto_migrate)
             if not conn.autocommit:
                 conn.commit()
         finally:
             pool.putconn(conn)
-        return store_id
+        return opened
 
     @staticmethod
     def configure(conn: Connection[Any]) -> None:
@@ -474,6 +454,19 @@ class PostgresDriver(PostgresControl):
             job_id, owner, generation, secret_hash, receipt=receipt, error=error, retry_in=retry_in
         )
         return self._one("fail", params)
+
+    def find_leases(
+        self, owner: str, ttl: float, queues: Sequence[str], secret_hashes: Sequence[str]
+    ) -> list[Outcome]:
+        params = {
+            "owner": owner,
+            "ttl": ttl,
+            "queues": list(queues),
+            "secret_hashes": list(secret_hashes),
+            "now": self._now(),
+        }
+        rows = self._rows("find_leases", self._sql["find_leases"], params)
+        return [row.outcome for row in rows]
 
     def get(self, job_id: str) -> Outcome:
         rows = self._rows("get", self._sql["get"], {"job_id": job_id, "now": self._now()})

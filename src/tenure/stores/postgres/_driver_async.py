@@ -28,11 +28,10 @@ from ._common import (
     PostgresOptions,
     SqlSet,
     Statement,
+    StoreIdentity,
     answers_of,
     closed_error,
     connection_is_stale,
-    describe_pool,
-    parse_postgres_url,
     socket_poller,
     sql_text,
     store_unavailable,
@@ -40,10 +39,10 @@ from ._common import (
 )
 from ._connection_async import (
     RACE_RETRIES,
-    AsyncReconnectingPool,
     Hot,
     holder_params,
     hot_cursor_async,
+    pool_for_async,
     raw_cursor_async,
     unraced_async,
     usable_connection_async,
@@ -73,6 +72,7 @@ class AsyncPostgresDriver(AsyncPostgresControl):
         *,
         schema: str,
         store_id: str,
+        identity: StoreIdentity,
         url: str,
         store_clock: Clock | None,
         owns_pool: bool,
@@ -85,7 +85,8 @@ class AsyncPostgresDriver(AsyncPostgresControl):
         self._store_clock = store_clock
         self._owns_pool = owns_pool
         self._listen = listen
-        self._sql = SqlSet(schema)
+        self.identity = identity  # what tells this copy of the store from another
+        self._sql = SqlSet(schema, identity)
         self._listeners: list[AsyncConnection[Any]] = []
         self._waiters: set[AsyncConnection[Any]] = set()  # listeners of waits in progress
         self._hot: list[Hot] = []
@@ -112,7 +113,7 @@ class AsyncPostgresDriver(AsyncPostgresControl):
         upgraded; otherwise it must be current (run ``tenure migrate``)."""
         if (url is None) == (pool is None):
             raise TypeError("give either url or pool")
-        options, pool, owns_pool = cls._pool_for(url, pool)
+        options, pool, owns_pool = pool_for_async(url, pool, cls.configure)
         schema = options.schema if schema is None else validate_schema(schema)
         auto_migrate = options.auto_migrate if auto_migrate is None else auto_migrate
         listen = options.listen if listen is None else listen
@@ -121,7 +122,9 @@ class AsyncPostgresDriver(AsyncPostgresControl):
             separator = "&" if "?" in display_url else "?"
             display_url = f"{display_url}{separator}schema={schema}"
         try:
-            store_id = await cls._open_store(pool, options, owns_pool, schema, auto_migrate)
+            store_id, identity = await cls._open_store(
+                pool, options, owns_pool, schema, auto_migrate
+            )
         except BaseException as exc:
             if owns_pool:
                 await pool.close()
@@ -138,33 +141,12 @@ class AsyncPostgresDriver(AsyncPostgresControl):
             pool,
             schema=schema,
             store_id=store_id,
+            identity=identity,
             url=display_url,
             store_clock=store_clock,
             owns_pool=owns_pool,
             listen=listen,
         )
-
-    @classmethod
-    def _pool_for(
-        cls, url: str | None, pool: AsyncConnectionPool[Any] | None
-    ) -> tuple[PostgresOptions, AsyncConnectionPool[Any], bool]:
-        """The options, the pool (not opened yet) and whether tenure owns it."""
-        if url is not None:
-            options = parse_postgres_url(url)
-            own = AsyncReconnectingPool(
-                options.conninfo,
-                kwargs={"autocommit": True, **options.kwargs},
-                min_size=options.pool_min,
-                max_size=options.pool_max,
-                timeout=options.pool_timeout,
-                name=f"tenure:{options.schema}",
-                configure=cls.configure,
-                open=False,
-            )
-            return options, own, True
-        assert pool is not None
-        conninfo = pool.conninfo if isinstance(pool.conninfo, str) else ""
-        return PostgresOptions(conninfo=conninfo, display_url=describe_pool(conninfo)), pool, False
 
     @classmethod
     async def _open_store(
@@ -174,8 +156,8 @@ class AsyncPostgresDriver(AsyncPostgresControl):
         owns_pool: bool,
         schema: str,
         auto_migrate: bool,
-    ) -> str:
-        """Open the pool and prepare the schema; the store's id."""
+    ) -> tuple[str, StoreIdentity]:
+        """Open the pool and prepare the schema; the store's id and identity."""
         if owns_pool:
             # One direct connection first: a wrong password, a missing database or a
             # refused connection is reported at once, with libpq's own words (a pool
@@ -184,21 +166,21 @@ class AsyncPostgresDriver(AsyncPostgresControl):
                 options.conninfo, **{**options.kwargs, "autocommit": True}
             )
             try:
-                store_id = await prepare_schema_async(first, schema, auto_migrate)
+                opened = await prepare_schema_async(first, schema, auto_migrate)
             finally:
                 await first.close()
             await pool.open(wait=True, timeout=max(options.pool_timeout, 1.0))
-            return store_id
+            return opened
         if pool.closed:
             await pool.open(wait=True, timeout=max(options.pool_timeout, 1.0))
         conn = await usable_connection_async(pool, "connect")
         try:
-            store_id = await prepare_schema_async(conn, schema, auto_migrate)
+            opened = await prepare_schema_async(conn, schema, auto_migrate)
             if not conn.autocommit:
                 await conn.commit()
         finally:
             await pool.putconn(conn)
-        return store_id
+        return opened
 
     @staticmethod
     async def configure(conn: AsyncConnection[Any]) -> None:
@@ -482,6 +464,19 @@ class AsyncPostgresDriver(AsyncPostgresControl):
             job_id, owner, generation, secret_hash, receipt=receipt, error=error, retry_in=retry_in
         )
         return await self._one("fail", params)
+
+    async def find_leases(
+        self, owner: str, ttl: float, queues: Sequence[str], secret_hashes: Sequence[str]
+    ) -> list[Outcome]:
+        params = {
+            "owner": owner,
+            "ttl": ttl,
+            "queues": list(queues),
+            "secret_hashes": list(secret_hashes),
+            "now": self._now(),
+        }
+        rows = await self._rows("find_leases", self._sql["find_leases"], params)
+        return [row.outcome for row in rows]
 
     async def get(self, job_id: str) -> Outcome:
         rows = await self._rows("get", self._sql["get"], {"job_id": job_id, "now": self._now()})

@@ -14,10 +14,12 @@ from psycopg.rows import tuple_row
 
 from ...errors import StoreUnavailable
 from ._common import (
+    StoreIdentity,
     latest_version,
     migration_steps,
     render,
     sql_text,
+    store_lost,
 )
 
 __all__ = ["migrate", "prepare_schema", "schema_version"]
@@ -84,9 +86,11 @@ def migrate(conn: Connection[Any], schema: str, *, dry_run: bool = False) -> lis
     return applied
 
 
-def prepare_schema(conn: Connection[Any], schema: str, auto_migrate: bool) -> str:
+def prepare_schema(
+    conn: Connection[Any], schema: str, auto_migrate: bool
+) -> tuple[str, StoreIdentity]:
     """Create or upgrade ``schema`` (``auto_migrate``) or check it is current; the store's
-    id."""
+    id and identity (`StoreLost` when it is not the store first opened there)."""
     version = schema_version(conn, schema)
     latest = latest_version()
     if version is None or version < latest:
@@ -106,7 +110,16 @@ def prepare_schema(conn: Connection[Any], schema: str, auto_migrate: bool) -> st
             outcome_unknown=False,
         )
     cur = conn.cursor(row_factory=tuple_row)
-    cur.execute(render(sql_text("store_id"), schema).encode())
+    cur.execute(render(sql_text("store_open"), schema).encode())
     found = cur.fetchone()
     assert found is not None
-    return str(found[0])
+    store_id, identity, recorded = found
+    if identity != recorded:
+        raise store_lost(
+            "connect",
+            f"the PostgreSQL store in schema {schema!r} is a copy restored from a dump, not "
+            f"the tables its first client opened (that client recorded "
+            f"{StoreIdentity.parse(recorded)}; now {StoreIdentity.parse(identity)}), so its "
+            "jobs may be older than what the store already issued",
+        )
+    return str(store_id), StoreIdentity.parse(identity)

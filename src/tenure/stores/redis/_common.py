@@ -247,6 +247,7 @@ SCRIPTS: dict[str, Script] = {
         "release",
         "fail",
         "get",
+        "find_leases",
         "list",
         "wait",
         "cancel",

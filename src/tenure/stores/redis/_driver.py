@@ -336,6 +336,15 @@ class RedisDriver(RedisControl):
             "fail", job_id, owner, generation, secret_hash, receipt, error, repr(float(retry_in))
         )
 
+    def find_leases(
+        self, owner: str, ttl: float, queues: Sequence[str], secret_hashes: Sequence[str]
+    ) -> list[Outcome]:
+        k = self.keys
+        keys = [k.clock, *(k.candidates(queue) for queue in queues)]
+        args = [self._now_arg(), owner, repr(float(ttl)), k.job_prefix, *secret_hashes]
+        now, items = decode_batch(self._eval("find_leases", "find_leases", keys, args))
+        return [decode_item(item, now) for item in items]
+
     def get(self, job_id: str) -> Outcome:
         keys = [self.keys.job(job_id), self.keys.clock]
         return decode_outcome(self._eval("get", "get", keys, [self._now_arg()]))

@@ -346,6 +346,15 @@ class AsyncRedisDriver(AsyncRedisControl):
             "fail", job_id, owner, generation, secret_hash, receipt, error, repr(float(retry_in))
         )
 
+    async def find_leases(
+        self, owner: str, ttl: float, queues: Sequence[str], secret_hashes: Sequence[str]
+    ) -> list[Outcome]:
+        k = self.keys
+        keys = [k.clock, *(k.candidates(queue) for queue in queues)]
+        args = [self._now_arg(), owner, repr(float(ttl)), k.job_prefix, *secret_hashes]
+        now, items = decode_batch(await self._eval("find_leases", "find_leases", keys, args))
+        return [decode_item(item, now) for item in items]
+
     async def get(self, job_id: str) -> Outcome:
         keys = [self.keys.job(job_id), self.keys.clock]
         return decode_outcome(await self._eval("get", "get", keys, [self._now_arg()]))

@@ -13,6 +13,7 @@ wall clock. Never below a persisted floor.
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import threading
@@ -35,6 +36,7 @@ from ._sql import (
     BURY,
     CLAIM,
     CLOCK,
+    FIND_LEASES,
     GET,
     HOLDER_UPDATES,
     LIST,
@@ -495,6 +497,21 @@ class SQLiteDriver(SQLiteControl):
             as_of = float(now.fetchone()[0])
             row = read_row(self._conn.cursor(), GET, {"job_id": job_id})
         return Outcome(Status.MISSING if row is None else Status.APPLIED, row, as_of)
+
+    def find_leases(
+        self, owner: str, ttl: float, queues: Sequence[str], secret_hashes: Sequence[str]
+    ) -> list[Outcome]:
+        params = {
+            "owner": owner,
+            "ttl": ttl,
+            "queues": json.dumps(list(queues)),
+            "secret_hashes": json.dumps(list(secret_hashes)),
+        }
+        with self._lock:
+            now = self._conn.execute(READ_CLOCK, self.clock_params())
+            params["now"] = as_of = float(now.fetchone()[0])
+            found = self._conn.execute(FIND_LEASES, params).fetchall()
+        return [Outcome(Status.APPLIED, JobRow._make(row), as_of) for row in found]
 
     def list_jobs(
         self, queue: str | None, state: str | None, limit: int

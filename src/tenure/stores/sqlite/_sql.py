@@ -14,6 +14,7 @@ __all__ = [
     "BURY",
     "CLAIM",
     "CLOCK",
+    "FIND_LEASES",
     "GET",
     "HOLDER_UPDATES",
     "LIST",
@@ -41,6 +42,7 @@ def _load(name: str) -> str:
 BURY = _load("bury")
 CLAIM = _load("claim")
 CLOCK = _load("clock")
+FIND_LEASES = _load("find_leases")
 GET = _load("get")
 LIST = _load("list")
 NEXT_DUE = _load("next_due")

@@ -8,7 +8,9 @@ WITH floored AS (
     RETURNING floor
 ),
 clock AS MATERIALIZED (
-    -- Store time, read once: the server's clock (or the hook's, floored).
-    SELECT coalesce((SELECT floor FROM floored), extract(epoch FROM clock_timestamp())::float8)
-        AS now
+    -- Store time, read once: the server's clock (or the hook's, floored). Unless the
+    -- store's tables are no longer the ones this client opened (see _same_store.sql).
+    SELECT CASE WHEN {include:_same_store}
+        THEN coalesce((SELECT floor FROM floored), extract(epoch FROM clock_timestamp())::float8)
+        ELSE {include:_store_replaced} END AS now
 )
