@@ -46,7 +46,25 @@ def test_a_cancel_and_requeue_done_right_passes_every_unit() -> None:
     for unit in UNITS:
         assert unit(ctx) == [], unit.__name__
     assert (ctx.counts["cancels"], ctx.counts["requeues"]) == (1, 1)
-    assert check_history(_cancelled_and_rerun().events).status == "VALID"
+    verdict = check_history(_cancelled_and_rerun().events)
+    assert verdict.status == "VALID"  # the cancelled holder's completion was refused
+    assert verdict.counts["holder_calls_refused_cancelled"] == 0  # (it found gen 3 leased)
+    assert "1 cancels" in verdict.headline()
+
+
+def test_a_cancelled_holder_refused_is_a_fault_that_bit() -> None:
+    h = History()
+    h.submit("j1")
+    h.claim("w1.1", A, "j1", 1, at=1.0)
+    h.fault("cancel", at=1.5, target="harness")
+    h.cancel("j1", at=1.5, row_gen=2)
+    h.holder("renew", "w1.1", A, "j1", 1, at=1.6, outcome="fail", row_gen=2, row_state="cancelled")
+    h.final("j1", "cancelled", 2)
+    verdict = check_history(h.events)
+    assert verdict.counts["holder_calls_refused_cancelled"] == 1
+    assert verdict.counts["stale_completions_rejected"] == 0
+    assert verdict.status == "VALID"
+    assert verdict.headline().endswith("; 1 cancels, 1 calls of cancelled holders refused")
 
 
 def test_without_the_recorded_cancel_the_gap_and_the_overlap_are_flagged() -> None:
@@ -144,3 +162,16 @@ def test_a_requeued_job_left_ready_is_stranded() -> None:
     h.final("j1", "ready", 0)
     [message] = _messages(nothing_lost(Context(h.events)), "I5")
     assert "stranded: ready" in message
+
+
+def test_cancels_and_requeues_are_marked_on_the_report() -> None:
+    from tenure.chaos._report import render
+    from tenure.chaos._timeline import marks
+
+    h = _cancelled_and_rerun()
+    found = [(m.kind, m.gen) for m in marks(Context(h.events))["j1"]]
+    assert ("cancelled", 2) in found
+    assert ("requeued", 2) in found
+    page = render(check_history(h.events))
+    assert 'class="cancelled"' in page
+    assert 'class="requeued"' in page

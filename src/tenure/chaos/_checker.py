@@ -23,7 +23,8 @@ requeue starts a new life of the job, which may be completed once more.
 
 The run proves something only if its faults bit: the verdict is ``VALID`` when no invariant
 was violated *and* some stale completion or stale write was rejected, or a store fault
-(``store-restart``, ``store-kill``) caught store calls in flight and the run rode it out;
+(``store-restart``, ``store-kill``) caught store calls in flight and the run rode it out,
+or a cancelled holder's renew / complete / release / fail was refused (``cancel``);
 ``UNPROVEN`` when nothing was violated but nothing bit either; ``INVALID`` otherwise.
 
 Besides the invariants, the verdict counts the re-executions (a lost lease's handler run
@@ -78,6 +79,7 @@ COUNTS = (
     "cancels_unknown",
     "requeues",
     "requeues_refused",
+    "holder_calls_refused_cancelled",
     "pause_points_missed",
     "store_unknown",
     "holder_calls_unreached",
@@ -104,6 +106,7 @@ def check_history(events: Iterable[Event]) -> Verdict:
         counts.setdefault(key, 0)
     bit = counts["stale_completions_rejected"] + counts["stale_writes_rejected"] > 0
     bit = bit or counts["store_outage_calls"] > 0  # the store went away under the workers
+    bit = bit or counts["holder_calls_refused_cancelled"] > 0  # a cancelled holder refused
     if violations:
         status = "INVALID"
     elif not bit or not faults:

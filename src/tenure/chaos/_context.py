@@ -211,6 +211,8 @@ class Leases:
             return
         if kind == "fail":
             counts[f"stale_{_plural(f)}_rejected"] += 1
+            if op.get("row_state") == "cancelled":  # a cancelled holder, told so
+                counts["holder_calls_refused_cancelled"] += 1
             return
         if op.get("repeat"):
             counts[f"{f}_repeats" if f != "complete" else "completion_repeats"] += 1

@@ -372,6 +372,7 @@ def render(verdict: Verdict, origin: float | None = None) -> str:
         "│ write accepted &nbsp; ● write withheld by its worker &nbsp; "
         '<b style="color:#6c3483">❚❚</b> worker stopped &nbsp; '
         '<b style="color:#1f618d">↻</b> a lost lease whose handler ran again &nbsp; '
+        '<b style="color:#b03a2e">⊘ ⟲</b> cancelled / requeued (cancel fault) &nbsp; '
         '<span class="swatch" style="background:#9b59b6;opacity:0.3"></span>shaded band '
         "behind a job: a fault that could have touched it (its holder paused, killed or "
         "skewed, a claim storm on it, a store-wide fault), in the colour of its lane"
