@@ -26,7 +26,9 @@ class Action:
     """One action: ``name`` in URLs, ``label`` on its button, ``confirm`` the question its
     confirmation page asks (``{job}`` is replaced by the job id, escaped), ``states`` the
     job states it is offered for, ``run(store, job_id)`` what it does (the store given to
-    `create_app`, its result awaited if it is awaitable)."""
+    `create_app`, its result awaited if it is awaitable; a blocking store's call runs in a
+    worker thread), ``gone`` whether the job no longer exists afterwards (the POST then
+    leads back to the jobs page, not to the job's)."""
 
     name: str
     label: str
