@@ -312,7 +312,9 @@ def _time(t: float | None) -> str:
     return "before" if t is None else f"+{t:.0f}s"
 
 
-def render(out: Output, result: DemoResult) -> None:
+def render(out: Output, result: DemoResult, kept: Path | None = None) -> None:
+    """The story as a timeline; ``kept``: where the demo's store was kept (the dashboard
+    command that shows it is printed before the verdict lines)."""
     out.line("tenure demo: worker-a stalls past its lease, worker-b takes the job over", "bold")
     out.line(
         f"Lease store: a throwaway SQLite file. Destination: another SQLite database whose "
@@ -360,6 +362,10 @@ def render(out: Output, result: DemoResult) -> None:
         )
     out.fields(final, title="Final state")
     out.line()
+    if kept is not None:
+        out.line(f"Look at it in the browser: {dashboard_command(kept)}")
+        out.line(f"(the demo's store and destination are kept in {kept}; remove it after)")
+        out.line()
     if result.ok:
         out.line("OK: every step behaved as the story says.", "good")
         out.line(
@@ -375,7 +381,7 @@ def demo(state: CliState) -> None:
     """Run the worked example: worker A stalls past its lease, B takes over, and A's late
     write and completion are both refused. Exit 0 only if every step behaves so. The
     demo's store is kept in a fresh temporary directory, and the last line is the
-    ``tenure dashboard`` command that shows it."""
+    ``tenure dashboard`` command that shows it is printed before the verdict."""
     workdir = Path(tempfile.mkdtemp(prefix="tenure-demo-"))
     result = run_demo(workdir)
     look = dashboard_command(workdir)
@@ -383,9 +389,6 @@ def demo(state: CliState) -> None:
     if out.json_mode:
         out.json({**result.to_dict(), "dashboard": look, "kept": str(workdir)})
     else:
-        render(out, result)
-        out.line()
-        out.line(f"Look at it in the browser: {look}")
-        out.line(f"(the demo's store and destination are kept in {workdir}; remove it after)")
+        render(out, result, workdir)
     if not result.ok:
         raise CliError(f"demo failed at {result.failure}", json_mode=state.json, kind="DemoFailed")
