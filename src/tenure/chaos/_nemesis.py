@@ -24,11 +24,14 @@ store-restart       the run's own store server stopped (pg_ctl stop -m fast / SI
                     started again after an outage of 0.1-0.25 TTL; not on SQLite
 store-kill          the same server killed with SIGKILL (PostgreSQL: the postmaster) and
                     started again; SQLite: the lock holder killed -9 mid-transaction
+cancel              1-3 jobs cancelled through the store (leased ones first, then ready);
+                    with odds of 2 in 3 they are requeued 0.5-2 TTL later
 ==================  =====================================================================
 
 The store faults (store-restart, store-kill) are not in the default mix: they need a store
 server of the run's own (tenure.chaos._servers), so a run has them only when they are named
-(``--faults``).
+(``--faults``). Nor is ``cancel`` (it changes what a run must end with; and adding a kind
+to the default mix would change every existing seed's schedule).
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from ._history import Recorder
 
 __all__ = [
     "KINDS",
+    "OPT_IN",
     "STORE_FAULTS",
     "Fault",
     "is_stopped",
@@ -70,9 +74,11 @@ KINDS: dict[str, int] = {
     "store-pause": 1,
     "store-restart": 2,
     "store-kill": 2,
+    "cancel": 2,
 }
 SERVER_ONLY = ("proxy-delay", "proxy-drop", "store-restart")
 STORE_FAULTS = ("store-restart", "store-kill")  # only when named: a server of the run's own
+OPT_IN = (*STORE_FAULTS, "cancel")  # not in the default mix: each run has them when named
 WORKER_KINDS = ("pause", "pause-handler", "pause-renew", "pause-complete", "skew", "kill")
 RATES = (0.5, 0.67, 1.5, 2.0)
 
@@ -105,7 +111,7 @@ def make_schedule(
     allowed = {
         kind: weight
         for kind, weight in KINDS.items()
-        if (kind in kinds if kinds is not None else kind not in STORE_FAULTS)
+        if (kind in kinds if kinds is not None else kind not in OPT_IN)
         and (store != "sqlite" or kind not in SERVER_ONLY)
     }
     names = sorted(allowed)
@@ -146,6 +152,12 @@ def _params(rng: random.Random, kind: str, ttl: float) -> dict[str, float]:
         return {"window": r(rng.uniform(0.1, 0.5) * ttl)}
     if kind == "store-pause":
         return {"duration": r(rng.uniform(1.0, 2.0) * ttl)}
+    if kind == "cancel":
+        return {
+            "jobs": float(rng.randint(1, 3)),
+            "requeue_after": r(rng.uniform(0.5, 2.0) * ttl),
+            "requeue": float(rng.random() < 2 / 3),
+        }
     if kind in STORE_FAULTS:
         # Down this long between the stop and the start (which adds its own time): well
         # within the lease, which a renewal made at most a third of a TTL ago still holds.
@@ -186,6 +198,16 @@ class Target(Protocol):
         """Stop the store's server (``kill``: SIGKILL it) and start it again ``outage``
         seconds later, on a thread; ``record("start" | "end", what)`` as it goes. False
         when the previous one is still going on."""
+
+    def cancel_jobs(
+        self,
+        jobs: int,
+        requeue_after: float | None,
+        record: Callable[[str, dict[str, Any]], None],
+    ) -> bool:
+        """Cancel up to ``jobs`` jobs of the run (leased first, then ready) and requeue
+        them ``requeue_after`` seconds later on a thread (None: they stay cancelled);
+        ``record("start" | "end", what)`` as it goes. False when none could be cancelled."""
 
 
 def is_stopped(pid: int) -> bool:
@@ -336,7 +358,20 @@ class Nemesis:
                 outcome = "the store could not be paused (nothing held it at that moment)"
         elif kind in STORE_FAULTS:
             outcome = self._store_outage(fault)
+        elif kind == "cancel":
+            outcome = self._cancel(fault)
         self._outcome(fault, outcome)
+
+    def _cancel(self, fault: Fault) -> str:
+        p = fault.params
+
+        def record(phase: str, what: dict[str, Any]) -> None:
+            self._record("cancel", phase, **what, **(p if phase == "start" else {}))
+
+        after = p["requeue_after"] if p["requeue"] else None
+        if self._target.cancel_jobs(int(p["jobs"]), after, record):
+            return _INJECTED
+        return "no ready or leased job to cancel at that moment"
 
     def _store_outage(self, fault: Fault) -> str:
         kind = fault.kind
