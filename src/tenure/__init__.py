@@ -10,10 +10,12 @@
 The async API has the same names under `tenure.aio`.
 """
 
+import importlib as _importlib
 import logging as _logging
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 from typing import Any as _Any
 
+from . import _seams
 from ._clock import Clock, LeaseTiming, ManualClock, SystemClock
 from ._protocol import RetryPolicy
 from ._store import Store, connect
@@ -23,14 +25,17 @@ from .errors import (
     JobNotFound,
     JobStateConflict,
     LeaseLost,
+    LockNotAcquired,
     StaleToken,
     StoreLost,
     StoreUnavailable,
     TenureError,
+    WaitTimeout,
 )
-from .models import Claim, FencingToken, Job, JobState, Lease
+from .models import Claim, FencingToken, Job, JobPage, JobSpec, JobState, Lease
 
 if _TYPE_CHECKING:
+    from .locks import AsyncLeader, AsyncLock, Leader, Lock, elect, elect_async, lock, lock_async
     from .worker import JobContext, Worker
 
 __version__ = "0.1.0"
@@ -38,6 +43,23 @@ __version__ = "0.1.0"
 # The library never configures logging; this only keeps Python from printing our records
 # through its last-resort handler when the application has not configured any.
 _logging.getLogger("tenure").addHandler(_logging.NullHandler())
+
+# `Store.lock` lives on the store floor, the locks one floor up: the store asks this seam.
+_seams.provide_locks(lambda: _importlib.import_module(".locks", __name__))
+
+
+# Named locks and leader election (tenure.locks) use the worker's lease keeper: imported on
+# first use too.
+_LOCKS = (
+    "AsyncLeader",
+    "AsyncLock",
+    "Leader",
+    "Lock",
+    "elect",
+    "elect_async",
+    "lock",
+    "lock_async",
+)
 
 
 def __getattr__(name: str) -> _Any:
@@ -48,10 +70,14 @@ def __getattr__(name: str) -> _Any:
 
         module = importlib.import_module(".worker", __name__)
         return module if name == "worker" else getattr(module, name)
+    if name in _LOCKS:
+        return getattr(_importlib.import_module(".locks", __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [
+    "AsyncLeader",
+    "AsyncLock",
     "Claim",
     "Clock",
     "FencingToken",
@@ -59,11 +85,16 @@ __all__ = [
     "InvalidArgument",
     "Job",
     "JobContext",
+    "JobPage",
+    "JobSpec",
     "JobNotFound",
     "JobStateConflict",
     "JobState",
     "Lease",
     "LeaseLost",
+    "Leader",
+    "Lock",
+    "LockNotAcquired",
     "LeaseTiming",
     "ManualClock",
     "RetryPolicy",
@@ -73,7 +104,12 @@ __all__ = [
     "StoreUnavailable",
     "SystemClock",
     "TenureError",
+    "WaitTimeout",
     "Worker",
     "__version__",
     "connect",
+    "elect",
+    "elect_async",
+    "lock",
+    "lock_async",
 ]

@@ -65,6 +65,9 @@ __all__ = [
     "settle_receipt",
     "settle_verdict",
     "Status",
+    "Submission",
+    "JobFilter",
+    "UNFINISHED_STATES",
 ]
 
 # Column order every driver returns job rows in.
@@ -132,6 +135,33 @@ class Completion(NamedTuple):
     secret_hash: str
     receipt: str
     result: str | None
+
+
+class Submission(NamedTuple):
+    """One job of a batch submit, as a driver receives it (checked; payload already JSON)."""
+
+    job_id: str
+    queue: str
+    payload: str | None
+    delay: float
+    max_attempts: int
+
+
+class JobFilter(NamedTuple):
+    """What a listing selects, checked: jobs of ``queue``, in ``state``, last claimed by
+    ``owner`` (None: any), created at least ``older_than`` seconds before store time, whose
+    submission number is above ``after`` (the cursor), oldest first, at most ``limit``."""
+
+    queue: str | None
+    state: str | None
+    owner: str | None
+    older_than: float | None
+    after: int | None
+    limit: int
+
+
+# A job in neither of these states is finished: done, dead, or any final state added later.
+UNFINISHED_STATES = ("ready", "leased")
 
 
 # A claim whose reply was lost (StoreUnavailable with outcome_unknown) is not resent

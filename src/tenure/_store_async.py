@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
 
+from . import _store_control_async, _store_jobs_async, _store_locks_async
 from ._clock import Clock, LeaseTiming, SystemClock
 from ._concurrency import pause_async
 from ._protocol import (
@@ -25,6 +26,7 @@ from ._protocol import (
     Outcome,
     RetryPolicy,
     Status,
+    Submission,
     claim_not_recovered,
     claim_recovery_budget,
     claim_recovery_pause,
@@ -37,8 +39,8 @@ from ._protocol import (
     settle_verdict,
 )
 from ._queue_stats import StoreStats, store_stats
-from ._store_control_async import AsyncStoreControl
 from ._validate import (
+    DEFAULT_MAX_ATTEMPTS,
     DEFAULT_PAYLOAD_LIMIT,
     DEFAULT_QUEUES,
     MAX_BATCH,
@@ -53,7 +55,7 @@ from ._validate import (
     validate_ttl,
 )
 from .errors import InvalidArgument, JobNotFound, LeaseLost, StoreLost, StoreUnavailable
-from .models import Claim, Job, JobState, Lease
+from .models import Claim, Job, Lease
 from .stores import no_transaction, open_driver_async, resolve_url
 from .stores.abc import AsyncDriver, AsyncTransaction
 
@@ -63,16 +65,20 @@ T = TypeVar("T")
 
 log = logging.getLogger("tenure")
 
-DEFAULT_MAX_ATTEMPTS = 5
-_STATES = tuple(JobState)
 # Operations that take jobs by picking them: not repeated after a lost reply (see _call).
 # Nor are requeue and delete, whose repeat would be refused once the first took effect.
 _CLAIMS = ("claim_next", "complete_and_claim", "requeue", "delete")
 
 
-class AsyncStore(AsyncStoreControl):
+class AsyncStore(
+    _store_control_async.AsyncStoreControl,
+    _store_jobs_async.AsyncJobsMixin,
+    _store_locks_async.AsyncStoreLocks,
+):
     """A lease store: submit jobs, claim them under leases, renew, complete, release, fail;
-    cancel, requeue, delete and purge them (`AsyncStoreControl`).
+    cancel, requeue, delete and purge them (`AsyncStoreControl`); submit many, in your
+    transaction, wait for results, list in pages (`AsyncJobsMixin`); named locks and leader
+    election on them (`AsyncStoreLocks`: `lock`, `elect`).
 
     Create one with `tenure.aio.connect`. Every method validates its arguments first (bad
     input raises `InvalidArgument` and leaves the store unchanged) and then runs one atomic
@@ -184,20 +190,32 @@ class AsyncStore(AsyncStoreControl):
         queue: str = "default",
         delay: float | timedelta = 0,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        conn: Any = None,
     ) -> Job:
         """Add a job, ready ``delay`` seconds from now. An existing ``job_id`` is left as it is
         and its current snapshot returned (submit is idempotent); ``job.created`` tells the
-        two apart (True: this call created it)."""
+        two apart (True: this call created it).
+
+        ``conn``: enqueue inside your own open transaction, on the store's database: a
+        psycopg connection (sync or async, as this store is) or a SQLAlchemy ``Session``
+        on a PostgreSQL store, a `sqlite3.Connection` on a SQLite store. The
+        job then exists if and only if your transaction commits; tenure neither begins nor
+        commits it (an autocommit connection outside a transaction block commits the
+        submit at once). Redis refuses with `InvalidArgument`."""
         job_id = validate_id("job_id", job_id)
         queue = validate_id("queue", queue)
         delay_s = validate_delay(delay)
         max_attempts = validate_attempts(max_attempts)
         payload_json = encode_json("payload", payload, self._payload_limit)
+        if conn is not None:
+            submission = Submission(job_id, queue, payload_json, delay_s, max_attempts)
+            outcome = (await self._submit_joined(conn, [submission]))[0]
+        else:
 
-        async def call() -> Outcome:
-            return await self._driver.submit(job_id, queue, payload_json, delay_s, max_attempts)
+            async def call() -> Outcome:
+                return await self._driver.submit(job_id, queue, payload_json, delay_s, max_attempts)
 
-        outcome = await self._call("submit", call)
+            outcome = await self._call("submit", call)
         assert outcome.row is not None
         return job_from_row(outcome.row, outcome.now, created=outcome.status == Status.APPLIED)
 
@@ -212,22 +230,6 @@ class AsyncStore(AsyncStoreControl):
         if outcome.row is None:
             raise JobNotFound(job_id)
         return job_from_row(outcome.row, outcome.now)
-
-    async def jobs(
-        self, *, queue: str | None = None, state: JobState | str | None = None, limit: int = 100
-    ) -> list[Job]:
-        """Snapshots of jobs, oldest first, optionally only one queue and/or state."""
-        if queue is not None:
-            queue = validate_id("queue", queue)
-        if state is not None and state not in _STATES:
-            raise InvalidArgument("state", f"must be one of {', '.join(_STATES)}, got {state!r}")
-        limit = validate_limit(limit)
-
-        async def call() -> tuple[float, list[Any]]:
-            return await self._driver.list_jobs(queue, state, limit)
-
-        now, rows = await self._call("jobs", call)
-        return [job_from_row(row, now) for row in rows]
 
     async def queue_stats(self) -> StoreStats | None:
         """The live jobs of every queue, counted by the store in one bounded operation

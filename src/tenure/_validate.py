@@ -17,6 +17,7 @@ from typing import Any
 from .errors import InvalidArgument
 
 __all__ = [
+    "DEFAULT_MAX_ATTEMPTS",
     "DEFAULT_PAYLOAD_LIMIT",
     "DEFAULT_QUEUES",
     "FINISHED_STATES",
@@ -33,6 +34,7 @@ __all__ = [
     "error_text",
     "validate_age",
     "validate_attempts",
+    "validate_cursor",
     "validate_delay",
     "validate_finished_states",
     "validate_flag",
@@ -46,6 +48,7 @@ __all__ = [
     "validate_secret",
     "validate_timeout",
     "validate_ttl",
+    "validate_wait_timeout",
 ]
 
 MAX_ID_LENGTH = 255
@@ -53,6 +56,7 @@ MIN_TTL = 0.01
 MAX_TTL = 7 * 24 * 3600.0
 MAX_DELAY = 366 * 24 * 3600.0
 MAX_ATTEMPTS = 1_000_000
+DEFAULT_MAX_ATTEMPTS = 5
 DEFAULT_PAYLOAD_LIMIT = 1024 * 1024
 # Above this a single row/hash field gets unwieldy for every store (PostgreSQL's jsonb, Redis).
 MAX_PAYLOAD_LIMIT = 64 * 1024 * 1024
@@ -197,6 +201,27 @@ def validate_limit(value: object, argument: str = "limit") -> int:
     if not 1 <= value <= MAX_BATCH:
         raise InvalidArgument(argument, f"must be from 1 to {MAX_BATCH}, got {value}")
     return value
+
+
+def validate_wait_timeout(value: object, argument: str = "timeout") -> float:
+    """How long `Store.wait` waits: 0 seconds (look once) to 366 days."""
+    return validate_delay(value, argument)
+
+
+_CURSOR = re.compile(r"[0-9]{1,19}")
+
+
+def validate_cursor(value: object, argument: str = "cursor") -> int | None:
+    """A listing cursor: None (the first page) or a page's ``next_cursor``, unchanged."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidArgument(
+            argument, f"must be a str (a page's next_cursor), not {type(value).__name__}"
+        )
+    if _CURSOR.fullmatch(value) is None or int(value) > MAX_GENERATION:
+        raise InvalidArgument(argument, f"must be a page's next_cursor, unchanged; got {value!r}")
+    return int(value)
 
 
 def validate_generation(argument: str, value: object) -> int:

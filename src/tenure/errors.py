@@ -6,11 +6,15 @@
      ├── StaleToken            a fenced destination refused an effect: its fencing token
      │                         is older than one the destination already accepted
      ├── JobNotFound           no job with that id exists in the store
+     ├── WaitTimeout           `Store.wait` gave up: the job had not finished (done,
+     │                         dead, or any other final state) within the timeout
      ├── JobStateConflict      the job's state does not allow the operation (cancel a
      │                         done job, requeue a ready one, delete a leased one);
      │                         nothing was changed
      ├── GenerationExhausted   the job's generation reached the largest representable
      │                         value; it refuses new claims instead of wrapping
+     ├── LockNotAcquired       (also a TimeoutError) a named lock (`tenure.lock`) was not
+     │                         acquired in time, or cannot be (its job is dead or cancelled)
      ├── InvalidArgument       (also a ValueError) an argument broke a documented rule;
      │                         nothing was sent to the store
      └── StoreUnavailable      the store could not be reached or did not answer in time;
@@ -37,16 +41,20 @@ outcome (a repeat of one that took effect would be refused with `JobStateConflic
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "GenerationExhausted",
     "InvalidArgument",
     "JobNotFound",
     "JobStateConflict",
     "LeaseLost",
+    "LockNotAcquired",
     "StaleToken",
     "StoreLost",
     "StoreUnavailable",
     "TenureError",
+    "WaitTimeout",
 ]
 
 
@@ -111,6 +119,31 @@ class JobNotFound(TenureError, LookupError):
             "(store.submit) or check the id and the store URL"
         )
         self.job_id = job_id
+
+
+class LockNotAcquired(TenureError, TimeoutError):
+    """A named lock was not acquired: its timeout passed while another holder had it, or
+    (``blocking=False``) it was held. Also raised, at once, for a lock whose job is dead
+    (it expired on its last allowed attempt) or cancelled: see docs/locks.md, limits."""
+
+    def __init__(self, message: str, *, name: str) -> None:
+        super().__init__(message)
+        self.name = name
+
+
+class WaitTimeout(TenureError, TimeoutError):
+    """`Store.wait` timed out: the job exists but had not finished. ``job`` is its last
+    snapshot (its state then); waiting again is safe, nothing was changed."""
+
+    def __init__(self, job_id: str, timeout: float, state: str, job: Any = None) -> None:
+        super().__init__(
+            f"job {job_id!r} was still {state} after waiting {timeout:g} s; wait again, "
+            "or look at it with store.get / tenure jobs show"
+        )
+        self.job_id = job_id
+        self.timeout = timeout
+        self.state = state
+        self.job = job
 
 
 class JobStateConflict(TenureError):

@@ -1,15 +1,17 @@
-"""Frozen values handed to users: `Lease`, `Job`, `FencingToken`, `Claim`."""
+"""Frozen values handed to users: `Lease`, `Job`, `FencingToken`, `Claim`, and the
+values users hand in or page through: `JobSpec`, `JobPage`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import timedelta
 from enum import Enum
 from typing import Any, NamedTuple
 from urllib.parse import quote, unquote
 
 from ._clock import Clock, SystemClock
 
-__all__ = ["Claim", "FencingToken", "Job", "JobState", "Lease"]
+__all__ = ["Claim", "FencingToken", "Job", "JobPage", "JobSpec", "JobState", "Lease"]
 
 
 class StrEnum(str, Enum):
@@ -190,3 +192,32 @@ class Claim(NamedTuple):
 
     lease: Lease
     job: Job
+
+
+# -- submitting and listing many (issue #17) ------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """One job of `Store.submit_many`: the arguments of `Store.submit`, by the same names
+    and defaults. A mapping with these keys (``job_id`` required) is accepted too."""
+
+    job_id: str
+    payload: Any = None
+    queue: str = "default"
+    delay: float | timedelta = 0
+    max_attempts: int = 5  # submit's default (tenure.DEFAULT_MAX_ATTEMPTS)
+
+
+class JobPage(list[Job]):  # a list: callers of the one-page `jobs()` index and len it
+    """One page of `Store.jobs`: a list of `Job` snapshots, oldest first, and
+    ``next_cursor``, to pass as ``cursor=`` for the next page (None: this was the last)."""
+
+    __slots__ = ("next_cursor",)
+
+    def __init__(self, jobs: list[Job] | tuple[Job, ...] = (), next_cursor: str | None = None):
+        super().__init__(jobs)
+        self.next_cursor = next_cursor
+
+    def __repr__(self) -> str:
+        return f"JobPage({list.__repr__(self)}, next_cursor={self.next_cursor!r})"

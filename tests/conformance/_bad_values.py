@@ -180,3 +180,24 @@ BAD_LEASE_FIELDS: dict[str, list[Any]] = {
     "local_deadline": [float("nan"), float("-inf"), "0", None, False],
     "store_id": [None, 42, "another-store", b"store"],
 }
+
+# issue #17: submit_many, wait, paged jobs()
+BAD_JOB_LISTS: list[Any] = [
+    None,
+    "J",
+    b"J",
+    42,
+    {"job_id": "n"},
+    {"n"},
+    iter([]),
+    [{"job_id": "n"}] * 1001,
+]
+BAD_JOB_ITEMS: list[Any] = [None, "n", 42, ["n"], ("n", 1)]
+BAD_CURSORS: list[Any] = ["", "abc", "-1", "1.5", " 1", "1 ", 12, b"12", "9" * 20, "²"]
+# older_than (jobs, purge): 0 to 100 years, so 366 days and a bit are fine here.
+BAD_OLDER_THAN = [
+    v
+    for v in BAD_DELAYS
+    if v is not None and v not in (366 * 24 * 3600 + 1, dt.timedelta(days=367))
+] + [100 * 366 * 24 * 3600 + 1]
+BAD_CONNS: list[Any] = [42, "conn", b"x", object()]

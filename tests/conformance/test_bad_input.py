@@ -17,14 +17,19 @@ import tenure.aio
 from tenure.stores import FRAGMENT_RULE
 from tests.conformance._bad_values import (
     BAD_ATTEMPTS,
+    BAD_CONNS,
+    BAD_CURSORS,
     BAD_DELAYS,
     BAD_ERRORS,
     BAD_IDS,
+    BAD_JOB_ITEMS,
+    BAD_JOB_LISTS,
     BAD_JSON,
     BAD_LEASE_FIELDS,
     BAD_LEASE_LISTS,
     BAD_LEASE_VALUES,
     BAD_LIMITS,
+    BAD_OLDER_THAN,
     BAD_OPTIONAL_IDS,
     BAD_QUEUES,
     BAD_RENEW_TTLS,
@@ -219,6 +224,70 @@ CASES: list[tuple[str, str, list[Any], Call]] = [
     ("fail", "lease", BAD_LEASE_VALUES, lambda w, v: w.store.fail(v, "e")),
     ("fail", "error", BAD_ERRORS, lambda w, v: w.store.fail(w.lease, v)),
     ("fail", "retry_in", BAD_RETRY_IN, lambda w, v: w.store.fail(w.lease, "e", retry_in=v)),
+    # issue #17: submit_many (every element checked before anything is sent: the first,
+    # valid, element is not submitted either), wait, paged jobs(), conn=
+    ("submit_many", "jobs", BAD_JOB_LISTS, lambda w, v: w.store.submit_many(v)),
+    (
+        "submit_many",
+        "jobs[1]",
+        BAD_JOB_ITEMS,
+        lambda w, v: w.store.submit_many([{"job_id": "n"}, v]),
+    ),
+    (
+        "submit_many",
+        "jobs[1]",
+        [{"job_id": "m", "ttl": 3}, {"job_id": "m", "id": "m"}],
+        lambda w, v: w.store.submit_many([{"job_id": "n"}, v]),
+    ),
+    (
+        "submit_many",
+        "jobs[1].job_id",
+        [*BAD_IDS, "n"],  # "n" repeats jobs[0]'s id
+        lambda w, v: w.store.submit_many([{"job_id": "n"}, {"job_id": v}]),
+    ),
+    (
+        "submit_many",
+        "jobs[1].job_id",
+        [{"payload": 1}, {}],  # no job_id
+        lambda w, v: w.store.submit_many([{"job_id": "n"}, v]),
+    ),
+    (
+        "submit_many",
+        "jobs[1].job_id",
+        ["R"],  # an existing id, twice in one batch
+        lambda w, v: w.store.submit_many([tenure.JobSpec(v), tenure.JobSpec(v)]),
+    ),
+    (
+        "submit_many",
+        "jobs[1].queue",
+        BAD_IDS,
+        lambda w, v: w.store.submit_many([{"job_id": "n"}, {"job_id": "m", "queue": v}]),
+    ),
+    (
+        "submit_many",
+        "jobs[1].delay",
+        BAD_DELAYS,
+        lambda w, v: w.store.submit_many([tenure.JobSpec("n"), tenure.JobSpec("m", delay=v)]),
+    ),
+    (
+        "submit_many",
+        "jobs[1].max_attempts",
+        BAD_ATTEMPTS,
+        lambda w, v: w.store.submit_many([{"job_id": "n"}, {"job_id": "m", "max_attempts": v}]),
+    ),
+    (
+        "submit_many",
+        "jobs[1].payload",
+        BAD_JSON,
+        lambda w, v: w.store.submit_many([tenure.JobSpec("n"), tenure.JobSpec("m", v)]),
+    ),
+    ("submit_many", "conn", BAD_CONNS, lambda w, v: w.store.submit_many([{"job_id": "n"}], conn=v)),
+    ("submit", "conn", BAD_CONNS, lambda w, v: w.store.submit("n", conn=v)),
+    ("wait", "job_id", BAD_IDS, lambda w, v: w.store.wait(v)),
+    ("wait", "timeout", BAD_DELAYS, lambda w, v: w.store.wait("D", timeout=v)),
+    ("jobs", "owner", BAD_OPTIONAL_IDS, lambda w, v: w.store.jobs(owner=v)),
+    ("jobs", "older_than", BAD_OLDER_THAN, lambda w, v: w.store.jobs(older_than=v)),
+    ("jobs", "cursor", BAD_CURSORS, lambda w, v: w.store.jobs(cursor=v)),
 ]
 
 

@@ -298,3 +298,36 @@ def test_threads_looping_complete_and_claim_do_every_job_once(url: str) -> None:
         assert (job.state, job.generation, job.attempts) == ("done", 1, 1), job
         assert job.owner == owner_of[job.job_id]
         assert job.result == [job.owner, job.job_id]
+
+
+def test_threads_submitting_overlapping_batches_create_each_job_once(url: str) -> None:
+    # Issue #17: 8 threads, each a batch of 200 ids overlapping its neighbours' by half
+    # (in a shuffled order): every id exists once, and exactly one answer says it created it.
+    threads, size = 8, 200
+    batches = []
+    for index in range(threads):
+        ids = [f"s{n}" for n in range(index * size // 2, index * size // 2 + size)]
+        random.Random(index).shuffle(ids)
+        batches.append([{"job_id": job_id, "payload": index} for job_id in ids])
+    clients = [tenure.connect(url) for _ in range(threads)]
+    try:
+        results = all_at_once(
+            [
+                partial(client.submit_many, batch)
+                for client, batch in zip(clients, batches, strict=True)
+            ]
+        )
+        created = Counter(job.job_id for answers in results for job in answers if job.created)
+        every = {f"s{n}" for n in range(0, (threads - 1) * size // 2 + size)}
+        assert set(created) == every
+        assert set(created.values()) == {1}
+        for batch, answers in zip(batches, results, strict=True):
+            assert [job.job_id for job in answers] == [item["job_id"] for item in batch]
+            for item, job in zip(batch, answers, strict=True):
+                # A job this batch did not create carries another batch's payload.
+                assert (job.payload == item["payload"]) == job.created
+        listed = [job.job_id for job in clients[0].jobs(limit=1000)]
+        assert sorted(listed) == sorted(every)
+    finally:
+        for client in clients:
+            client.close()

@@ -444,6 +444,32 @@ class LeaseProtocol(RuleBasedStateMachine):
             expected.max_attempts,
         )
 
+    @rule(
+        jobs=st.lists(st.integers(0, 3), min_size=1, max_size=4, unique=True),
+        queue=st.integers(0, 1),
+        delay=st.sampled_from([0.0, 0.0, 1.0, 5.0]),
+        max_attempts=st.sampled_from([1, 2, 3, 5]),
+    )
+    def submit_many(self, jobs: list[int], queue: int, delay: float, max_attempts: int) -> None:
+        """Issue #17: a batch is each submit in order, at one store time."""
+        specs = [
+            tenure.JobSpec(
+                self.job_ids[job], {"job": job}, self.queues[(job + queue) % 2], delay, max_attempts
+            )
+            for job in jobs
+        ]
+        new = [spec.job_id not in self.model.jobs for spec in specs]
+        answers = self.store.submit_many(specs)
+        for spec, real, created in zip(specs, answers, new, strict=True):
+            expected = self.model.submit(spec.job_id, spec.queue, delay, max_attempts)
+            assert real.job_id == spec.job_id
+            assert real.created is created
+            assert (real.queue, real.state, real.generation) == (
+                expected.queue,
+                expected.state,
+                expected.generation,
+            )
+
     @rule(job=st.integers(0, 4), owner=OWNERS, ttl=TTLS)
     def claim(self, job: int, owner: str, ttl: float) -> None:
         job_id = self.job_ids[job]

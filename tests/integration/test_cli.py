@@ -547,13 +547,56 @@ def test_list_says_when_more_jobs_exist_than_it_shows(cli: Any) -> None:
         ok(cli("jobs", "submit", job))
     out = ok(cli("jobs", "list", "--limit", "2")).stdout.splitlines()
     assert len(out) == 4
-    assert out[-1] == "2 shown, more exist: use --limit N (up to 1000) or --state"
     report = as_json(cli("jobs", "list", "--limit", "2", "--json"))
     assert (report["shown"], report["more"]) == (2, True)
     assert [j["job_id"] for j in report["jobs"]] == ["a", "b"]
+    cursor = report["next_cursor"]
+    assert out[-1] == f"2 shown, more exist: next page --cursor {cursor} (or --all)"
+    rest = as_json(cli("jobs", "list", "--limit", "2", "--cursor", cursor, "--json"))
+    assert ([j["job_id"] for j in rest["jobs"]], rest["more"], rest["next_cursor"]) == (
+        ["c"],
+        False,
+        None,
+    )
     report = as_json(cli("jobs", "list", "--limit", "3", "--json"))
     assert (report["shown"], report["more"]) == (3, False)
     assert "more exist" not in ok(cli("jobs", "list", "--limit", "3")).stdout
+
+
+def test_list_all_pages_past_a_thousand(cli: Any, url: str) -> None:
+    # No silent cap at 1,000: --all follows the cursor to the end.
+    with tenure.connect(url) as store:
+        for start in range(0, 1500, 500):
+            store.submit_many([{"job_id": f"j{n:04d}"} for n in range(start, start + 500)])
+    report = as_json(cli("jobs", "list", "--all", "--limit", "1000", "--json"))
+    assert report["shown"] == 1500
+    assert [j["job_id"] for j in report["jobs"]] == [f"j{n:04d}" for n in range(1500)]
+    assert report["next_cursor"] is None
+    owned = as_json(cli("jobs", "list", "--owner", "nobody", "--older-than", "0", "--json"))
+    assert owned["jobs"] == []
+    bad = cli("jobs", "list", "--cursor", "nope")
+    assert bad.exit_code == 2
+    assert "cursor: must be a page's next_cursor" in bad.stderr
+
+
+def test_wait_shows_the_finished_job_or_times_out(cli: Any, url: str) -> None:
+    ok(cli("jobs", "submit", "w1"))
+    ok(cli("jobs", "submit", "w2"))
+    with tenure.connect(url) as store:
+        lease = store.claim("w1", "worker", 30)
+        assert lease is not None
+        store.complete(lease, {"rows": 3})
+    done = as_json(cli("jobs", "wait", "w1", "--timeout", "5", "--json"))
+    assert (done["state"], done["result"]) == ("done", {"rows": 3})
+    assert "done" in ok(cli("jobs", "wait", "w1")).stdout
+    late = cli("jobs", "wait", "w2", "--timeout", "0.2", "--json")
+    assert late.exit_code == 3
+    report = json.loads(late.stdout)
+    assert (report["timeout"], report["job"]["state"]) == (0.2, "ready")
+    assert "still ready" in report["error"]
+    missing = cli("jobs", "wait", "nope", "--timeout", "1")
+    assert missing.exit_code == 1
+    assert "does not exist" in missing.stderr
 
 
 def test_a_finished_job_shows_no_time_it_becomes_available(cli: Any, url: str) -> None:
@@ -637,3 +680,16 @@ def test_tenure_script(tmp_path: Path) -> None:
     assert missing.stderr.startswith("Error: job 'nope' does not exist")
     assert "Traceback" not in missing.stderr
     assert not (tmp_path / "tenure.db").exists()  # every call used the URL it was given
+
+
+def test_from_file_submits_in_batches_and_names_a_bad_line(cli: Any, url: str) -> None:
+    lines = [json.dumps({"job_id": f"f{n}"}) for n in range(1500)]
+    lines.insert(3, json.dumps({"job_id": "f0"}))  # a repeat: answered as existing
+    report = as_json(cli("jobs", "submit", "--from-file", "-", "--json", stdin="\n".join(lines)))
+    assert (report["submitted"], report["existing"]) == (1500, ["f0"])
+    bad = "\n".join([json.dumps({"job_id": "g1"}), json.dumps({"job_id": "g2", "queue": ""})])
+    result = cli("jobs", "submit", "--from-file", "-", stdin=bad)
+    assert result.exit_code == 2
+    assert "stdin line 2 ('g2'): jobs[1].queue: must not be empty" in result.stderr
+    with tenure.connect(url) as store, pytest.raises(tenure.JobNotFound):
+        store.get("g1")  # its batch was refused whole

@@ -155,8 +155,11 @@ def test_single_job_operations_use_the_primary_key(
         (n["Node Type"], n.get("Index Name"), n.get("Filter")) for n in scans
     ]
     # A few pages of the job's index and heap, plus a claim's one-row reads of the
-    # generation floor and the store id row: a handful, whatever the table's size.
-    assert buffers(plan) < 24
+    # generation floor and the store id row: a handful, whatever the table's size; and,
+    # since issue #17, one more entry in the listing index (tenure_jobs_by_seq) per update
+    # that moves a job (these updates are not HOT: they change available_at): 24 before it,
+    # 20 before job control.
+    assert buffers(plan) < 28
 
 
 @pytest.mark.parametrize("count", [1, 10, 1000])

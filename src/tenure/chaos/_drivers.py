@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._clock import Clock
-from .._protocol import Completion, JobRow, Outcome, Status, is_repeat
+from .._protocol import Completion, JobFilter, JobRow, Outcome, Status, Submission, is_repeat
 from ..errors import StoreUnavailable
 from ..stores.abc import Driver
 from ._control import TAKEOVERS, Control
@@ -80,10 +80,15 @@ class PassThroughDriver:
     def get(self, job_id: str) -> Outcome:
         return self._inner.get(job_id)
 
-    def list_jobs(
-        self, queue: str | None, state: str | None, limit: int
-    ) -> tuple[float, list[JobRow]]:
-        return self._inner.list_jobs(queue, state, limit)
+    def list_jobs(self, selection: JobFilter) -> tuple[float, list[JobRow], int | None]:
+        return self._inner.list_jobs(selection)
+
+    # Not recorded: the chaos workload neither submits in batches nor waits.
+    def submit_many(self, submissions: Sequence[Submission]) -> list[Outcome]:
+        return self._inner.submit_many(submissions)
+
+    def wait_job(self, job_id: str, timeout: float) -> Outcome:
+        return self._inner.wait_job(job_id, timeout)
 
     def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
         self._inner.wait_for_jobs(queues, timeout)
@@ -365,7 +370,8 @@ class UnsafeDriver(PassThroughDriver):
         client_now = self._clock.time()
         taken: list[Outcome] = []
         for queue in queues:
-            store_now, rows = self._inner.list_jobs(queue, "leased", 20)
+            leased_jobs = JobFilter(queue, "leased", None, None, None, 20)
+            store_now, rows, _ = self._inner.list_jobs(leased_jobs)
             for row in rows:
                 if not spare:
                     break

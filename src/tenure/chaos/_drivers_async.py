@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._clock import Clock
-from .._protocol import Completion, JobRow, Outcome, Status, is_repeat
+from .._protocol import Completion, JobFilter, JobRow, Outcome, Status, Submission, is_repeat
 from ..errors import StoreUnavailable
 from ..stores.abc import AsyncDriver
 from ._control import TAKEOVERS, Control
@@ -96,10 +96,15 @@ class AsyncPassThroughDriver:
     async def get(self, job_id: str) -> Outcome:
         return await self._inner.get(job_id)
 
-    async def list_jobs(
-        self, queue: str | None, state: str | None, limit: int
-    ) -> tuple[float, list[JobRow]]:
-        return await self._inner.list_jobs(queue, state, limit)
+    async def list_jobs(self, selection: JobFilter) -> tuple[float, list[JobRow], int | None]:
+        return await self._inner.list_jobs(selection)
+
+    # Not recorded: the chaos workload neither submits in batches nor waits.
+    async def submit_many(self, submissions: Sequence[Submission]) -> list[Outcome]:
+        return await self._inner.submit_many(submissions)
+
+    async def wait_job(self, job_id: str, timeout: float) -> Outcome:
+        return await self._inner.wait_job(job_id, timeout)
 
     async def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
         await self._inner.wait_for_jobs(queues, timeout)
@@ -385,7 +390,8 @@ class AsyncUnsafeDriver(AsyncPassThroughDriver):
         client_now = self._clock.time()
         taken: list[Outcome] = []
         for queue in queues:
-            store_now, rows = await self._inner.list_jobs(queue, "leased", 20)
+            leased_jobs = JobFilter(queue, "leased", None, None, None, 20)
+            store_now, rows, _ = await self._inner.list_jobs(leased_jobs)
             for row in rows:
                 if not spare:
                     break

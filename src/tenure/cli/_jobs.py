@@ -1,4 +1,4 @@
-"""``tenure jobs submit|list|show`` and ``tenure now`` (``cancel|requeue|delete|purge``
+"""``tenure jobs submit|list|show|wait`` and ``tenure now`` (``cancel|requeue|delete|purge``
 are in `tenure.cli._control`).
 
 ``list``, ``show`` and ``now`` only read: on a store that does not exist they say so and
@@ -8,6 +8,7 @@ create nothing (`CliState.store` with ``create=False``); ``submit`` creates the 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from dataclasses import dataclass
 from typing import IO, Any
@@ -15,14 +16,13 @@ from typing import IO, Any
 import click
 
 from .._store import DEFAULT_MAX_ATTEMPTS
-from ..errors import InvalidArgument
-from ..models import Job, JobState
+from .._validate import MAX_BATCH
+from ..errors import InvalidArgument, WaitTimeout
+from ..models import Job, JobSpec, JobState
 from . import CliState, common_options
 from ._control import CONTROL_COMMANDS
 from ._output import Cell, format_time, format_value, relative
 
-# The most jobs one `jobs list` shows (the store's limit for one call).
-MAX_LIST = 1000
 _TERMINAL = (JobState.DONE, JobState.DEAD, JobState.CANCELLED)
 
 __all__ = ["jobs", "now"]
@@ -199,27 +199,28 @@ def submit(
 
 
 def _submit_many(state: CliState, wanted: list[_Submission], name: str) -> None:
-    """One store connection, one submit per job: there is no batch submit in the store API
-    yet, so a file of N jobs makes N store calls (and commits)."""
+    """One store connection, one `submit_many` per 1000 jobs (a new batch where an id
+    repeats, so that the repeat is answered as existing, as `submit` would)."""
     store = state.store()
     existing: list[str] = []
-    for number, item in enumerate(wanted):
+    for batch in _batches(wanted):
         try:
-            job = store.submit(
-                item.job_id,
-                item.payload,
-                queue=item.queue,
-                delay=item.delay,
-                max_attempts=item.max_attempts,
+            answers = store.submit_many(
+                [
+                    JobSpec(item.job_id, item.payload, item.queue, item.delay, item.max_attempts)
+                    for item in batch
+                ]
             )
         except InvalidArgument as exc:
+            found = re.match(r"jobs\[(\d+)\]", exc.argument)
+            item = batch[int(found.group(1))] if found else batch[0]
+            done = wanted.index(batch[0])
             raise InvalidArgument(
                 "--from-file",
-                f"{name} line {item.line} ({item.job_id!r}): {exc}; the {number} job(s) "
-                "before it were submitted (submit is idempotent: fix the file and run it again)",
+                f"{name} line {item.line} ({item.job_id!r}): {exc}; the {done} job(s) before "
+                "its batch were submitted (submit is idempotent: fix the file and run it again)",
             ) from None
-        if not job.created:
-            existing.append(job.job_id)
+        existing += [job.job_id for job in answers if not job.created]
     out = state.output()
     submitted = len(wanted) - len(existing)
     if out.json_mode:
@@ -229,6 +230,18 @@ def _submit_many(state: CliState, wanted: list[_Submission], name: str) -> None:
     if existing:
         line += f"; {len(existing)} already existed and were left unchanged"
     out.line(line, "good")
+
+
+def _batches(wanted: list[_Submission]) -> list[list[_Submission]]:
+    batches: list[list[_Submission]] = [[]]
+    seen: set[str] = set()
+    for item in wanted:
+        if item.job_id in seen or len(batches[-1]) == MAX_BATCH:
+            batches.append([])
+            seen = set()
+        seen.add(item.job_id)
+        batches[-1].append(item)
+    return [batch for batch in batches if batch]
 
 
 def _summary(job: Job) -> str:
@@ -244,36 +257,62 @@ def _summary(job: Job) -> str:
 @click.option(
     "--state", "state_", type=click.Choice(_STATES), default=None, help="Only this state."
 )
-@click.option("--limit", type=int, default=100, metavar="N", help="At most N jobs (1-1000).")
+@click.option("--owner", default=None, metavar="W", help="Only jobs last claimed by W.")
+@click.option(
+    "--older-than", type=float, default=None, metavar="S", help="Only jobs created S+ seconds ago."
+)
+@click.option("--limit", type=int, default=100, metavar="N", help="N jobs a page (1-1000).")
+@click.option("--cursor", default=None, metavar="C", help="The page after C (a next_cursor).")
+@click.option("--all", "all_pages", is_flag=True, help="Every page, not only the first.")
 @common_options
 @click.pass_obj
-def list_jobs(state: CliState, queue: str | None, state_: str | None, limit: int) -> None:
-    """List jobs, oldest first; says when more exist than --limit shows.
+def list_jobs(
+    state: CliState,
+    queue: str | None,
+    state_: str | None,
+    owner: str | None,
+    older_than: float | None,
+    limit: int,
+    cursor: str | None,
+    all_pages: bool,
+) -> None:
+    """List jobs, oldest first, a page at a time; says how to get the next page.
 
-    --json: {"jobs": [...], "shown": N, "more": true|false|null, "store": URL} ("more" is
-    null at --limit 1000, the most one list can ask for, when 1000 were found)."""
+    --json: {"jobs": [...], "shown": N, "more": true|false, "next_cursor": C|null,
+    "store": URL}; pass C back as --cursor for the next page (--all: every page)."""
     store = state.store(create=False)
-    # One more than asked, to know whether more exist (the store's limit is 1000).
-    asked = limit + 1 if isinstance(limit, int) and 1 <= limit < MAX_LIST else limit
-    found = store.jobs(queue=queue, state=state_, limit=asked)
-    more: bool | None = len(found) > limit
-    if len(found) == limit == MAX_LIST:
-        more = None  # cannot tell
-    found = found[:limit]
+    page = store.jobs(
+        queue=queue, state=state_, owner=owner, older_than=older_than, limit=limit, cursor=cursor
+    )
+    found = list(page)
+    while all_pages and page.next_cursor is not None:
+        page = store.jobs(
+            queue=queue,
+            state=state_,
+            owner=owner,
+            older_than=older_than,
+            limit=limit,
+            cursor=page.next_cursor,
+        )
+        found.extend(page)
+    next_cursor = page.next_cursor
     out = state.output()
     if out.json_mode:
         out.json(
             {
                 "jobs": [job.to_dict() for job in found],
                 "shown": len(found),
-                "more": more,
+                "more": next_cursor is not None,
+                "next_cursor": next_cursor,
                 "store": store.url,
             }
         )
         return
     if not found:
         filters = " ".join(
-            f"{name} {value}" for name, value in (("queue", queue), ("state", state_)) if value
+            f"{name} {value}"
+            for name, value in (("queue", queue), ("state", state_), ("owner", owner))
+            if value
         )
         out.line(f"no jobs{' with ' + filters if filters else ''} in {store.url}")
         return
@@ -292,10 +331,37 @@ def list_jobs(state: CliState, queue: str | None, state_: str | None, limit: int
             for job in found
         ],
     )
-    if more:
-        out.line(f"{len(found)} shown, more exist: use --limit N (up to {MAX_LIST}) or --state")
-    elif more is None:
-        out.line(f"{len(found)} shown, the most one list shows: there may be more (use --state)")
+    if next_cursor is not None:
+        out.line(f"{len(found)} shown, more exist: next page --cursor {next_cursor} (or --all)")
+
+
+@jobs.command()
+@click.argument("job_id")
+@click.option(
+    "--timeout", type=float, default=60.0, metavar="S", help="Give up after S seconds (default 60)."
+)
+@common_options
+@click.pass_obj
+def wait(state: CliState, job_id: str, timeout: float) -> None:
+    """Wait until job JOB_ID is finished (done, dead...) and show it. Exit code 1 for an
+    unknown job, 3 when the timeout passes first (the job is shown as it was then).
+
+    --json: the job, as `jobs show --json`; on timeout {"timeout": S, "job": {...}}."""
+    store = state.store(create=False)
+    out = state.output()
+    try:
+        job = store.wait(job_id, timeout=timeout)
+    except WaitTimeout as exc:
+        if out.json_mode:
+            last = exc.job.to_dict() if isinstance(exc.job, Job) else None
+            out.json({"timeout": exc.timeout, "job": last, "error": str(exc)})
+        else:
+            out.line(str(exc), "warn")
+        raise click.exceptions.Exit(3) from None
+    if out.json_mode:
+        out.json(job.to_dict())
+        return
+    _show_job(state, job)
 
 
 @jobs.command()

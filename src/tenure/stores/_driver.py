@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import Any, Protocol
 
-from .._protocol import Completion, JobRow, Outcome
+from .._protocol import Completion, JobFilter, JobRow, Outcome, Submission
 
 __all__ = ["Driver", "SQLDriver", "Transaction"]
 
@@ -97,9 +97,26 @@ class Driver(Protocol):
 
     def get(self, job_id: str) -> Outcome: ...
 
-    def list_jobs(
-        self, queue: str | None, state: str | None, limit: int
-    ) -> tuple[float, list[JobRow]]: ...
+    # -- enqueue and wait (issue #17) ------------------------------------------------------
+
+    def submit_many(self, submissions: Sequence[Submission]) -> list[Outcome]:
+        """Every submission in one atomic store operation (one round trip, one commit),
+        each as `submit` does it: ``APPLIED`` with the new row, or ``MISSED`` with the
+        existing job as it is. One outcome per submission, in order; ids are distinct (the
+        store checked)."""
+        ...
+
+    def wait_job(self, job_id: str, timeout: float) -> Outcome:
+        """The job (``APPLIED``, or ``MISSING``) once it is finished (in a state other than
+        ready and leased), or as it is after ``timeout`` seconds. Notified stores return as
+        soon as a write finishes it; others poll. Never raises on timeout."""
+        ...
+
+    def list_jobs(self, selection: JobFilter) -> tuple[float, list[JobRow], int | None]:
+        """The store time, the rows ``selection`` selects (by submission order, after its
+        cursor, at most its limit) and the cursor of the next page: the submission number
+        of the last row when more may follow, else None."""
+        ...
 
     def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
         """Return when jobs may have become claimable in ``queues``, or after ``timeout``
@@ -202,6 +219,12 @@ class Transaction(Protocol):
 
 class SQLDriver(Driver, Protocol):
     """A driver over a SQL database that callers can share a transaction with."""
+
+    def submit_joined(self, conn: Any, submissions: Sequence[Submission]) -> list[Outcome]:
+        """`submit_many` on ``conn``, the caller's connection to the store's database, in
+        the transaction it is in: no begin, no commit (the caller's transaction decides).
+        Raises `InvalidArgument` for a ``conn`` of the wrong kind or database."""
+        ...
 
     def transaction(self, operation: str, conn: Any, payload_limit: int) -> Transaction:
         """An `Transaction` (not begun: no I/O until it is entered) on ``conn``, the

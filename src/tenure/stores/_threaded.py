@@ -11,7 +11,8 @@ from typing import Any
 
 import anyio.to_thread
 
-from .._protocol import Completion, JobRow, Outcome
+from .._protocol import Completion, JobFilter, JobRow, Outcome, Submission
+from ..errors import InvalidArgument
 from ._driver import Driver, Transaction
 
 __all__ = ["ThreadedDriver", "ThreadedTransaction"]
@@ -106,11 +107,24 @@ class ThreadedDriver:
     async def get(self, job_id: str) -> Outcome:
         return await anyio.to_thread.run_sync(self.sync.get, job_id)
 
-    async def list_jobs(
-        self, queue: str | None, state: str | None, limit: int
-    ) -> tuple[float, list[JobRow]]:
-        call = partial(self.sync.list_jobs, queue, state, limit)
-        return await anyio.to_thread.run_sync(call)
+    async def list_jobs(self, selection: JobFilter) -> tuple[float, list[JobRow], int | None]:
+        return await anyio.to_thread.run_sync(self.sync.list_jobs, selection)
+
+    async def submit_many(self, submissions: Sequence[Submission]) -> list[Outcome]:
+        return await anyio.to_thread.run_sync(self.sync.submit_many, submissions)
+
+    async def wait_job(self, job_id: str, timeout: float) -> Outcome:
+        call = partial(self.sync.wait_job, job_id, timeout)
+        return await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
+
+    async def submit_joined(self, conn: Any, submissions: Sequence[Submission]) -> list[Outcome]:
+        # In the caller's thread, not a worker thread: the caller's sqlite3 connection is
+        # usually bound to its thread, and its transaction is the caller's. A short write.
+        joined = getattr(self.sync, "submit_joined", None)
+        if joined is None:
+            raise InvalidArgument("conn", f"the store {self.url} cannot share your transaction")
+        outcomes: list[Outcome] = joined(conn, submissions)
+        return outcomes
 
     async def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
         call = partial(self.sync.wait_for_jobs, queues, timeout)

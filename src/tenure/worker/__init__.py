@@ -18,9 +18,11 @@ worker of this process still holds the lease behind a token.
 
 from ._config import Handler, Isolation, default_owner
 from ._context import JobContext, current_context
-from ._lease import TokenState, check_token, token_state
+from ._keeper import LeaseKeeper, Renewer
+from ._lease import REGISTRY, LeaseHandle, TokenState, check_token, token_state
+from ._loop import LoopCaller
 from ._metrics import WorkerCollector, serve_metrics
-from ._stats import COUNTERS
+from ._stats import COUNTERS, Stats
 from ._worker import Worker
 
 __all__ = [
@@ -28,6 +30,12 @@ __all__ = [
     "Handler",
     "Isolation",
     "JobContext",
+    "LeaseHandle",
+    "LeaseKeeper",
+    "LoopCaller",
+    "REGISTRY",
+    "Renewer",
+    "Stats",
     "TokenState",
     "Worker",
     "WorkerCollector",

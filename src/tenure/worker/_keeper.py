@@ -20,16 +20,16 @@ import random
 import threading
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 from .._clock import Clock
-from .._store import Store
 from ..errors import LeaseLost, StoreLost, StoreUnavailable
 from ..models import Lease
 from ._lease import LeaseHandle
 from ._retry import RETRY, Outage
 from ._stats import Stats
 
-__all__ = ["TICK", "LeaseKeeper"]
+__all__ = ["TICK", "LeaseKeeper", "Renewer"]
 
 log = logging.getLogger("tenure")
 
@@ -37,12 +37,20 @@ TICK = 0.05  # seconds of real time: the longest the keeper threads sleep while 
 JITTER = (0.75, 1.0)  # each renewal period is the configured one times a factor in this range
 
 
+class Renewer(Protocol):
+    """What the keeper renews with: a `tenure.Store` (the worker's own connection), or an
+    adapter with the same ``renew`` (`tenure.locks` renews an async store's lock leases
+    through its event loop)."""
+
+    def renew(self, lease: Lease) -> Lease: ...
+
+
 class LeaseKeeper:
     """Keeps the leases of one worker alive, and declares them lost when they are not."""
 
     def __init__(
         self,
-        store: Store,
+        store: Renewer,
         clock: Clock,
         stats: Stats,
         *,

@@ -18,7 +18,7 @@ from psycopg_pool import ConnectionPool
 
 from ..._clock import Clock
 from ..._concurrency import pause, thread_lock
-from ..._protocol import Completion, JobRow, Outcome, Status
+from ..._protocol import Completion, Outcome, Status
 from ..._validate import MAX_GENERATION
 from ...errors import StoreUnavailable
 from ._common import (
@@ -46,6 +46,7 @@ from ._connection import (
     usable_connection,
 )
 from ._control import PostgresControl
+from ._jobs import JobsMixin
 from ._migrate import prepare_schema
 from ._stats import queue_stats
 from ._transaction import PostgresTransaction
@@ -57,7 +58,7 @@ log = logging.getLogger("tenure")
 _HOT_SECONDS = 30.0
 
 
-class PostgresDriver(PostgresControl):
+class PostgresDriver(PostgresControl, JobsMixin):
     """The store operations of `tenure.stores.abc.Driver` over PostgreSQL.
 
     Open one with `PostgresDriver.open` (from a URL, or around your own
@@ -471,13 +472,6 @@ class PostgresDriver(PostgresControl):
     def get(self, job_id: str) -> Outcome:
         rows = self._rows("get", self._sql["get"], {"job_id": job_id, "now": self._now()})
         return rows[0].outcome
-
-    def list_jobs(
-        self, queue: str | None, state: str | None, limit: int
-    ) -> tuple[float, list[JobRow]]:
-        params = {"queue": queue, "state": state, "limit": limit, "now": self._now()}
-        rows = self._rows("list", self._sql["list"], params)
-        return rows[0].outcome.now, [a.outcome.row for a in rows if a.outcome.row is not None]
 
     def queue_stats(self) -> tuple[float, list[tuple[Any, ...]]]:
         """The live jobs of each queue (see `tenure._queue_stats`): one statement over the

@@ -20,7 +20,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from ..._clock import Clock
 from ..._concurrency import pause_async, thread_lock_async
-from ..._protocol import Completion, JobRow, Outcome, Status
+from ..._protocol import Completion, Outcome, Status
 from ..._validate import MAX_GENERATION
 from ...errors import StoreUnavailable
 from ._common import (
@@ -48,6 +48,7 @@ from ._connection_async import (
     usable_connection_async,
 )
 from ._control_async import AsyncPostgresControl
+from ._jobs_async import AsyncJobsMixin
 from ._migrate_async import prepare_schema_async
 from ._stats_async import queue_stats_async
 from ._transaction_async import AsyncPostgresTransaction
@@ -59,7 +60,7 @@ log = logging.getLogger("tenure")
 _HOT_SECONDS = 30.0
 
 
-class AsyncPostgresDriver(AsyncPostgresControl):
+class AsyncPostgresDriver(AsyncPostgresControl, AsyncJobsMixin):
     """The store operations of `tenure.stores.abc.AsyncDriver` over PostgreSQL.
 
     Open one with `AsyncPostgresDriver.open` (from a URL, or around your own
@@ -481,13 +482,6 @@ class AsyncPostgresDriver(AsyncPostgresControl):
     async def get(self, job_id: str) -> Outcome:
         rows = await self._rows("get", self._sql["get"], {"job_id": job_id, "now": self._now()})
         return rows[0].outcome
-
-    async def list_jobs(
-        self, queue: str | None, state: str | None, limit: int
-    ) -> tuple[float, list[JobRow]]:
-        params = {"queue": queue, "state": state, "limit": limit, "now": self._now()}
-        rows = await self._rows("list", self._sql["list"], params)
-        return rows[0].outcome.now, [a.outcome.row for a in rows if a.outcome.row is not None]
 
     async def queue_stats(self) -> tuple[float, list[tuple[Any, ...]]]:
         """The live jobs of each queue (see `tenure._queue_stats`): one statement over the

@@ -250,6 +250,8 @@ SCRIPTS: dict[str, Script] = {
         "find_leases",
         "list",
         "wait",
+        "submit_many",
+        "wait_job",
         "cancel",
         "requeue",
         "delete",

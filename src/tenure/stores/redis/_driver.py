@@ -20,7 +20,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ..._clock import Clock
 from ..._concurrency import looks_closed, uncancellable
-from ..._protocol import Completion, JobRow, Outcome
+from ..._protocol import Completion, Outcome
 from ...errors import StoreUnavailable
 from ._common import (
     CHECKED_CONFIG,
@@ -31,8 +31,6 @@ from ._common import (
     decode_float,
     decode_item,
     decode_outcome,
-    decode_row,
-    decode_text,
     encode,
     note_server_config,
     parse_redis_url,
@@ -40,16 +38,15 @@ from ._common import (
     unreachable,
 )
 from ._control import RedisControl
+from ._jobs import JobsMixin
 
 __all__ = ["RedisDriver"]
 
-# Jobs a list call examines per script run (bounds how long one run holds the server).
-_LIST_BUDGET = 500
 # Seconds a connection may sit unused and still be taken again without the pool's probe.
 _RECENT = 0.5
 
 
-class RedisDriver(RedisControl):
+class RedisDriver(RedisControl, JobsMixin):
     """The store operations of `tenure.stores.abc.Driver` over one Redis server.
 
     Create it with ``RedisDriver(url, store_clock)`` and ``driver.open()``.
@@ -348,28 +345,6 @@ class RedisDriver(RedisControl):
     def get(self, job_id: str) -> Outcome:
         keys = [self.keys.job(job_id), self.keys.clock]
         return decode_outcome(self._eval("get", "get", keys, [self._now_arg()]))
-
-    def list_jobs(
-        self, queue: str | None, state: str | None, limit: int
-    ) -> tuple[float, list[JobRow]]:
-        # Walks the listing set in bounded steps; the rows of different steps are not one
-        # atomic snapshot (each row is), and their as-of time is that of the first step.
-        k = self.keys
-        index = k.jobs if queue is None else k.listing(queue)
-        now_arg = self._now_arg()
-        rows: list[JobRow] = []
-        cursor = ""
-        as_of: float | None = None
-        while True:
-            args = [now_arg, state or "", cursor, str(limit - len(rows)), str(_LIST_BUDGET)]
-            reply = self._eval("list_jobs", "list", [k.clock, index], [*args, k.job_prefix])
-            if as_of is None:
-                as_of = float(reply[0])
-            rows.extend(decode_row(row) for row in reply[2:])
-            next_cursor = decode_text(reply[1])
-            if len(rows) >= limit or next_cursor is None:
-                return as_of, rows
-            cursor = next_cursor
 
     def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
         # Writers that make a job claimable at once (submit, release, fail without delay)

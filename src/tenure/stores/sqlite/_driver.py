@@ -32,6 +32,7 @@ from ..._validate import MAX_GENERATION
 from ...errors import InvalidArgument, StoreLost, StoreUnavailable
 from .. import refuse_fragment
 from ._control import SQLiteControl
+from ._jobs import SQLiteJobsMixin
 from ._sql import (
     BURY,
     CLAIM,
@@ -39,7 +40,6 @@ from ._sql import (
     FIND_LEASES,
     GET,
     HOLDER_UPDATES,
-    LIST,
     NEXT_DUE,
     PACKAGE,
     PICK,
@@ -99,7 +99,7 @@ def parse_sqlite_url(url: str) -> dict[str, Any]:
     return options
 
 
-class SQLiteDriver(SQLiteControl):
+class SQLiteDriver(SQLiteControl, SQLiteJobsMixin):
     """The store operations of `tenure.stores.abc.Driver` over one SQLite file."""
 
     def __init__(
@@ -512,17 +512,6 @@ class SQLiteDriver(SQLiteControl):
             params["now"] = as_of = float(now.fetchone()[0])
             found = self._conn.execute(FIND_LEASES, params).fetchall()
         return [Outcome(Status.APPLIED, JobRow._make(row), as_of) for row in found]
-
-    def list_jobs(
-        self, queue: str | None, state: str | None, limit: int
-    ) -> tuple[float, list[JobRow]]:
-        with self._lock:
-            now = self._conn.execute(READ_CLOCK, self.clock_params())
-            as_of = float(now.fetchone()[0])
-            found = self._conn.execute(
-                LIST, {"queue": queue, "state": state, "limit": limit}
-            ).fetchall()
-        return as_of, [JobRow._make(row) for row in found]
 
     def queue_stats(self) -> tuple[float, list[tuple[Any, ...]]]:
         """The live jobs of each queue (see `tenure._queue_stats`): one statement over the

@@ -11,13 +11,15 @@ from ..._protocol import JobRow
 from ..._resources import load_text
 
 __all__ = [
+    "BATCH_ROWS",
     "BURY",
     "CLAIM",
     "CLOCK",
+    "EXISTING",
     "FIND_LEASES",
     "GET",
     "HOLDER_UPDATES",
-    "LIST",
+    "LIST_PAGE",
     "NEXT_DUE",
     "PACKAGE",
     "PICK",
@@ -25,6 +27,7 @@ __all__ = [
     "READ_CLOCK",
     "STORE_ID",
     "SUBMIT",
+    "SUBMIT_MANY",
     "Pick",
     "read_row",
     "statements",
@@ -39,18 +42,21 @@ def _load(name: str) -> str:
 
 # Read once: the hot path only passes these strings to sqlite3, whose per-connection
 # statement cache then skips parsing.
+BATCH_ROWS = _load("batch_rows")
 BURY = _load("bury")
 CLAIM = _load("claim")
 CLOCK = _load("clock")
+EXISTING = _load("existing")
 FIND_LEASES = _load("find_leases")
 GET = _load("get")
-LIST = _load("list")
+LIST_PAGE = _load("list_page")
 NEXT_DUE = _load("next_due")
 PICK = _load("pick")
 QUEUE_STATS = _load("queue_stats")
 READ_CLOCK = _load("read_clock")
 STORE_ID = _load("store_id")
 SUBMIT = _load("submit")
+SUBMIT_MANY = _load("submit_many")
 HOLDER_UPDATES = {name: _load(name) for name in ("renew", "complete", "release", "fail")}
 
 

@@ -108,6 +108,16 @@ local function wake(wake_key)
   end
 end
 
+-- A job finished (done, dead, or any other final state): wake the clients waiting for it
+-- (store.wait), if any registered (wait_job.lua). Their list lives at most a minute.
+local function ended(job)
+  if redis.call('EXISTS', job .. ':waiting') == 1 then
+    local list = job .. ':ended'
+    redis.call('LPUSH', list, '1')
+    redis.call('EXPIRE', list, 60)
+  end
+end
+
 -- claim.sql's condition; f = HMGET job s g av a m
 local function claimable(f, now)
   return (f[1] == 'ready' or f[1] == 'leased')
@@ -157,6 +167,7 @@ local function bury(job, member, candidates, now)
   redis.call('HDEL', job, 'h', 'lu')
   redis.call('HSETNX', job, 'e', 'lease expired during the last allowed attempt')
   redis.call('ZREM', candidates, member)
+  ended(job)
 end
 
 -- The condition of renew/complete/release/fail: the caller's lease is the current one and
@@ -192,6 +203,7 @@ local function complete_job(job, owner, generation, secret_hash, receipt, result
     redis.call('HDEL', job, 'r')
   end
   redis.call('ZREM', candidates, member)
+  ended(job)
   return 'applied'
 end
 

@@ -23,6 +23,7 @@ redis.call('HSET', job, 's', state, 'h', ARGV[5], 'av', available_s, 'e', ARGV[6
 redis.call('HDEL', job, 'lu')
 if state == 'dead' then
   redis.call('ZREM', candidates, member)
+  ended(job)
 else
   redis.call('ZADD', candidates, available_s, member)
   if available <= now then

@@ -1,5 +1,8 @@
--- Jobs oldest first, optionally of one queue and/or state; one row with NULL job columns
--- when there are none, so that the store time always comes back.
+-- store.wait: the job as its last writer committed it. FOR SHARE conflicts with a writer
+-- in flight, which may be a completion that passed the trigger before this waiter's
+-- registration was visible to it (so it will notify nobody): NOWAIT fails at once (55P03)
+-- and the driver reads again shortly, rather than blocking past the wait's timeout behind
+-- a long transaction. The job columns are NULL when the job is missing.
 WITH clock AS MATERIALIZED (
     -- Store time, read once: the server's clock (or the test hook's, floored).
     -- Unless the store's tables are no longer the ones this client opened (see
@@ -11,13 +14,6 @@ WITH clock AS MATERIALIZED (
     ) ELSE {include:_store_replaced} END AS now
 )
 SELECT clock.now, j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at
-FROM clock
-LEFT JOIN LATERAL (
-    SELECT *
-    FROM {schema}.tenure_jobs
-    WHERE (%(queue)s::text IS NULL OR queue = %(queue)s::text)
-      AND (%(state)s::text IS NULL OR state = %(state)s::text)
-    ORDER BY seq
-    LIMIT %(limit)s
+FROM clock LEFT JOIN LATERAL (
+    SELECT * FROM {schema}.tenure_jobs WHERE job_id = %(job_id)s FOR SHARE NOWAIT
 ) AS j ON true
-ORDER BY j.seq

@@ -1,0 +1,239 @@
+"""The store API's enqueue-and-wait half (issue #17): `submit_many`, submit in the caller's
+own transaction (``conn=``), `wait` for a job to finish, and `jobs` in pages with a
+cursor. A mixin of `tenure.aio.AsyncStore` (and, generated, of `tenure.Store`): the checks
+are here and in `tenure._validate`, the one store operation each in the drivers.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ._protocol import UNFINISHED_STATES, JobFilter, Outcome, Status, Submission, job_from_row
+from ._validate import (
+    DEFAULT_MAX_ATTEMPTS,
+    MAX_BATCH,
+    encode_json,
+    validate_age,
+    validate_attempts,
+    validate_cursor,
+    validate_delay,
+    validate_id,
+    validate_limit,
+    validate_wait_timeout,
+)
+from .errors import InvalidArgument, JobNotFound, WaitTimeout
+from .models import Job, JobPage, JobSpec, JobState
+
+if TYPE_CHECKING:
+    from .stores.abc import AsyncDriver
+
+__all__ = ["AsyncJobsMixin", "no_shared_transaction"]
+
+T = TypeVar("T")
+
+_STATES = tuple(JobState)
+_SPEC_KEYS = frozenset(JobSpec.__slots__)
+# How long a wait's single driver call may block before the store looks again (and, on
+# the driver's side, how long a blocking read is held): bounded, so that a long wait
+# survives a lost connection as a retried read, not as an error.
+_WAIT_STEP = 30.0
+
+
+def no_shared_transaction(url: str) -> InvalidArgument:
+    """The error for ``conn=`` on a store that cannot share the caller's transaction."""
+    return InvalidArgument(
+        "conn",
+        f"the store {url} is not in your database, so it cannot take part in your "
+        "transaction (Redis has no transaction to share with SQL): submit after your "
+        "transaction commits instead (submit is idempotent by job id, so an outbox row "
+        "resubmitted until it succeeds is safe), or keep the jobs in your database with a "
+        "PostgreSQL or SQLite store",
+    )
+
+
+class AsyncJobsMixin:
+    """`submit_many`, transactional submit, `wait` and paged `jobs` of `AsyncStore`."""
+
+    _driver: AsyncDriver
+    _payload_limit: int
+
+    if TYPE_CHECKING:
+
+        async def _call(self, operation: str, call: Callable[[], Awaitable[T]]) -> T: ...
+
+    # -- submitting ---------------------------------------------------------------------
+
+    async def submit_many(
+        self, jobs: Sequence[JobSpec | Mapping[str, Any]], *, conn: Any = None
+    ) -> list[Job]:
+        """Submit many jobs in one store operation (one round trip, one commit), each
+        exactly as `submit` would: a new id is created, an existing one left as it is and
+        its snapshot returned. Answers one `Job` per input, in input order; ``job.created``
+        tells new from existing.
+
+        ``jobs``: `tenure.JobSpec` values or mappings with the same keys (``job_id``
+        required; ``payload``, ``queue``, ``delay``, ``max_attempts`` as `submit`). At most
+        1000, each id at most once (a repeated id is refused, like `complete_many`'s rule).
+        Every element is checked before anything is sent: `InvalidArgument` names the
+        element (``jobs[3].queue``) and nothing is submitted.
+
+        ``conn``: submit inside *your* open transaction instead (see `submit`).
+        """
+        batch = self._submissions(jobs)
+        if conn is not None:  # an empty batch too: the connection is checked all the same
+            return _jobs_of(await self._submit_joined(conn, batch))
+        if not batch:
+            return []
+
+        async def call() -> list[Outcome]:
+            return await self._driver.submit_many(batch)
+
+        return _jobs_of(await self._call("submit_many", call))
+
+    async def _submit_joined(self, conn: Any, batch: list[Submission]) -> list[Outcome]:
+        # Not retried: the caller's transaction decides, and a failed statement has already
+        # ended it (PostgreSQL) or must be rolled back by its owner.
+        joined = getattr(self._driver, "submit_joined", None)
+        if joined is None:
+            raise no_shared_transaction(self._driver.url)
+        outcomes: list[Outcome] = await joined(conn, batch)
+        return outcomes
+
+    def _submissions(self, jobs: object) -> list[Submission]:
+        if isinstance(jobs, (str, bytes, Mapping, JobSpec)) or not isinstance(jobs, Sequence):
+            raise InvalidArgument("jobs", "must be a list or tuple of tenure.JobSpec or dicts")
+        if len(jobs) > MAX_BATCH:
+            raise InvalidArgument("jobs", f"must hold at most {MAX_BATCH}, got {len(jobs)}")
+        batch = []
+        seen: set[str] = set()
+        queues: dict[object, str] = {}  # each distinct queue name checked once per batch
+        for index, item in enumerate(jobs):
+            submission = self._submission(f"jobs[{index}]", item, queues)
+            if submission.job_id in seen:
+                raise InvalidArgument(
+                    f"jobs[{index}].job_id",
+                    f"must name each job at most once in a batch: {submission.job_id!r} repeats",
+                )
+            seen.add(submission.job_id)
+            batch.append(submission)
+        return batch
+
+    def _submission(self, where: str, item: object, queues: dict[object, str]) -> Submission:
+        if isinstance(item, JobSpec):
+            fields: Mapping[str, Any] = {name: getattr(item, name) for name in _SPEC_KEYS}
+        elif isinstance(item, (dict, Mapping)):  # dict first: the usual case, the fast check
+            unknown = item.keys() - _SPEC_KEYS
+            if unknown:
+                raise InvalidArgument(
+                    where,
+                    f"has unknown keys {sorted(map(str, unknown))} "
+                    f"(known: {', '.join(sorted(_SPEC_KEYS))})",
+                )
+            if "job_id" not in item:
+                raise InvalidArgument(f"{where}.job_id", "is required")
+            fields = item
+        else:
+            raise InvalidArgument(
+                where, f"must be a tenure.JobSpec or a dict, not {type(item).__name__}"
+            )
+        queue_value = fields.get("queue", "default")
+        queue = queues.get(queue_value) if isinstance(queue_value, str) else None
+        if queue is None:
+            queue = queues[queue_value] = validate_id(f"{where}.queue", queue_value)
+        return Submission(
+            validate_id(f"{where}.job_id", fields["job_id"]),
+            queue,
+            encode_json(f"{where}.payload", fields.get("payload"), self._payload_limit),
+            validate_delay(fields.get("delay", 0), f"{where}.delay"),
+            validate_attempts(
+                fields.get("max_attempts", DEFAULT_MAX_ATTEMPTS), f"{where}.max_attempts"
+            ),
+        )
+
+    # -- waiting ------------------------------------------------------------------------
+
+    async def wait(self, job_id: str, *, timeout: float | timedelta = 60.0) -> Job:
+        """Wait until the job is finished (done, dead, or any other final state) and return
+        its snapshot; at once if it already is. Raises `WaitTimeout` (with the job's last
+        snapshot) when ``timeout`` seconds pass first, `JobNotFound` for an unknown id.
+        PostgreSQL is notified (LISTEN/NOTIFY), Redis blocks on a list its scripts push
+        to, SQLite polls the file briefly. Waiting changes nothing: repeat it freely."""
+        job_id = validate_id("job_id", job_id)
+        timeout_s = validate_wait_timeout(timeout)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            step = max(0.0, min(_WAIT_STEP, deadline - time.monotonic()))
+
+            async def call(step: float = step) -> Outcome:
+                return await self._driver.wait_job(job_id, step)
+
+            outcome = await self._call("wait", call)
+            if outcome.row is None:
+                raise JobNotFound(job_id)
+            job = job_from_row(outcome.row, outcome.now)
+            if job.state not in UNFINISHED_STATES:
+                return job
+            if time.monotonic() >= deadline:
+                raise WaitTimeout(job_id, timeout_s, job.state, job)
+
+    # -- listing ------------------------------------------------------------------------
+
+    async def jobs(
+        self,
+        *,
+        queue: str | None = None,
+        state: JobState | str | None = None,
+        owner: str | None = None,
+        older_than: float | timedelta | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> JobPage:
+        """One page of job snapshots, oldest submitted first: of ``queue``, in ``state``,
+        last claimed by ``owner``, created at least ``older_than`` seconds ago (each None:
+        any). At most ``limit`` (1-1000); the page's ``next_cursor``, passed back as
+        ``cursor``, gives the next page (None: no more). A page is a list of `Job`::
+
+            page = await store.jobs(state="dead")
+            while True:
+                for job in page: ...
+                if page.next_cursor is None: break
+                page = await store.jobs(state="dead", cursor=page.next_cursor)
+
+        Each page is read at one store time; jobs submitted after a page was read come on
+        later pages, and a job whose state changes between pages may be seen twice or not
+        at all (a cursor is a position in submission order, not a snapshot)."""
+        selection = JobFilter(
+            None if queue is None else validate_id("queue", queue),
+            _state(state),
+            None if owner is None else validate_id("owner", owner),
+            None if older_than is None else validate_age(older_than, "older_than"),
+            validate_cursor(cursor),
+            validate_limit(limit),
+        )
+
+        async def call() -> tuple[float, list[Any], int | None]:
+            return await self._driver.list_jobs(selection)
+
+        now, rows, after = await self._call("jobs", call)
+        return JobPage(
+            [job_from_row(row, now) for row in rows], None if after is None else str(after)
+        )
+
+
+def _state(state: object) -> str | None:
+    if state is not None and state not in _STATES:
+        raise InvalidArgument("state", f"must be one of {', '.join(_STATES)}, got {state!r}")
+    return None if state is None else str(state)
+
+
+def _jobs_of(outcomes: list[Outcome]) -> list[Job]:
+    jobs = []
+    for outcome in outcomes:
+        assert outcome.row is not None
+        jobs.append(
+            job_from_row(outcome.row, outcome.now, created=outcome.status == Status.APPLIED)
+        )
+    return jobs

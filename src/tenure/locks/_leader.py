@@ -1,0 +1,174 @@
+"""`Leader`: leader election on a named lock, on a thread of its own.
+
+The leader is whoever holds the lock ``name``; the token of its holding is its term, and
+every later term has a greater one, so a deposed leader's fenced writes are refused. A
+`Leader` keeps trying to acquire, calls ``on_elected(token)`` when it has the lock and
+``on_lost(token)`` when the holding is lost (then tries again), and gives the lock back
+when stopped.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from datetime import timedelta
+from types import TracebackType
+
+from .._store import Store
+from ..errors import LeaseLost, LockNotAcquired, StoreUnavailable
+from ..models import FencingToken
+from ._lock import Lock
+
+__all__ = ["Leader", "elect"]
+
+log = logging.getLogger("tenure")
+
+# The longest one acquire attempt waits before the thread looks at `stop` again.
+ATTEMPT = 0.5
+
+Callback = Callable[[FencingToken], object]
+
+
+class Leader:
+    """Run for leader of ``name`` until stopped::
+
+        with tenure.Leader(store, "scheduler", ttl=15, on_elected=start, on_lost=halt):
+            ...   # while inside, this process takes its turn as leader
+
+    Callbacks run on the leader's thread and must return promptly (they delay the next
+    attempt, not the renewals). ``is_leader`` and ``token`` say where it stands now.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        name: str,
+        ttl: float | timedelta = 30.0,
+        *,
+        on_elected: Callback | None = None,
+        on_lost: Callback | None = None,
+        owner: str | None = None,
+    ) -> None:
+        self._probe = Lock(store, name, ttl, owner=owner)  # validates the arguments
+        self._store, self._ttl = store, ttl
+        self._on_elected, self._on_lost = on_elected, on_lost
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._elected = threading.Event()
+        self._lock: Lock | None = None
+        self._thread: threading.Thread | None = None
+        self.terms = 0
+
+    @property
+    def name(self) -> str:
+        return self._probe.name
+
+    @property
+    def is_leader(self) -> bool:
+        lock = self._lock
+        return lock is not None and lock.held
+
+    @property
+    def token(self) -> FencingToken | None:
+        """The token of the current term, or None when not the leader."""
+        lock = self._lock
+        return lock.token if lock is not None and lock.held else None
+
+    def wait_elected(self, timeout: float | None = None) -> bool:
+        """Wait until this process is the leader (True) or ``timeout`` passes."""
+        return self._elected.wait(timeout)
+
+    def start(self) -> Leader:
+        """Start the candidate thread (once: a started leader is returned as it is)."""
+        if self._thread is not None:
+            return self
+        self._thread = threading.Thread(
+            target=self._run, name=f"tenure-leader-{self.name}", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop running; a leader gives the lock back (the next candidate is woken)."""
+        self._stopping.set()
+        self._wake.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    def __enter__(self) -> Leader:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # -- the thread ----------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            lock = Lock(self._store, self.name, self._ttl, owner=self._probe.owner)
+            try:
+                if not lock.acquire(timeout=ATTEMPT):
+                    continue
+            except LockNotAcquired:
+                log.exception("tenure: leader election stopped", extra={"lock": self.name})
+                return
+            except StoreUnavailable as exc:
+                log.warning(
+                    "leader election: the store is unavailable (%s); trying again",
+                    exc,
+                    extra={"lock": self.name},
+                )
+                self._stopping.wait(ATTEMPT)
+                continue
+            self._term(lock)
+
+    def _term(self, lock: Lock) -> None:
+        self._wake.clear()
+        lock.on_loss(self._wake.set)
+        self._lock = lock
+        self.terms += 1
+        token = lock.token
+        log.info("elected leader", extra={"lock": self.name, "generation": token.generation})
+        self._elected.set()
+        self._call(self._on_elected, token)
+        self._wake.wait()
+        self._elected.clear()
+        try:
+            lock.release()
+        except (LeaseLost, StoreUnavailable) as exc:
+            log.warning("leader: could not give the lock back (%s)", exc)
+        self._lock = None
+        if lock.lost:  # lost while held, or found lost by the release
+            log.warning(
+                "leadership lost: %s",
+                lock.lost_reason,
+                extra={"lock": self.name, "generation": token.generation},
+            )
+            self._call(self._on_lost, token)
+
+    def _call(self, callback: Callback | None, token: FencingToken) -> None:
+        if callback is None:
+            return
+        try:
+            callback(token)
+        except Exception:
+            log.exception("tenure: a leader callback failed", extra={"lock": self.name})
+
+
+def elect(
+    store: Store,
+    name: str,
+    ttl: float | timedelta = 30.0,
+    *,
+    on_elected: Callback | None = None,
+    on_lost: Callback | None = None,
+    owner: str | None = None,
+) -> Leader:
+    """Start running for leader of ``name`` (a started `Leader`; call ``stop()``)."""
+    return Leader(store, name, ttl, on_elected=on_elected, on_lost=on_lost, owner=owner).start()

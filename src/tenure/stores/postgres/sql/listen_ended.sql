@@ -1,0 +1,1 @@
+LISTEN {ended_channel}

@@ -1,0 +1,1 @@
+DELETE FROM {schema}.tenure_waiters WHERE waiter = %(waiter)s

@@ -1,0 +1,122 @@
+"""The Redis driver's enqueue-and-wait operations (issue #17), async (``_jobs.py`` is
+generated from this file): batch submit in one script, waiting by a blocking read of a
+per-job list the finishing scripts push to, and listing in pages from the listing sets
+(never a keyspace scan). A mixin of `AsyncRedisDriver`, which provides the scripts and
+connections. Redis has no transaction to share with a caller's database: there is no
+``submit_joined`` (the store refuses ``conn=``)."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..._protocol import UNFINISHED_STATES, JobFilter, JobRow, Outcome, Submission
+from ._common import (
+    Keys,
+    decode_batch,
+    decode_item,
+    decode_outcome,
+    decode_row,
+    decode_text,
+    encode,
+)
+
+__all__ = ["AsyncJobsMixin"]
+
+
+def _json(value: Any) -> str:
+    # ensure_ascii=False: ids and payloads reach Lua as the very UTF-8 they are stored as.
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+# Jobs a list call examines per script run (bounds how long one run holds the server).
+LIST_BUDGET = 500
+
+
+class AsyncJobsMixin:
+    """`submit_many`, `wait_job` and `list_jobs` of `AsyncRedisDriver`."""
+
+    if TYPE_CHECKING:
+        keys: Keys
+        _block: float
+
+        def _now_arg(self) -> str: ...
+
+        async def _eval(
+            self, operation: str, script_name: str, keys: Sequence[str], args: Sequence[str]
+        ) -> Any: ...
+
+        async def _send(self, operation: str, command: Sequence[Any]) -> Any: ...
+
+    async def submit_many(self, submissions: Sequence[Submission]) -> list[Outcome]:
+        if not submissions:
+            return []
+        k = self.keys
+        keys = [k.clock, k.seq, k.jobs]
+        queues: dict[str, int] = {}
+        batch = []
+        for job_id, queue, payload, delay, max_attempts in submissions:
+            number = queues.get(queue)
+            if number is None:
+                number = queues[queue] = len(queues) + 1
+                keys += (k.candidates(queue), k.listing(queue), k.wake(queue))
+            batch.append(
+                (job_id, encode(job_id), number, payload, repr(float(delay)), str(max_attempts))
+            )
+        args = [self._now_arg(), k.job_prefix, _json(list(queues)), _json(batch)]
+        now, items = decode_batch(await self._eval("submit_many", "submit_many", keys, args))
+        return [decode_item(item, now) for item in items]
+
+    async def wait_job(self, job_id: str, timeout: float) -> Outcome:
+        deadline = time.monotonic() + timeout
+        job = self.keys.job(job_id)
+        keys = [job, self.keys.clock, job + ":waiting", job + ":ended"]
+        while True:
+            remaining = deadline - time.monotonic()
+            ttl = str(math.ceil(max(remaining, 0.0)) + 2)
+            outcome = decode_outcome(
+                await self._eval("wait", "wait_job", keys, [self._now_arg(), ttl])
+            )
+            row = outcome.row
+            if row is None or row.state not in UNFINISHED_STATES or remaining < 0.001:
+                return outcome
+            block = math.ceil(min(remaining, self._block) * 1000) / 1000
+            await self._send("wait", ("BLPOP", keys[3], f"{block:.3f}"))
+
+    async def list_jobs(self, selection: JobFilter) -> tuple[float, list[JobRow], int | None]:
+        # Walks the listing set in bounded steps; the rows of different steps are not one
+        # atomic snapshot (each row is), and their as-of time is that of the first step.
+        k = self.keys
+        index = k.jobs if selection.queue is None else k.listing(selection.queue)
+        now_arg = self._now_arg()
+        wanted = selection.limit + 1  # one more: is there a next page?
+        found: list[tuple[int, JobRow]] = []
+        cursor = "" if selection.after is None else str(selection.after)
+        as_of: float | None = None
+        older = "" if selection.older_than is None else repr(float(selection.older_than))
+        while True:
+            args = [
+                now_arg,
+                selection.state or "",
+                cursor,
+                str(wanted - len(found)),
+                str(LIST_BUDGET),
+                k.job_prefix,
+                selection.owner or "",
+                older,
+            ]
+            reply = await self._eval("jobs", "list", [k.clock, index], args)
+            if as_of is None:
+                as_of = float(reply[0])
+            for n in range(2, len(reply), 2):
+                found.append((int(reply[n]), decode_row(reply[n + 1])))
+            next_cursor = decode_text(reply[1])
+            if len(found) >= wanted or next_cursor is None:
+                break
+            cursor = next_cursor
+        page = found[: selection.limit]
+        more = len(found) > selection.limit
+        return as_of, [row for _, row in page], page[-1][0] if more else None

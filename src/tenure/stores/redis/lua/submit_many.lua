@@ -1,0 +1,86 @@
+-- submit_many: submit each job as submit.lua does, all in this one run at one store time:
+-- a new id is inserted, an existing job left unchanged and reported.
+-- KEYS: clock, seq, all jobs listing, then for each queue of the batch: its candidates,
+--       listing and wake keys
+-- ARGV: now override, job key prefix, the queues' names as a JSON array (in the order of
+--       their keys), the batch as one JSON array (one string to send rather than seven
+--       per job), each job [id, encoded id (its key and member suffix), queue number
+--       (1: the first queue), payload JSON text or null, delay, max attempts] (delay and
+--       max attempts as decimal strings)
+-- Reply: one JSON string (see json_row): [now, item, ...], one item per job, in order:
+-- ["applied", <row>] or ["missed", <row as it is>].
+local queues, batch = cjson.decode(ARGV[3]), cjson.decode(ARGV[4])
+-- Every argument is checked before the first write (a refused call writes nothing).
+for _, j in ipairs(batch) do
+  delay_arg('delay', j[5])
+  number_arg('max_attempts', j[6], 1, MAX_ATTEMPTS)
+end
+local now = store_now(KEYS[1], ARGV[1], true)
+local now_s = fmt(now)
+local job_prefix = ARGV[2]
+-- Which jobs are new, then one INCRBY for their submission numbers (in input order).
+local new = {}
+local count = 0
+for n, j in ipairs(batch) do
+  if redis.call('EXISTS', job_prefix .. j[2]) == 0 then
+    new[n] = true
+    count = count + 1
+  end
+end
+local seq = 0
+if count > 0 then
+  seq = redis.call('INCRBY', KEYS[2], count) - count
+end
+-- The sets' additions, one ZADD per set: score, member, score, member...
+local adds = { [KEYS[3]] = {} }
+local reply = { now_s }
+local woken = {}
+for n, j in ipairs(batch) do
+  local job = job_prefix .. j[2]
+  if new[n] then
+    local q = 4 + 3 * (j[3] - 1)
+    local candidates, listing, wake_key = KEYS[q], KEYS[q + 1], KEYS[q + 2]
+    seq = seq + 1
+    local member = string.format('%016x', seq) .. j[2]
+    local available = now + tonumber(j[5])
+    local available_s = fmt(available)
+    local payload = j[4]
+    if payload == cjson.null then
+      redis.call('HSET', job, 'id', j[1], 'q', queues[j[3]], 's', 'ready', 'g', '0',
+        'av', available_s, 'a', '0', 'm', j[6], 'c', now_s, 'u', now_s, 'z', candidates,
+        'k', member, 'w', wake_key)
+    else
+      redis.call('HSET', job, 'id', j[1], 'q', queues[j[3]], 's', 'ready', 'g', '0',
+        'av', available_s, 'a', '0', 'm', j[6], 'c', now_s, 'u', now_s, 'z', candidates,
+        'k', member, 'w', wake_key, 'p', payload)
+    end
+    for _, added in ipairs({ { candidates, available_s }, { listing, seq }, { KEYS[3], seq } }) do
+      local set = adds[added[1]]
+      if not set then
+        set = {}
+        adds[added[1]] = set
+      end
+      set[#set + 1] = added[2]
+      set[#set + 1] = member
+    end
+    if available <= now then
+      woken[wake_key] = true
+    end
+    -- The new row as json_row would read it back (COLUMNS order), without reading it.
+    reply[#reply + 1] = { 'applied', j[1], queues[j[3]], 'ready', cjson.null, '0', cjson.null,
+      cjson.null, available_s, '0', j[6], payload, cjson.null, cjson.null, now_s, now_s }
+  else
+    local item = json_row(job)
+    table.insert(item, 1, 'missed')
+    reply[#reply + 1] = item
+  end
+end
+for set, pairs_ in pairs(adds) do
+  if #pairs_ > 0 then
+    redis.call('ZADD', set, unpack(pairs_))
+  end
+end
+for wake_key in pairs(woken) do
+  wake(wake_key) -- one wake-up per queue and batch
+end
+return cjson.encode(reply)

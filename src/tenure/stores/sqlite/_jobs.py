@@ -1,0 +1,161 @@
+"""The SQLite driver's enqueue-and-wait operations (issue #17): batch submit (one write
+transaction), submit on the caller's connection, waiting by short polling, and listing in
+pages. A mixin of `SQLiteDriver`, which provides the connection, lock and write path."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ..._protocol import UNFINISHED_STATES, JobFilter, JobRow, Outcome, Status, Submission
+from ...errors import InvalidArgument, StoreUnavailable
+from ._sql import (
+    BATCH_ROWS,
+    CLOCK,
+    EXISTING,
+    GET,
+    LIST_PAGE,
+    READ_CLOCK,
+    STORE_ID,
+    SUBMIT_MANY,
+    read_row,
+)
+
+__all__ = ["SQLiteJobsMixin"]
+
+T = TypeVar("T")
+
+# How often a wait looks at its job (one indexed read of one row).
+WAIT_POLL = 0.02
+_SAVEPOINT = "tenure_submit"
+
+
+def submit_each(cur: sqlite3.Cursor, now: float, batch: Sequence[Submission]) -> list[Outcome]:
+    """submit.sql for each submission, in order, at store time ``now``, inside a write
+    transaction: the new row, or the existing job as it is. Three statements whatever the
+    batch's size (the inserts in one executemany), not two per job."""
+    ids = json.dumps([s.job_id for s in batch], ensure_ascii=False)
+    existing = {row[0] for row in cur.execute(EXISTING, {"ids": ids})}
+    cur.executemany(
+        SUBMIT_MANY,
+        [
+            {
+                "job_id": s.job_id,
+                "queue": s.queue,
+                "payload": s.payload,
+                "delay": s.delay,
+                "max_attempts": s.max_attempts,
+                "now": now,
+            }
+            for s in batch
+            if s.job_id not in existing
+        ],
+    )
+    rows = [JobRow._make(row) for row in cur.execute(BATCH_ROWS, {"ids": ids})]
+    return [
+        Outcome(Status.MISSED if row.job_id in existing else Status.APPLIED, row, now)
+        for row in rows
+    ]
+
+
+class SQLiteJobsMixin:
+    """`submit_many`, `submit_joined`, `wait_job` and `list_jobs` of `SQLiteDriver`."""
+
+    if TYPE_CHECKING:
+        path: str
+        store_id: str
+        _conn: sqlite3.Connection
+        _lock: threading.Lock
+        _closed: bool
+
+        def _write(self, operation: str, body: Callable[[sqlite3.Cursor, float], T]) -> T: ...
+
+        def clock_params(self) -> dict[str, Any]: ...
+
+    def submit_many(self, submissions: Sequence[Submission]) -> list[Outcome]:
+        # One write transaction for the batch: one lock hand-over and one flush.
+        return self._write("submit_many", lambda cur, now: submit_each(cur, now, submissions))
+
+    def submit_joined(self, conn: Any, submissions: Sequence[Submission]) -> list[Outcome]:
+        """`submit_many` on the caller's sqlite3 connection, in its transaction. A
+        connection in sqlite3's default mode begins one before the first write (as for any
+        write of the caller's) and the caller commits; inside the caller's transaction the
+        batch is a savepoint of it; an autocommit connection (``isolation_level=None``)
+        outside a transaction commits the batch at once, atomically."""
+        if not isinstance(conn, sqlite3.Connection):
+            raise InvalidArgument(
+                "conn",
+                f"must be a sqlite3 connection to the store's file, not {type(conn).__name__}",
+            )
+        try:
+            row = conn.execute(STORE_ID).fetchone()
+        except sqlite3.Error:
+            row = None
+        if row is None or row[0] != self.store_id:
+            raise InvalidArgument("conn", "is not connected to this store's SQLite database")
+        cur = conn.cursor()
+        own = conn.isolation_level is None and not conn.in_transaction
+        try:
+            if own:
+                cur.execute(f"SAVEPOINT {_SAVEPOINT}")
+            now = cur.execute(CLOCK, self.clock_params()).fetchone()[0]
+            outcomes = submit_each(cur, now, submissions)
+            if own:
+                cur.execute(f"RELEASE {_SAVEPOINT}")
+            return outcomes
+        except sqlite3.Error as exc:
+            if own and conn.in_transaction:
+                cur.execute(f"ROLLBACK TO {_SAVEPOINT}")
+                cur.execute(f"RELEASE {_SAVEPOINT}")
+            raise StoreUnavailable(
+                f"submit: SQLite store {self.path!r} refused the submit on your connection "
+                f"({exc}); roll back your transaction and try again",
+                operation="submit",
+                outcome_unknown=False,
+            ) from exc
+        finally:
+            cur.close()
+
+    def _read_job(self, job_id: str) -> Outcome:
+        with self._lock:
+            if self._closed:
+                raise StoreUnavailable(
+                    "wait: this store was closed", operation="wait", outcome_unknown=False
+                )
+            as_of = float(self._conn.execute(READ_CLOCK, self.clock_params()).fetchone()[0])
+            row = read_row(self._conn.cursor(), GET, {"job_id": job_id})
+        return Outcome(Status.MISSING if row is None else Status.APPLIED, row, as_of)
+
+    def wait_job(self, job_id: str, timeout: float) -> Outcome:
+        # SQLite cannot notify: look every WAIT_POLL seconds (a read of one row by key).
+        deadline = time.monotonic() + timeout
+        while True:
+            outcome = self._read_job(job_id)
+            if outcome.row is None or outcome.row.state not in UNFINISHED_STATES:
+                return outcome
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return outcome
+            time.sleep(min(WAIT_POLL, remaining))
+
+    def list_jobs(self, selection: JobFilter) -> tuple[float, list[JobRow], int | None]:
+        with self._lock:
+            as_of = float(self._conn.execute(READ_CLOCK, self.clock_params()).fetchone()[0])
+            params = {
+                "after": -1 if selection.after is None else selection.after,
+                "queue": selection.queue,
+                "state": selection.state,
+                "owner": selection.owner,
+                "created_before": (
+                    None if selection.older_than is None else as_of - selection.older_than
+                ),
+                "limit": selection.limit + 1,  # one more: is there a next page?
+            }
+            found = self._conn.execute(LIST_PAGE, params).fetchall()
+        page = found[: selection.limit]
+        rows = [JobRow._make(row[:-1]) for row in page]
+        return as_of, rows, int(page[-1][-1]) if len(found) > selection.limit else None

@@ -1,5 +1,0 @@
-SELECT job_id, queue, state, owner, generation, secret_hash, lease_until, available_at, attempts, max_attempts, payload, result, error, created_at, updated_at
-FROM tenure_jobs
-WHERE (:queue IS NULL OR queue = :queue) AND (:state IS NULL OR state = :state)
-ORDER BY seq
-LIMIT :limit

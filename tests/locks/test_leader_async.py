@@ -1,0 +1,56 @@
+"""`tenure.AsyncLeader` / `AsyncStore.elect` on every backend."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+import tenure
+import tenure.aio
+
+pytestmark = pytest.mark.anyio
+
+TTL = 10.0
+
+
+async def test_handover_and_loss(
+    astore: tenure.aio.AsyncStore, url: str, clock: tenure.ManualClock
+) -> None:
+    seen: list[tuple[str, str, int]] = []
+
+    def note(who: str, what: str) -> object:
+        async def callback(token: tenure.FencingToken) -> None:
+            seen.append((who, what, token.generation))
+
+        return callback
+
+    other = await tenure.aio.connect(url, clock=clock, store_clock=clock)
+    try:
+        a = astore.elect("scheduler", TTL, owner="a", on_elected=note("a", "elected"))
+        async with a:
+            with anyio.fail_after(10):
+                await a.wait_elected()
+            b = tenure.AsyncLeader(
+                other,
+                "scheduler",
+                TTL,
+                owner="b",
+                on_elected=note("b", "elected"),
+                on_lost=note("b", "lost"),
+            )
+            async with b:
+                await anyio.sleep(0.3)
+                assert a.is_leader
+                assert b.token is None
+                a.stop()  # a gives the lock back: b is woken and elected
+                with anyio.fail_after(10):
+                    await b.wait_elected()
+                assert b.token is not None
+                assert b.token.generation == 2
+                clock.advance(TTL + 1)  # b stalls past its TTL: lost, then elected again
+                with anyio.fail_after(10):
+                    while b.terms < 2:  # noqa: ASYNC110
+                        await anyio.sleep(0.01)
+    finally:
+        await other.close()
+    assert seen == [("a", "elected", 1), ("b", "elected", 2), ("b", "lost", 2), ("b", "elected", 3)]

@@ -1,0 +1,317 @@
+"""Named locks (`tenure.lock`, `tenure.Lock`) on every backend: tokens, exclusion, loss,
+waiting, bad input. The manual clock drives loss; real time only bounds the waits."""
+
+from __future__ import annotations
+
+import dataclasses
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import tenure
+from tenure import fence
+from tenure.locks import lock_ids
+
+TTL = 10.0
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+class Counting:
+    """A store whose calls are counted by method name (to show waiting does not spin)."""
+
+    def __init__(self, store: tenure.Store) -> None:
+        self.store = store
+        self.calls: dict[str, int] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self.store, name)
+        if not callable(value):
+            return value
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.calls[name] = self.calls.get(name, 0) + 1
+            return value(*args, **kwargs)
+
+        return counted
+
+
+def enter(lock: tenure.Lock) -> None:
+    with lock:
+        pytest.fail("entered a held lock")
+
+
+def test_tokens_strictly_increase_and_release_lets_the_next_in(store: tenure.Store) -> None:
+    tokens = []
+    for _ in range(3):
+        with tenure.lock(store, "report", ttl=TTL) as lock:
+            assert lock.held
+            assert not lock.lost
+            tokens.append(lock.token)
+        assert not lock.held
+    assert [t.generation for t in tokens] == [1, 2, 3]
+    assert {t.job_id for t in tokens} == {"lock:report"}
+    job = store.get("lock:report")
+    assert (job.queue, job.state, job.attempts) == ("tenure.lock:report", "ready", 0)
+
+
+def test_a_held_lock_is_refused_to_others(store: tenure.Store, open_store: Any) -> None:
+    other = open_store()
+    with tenure.lock(store, "report", ttl=TTL) as lock:
+        assert not tenure.Lock(other, "report", TTL).acquire(blocking=False)
+        with pytest.raises(tenure.LockNotAcquired, match="was not acquired") as caught:
+            enter(tenure.lock(other, "report", ttl=TTL, blocking=False))
+        assert lock.owner in str(caught.value)
+        assert isinstance(caught.value, TimeoutError)
+    with tenure.lock(other, "report", ttl=TTL, blocking=False) as second:
+        assert second.token.generation == 2
+
+
+def test_lock_jobs_are_not_claimed_from_user_queues(store: tenure.Store) -> None:
+    with tenure.lock(store, "report", ttl=TTL):
+        pass
+    assert store.claim_next("worker", TTL) is None
+    assert store.claim_next("worker", TTL, queues=["default", "tenure.locks"]) is None
+
+
+def test_a_job_id_taken_by_a_user_job_is_refused(store: tenure.Store) -> None:
+    store.submit("lock:report", {"user": "job"})
+    with pytest.raises(tenure.InvalidArgument, match="name") as caught:
+        tenure.Lock(store, "report", TTL).acquire()
+    assert "queue 'default'" in str(caught.value)
+    assert store.get("lock:report").state == "ready"  # the user's job is untouched
+
+
+@pytest.mark.parametrize(
+    ("call", "argument"),
+    [
+        (lambda s: tenure.Lock(s, "", TTL), "name"),
+        (lambda s: tenure.Lock(s, "x" * 250, TTL), "name"),
+        (lambda s: tenure.Lock(s, 7, TTL), "name"),
+        (lambda s: tenure.Lock(s, "a", 0), "ttl"),
+        (lambda s: tenure.Lock(s, "a", "10"), "ttl"),
+        (lambda s: tenure.Lock(s, "a", TTL, timeout=-1), "timeout"),
+        (lambda s: tenure.Lock(s, "a", TTL, blocking=False, timeout=3), "timeout"),
+        (lambda s: tenure.Lock(s, "a", TTL, blocking=1), "blocking"),
+        (lambda s: tenure.Lock(s, "a", TTL, owner=""), "owner"),
+        (lambda s: tenure.Lock(s, "a", TTL).acquire(timeout=-2), "timeout"),
+        (lambda s: tenure.Leader(s, "", TTL), "name"),
+    ],
+)
+def test_bad_input_names_the_argument_and_changes_nothing(
+    store: tenure.Store, call: Callable[[tenure.Store], Any], argument: str
+) -> None:
+    with pytest.raises(tenure.InvalidArgument) as caught:
+        call(store)
+    assert caught.value.argument == argument
+    assert store.jobs(queue="tenure.lock:a") == []
+
+
+def test_mutual_exclusion_with_threads(open_real_store: Any) -> None:
+    inside: list[int] = []
+    overlaps: list[tuple[int, int]] = []
+    tokens: list[int] = []
+    guard = threading.Lock()
+
+    def take(n: int) -> None:
+        store = open_real_store()
+        for _ in range(5):
+            with tenure.lock(store, "shared", ttl=5, timeout=30) as lock:
+                with guard:
+                    if inside:
+                        overlaps.append((inside[0], n))
+                    inside.append(n)
+                    tokens.append(lock.token.generation)
+                time.sleep(0.002)
+                with guard:
+                    inside.remove(n)
+
+    threads = [threading.Thread(target=take, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not overlaps
+    assert tokens == sorted(tokens)
+    assert len(set(tokens)) == 20
+
+
+def test_a_stalled_holder_loses_and_its_fenced_writes_are_refused(
+    store: tenure.Store, open_store: Any, clock: tenure.ManualClock, tmp_path: Path
+) -> None:
+    dest = sqlite3.connect(tmp_path / "dest.db")
+    stale = tenure.Lock(store, "report", TTL)
+    assert stale.acquire()
+    with fence.sql_fence(dest, stale.token) as cur:
+        cur.execute("CREATE TABLE IF NOT EXISTS w (g INTEGER)")
+        cur.execute("INSERT INTO w VALUES (?)", (stale.token.generation,))
+    clock.advance(TTL + 1)  # the holder stalls past its TTL: no renewal could land
+    wait_until(lambda: stale.lost)
+    assert stale.lost_reason
+    assert tenure.worker.token_state(stale.token) == "lost"
+    with tenure.lock(open_store(), "report", ttl=TTL, blocking=False) as fresh:
+        assert fresh.token.generation > stale.token.generation
+        with fence.sql_fence(dest, fresh.token) as cur:
+            cur.execute("INSERT INTO w VALUES (?)", (fresh.token.generation,))
+    with pytest.raises(tenure.LeaseLost), fence.sql_fence(dest, stale.token) as cur:
+        cur.execute("INSERT INTO w VALUES (?)", (-1,))
+    with pytest.raises(tenure.LeaseLost, match="report"):
+        stale.check()
+    stale.release()  # quiet for a lost lock
+    assert stale.lost
+    assert [g for (g,) in dest.execute("SELECT g FROM w")] == [1, 2]
+    dest.close()
+
+
+def test_loss_inside_with_raises_at_the_end(store: tenure.Store, clock: tenure.ManualClock) -> None:
+    lock = tenure.lock(store, "report", ttl=TTL)
+
+    def stall() -> None:
+        with lock:
+            clock.advance(TTL + 1)
+            wait_until(lambda: lock.lost)
+
+    with pytest.raises(tenure.LeaseLost, match="was lost while held"):
+        stall()
+    assert store.get("lock:report").state in ("ready", "leased")
+
+
+def test_renewals_keep_a_long_holder(store: tenure.Store, clock: tenure.ManualClock) -> None:
+    with tenure.lock(store, "report", ttl=TTL) as lock:
+        first = lock.lease.lease_until
+        for _ in range(6):  # 3 TTLs in steps of half a TTL: renewed at a third of it
+            clock.advance(TTL / 2)
+            wait_until(lambda: lock.lease.lease_until >= clock.time() + TTL - 1e-6, timeout=10)
+        assert not lock.lost
+        assert lock.lease.lease_until > first
+    assert tenure.worker.token_state(lock.token) == "ended"
+
+
+def test_release_refunds_the_attempt_and_expiry_counts_one(
+    store: tenure.Store, open_store: Any, clock: tenure.ManualClock
+) -> None:
+    stale = tenure.Lock(store, "report", TTL)
+    stale.acquire()
+    clock.advance(TTL + 1)
+    wait_until(lambda: stale.lost)
+    with tenure.lock(open_store(), "report", ttl=TTL):
+        pass
+    job = store.get("lock:report")
+    assert (job.attempts, job.max_attempts, job.generation) == (1, 1_000_000, 2)
+
+
+def test_blocking_acquire_is_woken_by_release_without_spinning(
+    real_store: tenure.Store, open_real_store: Any
+) -> None:
+    holder = tenure.Lock(real_store, "report", 30)
+    holder.acquire()
+    counting = Counting(open_real_store())
+    got: list[float] = []
+
+    def wait() -> None:
+        lock = tenure.Lock(counting, "report", 30)  # type: ignore[arg-type]
+        assert lock.acquire(timeout=20)
+        got.append(time.monotonic())
+        lock.release()
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    time.sleep(1.0)  # the waiter waits a second: it must not be polling the lock meanwhile
+    assert not got
+    assert counting.calls.get("claim", 0) <= 2, counting.calls
+    released = time.monotonic()
+    holder.release()
+    waiter.join(10)
+    assert got, "the waiter never got the lock"
+    assert got[0] - released < 0.5, f"woken {got[0] - released:.3f} s after the release"
+    assert counting.calls["claim"] <= 4, counting.calls
+
+
+def test_blocking_acquire_times_out(real_store: tenure.Store, open_real_store: Any) -> None:
+    with tenure.lock(real_store, "report", ttl=30):
+        started = time.monotonic()
+        with pytest.raises(tenure.LockNotAcquired, match=r"still held after 0\.3 s"):
+            enter(tenure.lock(open_real_store(), "report", ttl=30, timeout=0.3))
+        assert 0.3 <= time.monotonic() - started < 3
+
+
+def test_a_lock_is_not_reentrant(store: tenure.Store) -> None:
+    lock = tenure.Lock(store, "report", TTL)
+    assert lock.acquire()
+    with pytest.raises(tenure.LockNotAcquired, match="not reentrant"):
+        lock.acquire()
+    lock.release()
+    with pytest.raises(tenure.LockNotAcquired, match="not held"):
+        lock.release()
+
+
+def test_names_are_independent(store: tenure.Store) -> None:
+    with tenure.lock(store, "a", ttl=TTL) as a, tenure.lock(store, "b", ttl=TTL) as b:
+        assert a.token.job_id != b.token.job_id
+    assert lock_ids("a") == ("lock:a", "tenure.lock:a")
+
+
+def test_store_lock_is_tenure_lock(store: tenure.Store, open_store: Any) -> None:
+    with store.lock("report", ttl=TTL) as lock:
+        assert isinstance(lock, tenure.Lock)
+        assert lock.token.generation == 1
+        with pytest.raises(tenure.LockNotAcquired):
+            enter(open_store().lock("report", ttl=TTL, blocking=False))
+    with pytest.raises(tenure.InvalidArgument, match="ttl"):
+        store.lock("report", ttl=0)
+
+
+def test_a_dead_lock_job_is_refused_at_once(store: tenure.Store) -> None:
+    from tenure.locks._core import check_lock_job
+
+    with tenure.lock(store, "report", ttl=TTL):
+        pass
+    job = dataclasses.replace(store.get("lock:report"), state=tenure.JobState.DEAD)
+    with pytest.raises(tenure.LockNotAcquired, match="cannot be acquired") as caught:
+        check_lock_job(job, "report")
+    assert caught.value.name == "report"
+
+
+def test_locks_of_one_store_share_one_keeper(store: tenure.Store) -> None:
+    with tenure.lock(store, "warm-up", ttl=TTL):
+        pass
+    before = threading.active_count()
+    held = [tenure.Lock(store, f"lock-{n}", TTL) for n in range(10)]
+    for lock in held:
+        assert lock.acquire(blocking=False)
+    assert threading.active_count() == before
+    for lock in held:
+        lock.release()
+
+
+def test_cancel_breaks_a_lock_and_tokens_never_repeat_after_delete(
+    store: tenure.Store, open_store: Any
+) -> None:
+    holder = tenure.Lock(store, "report", TTL)
+    assert holder.acquire()
+    assert holder.token.generation == 1
+    store.cancel("lock:report", reason="operator broke the lock")
+    other = open_store()
+    with pytest.raises(tenure.LockNotAcquired, match="cancelled"):
+        tenure.Lock(other, "report", TTL).acquire(blocking=False)
+    with pytest.raises(tenure.LeaseLost):
+        holder.release()  # its lease was moved on by the cancel
+    store.requeue("lock:report")
+    with tenure.lock(other, "report", ttl=TTL, blocking=False) as after_requeue:
+        requeued = after_requeue.token.generation
+    assert requeued > 2  # the cancel took a generation of its own
+    store.cancel("lock:report")
+    store.delete("lock:report")  # gone: the next use creates it again
+    with tenure.lock(other, "report", ttl=TTL, blocking=False) as after_delete:
+        assert after_delete.token.generation > requeued  # the store's generation floor
+    assert store.get("lock:report").queue == "tenure.lock:report"
