@@ -42,12 +42,12 @@ import os
 import random
 import signal
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from typing import Any, Protocol
 
+from .._clock import Clock, SystemClock
 from ._history import Recorder
 
 __all__ = [
@@ -221,10 +221,21 @@ def is_stopped(pid: int) -> bool:
 
 class Nemesis:
     """Carries out a schedule on a thread: one heap of timed actions, none of them blocking
-    for long (store pauses that must wait run on threads of their own)."""
+    for long (store pauses that must wait run on threads of their own). ``clock``: whose
+    ``monotonic`` time the schedule follows (the host's; a test's `ManualClock` moves it by
+    hand, and the thread looks at it at least every 50 ms of real time)."""
 
-    def __init__(self, schedule: list[Fault], target: Target, recorder: Recorder) -> None:
+    def __init__(
+        self,
+        schedule: list[Fault],
+        target: Target,
+        recorder: Recorder,
+        *,
+        clock: Clock | None = None,
+    ) -> None:
         self._schedule = schedule
+        # The schedule's time (``monotonic``): the host's, or a test's `ManualClock`.
+        self._clock: Clock = clock or SystemClock()
         self._target = target
         self._rec = recorder
         # (when, tie-break, action, the scheduled fault it injects: its outcome on an error)
@@ -247,7 +258,7 @@ class Nemesis:
     # -- running -------------------------------------------------------------------------
 
     def start(self) -> None:
-        self.start_time = time.monotonic()
+        self.start_time = self._clock.monotonic()
         # The zero of the schedule in host time: the report draws its time axis from it.
         self._rec.event("nemesis-start", faults=len(self._schedule))
         for fault in self._schedule:
@@ -257,7 +268,8 @@ class Nemesis:
     def stop(self) -> None:
         """Stop injecting; what is still pending is dropped (`heal` undoes what is on)."""
         self._stopping.set()
-        self._thread.join(10)
+        if self._thread.ident is not None:  # started (a stop before `start` has none to join)
+            self._thread.join(10)
         with self._lock:
             for number, outcome in enumerate(self._outcomes):
                 if outcome == _ARMED:
@@ -292,7 +304,7 @@ class Nemesis:
         while not self._stopping.is_set():
             with self._lock:
                 due = self._heap[0][0] if self._heap else None
-            now = time.monotonic()
+            now = self._clock.monotonic()
             if due is None or due > now:
                 self._stopping.wait(min(0.05, due - now) if due is not None else 0.05)
                 continue
@@ -334,26 +346,26 @@ class Nemesis:
             done = self._target.storm(int(p["jobs"]), p["window"])
             if done is not None:
                 self._record(kind, "start", **done, window=p["window"])
-                self._at(time.monotonic() + p["window"], lambda: self._record(kind, "end"))
+                self._at(self._clock.monotonic() + p["window"], lambda: self._record(kind, "end"))
             else:
                 outcome = "no storm processes (--storm 0) or no job to storm"
         elif kind == "proxy-delay":
             if self._target.proxy_delay(p["lag"], p["hold"]):
                 self._record(kind, "start", **p)
-                self._at(time.monotonic() + p["hold"], lambda: self._record(kind, "end"))
+                self._at(self._clock.monotonic() + p["hold"], lambda: self._record(kind, "end"))
             else:
                 outcome = _NO_PROXY
         elif kind == "proxy-drop":
             if self._target.proxy_drop(p["window"]):
                 self._record(kind, "start", **p)
-                self._at(time.monotonic() + p["window"], lambda: self._record(kind, "end"))
+                self._at(self._clock.monotonic() + p["window"], lambda: self._record(kind, "end"))
             else:
                 outcome = _NO_PROXY
         elif kind == "store-pause":
             done = self._target.store_pause(p["duration"])
             if done is not None:
                 self._record(kind, "start", **done, **p)
-                self._at(time.monotonic() + p["duration"], lambda: self._record(kind, "end"))
+                self._at(self._clock.monotonic() + p["duration"], lambda: self._record(kind, "end"))
             else:
                 outcome = "the store could not be paused (nothing held it at that moment)"
         elif kind in STORE_FAULTS:
@@ -395,7 +407,7 @@ class Nemesis:
             return _gone(fault)
         self._stopped_pids[pid] = (name, "pause")
         self._record("pause", "start", target=name, target_pid=pid, **fault.params)
-        self._at(time.monotonic() + fault.params["duration"], lambda: self._resume(pid))
+        self._at(self._clock.monotonic() + fault.params["duration"], lambda: self._resume(pid))
         self._storm_holder(fault, pid)
         return _INJECTED
 
@@ -417,7 +429,7 @@ class Nemesis:
         self._rec.event(
             "fault", kind=fault.kind, phase="armed", target=name, target_pid=pid, arm=arm["id"]
         )
-        deadline = time.monotonic() + fault.params["window"]
+        deadline = self._clock.monotonic() + fault.params["window"]
         self._outcome(fault, _ARMED)  # before the watch, which may decide its outcome at once
         self._watch_arm(fault, name, pid, arm, deadline)
         with self._lock:
@@ -426,7 +438,7 @@ class Nemesis:
     def _watch_arm(
         self, fault: Fault, name: str, pid: int, arm: dict[str, Any], deadline: float
     ) -> None:
-        now = time.monotonic()
+        now = self._clock.monotonic()
         if self._target.hit(name) == arm["id"]:
             if not is_stopped(pid):
                 if now < deadline + 5.0:  # it is about to stop itself: look again soon
@@ -464,7 +476,7 @@ class Nemesis:
         if done is not None:
             self.followups += 1
             self._record("storm", "start", **done, window=window, after=fault.kind)
-            self._at(time.monotonic() + window, lambda: self._record("storm", "end"))
+            self._at(self._clock.monotonic() + window, lambda: self._record("storm", "end"))
 
     def _skew(self, fault: Fault) -> str:
         assert fault.target is not None
@@ -483,7 +495,7 @@ class Nemesis:
                 self._target.set_control(name, clock=None, arm=None)
                 self._record("skew", "end", target=name, target_pid=pid)
 
-        self._at(time.monotonic() + fault.params["hold"], restore)
+        self._at(self._clock.monotonic() + fault.params["hold"], restore)
         return _INJECTED
 
     # -- healing -------------------------------------------------------------------------
