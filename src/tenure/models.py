@@ -50,10 +50,16 @@ class FencingToken:
     Never contains the lease secret, so it can be shown to any destination.
     ``str(token)`` is ``"<generation>:<percent-encoded job id>"``, the form used in HTTP
     headers and logs; `FencingToken.parse` reads it back.
+
+    ``store_id`` is the store whose lease made the token (`Lease.token`): it lets this
+    process's worker registry tell apart two stores' jobs with the same id and generation.
+    It is no part of the token's value: not in ``str()`` (the wire), not compared, not in
+    ``repr``; a token parsed from the wire or built by hand has None.
     """
 
     job_id: str
     generation: int
+    store_id: str | None = field(default=None, compare=False, repr=False)
 
     def __str__(self) -> str:
         return f"{self.generation}:{quote(self.job_id, safe='')}"
@@ -107,7 +113,7 @@ class Lease:
 
     @property
     def token(self) -> FencingToken:
-        return FencingToken(self.job_id, self.generation)
+        return FencingToken(self.job_id, self.generation, self.store_id)
 
     def remaining(self, clock: Clock | None = None) -> float:
         """Seconds left before the local deadline (negative once past it)."""

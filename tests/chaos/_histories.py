@@ -100,6 +100,26 @@ class History:
         error = "could not reach the store: connection refused"
         return self.op(proc, f, outcome, at, invoke, job=job, gen=gen, error=error)
 
+    def cancel(
+        self,
+        job: str,
+        at: float,
+        row_gen: int,
+        outcome: str = "ok",
+        *,
+        row_state: str = "cancelled",
+    ) -> str:
+        """The harness cancels ``job`` (the cancel fault); ``row_gen``: the generation the
+        store answered (one more than the lease's when it cancelled a leased job)."""
+        done = {"job": job, "store_now": T0 + at, "row_gen": row_gen, "row_state": row_state}
+        done["status"] = "applied" if outcome == "ok" else "missed"
+        return self.op("harness", "cancel", outcome, at, {"job": job}, **done)
+
+    def requeue(self, job: str, at: float, row_gen: int, outcome: str = "ok") -> str:
+        done = {"job": job, "store_now": T0 + at, "row_gen": row_gen, "row_state": "ready"}
+        done["status"] = "applied" if outcome == "ok" else "missed"
+        return self.op("harness", "requeue", outcome, at, {"job": job}, **done)
+
     # -- the sink -----------------------------------------------------------------------
 
     def write(

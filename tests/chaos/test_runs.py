@@ -9,6 +9,7 @@ stops a worker mid-complete and mid-handler (those faults bite whenever they hit
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -119,6 +120,7 @@ def test_chaos_run_is_valid(backend: Backend, tmp_path: Path) -> None:
         code, lines = _chaos(url, out, "--seed", str(seed), png=backend is SQLITE)
         output = "\n".join(lines)
         assert code == 0, output
+        assert lines[-3] == f"look at its jobs: tenure dashboard --store {shlex.quote(url)}"
         assert lines[-2].startswith("verdict: VALID"), output
         assert lines[-1] == f"report: {out / 'report.html'}"
         assert (out / "report.html").exists()

@@ -150,3 +150,29 @@ def test_metrics_over_http_from_the_server(backend: Backend, served: Running) ->
     }
     assert jobs[("reports", "leased")] == 1
     assert jobs[("emails", "ready")] == 2
+
+
+def test_cancel_a_leased_job_and_requeue_a_dead_one_by_clicking(
+    served: Running, page: Any, real_store: tenure.Store
+) -> None:
+    real_store.submit("to-cancel", {"n": 3}, queue="emails")
+    lease = real_store.claim("to-cancel", "clicked-worker", 600)
+    assert lease is not None
+    page.goto(f"{served.base}/job?id=to-cancel")
+    assert "leased" in page.inner_text("dl.job")
+    page.click("a.action-cancel")
+    assert "Cancel job to-cancel?" in page.inner_text("p.question")
+    page.click("form button[type=submit]")
+    page.wait_for_url("**/job?id=to-cancel")
+    assert "cancelled" in page.inner_text("dl.job")
+    assert real_store.get("to-cancel").state == "cancelled"
+    with pytest.raises(tenure.LeaseLost) as lost:  # its holder loses the lease
+        real_store.renew(lease)
+    assert lost.value.reason == "cancelled"
+    # The dead jobs view, with its requeue button.
+    page.click("header a.nav-dead")
+    page.click("tr.job-row:has-text('report-poison') a.action-requeue")
+    page.click("form button[type=submit]")
+    page.wait_for_url("**/job?id=report-poison")
+    assert "ready" in page.inner_text("dl.job")
+    assert real_store.get("report-poison").state == "ready"

@@ -122,3 +122,62 @@ def test_a_loss_during_the_block_stops_the_commit(tmp_path: Path) -> None:
         finally:
             REGISTRY.end(handle, "lost")
             dest.close()
+
+
+def test_two_stores_jobs_with_one_id_and_generation_are_told_apart(tmp_path: Path) -> None:
+    """The worker registry of the process remembers a lease of store A that ended; the same
+    job id at the same generation in store B is no business of it."""
+    from tenure.worker import check_token, token_state
+    from tenure.worker._lease import REGISTRY, LeaseHandle
+
+    clock = tenure.ManualClock()
+    job_id = "registry-twin"
+    with (
+        tenure.connect(f"sqlite:///{tmp_path / 'a.db'}", clock=clock, store_clock=clock) as a,
+        tenure.connect(f"sqlite:///{tmp_path / 'b.db'}", clock=clock, store_clock=clock) as b,
+    ):
+        a.submit(job_id)
+        b.submit(job_id)
+        lease_a, lease_b = a.claim(job_id, "A", TTL), b.claim(job_id, "B", TTL)
+        assert lease_a is not None
+        assert lease_b is not None
+        # One value on the wire and in comparisons; the store rides along in the process.
+        assert lease_a.token == lease_b.token == tenure.FencingToken(job_id, 1)
+        assert str(lease_a.token) == str(lease_b.token) == f"1:{job_id}"
+        assert (lease_a.token.store_id, lease_b.token.store_id) == (a.store_id, b.store_id)
+        assert a.store_id != b.store_id
+        assert tenure.FencingToken.parse(str(lease_a.token)).store_id is None
+        wire = tenure.FencingToken(job_id, 1)  # no store: judged by live handles only
+
+        handle = LeaseHandle(lease_a, clock)
+        REGISTRY.add(handle)
+        try:
+            assert (token_state(lease_a), token_state(lease_b), token_state(wire)) == (
+                "held",
+                "unknown",
+                "held",
+            )
+            handle.mark_lost("renewal rejected (test)", "renewal_rejected")
+            assert (token_state(lease_a), token_state(lease_b), token_state(wire)) == (
+                "lost",
+                "unknown",
+                "lost",
+            )
+        finally:
+            REGISTRY.end(handle, "lost")
+        assert (token_state(lease_a), token_state(lease_b), token_state(wire)) == (
+            "lost",
+            "unknown",
+            "unknown",
+        )
+        with pytest.raises(tenure.LeaseLost):
+            check_token(lease_a)
+        check_token(lease_b)  # store B's lease: left to its destination's fence
+        dest = sqlite3.connect(tmp_path / "dest.db")
+        try:
+            effect = fence.apply_once(dest, lease_b, "k", lambda cur: "sent")
+            assert effect.applied
+            with pytest.raises(tenure.LeaseLost):
+                fence.apply_once(dest, lease_a, "k2", lambda cur: "never")
+        finally:
+            dest.close()

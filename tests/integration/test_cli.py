@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -88,6 +89,31 @@ def test_demo_tells_the_story_and_exits_0(cli: Any) -> None:
     assert positions == sorted(positions)
     assert "reports[report-42] = 'total 1234 (by worker-b)'" in out
     assert "tenure_fence[report-42] = 8" in out
+
+
+def test_demo_names_the_dashboard_command_that_shows_its_store(cli: Any) -> None:
+    from starlette.testclient import TestClient
+
+    from tenure.dashboard import create_app
+
+    lines = ok(cli("demo")).stdout.strip().splitlines()
+    at = next(n for n, line in enumerate(lines) if line.startswith("Look at it"))
+    look = lines[at].removeprefix("Look at it in the browser: ")
+    assert look.startswith("tenure dashboard --store sqlite:///"), lines[at]
+    kept = Path(lines[at + 1].split(" kept in ")[1].split(";")[0])
+    assert lines[-2] == "OK: every step behaved as the story says."  # the verdict stays last
+    try:
+        assert look == f"tenure dashboard --store {shlex.quote(f'sqlite:///{kept}/store.db')}"
+        with tenure.connect(shlex.split(look)[-1]) as store:
+            with TestClient(create_app(store, read_only=True)) as client:
+                page = client.get("/job", params={"id": "report-42"}).text
+            assert "worker-b" in page
+            assert store.get("report-42").state == "done"
+        answer = as_json(cli("demo", "--json"))
+        assert answer["dashboard"].startswith("tenure dashboard --store sqlite:///")
+        shutil.rmtree(answer["kept"])
+    finally:
+        shutil.rmtree(kept, ignore_errors=True)
 
 
 def test_demo_json(cli: Any) -> None:

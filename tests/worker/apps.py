@@ -101,35 +101,6 @@ def hold_process(ctx: JobContext) -> Any:
     return _result(ctx)
 
 
-@app.handler("cpu")
-def cpu_bound(ctx: JobContext) -> Any:
-    """Pure-Python arithmetic for `hold` seconds: never sleeps, never does I/O."""
-    event(ctx, "start")
-    end = time.monotonic() + _hold(ctx)
-    first = ctx.lease
-    x = 0
-    spins = 0
-    while True:
-        for _ in range(20_000):
-            x = (x * 31 + 7) % 1_000_003
-        spins += 1
-        if time.monotonic() >= end:
-            break
-    renewed = ctx.lease
-    event(ctx, "done", lost=ctx.lost, spins=spins)
-    return {
-        **_result(ctx),
-        "lost": ctx.lost,
-        "lease_until_moved": renewed.lease_until - first.lease_until,
-    }
-
-
-@app.handler("cpu-async")
-async def cpu_bound_async(ctx: JobContext) -> Any:
-    """The same loop inside an async handler: it blocks the worker's event loop."""
-    return cpu_bound(ctx)
-
-
 @app.handler("poison")
 def poison(ctx: JobContext) -> None:
     """Kills the whole worker process, every time."""

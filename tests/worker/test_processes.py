@@ -12,6 +12,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,8 +22,9 @@ from urllib.parse import urlsplit
 import pytest
 
 import tenure
+from tenure.worker import JobContext
 from tests.worker import apps
-from tests.worker._support import run_burst, wait_until
+from tests.worker._support import running, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -219,25 +221,61 @@ def test_stalled_worker_loses_the_job_and_stops_within_100ms(
 
 # -- a CPU-bound handler --------------------------------------------------------------------
 
+CPU_STEP = 4.0  # clock seconds per step: more than a renewal period (<= 10/3), under the deadline
+CPU_STEPS = 25  # 100 s in all: ten TTLs of 10 s
+
 
 @pytest.mark.parametrize("queue", ["cpu", "cpu-async"])
 def test_cpu_bound_handler_keeps_its_lease_for_ten_ttls(
-    url: str, real_store: tenure.Store, queue: str
+    make_worker: Callable[..., tenure.Worker],
+    store: tenure.Store,
+    clock: tenure.ManualClock,
+    queue: str,
 ) -> None:
-    ttl = 0.5
-    worker = tenure.Worker(url, ttl=ttl, poll_interval=POLL, queues=[queue])
-    worker.register("cpu", apps.cpu_bound)
-    worker.register("cpu-async", apps.cpu_bound_async)
-    real_store.submit("C", {"hold": 10 * ttl}, queue=queue)
-    run_burst(worker, timeout=30)
-    job = real_store.get("C")
+    # The handler spins in pure Python (it holds the GIL, and "cpu-async" blocks the
+    # worker's event loop) until the test lets it go. Meanwhile the test moves the worker's
+    # manual clock a renewal period at a time and waits for each renewal to be confirmed:
+    # every renewal falls due, is sent and adopted while the handler still spins, and the
+    # clock never moves while one is on its way, so scheduling delay cannot expire the lease.
+    worker = make_worker(ttl=10.0, queues=[queue])
+    started, release = threading.Event(), threading.Event()
+
+    def spin(ctx: JobContext) -> Any:
+        first = ctx.lease
+        started.set()
+        x = spins = 0
+        while not release.is_set():  # never sleeps, never does I/O
+            for _ in range(20_000):
+                x = (x * 31 + 7) % 1_000_003
+            spins += 1
+        return {
+            "lost": ctx.lost,
+            "lease_until_moved": ctx.lease.lease_until - first.lease_until,
+            "spins": spins,
+        }
+
+    async def spin_async(ctx: JobContext) -> Any:
+        return spin(ctx)
+
+    worker.register("cpu", spin)
+    worker.register("cpu-async", spin_async)
+    store.submit("C", queue=queue)
+    with running(worker):
+        assert started.wait(10), "the handler did not start"
+        for step in range(1, CPU_STEPS + 1):
+            clock.advance(CPU_STEP)
+            wait_until(lambda: worker.stats()["renewals"] >= step, what=f"renewal {step}")  # noqa: B023
+        release.set()
+        wait_until(lambda: store.get("C").state == "done", what="completion")
+    job = store.get("C")
     assert (job.state, job.generation) == ("done", 1), job
     assert job.result["lost"] is False
-    assert job.result["lease_until_moved"] > 8 * ttl  # renewed all along, in store time
+    assert job.result["spins"] >= 1
+    # Renewed all along, in store time, and the handler's own view followed each renewal.
+    assert job.result["lease_until_moved"] == pytest.approx(CPU_STEPS * CPU_STEP, abs=0.01)
     stats = worker.stats()
     assert stats["leases_lost"] == 0
-    assert stats["renewals"] >= 20  # a period of at most ttl/3 over 10 ttls: ~34
-    assert stats["renew_latency_max"] < ttl / 3
+    assert stats["renewals"] == CPU_STEPS  # one per step: none missed, none doubled
 
 
 # -- a killed worker ---------------------------------------------------------------------

@@ -13,12 +13,18 @@
   rejected operation left nothing behind).
 * **I4 destinations**: per job, in the sink's acceptance order, the generation of the lease
   that sent each accepted write never decreases, and no effect key was accepted twice.
-* **I5 nothing lost**: every submitted job ended ``done``, or ``dead`` after using all its
-  attempts; none is left ready or leased once the faults stopped.
+* **I5 nothing lost**: every submitted job ended ``done``, ``dead`` after using all its
+  attempts, or ``cancelled`` by a recorded cancel no requeue came after; none is left
+  ready or leased once the faults stopped.
+
+Cancels and requeues (the ``cancel`` fault): an accepted cancel ends the lease it found
+(its holder's later calls must be refused, I3) and the generation it took is no I1 gap; a
+requeue starts a new life of the job, which may be completed once more.
 
 The run proves something only if its faults bit: the verdict is ``VALID`` when no invariant
 was violated *and* some stale completion or stale write was rejected, or a store fault
-(``store-restart``, ``store-kill``) caught store calls in flight and the run rode it out;
+(``store-restart``, ``store-kill``) caught store calls in flight and the run rode it out,
+or a cancelled holder's renew / complete / release / fail was refused (``cancel``);
 ``UNPROVEN`` when nothing was violated but nothing bit either; ``INVALID`` otherwise.
 
 Besides the invariants, the verdict counts the re-executions (a lost lease's handler run
@@ -66,7 +72,14 @@ COUNTS = (
     "writes_withheld",
     "jobs_done",
     "jobs_dead",
+    "jobs_cancelled",
     "jobs_stranded",
+    "cancels",
+    "cancels_refused",
+    "cancels_unknown",
+    "requeues",
+    "requeues_refused",
+    "holder_calls_refused_cancelled",
     "pause_points_missed",
     "store_unknown",
     "holder_calls_unreached",
@@ -93,6 +106,7 @@ def check_history(events: Iterable[Event]) -> Verdict:
         counts.setdefault(key, 0)
     bit = counts["stale_completions_rejected"] + counts["stale_writes_rejected"] > 0
     bit = bit or counts["store_outage_calls"] > 0  # the store went away under the workers
+    bit = bit or counts["holder_calls_refused_cancelled"] > 0  # a cancelled holder refused
     if violations:
         status = "INVALID"
     elif not bit or not faults:

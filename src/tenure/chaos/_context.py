@@ -7,7 +7,10 @@
 * `Leases`: the renewals and settles (complete / release / fail) replayed in store time
   onto those intervals, one `Step` per accepted call or repeat answer, with the lease as
   that call found it;
-* `Writes`: what the sink accepted, and which write sent each of its records.
+* `Writes`: what the sink accepted, and which write sent each of its records;
+* `Control`: the cancels and requeues (``tenure chaos --faults cancel``): an accepted
+  cancel ends the lease it finds (and the generation it took is explained for I1), an
+  accepted requeue proves no lease was live then and starts a new life of the job.
 
 Reading counts what it reads (``Context.counts``); the units only judge.
 """
@@ -26,8 +29,10 @@ __all__ = [
     "EPS",
     "HOLDER_OPS",
     "UNKNOWN",
+    "CONTROL_OPS",
     "Claims",
     "Context",
+    "Control",
     "Leases",
     "Paired",
     "Step",
@@ -36,6 +41,7 @@ __all__ = [
 
 EPS = 1e-4
 HOLDER_OPS = ("renew", "complete", "release", "fail")
+CONTROL_OPS = ("cancel", "requeue")
 UNKNOWN = ("unknown", "pending")  # no reply recorded: the call may or may not have applied
 
 Op = dict[str, Any]
@@ -173,10 +179,26 @@ class Leases:
     def step_of(self, op_id: str) -> Step:
         return next(step for step in self.steps if step.op["op"] == op_id)
 
+    def _end_live(self, op: Op, top: int | None) -> None:
+        """An accepted cancel (leases up to generation ``top``) or requeue (every lease)
+        of ``op``'s job: the leases still live at its store time end then."""
+        t = float(op["store_now"])
+        for (job, gen, _owner), found in self._holders.items():
+            if job != op.get("job") or (top is not None and gen > top):
+                continue
+            for lease in found:
+                if lease.start <= t + EPS and lease.end_at is None:
+                    lease.end_at = t
+                    lease.ended_by = op["op"]
+
     def _replay(
         self, op: Op, settles: dict[tuple[str, int], list[Op]], counts: Counter[str]
     ) -> None:
         f, kind = op["f"], op["type"]
+        if f in CONTROL_OPS:
+            if kind == "ok":
+                self._end_live(op, int(op.get("row_gen") or 0) if f == "cancel" else None)
+            return
         lease_key = (str(op.get("job")), int(op.get("gen") or 0))
         if kind in UNKNOWN:
             counts["store_unknown"] += 1
@@ -189,6 +211,8 @@ class Leases:
             return
         if kind == "fail":
             counts[f"stale_{_plural(f)}_rejected"] += 1
+            if op.get("row_state") == "cancelled":  # a cancelled holder, told so
+                counts["holder_calls_refused_cancelled"] += 1
             return
         if op.get("repeat"):
             counts[f"{f}_repeats" if f != "complete" else "completion_repeats"] += 1
@@ -276,6 +300,46 @@ class Writes:
         return cls(ops, sender, records)
 
 
+@dataclass
+class Control:
+    """The cancels and requeues of a history, per job: the accepted ones (in store time)
+    and the cancels whose outcome is unknown."""
+
+    cancels: dict[str, list[Op]] = field(default_factory=dict)
+    requeues: dict[str, list[Op]] = field(default_factory=dict)
+    unknown_cancels: Counter[str] = field(default_factory=Counter)
+
+    @classmethod
+    def read(cls, paired: Paired, counts: Counter[str]) -> Control:
+        control = cls()
+        accepted: dict[str, dict[str, list[Op]]] = {"cancel": {}, "requeue": {}}
+        for op in sorted(paired.of(*CONTROL_OPS), key=_store_time):
+            f, kind, job = op["f"], op["type"], str(op.get("job"))
+            if kind == "ok":
+                counts[f"{f}s"] += 1
+                accepted[f].setdefault(job, []).append(op)
+            elif kind in UNKNOWN:
+                counts[f"{f}s_unknown"] += 1
+                if f == "cancel":
+                    control.unknown_cancels[job] += 1
+            else:
+                counts[f"{f}s_refused"] += 1
+        control.cancels, control.requeues = accepted["cancel"], accepted["requeue"]
+        return control
+
+    def taken(self, job: str) -> set[int]:
+        """The generations the accepted cancels of ``job`` moved it to."""
+        return {int(op.get("row_gen") or 0) for op in self.cancels.get(job, [])}
+
+    def lives(self, job: str, at: float) -> int:
+        """How many accepted requeues of ``job`` came before store time ``at``."""
+        return sum(float(op["store_now"]) < at for op in self.requeues.get(job, []))
+
+
+def _store_time(op: Op) -> tuple[float, int]:
+    return float(op.get("store_now") or 0.0), int(op.get("seq", 0))
+
+
 class Context:
     """A history read once for the units: its operations, claims, leases, writes and final
     job states, and the counts of what was read."""
@@ -294,11 +358,10 @@ class Context:
         self.finals: dict[str, Event] = {
             e["job"]: e for e in h.events.get("final", []) if "job" in e
         }
-        self.holder_ops = sorted(
-            h.of(*HOLDER_OPS),
-            key=lambda op: (float(op.get("store_now") or 0.0), op.get("seq", 0)),
-        )
-        self.leases = Leases(self.claims, self.holder_ops, self.counts)
+        self.holder_ops = sorted(h.of(*HOLDER_OPS), key=_store_time)
+        self.control = Control.read(h, self.counts)
+        replayed = sorted(self.holder_ops + h.of(*CONTROL_OPS), key=_store_time)
+        self.leases = Leases(self.claims, replayed, self.counts)
         self.writes = Writes.read(h, self.counts)
         self.submitted = {op["job"] for op in h.of("submit") if op["type"] == "ok"} | set(
             self.finals
@@ -312,5 +375,7 @@ class Context:
             if final is None:
                 continue
             state = final.get("state")
-            key = {"done": "jobs_done", "dead": "jobs_dead"}.get(str(state), "jobs_stranded")
+            key = {"done": "jobs_done", "dead": "jobs_dead", "cancelled": "jobs_cancelled"}.get(
+                str(state), "jobs_stranded"
+            )
             self.counts[key] += 1

@@ -109,7 +109,7 @@ class AsyncPassThroughDriver:
     async def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
         await self._inner.wait_for_jobs(queues, timeout)
 
-    # Job control, forwarded as it is (not recorded in the history yet).
+    # Job control (the recording driver records cancel, requeue and delete).
     async def cancel(self, job_id: str, reason: str, takes: Sequence[str]) -> Outcome:
         return await self._inner.cancel(job_id, reason, takes)
 
@@ -236,6 +236,44 @@ class AsyncRecordingDriver(AsyncPassThroughDriver):
         kind = "ok" if outcome.status == Status.APPLIED else "fail"
         self._rec.end(op, "renew", kind, job=job_id, gen=generation, **_outcome(outcome))
         return outcome
+
+    # Job control: each call one operation, ``ok`` when the store applied it, ``fail``
+    # when it refused (the row says why: a finished job, or cancelled already).
+    async def cancel(self, job_id: str, reason: str, takes: Sequence[str]) -> Outcome:
+        op = self._rec.invoke("cancel", job=job_id, reason=reason)
+        try:
+            outcome = await self._inner.cancel(job_id, reason, takes)
+        except BaseException as exc:
+            self._rec.end(op, "cancel", _ended(exc), job=job_id, error=str(exc)[:300])
+            raise
+        self._controlled(op, "cancel", job_id, outcome)
+        return outcome
+
+    async def requeue(
+        self, job_id: str, delay: float, reset_attempts: bool, takes: Sequence[str]
+    ) -> Outcome:
+        op = self._rec.invoke("requeue", job=job_id, delay=delay, reset_attempts=reset_attempts)
+        try:
+            outcome = await self._inner.requeue(job_id, delay, reset_attempts, takes)
+        except BaseException as exc:
+            self._rec.end(op, "requeue", _ended(exc), job=job_id, error=str(exc)[:300])
+            raise
+        self._controlled(op, "requeue", job_id, outcome)
+        return outcome
+
+    async def delete(self, job_id: str, takes: Sequence[str]) -> Outcome:
+        op = self._rec.invoke("delete", job=job_id)
+        try:
+            outcome = await self._inner.delete(job_id, takes)
+        except BaseException as exc:
+            self._rec.end(op, "delete", _ended(exc), job=job_id, error=str(exc)[:300])
+            raise
+        self._controlled(op, "delete", job_id, outcome)
+        return outcome
+
+    def _controlled(self, op: str, f: str, job_id: str, outcome: Outcome) -> None:
+        kind = "ok" if outcome.status == Status.APPLIED else "fail"
+        self._rec.end(op, f, kind, job=job_id, **_outcome(outcome))
 
     async def complete(
         self,

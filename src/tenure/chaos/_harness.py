@@ -163,7 +163,8 @@ class Harness:
         self.processes = Processes(options, echo, self.kind, self.queue, self.rec)
         self.store: Store = connect(chaos_url(options.store_url))
         self.side: Store = connect(options.store_url)  # the nemesis thread's own client
-        self.target = FaultTarget(self.processes, self.side)
+        self.control: Store = connect(chaos_url(options.store_url))  # cancels, requeues
+        self.target = FaultTarget(self.processes, self.side, self.control)
 
     # -- the jobs ------------------------------------------------------------------------
 
@@ -283,6 +284,8 @@ class Harness:
             self.store.close()
         with contextlib.suppress(Exception):
             self.side.close()
+        with contextlib.suppress(Exception):
+            self.control.close()
         self.processes.close_logs()
 
 

@@ -8,6 +8,11 @@
   `done_by_its_completion`;
 * I4 `destinations`;
 * I5 `nothing_lost`.
+
+Cancels and requeues (the ``cancel`` fault) enter through the `Context`: a generation an
+accepted cancel took is no I1 gap, the lease a cancel ended is ended for I2 and I3 (so a
+completion accepted after it is flagged), a requeue starts a new life of the job (one
+completion per life), and a job left cancelled counts as ended for I5.
 """
 
 from __future__ import annotations
@@ -77,8 +82,12 @@ def tokens(ctx: Context) -> list[Violation]:
                     )
                 )
             top = max(top, int(final["gen"]))
-        missing = [g for g in range(1, top + 1) if g not in by_gen]
-        if missing and len(missing) > ctx.claims.unknown[job]:
+        # A generation an accepted cancel took (a leased job's moves on) is no gap; a
+        # cancel whose outcome is unknown may have taken one, as a lost claim may.
+        taken = ctx.control.taken(job)
+        missing = [g for g in range(1, top + 1) if g not in by_gen and g not in taken]
+        lost = ctx.claims.unknown[job] + ctx.control.unknown_cancels[job]
+        if missing and len(missing) > lost:
             unexplained.append((job, missing))
     gaps = sum(len(m) for _, m in unexplained)
     if gaps > ctx.claims.unknown_batch:
@@ -240,17 +249,27 @@ def current_holder(ctx: Context, step: Step) -> Violation | None:
 
 
 def one_completion(ctx: Context) -> list[Violation]:
-    """I3: at most one accepted completion per job."""
-    return [
-        Violation(
-            "I3",
-            job,
-            f"job {job} was completed {len(done)} times: " + "; ".join(describe(op) for op in done),
-            [op["op"] for op in done],
-        )
-        for job, done in ctx.leases.completions.items()
-        if len(done) > 1
-    ]
+    """I3: at most one accepted completion per job and life (an accepted requeue of a done
+    job starts a new life, which may be completed once more)."""
+    found: list[Violation] = []
+    for job, done in ctx.leases.completions.items():
+        lives: dict[int, list[dict[str, Any]]] = defaultdict(list)
+        for op in done:
+            lives[ctx.control.lives(job, float(op["store_now"]))].append(op)
+        for life, same in sorted(lives.items()):
+            if len(same) < 2:
+                continue
+            since = f" since its requeue number {life}" if life else ""
+            found.append(
+                Violation(
+                    "I3",
+                    job,
+                    f"job {job} was completed {len(same)} times{since}: "
+                    + "; ".join(describe(op) for op in same),
+                    [op["op"] for op in same],
+                )
+            )
+    return found
 
 
 def done_by_its_completion(ctx: Context) -> list[Violation]:
@@ -356,7 +375,8 @@ def destinations(ctx: Context) -> list[Violation]:
 
 
 def nothing_lost(ctx: Context) -> list[Violation]:
-    """I5: every submitted job ended done, or dead after all its attempts."""
+    """I5: every submitted job ended done, dead after all its attempts, or cancelled by a
+    recorded cancel that no accepted requeue came after (a requeued job must end again)."""
     finals = ctx.finals
     found: list[Violation] = []
     if ctx.submitted and not finals:
@@ -376,6 +396,8 @@ def nothing_lost(ctx: Context) -> list[Violation]:
                         "I5", job, f"job {job} is dead after {attempts} of its {most} attempts"
                     )
                 )
+        elif state == "cancelled":
+            found += _cancelled(ctx, job)
         elif state != "done":
             found.append(
                 Violation(
@@ -386,6 +408,30 @@ def nothing_lost(ctx: Context) -> list[Violation]:
                 )
             )
     return found
+
+
+def _cancelled(ctx: Context, job: str) -> list[Violation]:
+    """A job that ended cancelled: by an accepted (or unknown) cancel, not requeued since."""
+    cancels = ctx.control.cancels.get(job, [])
+    requeues = ctx.control.requeues.get(job, [])
+    if ctx.control.unknown_cancels[job]:
+        return []  # a cancel whose reply was lost may be the last word
+    if not cancels:
+        return [Violation("I5", job, f"job {job} is cancelled, but no recorded cancel took it")]
+    last = cancels[-1]
+    if requeues and float(requeues[-1]["store_now"]) > float(last["store_now"]) + EPS:
+        requeued = requeues[-1]
+        return [
+            Violation(
+                "I5",
+                job,
+                f"job {job} was requeued ({describe(requeued)}) after its last cancel "
+                f"({describe(last)}), yet shows cancelled after the run: the requeued job "
+                "never ended again",
+                [requeued["op"], last["op"]],
+            )
+        ]
+    return []
 
 
 # In the order a verdict has always listed its violations: I1, I3, I2, I4, I5.

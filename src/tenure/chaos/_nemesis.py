@@ -24,11 +24,14 @@ store-restart       the run's own store server stopped (pg_ctl stop -m fast / SI
                     started again after an outage of 0.1-0.25 TTL; not on SQLite
 store-kill          the same server killed with SIGKILL (PostgreSQL: the postmaster) and
                     started again; SQLite: the lock holder killed -9 mid-transaction
+cancel              1-3 jobs cancelled through the store (leased ones first, then ready);
+                    with odds of 2 in 3 they are requeued 0.5-2 TTL later
 ==================  =====================================================================
 
 The store faults (store-restart, store-kill) are not in the default mix: they need a store
 server of the run's own (tenure.chaos._servers), so a run has them only when they are named
-(``--faults``).
+(``--faults``). Nor is ``cancel`` (it changes what a run must end with; and adding a kind
+to the default mix would change every existing seed's schedule).
 """
 
 from __future__ import annotations
@@ -39,16 +42,17 @@ import os
 import random
 import signal
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from typing import Any, Protocol
 
+from .._clock import Clock, SystemClock
 from ._history import Recorder
 
 __all__ = [
     "KINDS",
+    "OPT_IN",
     "STORE_FAULTS",
     "Fault",
     "is_stopped",
@@ -70,9 +74,11 @@ KINDS: dict[str, int] = {
     "store-pause": 1,
     "store-restart": 2,
     "store-kill": 2,
+    "cancel": 2,
 }
 SERVER_ONLY = ("proxy-delay", "proxy-drop", "store-restart")
 STORE_FAULTS = ("store-restart", "store-kill")  # only when named: a server of the run's own
+OPT_IN = (*STORE_FAULTS, "cancel")  # not in the default mix: each run has them when named
 WORKER_KINDS = ("pause", "pause-handler", "pause-renew", "pause-complete", "skew", "kill")
 RATES = (0.5, 0.67, 1.5, 2.0)
 
@@ -105,7 +111,7 @@ def make_schedule(
     allowed = {
         kind: weight
         for kind, weight in KINDS.items()
-        if (kind in kinds if kinds is not None else kind not in STORE_FAULTS)
+        if (kind in kinds if kinds is not None else kind not in OPT_IN)
         and (store != "sqlite" or kind not in SERVER_ONLY)
     }
     names = sorted(allowed)
@@ -146,6 +152,12 @@ def _params(rng: random.Random, kind: str, ttl: float) -> dict[str, float]:
         return {"window": r(rng.uniform(0.1, 0.5) * ttl)}
     if kind == "store-pause":
         return {"duration": r(rng.uniform(1.0, 2.0) * ttl)}
+    if kind == "cancel":
+        return {
+            "jobs": float(rng.randint(1, 3)),
+            "requeue_after": r(rng.uniform(0.5, 2.0) * ttl),
+            "requeue": float(rng.random() < 2 / 3),
+        }
     if kind in STORE_FAULTS:
         # Down this long between the stop and the start (which adds its own time): well
         # within the lease, which a renewal made at most a third of a TTL ago still holds.
@@ -187,6 +199,16 @@ class Target(Protocol):
         seconds later, on a thread; ``record("start" | "end", what)`` as it goes. False
         when the previous one is still going on."""
 
+    def cancel_jobs(
+        self,
+        jobs: int,
+        requeue_after: float | None,
+        record: Callable[[str, dict[str, Any]], None],
+    ) -> bool:
+        """Cancel up to ``jobs`` jobs of the run (leased first, then ready) and requeue
+        them ``requeue_after`` seconds later on a thread (None: they stay cancelled);
+        ``record("start" | "end", what)`` as it goes. False when none could be cancelled."""
+
 
 def is_stopped(pid: int) -> bool:
     """Whether process ``pid`` is stopped (state T in /proc)."""
@@ -199,10 +221,21 @@ def is_stopped(pid: int) -> bool:
 
 class Nemesis:
     """Carries out a schedule on a thread: one heap of timed actions, none of them blocking
-    for long (store pauses that must wait run on threads of their own)."""
+    for long (store pauses that must wait run on threads of their own). ``clock``: whose
+    ``monotonic`` time the schedule follows (the host's; a test's `ManualClock` moves it by
+    hand, and the thread looks at it at least every 50 ms of real time)."""
 
-    def __init__(self, schedule: list[Fault], target: Target, recorder: Recorder) -> None:
+    def __init__(
+        self,
+        schedule: list[Fault],
+        target: Target,
+        recorder: Recorder,
+        *,
+        clock: Clock | None = None,
+    ) -> None:
         self._schedule = schedule
+        # The schedule's time (``monotonic``): the host's, or a test's `ManualClock`.
+        self._clock: Clock = clock or SystemClock()
         self._target = target
         self._rec = recorder
         # (when, tie-break, action, the scheduled fault it injects: its outcome on an error)
@@ -225,7 +258,7 @@ class Nemesis:
     # -- running -------------------------------------------------------------------------
 
     def start(self) -> None:
-        self.start_time = time.monotonic()
+        self.start_time = self._clock.monotonic()
         # The zero of the schedule in host time: the report draws its time axis from it.
         self._rec.event("nemesis-start", faults=len(self._schedule))
         for fault in self._schedule:
@@ -235,7 +268,8 @@ class Nemesis:
     def stop(self) -> None:
         """Stop injecting; what is still pending is dropped (`heal` undoes what is on)."""
         self._stopping.set()
-        self._thread.join(10)
+        if self._thread.ident is not None:  # started (a stop before `start` has none to join)
+            self._thread.join(10)
         with self._lock:
             for number, outcome in enumerate(self._outcomes):
                 if outcome == _ARMED:
@@ -270,7 +304,7 @@ class Nemesis:
         while not self._stopping.is_set():
             with self._lock:
                 due = self._heap[0][0] if self._heap else None
-            now = time.monotonic()
+            now = self._clock.monotonic()
             if due is None or due > now:
                 self._stopping.wait(min(0.05, due - now) if due is not None else 0.05)
                 continue
@@ -312,31 +346,44 @@ class Nemesis:
             done = self._target.storm(int(p["jobs"]), p["window"])
             if done is not None:
                 self._record(kind, "start", **done, window=p["window"])
-                self._at(time.monotonic() + p["window"], lambda: self._record(kind, "end"))
+                self._at(self._clock.monotonic() + p["window"], lambda: self._record(kind, "end"))
             else:
                 outcome = "no storm processes (--storm 0) or no job to storm"
         elif kind == "proxy-delay":
             if self._target.proxy_delay(p["lag"], p["hold"]):
                 self._record(kind, "start", **p)
-                self._at(time.monotonic() + p["hold"], lambda: self._record(kind, "end"))
+                self._at(self._clock.monotonic() + p["hold"], lambda: self._record(kind, "end"))
             else:
                 outcome = _NO_PROXY
         elif kind == "proxy-drop":
             if self._target.proxy_drop(p["window"]):
                 self._record(kind, "start", **p)
-                self._at(time.monotonic() + p["window"], lambda: self._record(kind, "end"))
+                self._at(self._clock.monotonic() + p["window"], lambda: self._record(kind, "end"))
             else:
                 outcome = _NO_PROXY
         elif kind == "store-pause":
             done = self._target.store_pause(p["duration"])
             if done is not None:
                 self._record(kind, "start", **done, **p)
-                self._at(time.monotonic() + p["duration"], lambda: self._record(kind, "end"))
+                self._at(self._clock.monotonic() + p["duration"], lambda: self._record(kind, "end"))
             else:
                 outcome = "the store could not be paused (nothing held it at that moment)"
         elif kind in STORE_FAULTS:
             outcome = self._store_outage(fault)
+        elif kind == "cancel":
+            outcome = self._cancel(fault)
         self._outcome(fault, outcome)
+
+    def _cancel(self, fault: Fault) -> str:
+        p = fault.params
+
+        def record(phase: str, what: dict[str, Any]) -> None:
+            self._record("cancel", phase, **what, **(p if phase == "start" else {}))
+
+        after = p["requeue_after"] if p["requeue"] else None
+        if self._target.cancel_jobs(int(p["jobs"]), after, record):
+            return _INJECTED
+        return "no ready or leased job to cancel at that moment"
 
     def _store_outage(self, fault: Fault) -> str:
         kind = fault.kind
@@ -360,7 +407,7 @@ class Nemesis:
             return _gone(fault)
         self._stopped_pids[pid] = (name, "pause")
         self._record("pause", "start", target=name, target_pid=pid, **fault.params)
-        self._at(time.monotonic() + fault.params["duration"], lambda: self._resume(pid))
+        self._at(self._clock.monotonic() + fault.params["duration"], lambda: self._resume(pid))
         self._storm_holder(fault, pid)
         return _INJECTED
 
@@ -382,7 +429,7 @@ class Nemesis:
         self._rec.event(
             "fault", kind=fault.kind, phase="armed", target=name, target_pid=pid, arm=arm["id"]
         )
-        deadline = time.monotonic() + fault.params["window"]
+        deadline = self._clock.monotonic() + fault.params["window"]
         self._outcome(fault, _ARMED)  # before the watch, which may decide its outcome at once
         self._watch_arm(fault, name, pid, arm, deadline)
         with self._lock:
@@ -391,7 +438,7 @@ class Nemesis:
     def _watch_arm(
         self, fault: Fault, name: str, pid: int, arm: dict[str, Any], deadline: float
     ) -> None:
-        now = time.monotonic()
+        now = self._clock.monotonic()
         if self._target.hit(name) == arm["id"]:
             if not is_stopped(pid):
                 if now < deadline + 5.0:  # it is about to stop itself: look again soon
@@ -429,7 +476,7 @@ class Nemesis:
         if done is not None:
             self.followups += 1
             self._record("storm", "start", **done, window=window, after=fault.kind)
-            self._at(time.monotonic() + window, lambda: self._record("storm", "end"))
+            self._at(self._clock.monotonic() + window, lambda: self._record("storm", "end"))
 
     def _skew(self, fault: Fault) -> str:
         assert fault.target is not None
@@ -448,7 +495,7 @@ class Nemesis:
                 self._target.set_control(name, clock=None, arm=None)
                 self._record("skew", "end", target=name, target_pid=pid)
 
-        self._at(time.monotonic() + fault.params["hold"], restore)
+        self._at(self._clock.monotonic() + fault.params["hold"], restore)
         return _INJECTED
 
     # -- healing -------------------------------------------------------------------------

@@ -4,7 +4,8 @@ fetched from a network) and a PNG of it taken with headless Chromium when it is 
 Per job, a timeline of ownership intervals in store time, coloured by generation, with the
 stale attempts marked where they were rejected (by the store: a red cross; by the sink: an
 orange diamond), writes the sink accepted (small ticks), writes a worker withheld itself
-(grey circles) and the moments a worker was stopped holding the job (pause bars). Above, the
+(grey circles), the moments a worker was stopped holding the job (pause bars), and the
+accepted cancels (⊘) and requeues (⟲) of the cancel fault. Above, the
 faults on the same time axis, one lane per kind; every row shares that axis, whose zero is
 the start of the fault schedule (``schedule.json``'s ``at``) when the history records it.
 Jobs with violations come first, then the jobs where faults bit; the rest are counted, not
@@ -56,6 +57,7 @@ FAULT_COLORS = {
     "store-pause": "#7f8c8d",
     "store-restart": "#566573",
     "store-kill": "#17202a",
+    "cancel": "#b03a2e",
 }
 
 
@@ -132,6 +134,8 @@ def _relevant(span: dict[str, Any], job: str, procs: set[str]) -> bool:
         return True
     if span["kind"] == "storm":
         return job in (span.get("detail", {}).get("jobs") or ())
+    if span["kind"] == "cancel":
+        return job in (span.get("detail", {}).get("cancelled") or ())
     return str(span.get("target")) in procs
 
 
@@ -313,6 +317,12 @@ def _mark(mark: Mark, x: Scale, y: int) -> str:
             f'<text class="reexecuted" x="{px:.1f}" y="{y + 16}" text-anchor="middle" '
             f'font-size="15" font-weight="bold" fill="#1f618d"><title>{title}</title>↻</text>'
         )
+    if mark.kind in ("cancelled", "requeued"):
+        glyph = "⊘" if mark.kind == "cancelled" else "⟲"
+        return (
+            f'<text class="{mark.kind}" x="{px:.1f}" y="{y + 16}" text-anchor="middle" '
+            f'font-size="14" font-weight="bold" fill="#b03a2e"><title>{title}</title>{glyph}</text>'
+        )
     if mark.kind == "pause":
         return (
             f'<g><title>{title}</title><rect x="{px - 4:.1f}" y="{y + 2}" width="3" '
@@ -362,6 +372,7 @@ def render(verdict: Verdict, origin: float | None = None) -> str:
         "│ write accepted &nbsp; ● write withheld by its worker &nbsp; "
         '<b style="color:#6c3483">❚❚</b> worker stopped &nbsp; '
         '<b style="color:#1f618d">↻</b> a lost lease whose handler ran again &nbsp; '
+        '<b style="color:#b03a2e">⊘ ⟲</b> cancelled / requeued (cancel fault) &nbsp; '
         '<span class="swatch" style="background:#9b59b6;opacity:0.3"></span>shaded band '
         "behind a job: a fault that could have touched it (its holder paused, killed or "
         "skewed, a claim storm on it, a store-wide fault), in the colour of its lane"

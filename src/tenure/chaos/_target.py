@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from .._store import Store
+from ..errors import TenureError
 from ._nemesis import is_stopped
 from ._processes import Processes
 
@@ -24,11 +25,14 @@ __all__ = ["FaultTarget"]
 class FaultTarget:
     """The nemesis's target on one run (see the `Target` protocol for each method)."""
 
-    def __init__(self, processes: Processes, side: Store) -> None:
+    def __init__(self, processes: Processes, side: Store, control: Store | None = None) -> None:
         self.p = processes
         self.side = side  # the nemesis thread's own store client
+        self.control = control  # a recorded client (chaos+ URL) for cancels and requeues
         self._locker_busy = threading.Lock()  # the SQLite lock holder is in a fault
         self._outage_busy = threading.Lock()  # the store server is being restarted
+        self._requeues = threading.Semaphore(0)  # one release per requeue thread finished
+        self._requeues_started = 0
 
     # -- workers -------------------------------------------------------------------------
 
@@ -100,6 +104,53 @@ class FaultTarget:
                     process.stdin.write(command + "\n")
                     process.stdin.flush()
         return {"jobs": targets, "processes": len(storms), "held_by_stopped": held}
+
+    # -- job control ---------------------------------------------------------------------
+
+    def cancel_jobs(
+        self,
+        jobs: int,
+        requeue_after: float | None,
+        record: Callable[[str, dict[str, Any]], None],
+    ) -> bool:
+        control = self.control
+        if control is None:
+            raise RuntimeError("the run has no recorded store client for cancels")
+        found: list[tuple[str, str]] = []
+        for state in ("leased", "ready"):
+            listed = [j.job_id for j in self.side.jobs(queue=self.p.queue, state=state, limit=50)]
+            self.p.rng.shuffle(listed)
+            found += [(job, state) for job in listed[: jobs - len(found)]]
+        cancelled: list[str] = []
+        for job_id, _state in found:
+            try:
+                control.cancel(job_id, reason="tenure chaos: cancel fault")
+            except TenureError:
+                continue  # finished meanwhile (refused) or the store away: in the history
+            cancelled.append(job_id)
+        if not cancelled:
+            return False
+        states = {job: state for job, state in found if job in cancelled}
+        record("start", {"cancelled": cancelled, "states": states})
+        if requeue_after is None:
+            record("end", {"requeued": []})
+            return True
+        self._requeues_started += 1
+
+        def requeue() -> None:
+            try:
+                time.sleep(requeue_after)
+                requeued = []
+                for job_id in cancelled:
+                    with contextlib.suppress(TenureError):
+                        control.requeue(job_id)
+                        requeued.append(job_id)
+                record("end", {"requeued": requeued})
+            finally:
+                self._requeues.release()
+
+        self.p.in_thread(requeue, "tenure-chaos-requeue")
+        return True
 
     # -- the network and the store -------------------------------------------------------
 
@@ -282,6 +333,9 @@ class FaultTarget:
             self._outage_busy.release()
         if self._locker_busy.acquire(timeout=60):
             self._locker_busy.release()
+        while self._requeues_started:  # every requeue done before the queue is drained
+            self._requeues_started -= 1
+            self._requeues.acquire(timeout=60)
         if self.p.proxy is not None:
             self.p.proxy.heal()
         with self.p.lock:

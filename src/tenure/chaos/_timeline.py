@@ -55,6 +55,20 @@ def marks(ctx: Context) -> dict[str, list[Mark]]:
                     f"generation {op.get('row_gen')} ({op.get('row_state')})",
                 )
             )
+    for op in ctx.paired.of("cancel", "requeue"):
+        if op["type"] == "ok" and op.get("store_now") is not None:
+            kind = "cancelled" if op["f"] == "cancel" else "requeued"
+            found[op["job"]].append(
+                Mark(
+                    op["job"],
+                    float(op["store_now"]),
+                    kind,
+                    op.get("row_gen"),
+                    str(op.get("proc")),
+                    f"{op['f']} accepted: the job is {op.get('row_state')} at generation "
+                    f"{op.get('row_gen')}",
+                )
+            )
     for op in ctx.writes.ops:
         mark = _write_mark(op, float(op.get("t", 0.0)) + ctx.offset)
         if mark is not None:

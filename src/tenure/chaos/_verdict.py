@@ -107,6 +107,11 @@ class Verdict:
                 f"store calls in flight, {c['reexecutions_store_faults']} re-executions "
                 "caused by them"
             )
+        if c.get("cancels"):
+            line += (
+                f"; {c['cancels']} cancels, {c.get('holder_calls_refused_cancelled', 0)} calls "
+                "of cancelled holders refused"
+            )
         return line
 
     def store_line(self) -> str | None:
@@ -134,8 +139,16 @@ class Verdict:
         out.append(f"history: {c['events']} events" + (f" ({head})" if head else ""))
         out.append(
             f"jobs: {c['jobs_submitted']} submitted, {c['jobs_done']} done, "
-            f"{c['jobs_dead']} dead, {c['jobs_stranded']} stranded"
+            f"{c['jobs_dead']} dead, {c['jobs_cancelled']} cancelled, "
+            f"{c['jobs_stranded']} stranded"
         )
+        if c["cancels"] or c["requeues"] or c["cancels_unknown"]:
+            out.append(
+                f"control: {c['cancels']} cancels accepted ({c['cancels_refused']} refused, "
+                f"{c['cancels_unknown']} unknown), {c['requeues']} requeues accepted "
+                f"({c['requeues_refused']} refused); {c['holder_calls_refused_cancelled']} "
+                "calls of cancelled holders refused"
+            )
         out.append(
             f"claims: {c['claims']} granted ({c['storm_claims']} in claim storms), "
             f"{c['claim_calls']} claim calls, {c['claims_unknown']} with unknown outcome"

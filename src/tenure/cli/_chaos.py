@@ -2,9 +2,10 @@
 ``tenure check HISTORY`` (verify I1-I5 on a recorded history). See docs/reliability.md.
 
 Both print the counts, one line per invariant, and end with two lines: the verdict and the
-report's path. Exit status: 0 for a VALID verdict, 1 for INVALID (an invariant was
-violated), 3 for UNPROVEN (nothing was violated but the faults did not bite), 2 for bad
-options.
+report's path (``tenure chaos`` prints the ``tenure dashboard`` command that shows the
+run's store just before them, unless the store was a server of the run's own, gone
+since). Exit status: 0 for a VALID verdict, 1 for INVALID (an invariant was violated), 3
+for UNPROVEN (nothing was violated but the faults did not bite), 2 for bad options.
 """
 
 from __future__ import annotations
@@ -12,9 +13,11 @@ from __future__ import annotations
 import json
 import os
 import random
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import click
 
@@ -52,8 +55,24 @@ def _why_no_png(wanted: bool, png: Path | None, browser: str | None) -> str | No
     return f"no png: {found} did not produce a screenshot; the HTML report is complete"
 
 
+def dashboard_command(store_url: str) -> str:
+    """The ``tenure dashboard`` command that shows a run's store (its password, if the URL
+    has one, left for the reader to fill in)."""
+    parts = urlsplit(store_url)
+    if parts.password:
+        host = parts.netloc.rpartition("@")[2]
+        netloc = f"{parts.username or ''}:PASSWORD@{host}"
+        store_url = urlunsplit(parts._replace(netloc=netloc))
+    return f"tenure dashboard --store {shlex.quote(store_url)}"
+
+
 def _finish(
-    state: CliState, verdict: Any, report: Path, png: Path | None, no_png: str | None
+    state: CliState,
+    verdict: Any,
+    report: Path,
+    png: Path | None,
+    no_png: str | None,
+    look: str | None = None,
 ) -> None:
     if state.json:
         click.echo(
@@ -75,6 +94,7 @@ def _finish(
                     "report": str(report),
                     "png": str(png) if png else None,
                     "no_png": no_png,
+                    "dashboard": look,
                 },
                 default=str,
             )
@@ -86,6 +106,8 @@ def _finish(
             click.echo(f"png: {png}")
         elif no_png is not None:
             click.echo(no_png)
+        if look is not None:
+            click.echo(f"look at its jobs: {look}")
         click.echo(f"verdict: {verdict.headline()}")
         click.echo(f"report: {report}")
     sys.exit(EXIT[verdict.status])
@@ -126,8 +148,9 @@ def _finish(
     default=None,
     metavar="KIND,...",
     help="Only these fault kinds (pause, pause-handler, pause-renew, pause-complete, storm, "
-    "skew, kill, proxy-delay, proxy-drop, store-pause; and, only when named: store-restart, "
-    "store-kill, which run the store on a server of the run's own, never the --store one).",
+    "skew, kill, proxy-delay, proxy-drop, store-pause; and, only when named: cancel (random "
+    "cancels and requeues through the store), store-restart, store-kill (these two run the "
+    "store on a server of the run's own, never the --store one).",
 )
 @click.option(
     "--work", type=click.FloatRange(0, 60), default=0.2, help="Longest short-job work, seconds."
@@ -222,6 +245,7 @@ def chaos(
         result.report,
         result.png,
         _why_no_png(not no_png, result.png, browser),
+        None if options.store_faults else dashboard_command(store_url),  # own server: gone
     )
 
 

@@ -10,6 +10,7 @@ command exits 0 only when each one behaved as the story says.
 from __future__ import annotations
 
 import contextlib
+import shlex
 import sqlite3
 import tempfile
 from collections.abc import Callable
@@ -27,9 +28,10 @@ from ..models import FencingToken, JobState, Lease
 from . import CliError, CliState, common_options
 from ._output import Cell, Output, format_value
 
-__all__ = ["DemoResult", "Step", "demo", "run_demo"]
+__all__ = ["DemoResult", "Step", "dashboard_command", "demo", "run_demo"]
 
 JOB = "report-42"
+STORE_FILE = "store.db"
 TTL = 30.0
 EARLIER = 6  # leases before worker A's: A gets generation EARLIER + 1
 
@@ -136,7 +138,7 @@ def run_demo(workdir: Path) -> DemoResult:
     """Perform the story in ``workdir`` (which the caller throws away) and return it."""
     result = DemoResult()
     clock = ManualClock()
-    store = connect(f"sqlite:///{workdir / 'store.db'}", clock=clock, store_clock=clock)
+    store = connect(f"sqlite:///{workdir / STORE_FILE}", clock=clock, store_clock=clock)
     dest = sqlite3.connect(workdir / "destination.db", isolation_level=None)
     try:
         dest.execute(_CREATE_REPORTS)
@@ -298,6 +300,11 @@ class _ClassicStory:
         return False, "the store ACCEPTED the stale completion"
 
 
+def dashboard_command(workdir: Path) -> str:
+    """The command that shows the demo's store in the dashboard."""
+    return f"tenure dashboard --store {shlex.quote(f'sqlite:///{workdir / STORE_FILE}')}"
+
+
 # -- rendering ----------------------------------------------------------------------------
 
 
@@ -305,7 +312,9 @@ def _time(t: float | None) -> str:
     return "before" if t is None else f"+{t:.0f}s"
 
 
-def render(out: Output, result: DemoResult) -> None:
+def render(out: Output, result: DemoResult, kept: Path | None = None) -> None:
+    """The story as a timeline; ``kept``: where the demo's store was kept (the dashboard
+    command that shows it is printed before the verdict lines)."""
     out.line("tenure demo: worker-a stalls past its lease, worker-b takes the job over", "bold")
     out.line(
         f"Lease store: a throwaway SQLite file. Destination: another SQLite database whose "
@@ -353,6 +362,10 @@ def render(out: Output, result: DemoResult) -> None:
         )
     out.fields(final, title="Final state")
     out.line()
+    if kept is not None:
+        out.line(f"Look at it in the browser: {dashboard_command(kept)}")
+        out.line(f"(the demo's store and destination are kept in {kept}; remove it after)")
+        out.line()
     if result.ok:
         out.line("OK: every step behaved as the story says.", "good")
         out.line(
@@ -366,13 +379,16 @@ def render(out: Output, result: DemoResult) -> None:
 @click.pass_obj
 def demo(state: CliState) -> None:
     """Run the worked example: worker A stalls past its lease, B takes over, and A's late
-    write and completion are both refused. Exit 0 only if every step behaves so."""
-    with tempfile.TemporaryDirectory(prefix="tenure-demo-") as workdir:
-        result = run_demo(Path(workdir))
+    write and completion are both refused. Exit 0 only if every step behaves so. The
+    demo's store is kept in a fresh temporary directory, and the last line is the
+    ``tenure dashboard`` command that shows it is printed before the verdict."""
+    workdir = Path(tempfile.mkdtemp(prefix="tenure-demo-"))
+    result = run_demo(workdir)
+    look = dashboard_command(workdir)
     out = state.output()
     if out.json_mode:
-        out.json(result.to_dict())
+        out.json({**result.to_dict(), "dashboard": look, "kept": str(workdir)})
     else:
-        render(out, result)
+        render(out, result, workdir)
     if not result.ok:
         raise CliError(f"demo failed at {result.failure}", json_mode=state.json, kind="DemoFailed")

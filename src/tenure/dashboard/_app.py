@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Sequence
+from functools import partial
 from importlib.resources import files
 from typing import Any
 from urllib.parse import parse_qs, urlencode
 
+import anyio
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -19,7 +21,8 @@ from starlette.staticfiles import StaticFiles
 from .._store import Store
 from .._store_async import AsyncStore
 from .._validate import MAX_BATCH
-from ..errors import InvalidArgument, JobNotFound, StoreUnavailable
+from ..errors import InvalidArgument, JobNotFound, JobStateConflict, StoreUnavailable
+from ..models import Job
 from ._actions import ACTIONS, Action, actions_by_name
 from ._reader import Reader
 from ._security import (
@@ -69,7 +72,14 @@ class _Dashboard:
             owner_query=lambda owner: _query(owner=owner),
             job_query=lambda job_id: _query(id=job_id),
             action_query=lambda job_id, name: _query(id=job_id, action=name),
+            offered=self.offered,
         )
+
+    def offered(self, job: Job) -> list[Action]:
+        """The actions shown for ``job``: none when read-only."""
+        if self.read_only:
+            return []
+        return [a for a in self.actions.values() if a.offered_for(job)]
 
     def page(self, request: Request, name: str, status: int = 200, **values: Any) -> Response:
         context = {
@@ -111,8 +121,7 @@ class _Dashboard:
 
     async def job(self, request: Request) -> Response:
         job = await self.reader.get(request.query_params.get("id", ""))
-        offered = [a for a in self.actions.values() if a.offered_for(job) and not self.read_only]
-        return self.page(request, "job.html", job=job, actions=offered)
+        return self.page(request, "job.html", job=job, actions=self.offered(job))
 
     async def job_summary(self, request: Request) -> Response:
         job = await self.reader.get(request.query_params.get("id", ""))
@@ -123,6 +132,15 @@ class _Dashboard:
         action = self._action(request.query_params.get("action", ""))
         if self.read_only:
             return self.message(request, 403, "Read-only", "This dashboard is read-only.")
+        if not action.offered_for(job):
+            return self.message(
+                request,
+                409,
+                "Not possible now",
+                f"Job {job.job_id} is {job.state}: {action.name} takes only a job that is "
+                f"{' or '.join(action.states)}. Nothing was changed.",
+                job.job_id,
+            )
         token = request.cookies.get(CSRF_COOKIE) or new_csrf_token()
         question = action.confirm.replace("{job}", job.job_id)
         response = self.page(
@@ -159,12 +177,17 @@ class _Dashboard:
         action = self._action(field("action"))
         job_id = field("id")
         await self.reader.get(job_id)  # JobNotFound: 404
-        done = action.run(self.reader.store, job_id)
+        store = self.reader.store
+        if isinstance(store, AsyncStore):
+            done = action.run(store, job_id)
+        else:  # a blocking store's call runs in a worker thread, as its reads do
+            done = await anyio.to_thread.run_sync(partial(action.run, store, job_id))
         if inspect.isawaitable(done):
-            await done
-        return RedirectResponse(
-            f"{request.scope.get('root_path', '')}/job?{_query(id=job_id)}", status_code=303
-        )
+            await done  # JobStateConflict (the state changed since the page): 409
+        root = request.scope.get("root_path", "")
+        if action.gone:
+            return RedirectResponse(f"{root}/jobs", status_code=303)
+        return RedirectResponse(f"{root}/job?{_query(id=job_id)}", status_code=303)
 
     def _action(self, name: str) -> Action:
         found = self.actions.get(name)
@@ -188,6 +211,10 @@ class _Dashboard:
 
     async def not_found(self, request: Request, exc: Exception) -> Response:
         return self.message(request, 404, "No such job", str(exc))
+
+    async def conflict(self, request: Request, exc: Exception) -> Response:
+        job_id = exc.job_id if isinstance(exc, JobStateConflict) else None
+        return self.message(request, 409, "Refused by the store", str(exc), job_id)
 
     async def unavailable(self, request: Request, exc: Exception) -> Response:
         return self.message(request, 503, "Store unavailable", str(exc))
@@ -236,6 +263,7 @@ def create_app(
         exception_handlers={
             InvalidArgument: board.invalid,
             JobNotFound: board.not_found,
+            JobStateConflict: board.conflict,
             StoreUnavailable: board.unavailable,
         },
     )

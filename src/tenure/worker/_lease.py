@@ -289,12 +289,18 @@ _ENDED_KEPT = 4096
 
 class _Registry:
     """(job_id, generation) -> handles held by workers in this process, and a bounded
-    memory of leases that ended here (lost, or finished with)."""
+    memory of leases that ended here (lost, or finished with) by (store_id, job_id,
+    generation): two stores' jobs may share an id and a generation.
+
+    A token that names its store (`Lease.token`, ``ctx.token``) is judged by that store's
+    leases only. One without (parsed from the wire, built by hand) is judged by the live
+    handles of its job and generation in any store, never by the memory of ended leases:
+    that memory cannot tell whose lease it was."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._live: dict[tuple[str, int], list[LeaseHandle]] = {}
-        self._ended: OrderedDict[tuple[str, int], TokenState] = OrderedDict()
+        self._ended: OrderedDict[tuple[str, str, int], TokenState] = OrderedDict()
 
     def add(self, handle: LeaseHandle) -> None:
         lease = handle.lease
@@ -304,21 +310,29 @@ class _Registry:
     def end(self, handle: LeaseHandle, state: TokenState) -> None:
         lease = handle.lease
         key = (lease.job_id, lease.generation)
+        ended = (lease.store_id, lease.job_id, lease.generation)
         with self._lock:
             handles = self._live.get(key, [])
             if handle in handles:
                 handles.remove(handle)
             if not handles:
                 self._live.pop(key, None)
-            self._ended[key] = state
-            self._ended.move_to_end(key)
+            self._ended[ended] = state
+            self._ended.move_to_end(ended)
             while len(self._ended) > _ENDED_KEPT:
                 self._ended.popitem(last=False)
 
-    def state(self, job_id: str, generation: int) -> TokenState:
+    def state(self, token: FencingToken) -> TokenState:
+        store_id = token.store_id
         with self._lock:
-            handles = list(self._live.get((job_id, generation), ()))
-            ended = self._ended.get((job_id, generation))
+            handles = list(self._live.get((token.job_id, token.generation), ()))
+            ended = (
+                None
+                if store_id is None
+                else self._ended.get((store_id, token.job_id, token.generation))
+            )
+        if store_id is not None:
+            handles = [handle for handle in handles if handle.lease.store_id == store_id]
         if handles:
             return "lost" if any(handle.is_lost() for handle in handles) else "held"
         return ended or "unknown"
@@ -347,10 +361,12 @@ def token_state(token: FencingToken | Lease | object) -> TokenState:
     (renewal rejected, local deadline passed, or revoked when the worker stopped).
     ``"ended"``: the handler finished and the worker settled the job. ``"unknown"``: no
     worker of this process ran it (or it ended long ago); only the destination's own fence
-    can judge it then.
+    can judge it then. A lease, a context and their tokens name their store; a token
+    without one (parsed from the wire, built by hand) is "held" or "lost" while a handler
+    runs under its job and generation here, and "unknown" once none does.
     """
     found = _token_of(token)
-    return REGISTRY.state(found.job_id, found.generation)
+    return REGISTRY.state(found)
 
 
 def check_token(token: FencingToken | Lease | object) -> None:
@@ -360,7 +376,7 @@ def check_token(token: FencingToken | Lease | object) -> None:
     For fenced destinations: call it before acting on a token so that a handler that lost
     its lease stops at the first effect, even before the destination's fence would."""
     found = _token_of(token)
-    state = REGISTRY.state(found.job_id, found.generation)
+    state = REGISTRY.state(found)
     if state in ("lost", "ended"):
         what = "was lost" if state == "lost" else "has already ended (the job was settled)"
         raise LeaseLost(
