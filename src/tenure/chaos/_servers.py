@@ -251,6 +251,29 @@ class PostgresServer:
         self.stop("immediate")
         shutil.rmtree(self.root, ignore_errors=True)
 
+    def init_replica(self, primary: PostgresServer, *, name: str = "") -> PostgresServer:
+        """Make this cluster a streaming replica of ``primary`` (running): ``pg_basebackup
+        -R`` (a physical copy, standby.signal and primary_conninfo written), on this
+        server's own port. ``name``: its application_name, for a primary's
+        ``synchronous_standby_names``. Then `start` it; `promote` makes it a primary."""
+        conninfo = f"host=127.0.0.1 port={primary.port} user=postgres"
+        if name:
+            conninfo += f" application_name={name}"
+        self.run(
+            "pg_basebackup", "-d", conninfo, "-D", str(self.data), "-R", "-X", "stream",
+            "-c", "fast",
+        )  # fmt: skip
+        with (self.data / "postgresql.conf").open("a") as conf:
+            conf.write(
+                f"port = {self.port}\nunix_socket_directories = '{self.root}'\nhot_standby = on\n"
+            )
+        return self
+
+    def promote(self) -> None:
+        """``pg_ctl promote -w``: the standby ends recovery and takes writes (a new
+        timeline); returns once it does."""
+        self.run("pg_ctl", "-D", str(self.data), "-w", "-t", "60", "promote")
+
 
 # -- Redis --------------------------------------------------------------------------------
 

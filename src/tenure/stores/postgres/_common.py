@@ -121,6 +121,7 @@ class PostgresOptions:
     pool_timeout: float = 10.0
     auto_migrate: bool = True
     listen: bool = True
+    command_timeout: float = 30.0
     kwargs: dict[str, Any] = field(default_factory=dict)  # extra connection parameters
 
 
@@ -196,7 +197,9 @@ def parse_postgres_url(url: str) -> PostgresOptions:
     URL: ``schema`` (default ``public``), ``pool_min`` (1), ``pool_max`` (10),
     ``pool_timeout`` (seconds to wait for a connection, 10), ``auto_migrate`` (true: create
     or upgrade the schema on connect) and ``listen`` (true: idle workers wait on
-    LISTEN/NOTIFY; false: they poll, e.g. behind PgBouncer in transaction mode).
+    LISTEN/NOTIFY; false: they poll, e.g. behind PgBouncer in transaction mode) and
+    ``command_timeout`` (seconds a statement may run, its wait for a synchronous standby
+    included, before the client cancels it, 30; see ``_bound.py``).
     """
     parts = urlsplit(url)
     if parts.scheme not in ("postgresql", "postgres"):
@@ -217,6 +220,8 @@ def parse_postgres_url(url: str) -> PostgresOptions:
             options["auto_migrate"] = _flag(key, value)
         elif key == "listen":
             options["listen"] = _flag(key, value)
+        elif key == "command_timeout":
+            options["command_timeout"] = _number(key, value, 0.1, 86400, float)
         else:
             libpq_query.append((key, value))
     if options.get("pool_min", 1) > options.get("pool_max", 10):
@@ -375,6 +380,7 @@ class SqlSet:
         "requeue",
         "delete",
         "purge",
+        "confirm_replication",
     )
 
     # The statements that issue generations: they also check the store's rows (see
@@ -560,6 +566,17 @@ def _answer_maker(names: tuple[bytes | None, ...]) -> Callable[[Sequence[Any]], 
 
 # The words of sql/_store_replaced.sql's error.
 STORE_REPLACED = "tenure store replaced"
+# The words of sql/_timeline.sql's error.
+TIMELINE_REFUSED = "tenure timeline"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    # The failing cast's own words around the message: invalid input syntax for type ...
+    start, end = text.find('"'), text.rfind('"')
+    return text[start + 1 : end] if 0 <= start < end else text
+
+
 _WHAT_TO_DO = (
     "Generations could be issued again. This client refuses to go on: stop the workers and "
     "read 'A store restored from a backup' in docs/postgres.md before starting them again"
@@ -596,6 +613,24 @@ def store_unavailable(operation: str, exc: psycopg.Error, *, sent: bool) -> Stor
         # The statement failed before changing anything (see sql/_store_replaced.sql), or
         # found the store's tables gone (dropped, or mid-way through a restore).
         return store_lost(operation)
+    if sqlstate == "22P02" and TIMELINE_REFUSED in str(exc):
+        # sql/_timeline.sql: nothing changed.
+        return StoreUnavailable(
+            f"{operation}: PostgreSQL refused to issue a generation: {_first_line(exc)}. "
+            "Generations after a failover could repeat earlier ones; nothing changed (read "
+            "'Failover' in docs/postgres.md)",
+            operation=operation,
+            outcome_unknown=False,
+        )
+    if sqlstate == "55000" and "recovery is in progress" in str(exc):
+        # pg_current_wal_lsn() on a standby (sql/_timeline.sql).
+        return StoreUnavailable(
+            f"{operation}: the PostgreSQL server is a standby (recovery is in progress), "
+            "which cannot issue generations; it did not take effect: connect to the primary "
+            "(target_session_attrs=read-write with several hosts), retry later",
+            operation=operation,
+            outcome_unknown=False,
+        )
     if sqlstate in _NOT_APPLIED:
         reason = _NOT_APPLIED[sqlstate]
         return StoreUnavailable(

@@ -6,6 +6,7 @@ Edit it and run ``python tools/async_to_sync.py``.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -16,6 +17,7 @@ from psycopg_pool import ConnectionPool
 
 from ..._protocol import Outcome
 from ...errors import StoreUnavailable
+from ._bound import watch_replication
 from ._common import (
     Answer,
     PostgresOptions,
@@ -25,6 +27,7 @@ from ._common import (
     describe_pool,
     parse_postgres_url,
     reconnect_attempt,
+    socket_poller,
     store_unavailable,
 )
 
@@ -34,6 +37,7 @@ __all__ = [
     "Hot",
     "holder_params",
     "hot_cursor",
+    "new_hot",
     "pool_for",
     "raw_cursor",
     "unraced",
@@ -129,6 +133,14 @@ class Hot(NamedTuple):
     cursor: RawCursor[tuple[Any, ...]]
     since: float  # when it was taken from the pool (time.monotonic())
     poller: Any  # watches conn's socket (see connection_is_stale)
+    unreplicated: list[str]  # see watch_replication
+
+
+def new_hot(conn: Connection[Any]) -> Hot:
+    """A connection just taken from the pool, ready for `PostgresDriver`'s use."""
+    return Hot(
+        conn, hot_cursor(conn), time.monotonic(), socket_poller(conn), watch_replication(conn)
+    )
 
 
 def holder_params(

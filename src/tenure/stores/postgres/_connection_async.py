@@ -4,6 +4,7 @@ writer (async; ``_connection.py`` is generated from this file).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple
 
@@ -14,6 +15,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from ..._protocol import Outcome
 from ...errors import StoreUnavailable
+from ._bound import watch_replication
 from ._common import (
     Answer,
     PostgresOptions,
@@ -23,6 +25,7 @@ from ._common import (
     describe_pool,
     parse_postgres_url,
     reconnect_attempt,
+    socket_poller,
     store_unavailable,
 )
 
@@ -32,6 +35,7 @@ __all__ = [
     "Hot",
     "holder_params",
     "hot_cursor_async",
+    "new_hot_async",
     "pool_for_async",
     "raw_cursor_async",
     "unraced_async",
@@ -129,6 +133,14 @@ class Hot(NamedTuple):
     cursor: AsyncRawCursor[tuple[Any, ...]]
     since: float  # when it was taken from the pool (time.monotonic())
     poller: Any  # watches conn's socket (see connection_is_stale)
+    unreplicated: list[str]  # see watch_replication
+
+
+def new_hot_async(conn: AsyncConnection[Any]) -> Hot:
+    """A connection just taken from the pool, ready for `AsyncPostgresDriver`'s use."""
+    return Hot(
+        conn, hot_cursor_async(conn), time.monotonic(), socket_poller(conn), watch_replication(conn)
+    )
 
 
 def holder_params(

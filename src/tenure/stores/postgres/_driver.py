@@ -21,6 +21,7 @@ from ..._concurrency import pause, thread_lock
 from ..._protocol import Completion, Outcome, Status
 from ..._validate import MAX_GENERATION
 from ...errors import StoreUnavailable
+from ._bound import StatementBound
 from ._common import (
     Answer,
     PostgresOptions,
@@ -30,7 +31,6 @@ from ._common import (
     answers_of,
     closed_error,
     connection_is_stale,
-    socket_poller,
     sql_text,
     store_unavailable,
     validate_schema,
@@ -39,7 +39,7 @@ from ._connection import (
     RACE_RETRIES,
     Hot,
     holder_params,
-    hot_cursor,
+    new_hot,
     pool_for,
     raw_cursor,
     unraced,
@@ -76,8 +76,10 @@ class PostgresDriver(PostgresControl, JobsMixin):
         store_clock: Clock | None,
         owns_pool: bool,
         listen: bool,
+        command_timeout: float = 30.0,
     ) -> None:
         self._pool = pool
+        self._bound = StatementBound(command_timeout)  # see _bound.py
         self.schema = schema
         self.store_id = store_id
         self.url = url
@@ -143,6 +145,7 @@ class PostgresDriver(PostgresControl, JobsMixin):
             store_clock=store_clock,
             owns_pool=owns_pool,
             listen=listen,
+            command_timeout=options.command_timeout,
         )
 
     @classmethod
@@ -226,7 +229,7 @@ class PostgresDriver(PostgresControl, JobsMixin):
         finally:
             with self._demand:
                 self._wanting -= 1
-        return Hot(conn, hot_cursor(conn), time.monotonic(), socket_poller(conn))
+        return new_hot(conn)
 
     def _checkin(self, hot: Hot) -> None:
         # While another operation wants a connection, this one goes back to the pool, which
@@ -243,7 +246,10 @@ class PostgresDriver(PostgresControl, JobsMixin):
             self._pool.putconn(hot.conn)
 
     def _rows(self, operation: str, statement: Statement, params: dict[str, Any]) -> list[Answer]:
+        if self._bound.owed and operation != "confirm_replication":
+            self._rows("confirm_replication", self._sql["confirm_replication"], {})
         hot = self._checkout(operation)
+        ticket = self._bound.arm(hot.conn.pgconn, hot.unreplicated)
         try:
             # Prepared at first use (psycopg's default waits for five): each statement is
             # used again and again, and a short-lived worker would pay for planning the
@@ -254,6 +260,8 @@ class PostgresDriver(PostgresControl, JobsMixin):
             rows = answers_of(statement.text, hot.cursor, hot.cursor.fetchall())
             if not hot.conn.autocommit:
                 hot.conn.commit()
+            # A synchronous-replication wait that ended unconfirmed: not a success.
+            self._bound.check(operation, hot.unreplicated)
             return rows
         except psycopg.Error as exc:
             hot.conn.close()  # its state is unknown: the pool replaces it
@@ -262,6 +270,7 @@ class PostgresDriver(PostgresControl, JobsMixin):
                 raise
             raise error from exc
         finally:
+            self._bound.disarm(ticket)
             self._checkin(hot)
 
     def _one(self, operation: str, params: dict[str, Any]) -> Outcome:
@@ -581,6 +590,7 @@ class PostgresDriver(PostgresControl, JobsMixin):
         if self._closed:
             return
         self._closed = True
+        self._bound.close()
         while self._hot:
             self._pool.putconn(self._hot.pop().conn)
         if self._waiters:

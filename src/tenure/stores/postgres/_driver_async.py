@@ -23,6 +23,7 @@ from ..._concurrency import pause_async, thread_lock_async
 from ..._protocol import Completion, Outcome, Status
 from ..._validate import MAX_GENERATION
 from ...errors import StoreUnavailable
+from ._bound import StatementBound
 from ._common import (
     Answer,
     PostgresOptions,
@@ -32,7 +33,6 @@ from ._common import (
     answers_of,
     closed_error,
     connection_is_stale,
-    socket_poller,
     sql_text,
     store_unavailable,
     validate_schema,
@@ -41,7 +41,7 @@ from ._connection_async import (
     RACE_RETRIES,
     Hot,
     holder_params,
-    hot_cursor_async,
+    new_hot_async,
     pool_for_async,
     raw_cursor_async,
     unraced_async,
@@ -78,8 +78,10 @@ class AsyncPostgresDriver(AsyncPostgresControl, AsyncJobsMixin):
         store_clock: Clock | None,
         owns_pool: bool,
         listen: bool,
+        command_timeout: float = 30.0,
     ) -> None:
         self._pool = pool
+        self._bound = StatementBound(command_timeout)  # see _bound.py
         self.schema = schema
         self.store_id = store_id
         self.url = url
@@ -147,6 +149,7 @@ class AsyncPostgresDriver(AsyncPostgresControl, AsyncJobsMixin):
             store_clock=store_clock,
             owns_pool=owns_pool,
             listen=listen,
+            command_timeout=options.command_timeout,
         )
 
     @classmethod
@@ -232,7 +235,7 @@ class AsyncPostgresDriver(AsyncPostgresControl, AsyncJobsMixin):
         finally:
             with self._demand:
                 self._wanting -= 1
-        return Hot(conn, hot_cursor_async(conn), time.monotonic(), socket_poller(conn))
+        return new_hot_async(conn)
 
     async def _checkin(self, hot: Hot) -> None:
         # While another operation wants a connection, this one goes back to the pool, which
@@ -251,7 +254,10 @@ class AsyncPostgresDriver(AsyncPostgresControl, AsyncJobsMixin):
     async def _rows(
         self, operation: str, statement: Statement, params: dict[str, Any]
     ) -> list[Answer]:
+        if self._bound.owed and operation != "confirm_replication":
+            await self._rows("confirm_replication", self._sql["confirm_replication"], {})
         hot = await self._checkout(operation)
+        ticket = self._bound.arm(hot.conn.pgconn, hot.unreplicated)
         try:
             # Prepared at first use (psycopg's default waits for five): each statement is
             # used again and again, and a short-lived worker would pay for planning the
@@ -262,6 +268,8 @@ class AsyncPostgresDriver(AsyncPostgresControl, AsyncJobsMixin):
             rows = answers_of(statement.text, hot.cursor, await hot.cursor.fetchall())
             if not hot.conn.autocommit:
                 await hot.conn.commit()
+            # A synchronous-replication wait that ended unconfirmed: not a success.
+            self._bound.check(operation, hot.unreplicated)
             return rows
         except psycopg.Error as exc:
             await hot.conn.close()  # its state is unknown: the pool replaces it
@@ -270,6 +278,7 @@ class AsyncPostgresDriver(AsyncPostgresControl, AsyncJobsMixin):
                 raise
             raise error from exc
         finally:
+            self._bound.disarm(ticket)
             await self._checkin(hot)
 
     async def _one(self, operation: str, params: dict[str, Any]) -> Outcome:
@@ -591,6 +600,7 @@ class AsyncPostgresDriver(AsyncPostgresControl, AsyncJobsMixin):
         if self._closed:
             return
         self._closed = True
+        self._bound.close()
         while self._hot:
             await self._pool.putconn(self._hot.pop().conn)
         if self._waiters:

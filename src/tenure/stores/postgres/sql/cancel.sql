@@ -5,8 +5,9 @@
 applied AS (
     UPDATE {schema}.tenure_jobs AS j
     SET state = 'cancelled',
+        -- At least the timeline's base (_timeline.sql), as a claim's.
         generation = CASE WHEN j.state = 'leased' AND j.generation < %(max_generation)s::bigint
-                          THEN j.generation + 1 ELSE j.generation END,
+                          THEN greatest(j.generation + 1, {include:_timeline}) ELSE j.generation END,
         secret_hash = NULL,
         lease_until = NULL,
         available_at = clock.now,
