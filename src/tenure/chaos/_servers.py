@@ -106,6 +106,9 @@ def missing_binaries(kind: str) -> str | None:
     """What a throwaway server of store ``kind`` needs and is not installed (None: all is)."""
     if kind == "postgres" and pg_bin() is None:
         return PG_MISSING
+    if kind == "postgres" and os.geteuid() == 0 and shutil.which("runuser") is None:
+        # initdb and postgres refuse to run as root: the cluster runs as the postgres user.
+        return "runuser not found on PATH (needed to run PostgreSQL as the postgres user when root)"
     if kind == "redis" and shutil.which("redis-server") is None:
         return REDIS_MISSING
     return None
@@ -152,9 +155,11 @@ class PostgresServer:
     """One PostgreSQL cluster of its own, on 127.0.0.1:``port``, trust auth."""
 
     def __init__(self, port: int | None = None) -> None:
+        missing = missing_binaries("postgres")
+        if missing is not None:
+            raise ServerMissing(missing)
         bin_dir = pg_bin()
-        if bin_dir is None:
-            raise ServerMissing(PG_MISSING)
+        assert bin_dir is not None
         self.bin = bin_dir
         self.port = port or spare_port()
         # Its own dir in /tmp: as root, the cluster's owner (postgres) could not enter a
