@@ -2,16 +2,7 @@
 -- %(secret_hashes)b: what a claim whose reply was lost took (only that claim knows those
 -- hashes), oldest job first. Changes nothing. Such a lease ends by now + ttl (it was granted
 -- at or before now): only that part of each queue's tenure_jobs_claimable range is read.
-WITH clock AS MATERIALIZED (
-    -- Store time, read once (as get.sql): the server's clock (or the test hook's, floored).
-    -- Unless the store's tables are no longer the ones this client opened (see
-    -- _same_store.sql).
-    SELECT CASE WHEN {include:_same_store} THEN coalesce(
-        (SELECT greatest(floor, %(now)s::float8) FROM {schema}.tenure_clock
-         WHERE %(now)s::float8 IS NOT NULL),
-        extract(epoch FROM clock_timestamp())::float8
-    ) ELSE {include:_store_replaced} END AS now
-)
+{include:_read_clock}
 SELECT 'applied' AS status, j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at, clock.now, false AS raced
 FROM clock
 JOIN {schema}.tenure_jobs AS j

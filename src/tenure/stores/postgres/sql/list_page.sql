@@ -4,16 +4,7 @@
 -- exists. Walks tenure_jobs_by_seq (or tenure_jobs_queue_seq for one queue) from the
 -- cursor: a page costs its rows plus the rows it skips, never a sort of the table.
 -- One row with NULL job columns when there are none, so that the store time comes back.
-WITH clock AS MATERIALIZED (
-    -- Store time, read once: the server's clock (or the test hook's, floored).
-    -- Unless the store's tables are no longer the ones this client opened (see
-    -- _same_store.sql).
-    SELECT CASE WHEN {include:_same_store} THEN coalesce(
-        (SELECT greatest(floor, %(now)s::float8) FROM {schema}.tenure_clock
-         WHERE %(now)s::float8 IS NOT NULL),
-        extract(epoch FROM clock_timestamp())::float8
-    ) ELSE {include:_store_replaced} END AS now
-)
+{include:_read_clock}
 SELECT clock.now, j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at, j.seq
 FROM clock
 LEFT JOIN LATERAL (

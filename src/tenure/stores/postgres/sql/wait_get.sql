@@ -3,16 +3,7 @@
 -- registration was visible to it (so it will notify nobody): NOWAIT fails at once (55P03)
 -- and the driver reads again shortly, rather than blocking past the wait's timeout behind
 -- a long transaction. The job columns are NULL when the job is missing.
-WITH clock AS MATERIALIZED (
-    -- Store time, read once: the server's clock (or the test hook's, floored).
-    -- Unless the store's tables are no longer the ones this client opened (see
-    -- _same_store.sql).
-    SELECT CASE WHEN {include:_same_store} THEN coalesce(
-        (SELECT greatest(floor, %(now)s::float8) FROM {schema}.tenure_clock
-         WHERE %(now)s::float8 IS NOT NULL),
-        extract(epoch FROM clock_timestamp())::float8
-    ) ELSE {include:_store_replaced} END AS now
-)
+{include:_read_clock}
 SELECT clock.now, j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at
 FROM clock LEFT JOIN LATERAL (
     SELECT * FROM {schema}.tenure_jobs WHERE job_id = %(job_id)s FOR SHARE NOWAIT
