@@ -30,6 +30,7 @@ __all__ = [
     "next_tick",
     "tick_delay",
     "tick_job_id",
+    "ticks_back",
 ]
 
 CATCH_UP = ("skip", "once")
@@ -156,6 +157,19 @@ def due_ticks(schedule: Schedule, last: float, now: float) -> list[float]:
     if latest is None:
         return []
     return [first, latest] if once and first < latest else [latest]
+
+
+def ticks_back(schedule: Schedule, at: float, count: int) -> list[float]:
+    """Up to ``count`` ticks at or before ``at``, latest first."""
+    start = datetime.fromtimestamp(math.floor(at) + 1, timezone.utc).astimezone(schedule.zone())
+    found: list[float] = []
+    for moment in _cronsim().CronSim(schedule.cron, start, reverse=True):
+        if len(found) >= count:
+            break
+        tick = moment.timestamp()
+        if tick <= at:
+            found.append(tick)
+    return found
 
 
 def tick_job_id(name: str, tick: float) -> str:

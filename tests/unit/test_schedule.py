@@ -14,6 +14,7 @@ from tenure._schedule import (
     next_tick,
     tick_delay,
     tick_job_id,
+    ticks_back,
 )
 
 PARIS = ZoneInfo("Europe/Paris")
@@ -132,3 +133,9 @@ def test_bad_schedules(arguments: dict[str, object], named: str) -> None:
     with pytest.raises(tenure.InvalidArgument) as caught:
         make_schedule(options.pop("name"), options.pop("cron"), **options)  # type: ignore[arg-type]
     assert caught.value.argument == named
+
+
+def test_ticks_back_from_a_moment() -> None:
+    schedule = make_schedule("s", "*/5 * * * *", queue="q")
+    assert ticks_back(schedule, 600.0, 3) == [600.0, 300.0, 0.0]  # at the moment counts
+    assert ticks_back(schedule, 599.0, 2) == [300.0, 0.0]

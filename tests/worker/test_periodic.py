@@ -130,3 +130,31 @@ def test_bad_periodic_arguments(make_worker: Callable[..., tenure.Worker]) -> No
     with pytest.raises(tenure.InvalidArgument) as caught:
         worker.periodic("* * * * *", queue="q")
     assert caught.value.argument == "name"
+
+
+@pytest.mark.parametrize("catch_up", ["skip", "once"])
+async def test_a_fleet_back_from_downtime_catches_up_by_policy(
+    astore: tenure.aio.AsyncStore, clock: tenure.ManualClock, catch_up: str
+) -> None:
+    schedule = make_schedule("m", "* * * * *", queue="q", catch_up=catch_up)
+    clock.advance(60 - clock.time() % 60)  # to a whole minute
+    before = Periodic(astore, [schedule], clock.time)
+    clock.advance(60)
+    [last_run] = await before.tick()  # the tick of this minute, then every worker stops
+    clock.advance(10 * 60 + 30)  # ten minutes and a half without a worker
+    after = Periodic(astore, [schedule], clock.time)
+    await after.resume()
+    ids = [job.job_id for job in await after.tick()]
+    tick = _epoch(last_run.job_id.removeprefix("cron:m:"))
+    latest = tick_job_id("m", tick + 600)
+    expected = [tick_job_id("m", tick + 60), latest] if catch_up == "once" else [latest]
+    assert ids == expected
+
+
+async def test_a_worker_on_a_fresh_store_starts_from_now(
+    astore: tenure.aio.AsyncStore, clock: tenure.ManualClock
+) -> None:
+    schedule = make_schedule("m", "* * * * *", queue="q", catch_up="once")
+    member = Periodic(astore, [schedule], clock.time)
+    await member.resume()  # nothing to take up: no tick before its start is its own
+    assert await member.tick() == []

@@ -6,9 +6,10 @@ schedule's name and the tick's UTC time): every worker that finds a tick due sub
 same id, and the store's idempotent submit keeps one job. A worker whose clock is ahead
 submits early, so the job is delayed to its tick time by the store's clock
 (`tick_delay`); a worker whose clock is behind submits a tick another worker already
-created, and finds it there. A worker starts counting at its start: ticks before it are
-not its own to submit (another worker's, or missed); ticks it could not submit while the
-store was unreachable follow the schedule's catch-up policy once it is back.
+created, and finds it there. A worker starting takes up from the latest tick whose job is
+in the store (looking back `RESUME_LOOKUPS` ticks at most; none found: from its start), so
+the ticks missed while no worker ran follow the schedule's catch-up policy, as do those a
+running worker could not submit while the store was unreachable.
 """
 
 from __future__ import annotations
@@ -18,18 +19,21 @@ import time
 from collections.abc import Callable, Sequence
 
 from .._concurrency import pause_async
-from .._schedule import Schedule, due_ticks, next_tick, tick_delay, tick_job_id
+from .._schedule import Schedule, due_ticks, next_tick, tick_delay, tick_job_id, ticks_back
 from .._store_async import AsyncStore
-from ..errors import StoreLost, StoreUnavailable
+from ..errors import JobNotFound, StoreLost, StoreUnavailable
 from ..models import Job
 
-__all__ = ["Periodic"]
+__all__ = ["RESUME_LOOKUPS", "Periodic"]
 
 log = logging.getLogger("tenure")
 
 # How long the loop sleeps at most between looks at the clock: a clock that jumps (or
 # runs fast under faketime) is seen soon.
 _LOOK_EVERY = 0.2
+# Ticks a starting worker looks up (one get each, latest first) to find where the fleet
+# was: a bounded cost at start; a job purged or older than that is not found.
+RESUME_LOOKUPS = 60
 
 
 class Periodic:
@@ -46,6 +50,24 @@ class Periodic:
         self._wall = wall
         start = wall()
         self._last = {schedule.name: start for schedule in self._schedules}
+
+    async def resume(self) -> None:
+        """Take up each schedule from its latest tick whose job is in the store."""
+        now = self._wall()
+        for schedule in self._schedules:
+            for tick in ticks_back(schedule, now, RESUME_LOOKUPS):
+                try:
+                    await self._store.get(tick_job_id(schedule.name, tick))
+                except JobNotFound:
+                    continue
+                self._last[schedule.name] = tick
+                log.info(
+                    "periodic %s: taking up after tick %s",
+                    schedule.name,
+                    tick_job_id(schedule.name, tick),
+                    extra={"queue": schedule.queue},
+                )
+                break
 
     async def tick(self) -> list[Job]:
         """Submit every tick due by this worker's clock; the jobs as the store answered
@@ -84,9 +106,14 @@ class Periodic:
         return max(0.01, min(soonest - now, _LOOK_EVERY))
 
     async def run(self) -> None:
-        """Submit ticks until cancelled; store outages are logged and retried."""
+        """Take up where the fleet was, then submit ticks until cancelled; store outages
+        are logged and retried."""
+        resumed = False
         while True:
             try:
+                if not resumed:
+                    await self.resume()
+                    resumed = True
                 await self.tick()
             except StoreLost:
                 raise  # the worker stops: its store is not the one it was
