@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from ._validate import validate_id
+from ._validate import encode_json, validate_id
 from .errors import InvalidArgument
 
 __all__ = [
@@ -47,7 +47,7 @@ _WINDOWS = (60.0, 3600.0, 86400.0, 32 * 86400.0, 366 * 86400.0, 5 * 366 * 86400.
 def _cronsim() -> Any:
     try:
         import cronsim
-    except ImportError as exc:  # pragma: no cover - the test extra installs it
+    except ImportError as exc:
         raise ImportError(
             "periodic jobs need a cron parser: pip install 'tenure[cron]' (it installs cronsim)"
         ) from exc
@@ -87,6 +87,7 @@ def make_schedule(
         # schedules' ids meet.
         raise InvalidArgument("name", f"must not contain ':', got {name_s!r}")
     queue_s = validate_id("queue", queue)
+    encode_json("payload", payload)  # refused now, not at every tick
     if not isinstance(tz, str) or not tz:
         raise InvalidArgument("tz", f"must be an IANA time zone name, got {tz!r}")
     try:

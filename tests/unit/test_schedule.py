@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from datetime import datetime, timezone
 from zoneinfo import ZoneInfo
 
@@ -126,6 +127,8 @@ def test_tick_delay_waits_for_the_tick_by_store_time() -> None:
         ({"name": "a", "cron": "* * * * *", "tz": ""}, "tz"),
         ({"name": "a", "cron": "* * * * *", "catch_up": "all"}, "catch_up"),
         ({"name": "a", "cron": "* * * * *", "queue": ""}, "queue"),
+        ({"name": "a", "cron": "* * * * *", "payload": {"x": float("nan")}}, "payload"),
+        ({"name": "a", "cron": "* * * * *", "payload": object()}, "payload"),
     ],
 )
 def test_bad_schedules(arguments: dict[str, object], named: str) -> None:
@@ -139,3 +142,9 @@ def test_ticks_back_from_a_moment() -> None:
     schedule = make_schedule("s", "*/5 * * * *", queue="q")
     assert ticks_back(schedule, 600.0, 3) == [600.0, 300.0, 0.0]  # at the moment counts
     assert ticks_back(schedule, 599.0, 2) == [300.0, 0.0]
+
+
+def test_without_cronsim_the_error_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "cronsim", None)  # import cronsim raises ImportError
+    with pytest.raises(ImportError, match=r"pip install 'tenure\[cron\]'"):
+        make_schedule("s", "* * * * *", queue="q")
