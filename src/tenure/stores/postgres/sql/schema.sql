@@ -113,11 +113,11 @@ CREATE TRIGGER tenure_jobs_ended
 -- owner and store time); the end of that lease ends it. Written by a trigger on
 -- tenure_jobs, so an attempt changes in the very statement that changes its job, whatever
 -- statement that is (claim, claim_next, complete_and_claim, complete_many, fail, release,
--- cancel, a caller's transaction), at the store time it wrote (updated_at). The history
--- goes with its job (ON DELETE CASCADE: delete and purge).
+-- cancel, a caller's transaction), at the store time it wrote (updated_at). delete.sql and
+-- purge.sql remove a job's history with it, in their statement (a foreign key would do it
+-- too, but its check on every claim's insert cost more than the rest of the history).
 CREATE TABLE {schema}.tenure_attempts (
-    job_id     text COLLATE "C" NOT NULL
-        REFERENCES {schema}.tenure_jobs (job_id) ON DELETE CASCADE,
+    job_id     text COLLATE "C" NOT NULL,
     generation bigint NOT NULL,
     owner      text NOT NULL,
     started_at double precision NOT NULL,
