@@ -47,8 +47,13 @@ FOR EACH ROW WHEN NEW.state = 'leased' AND NEW.generation <> OLD.generation
 BEGIN
     INSERT INTO tenure_attempts (job_id, generation, owner, started_at)
     VALUES (NEW.job_id, NEW.generation, NEW.owner, NEW.updated_at);
+    -- More than 100 attempts only if one is 100 generations old (generations are
+    -- distinct): nearly every claim skips the trim's walk of the job's history.
     DELETE FROM tenure_attempts
-    WHERE job_id = NEW.job_id
+    WHERE NEW.generation > 100
+      AND job_id = NEW.job_id
+      AND EXISTS (SELECT 1 FROM tenure_attempts
+                  WHERE job_id = NEW.job_id AND generation <= NEW.generation - 100)
       AND generation <= (SELECT generation FROM tenure_attempts WHERE job_id = NEW.job_id
                          ORDER BY generation DESC LIMIT 1 OFFSET 100);
 END;
