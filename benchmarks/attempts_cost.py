@@ -32,7 +32,7 @@ from _common import Side, interleave_chunks, machine_line, print_report
 import tenure
 
 OWNER = "bench-worker"
-SQLITE_TRIGGERS = ("tenure_attempt_started", "tenure_attempt_ended")
+SQLITE_TRIGGERS = ("tenure_attempt_ended",)
 
 
 class Cycles:
