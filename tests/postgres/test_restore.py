@@ -175,7 +175,8 @@ def test_a_data_only_restore_is_refused(
         # The tables keep their oids: emptied, then the dump's rows copied back in.
         admin.execute(
             f'TRUNCATE "{schema}".tenure_jobs, "{schema}".tenure_meta, '
-            f'"{schema}".tenure_clock, "{schema}".tenure_migrations, "{schema}".tenure_floor'
+            f'"{schema}".tenure_clock, "{schema}".tenure_migrations, "{schema}".tenure_floor, '
+            f'"{schema}".tenure_attempts'
         )
         pg.restore_data(dump, schema)
         assert states(admin, schema) == {"done": 1, "ready": 3}
