@@ -21,7 +21,7 @@ from psycopg.types.array import ListBinaryDumper
 
 from ..._protocol import JOB_COLUMNS, JobRow, Outcome, Status
 from ..._resources import load_text, migrations
-from ...errors import InvalidArgument, StoreLost, StoreUnavailable
+from ...errors import GenerationExhausted, InvalidArgument, StoreLost, StoreUnavailable, TenureError
 from .. import refuse_fragment
 
 __all__ = [
@@ -568,6 +568,23 @@ def _answer_maker(names: tuple[bytes | None, ...]) -> Callable[[Sequence[Any]], 
 STORE_REPLACED = "tenure store replaced"
 # The words of sql/_timeline.sql's error.
 TIMELINE_REFUSED = "tenure timeline"
+# The words of sql/_next_generation.sql's error (they start as TIMELINE_REFUSED's).
+TIMELINE_LIMIT = "tenure timeline limit"
+
+
+def timeline_limit(operation: str, exc: BaseException) -> GenerationExhausted:
+    """sql/_next_generation.sql's refusal (nothing changed) as the error to raise."""
+    found = re.search(r"generation (\d+), timeline (\d+), job (.*)$", _first_line(exc))
+    generation, timeline, job = (int(found[1]), int(found[2]), found[3]) if found else (0, 0, "?")
+    return GenerationExhausted(
+        job,
+        generation - 1,
+        f"{operation}: job {job!r} is at generation {generation - 1} on PostgreSQL timeline "
+        f"{timeline}: its next generation, {generation}, would be the base of timeline "
+        f"{timeline + 1} (2^40 claims of one job per timeline), so a promotion could issue "
+        "it again; the claim is refused and nothing changed. The job refuses new claims: "
+        "submit the work again under a new job id (read 'Failover' in docs/postgres.md)",
+    )
 
 
 def _first_line(exc: BaseException) -> str:
@@ -599,8 +616,9 @@ def store_lost(operation: str, what: str | None = None) -> StoreLost:
     )
 
 
-def store_unavailable(operation: str, exc: psycopg.Error, *, sent: bool) -> StoreUnavailable | None:
-    """The StoreUnavailable an error means, or None when it is not about availability (a
+def store_unavailable(operation: str, exc: psycopg.Error, *, sent: bool) -> TenureError | None:
+    """The StoreUnavailable an error means (or, for sql/_next_generation.sql's refusal,
+    GenerationExhausted), or None when it is not about availability (a
     bug, or a schema someone changed: those propagate as they are).
 
     ``sent``: whether the statement may have reached the server. A connection lost after
@@ -613,6 +631,8 @@ def store_unavailable(operation: str, exc: psycopg.Error, *, sent: bool) -> Stor
         # The statement failed before changing anything (see sql/_store_replaced.sql), or
         # found the store's tables gone (dropped, or mid-way through a restore).
         return store_lost(operation)
+    if sqlstate == "22P02" and TIMELINE_LIMIT in str(exc):
+        return timeline_limit(operation, exc)
     if sqlstate == "22P02" and TIMELINE_REFUSED in str(exc):
         # sql/_timeline.sql: nothing changed.
         return StoreUnavailable(
