@@ -123,10 +123,14 @@ def reexecutions(ctx: Context) -> list[Reexecution]:
             again = next((c for c in ran[index + 1 :] if c.gen > lost.gen), None)
             if again is None:
                 continue
-            if run.get("settled") and not crossed(windows, lost.start, again.start):
-                continue  # (a settle the old primary accepted is lost with it: a re-run)
             start, end = lost.start - ctx.offset, lost.end - ctx.offset
             hit = next((o for o in spans if o.start <= end and start <= o.end), None)
+            if run.get("settled"):
+                if not crossed(windows, lost.start, again.start):
+                    continue
+                # A settle the old primary accepted, lost with it: a re-run it caused.
+                again_at = again.start - ctx.offset
+                hit = next(o for o in spans if o.kind == "failover" and start < o.start < again_at)
             found.append(Reexecution(job, lost, again, bool(run.get("finished")), hit))
     return found
 
