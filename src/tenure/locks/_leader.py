@@ -9,7 +9,6 @@ when stopped.
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable
 from datetime import timedelta
@@ -18,14 +17,10 @@ from types import TracebackType
 from .._store import Store
 from ..errors import LeaseLost, LockNotAcquired, StoreUnavailable
 from ..models import FencingToken
+from ._candidacy import ATTEMPT, Candidacy
 from ._lock import Lock
 
 __all__ = ["Leader", "elect"]
-
-log = logging.getLogger("tenure")
-
-# The longest one acquire attempt waits before the thread looks at `stop` again.
-ATTEMPT = 0.5
 
 Callback = Callable[[FencingToken], object]
 
@@ -56,24 +51,26 @@ class Leader:
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._elected = threading.Event()
-        self._lock: Lock | None = None
+        self._candidacy: Candidacy[Lock] = Candidacy(self._probe.name)
         self._thread: threading.Thread | None = None
-        self.terms = 0
 
     @property
     def name(self) -> str:
         return self._probe.name
 
     @property
+    def terms(self) -> int:
+        """How many times this candidate was elected."""
+        return self._candidacy.terms
+
+    @property
     def is_leader(self) -> bool:
-        lock = self._lock
-        return lock is not None and lock.held
+        return self._candidacy.is_leader
 
     @property
     def token(self) -> FencingToken | None:
         """The token of the current term, or None when not the leader."""
-        lock = self._lock
-        return lock.token if lock is not None and lock.held else None
+        return self._candidacy.token
 
     def wait_elected(self, timeout: float | None = None) -> bool:
         """Wait until this process is the leader (True) or ``timeout`` passes."""
@@ -116,14 +113,10 @@ class Leader:
                 if not lock.acquire(timeout=ATTEMPT):
                     continue
             except LockNotAcquired:
-                log.exception("tenure: leader election stopped", extra={"lock": self.name})
+                self._candidacy.cannot_run()
                 return
             except StoreUnavailable as exc:
-                log.warning(
-                    "leader election: the store is unavailable (%s); trying again",
-                    exc,
-                    extra={"lock": self.name},
-                )
+                self._candidacy.store_down(exc)
                 self._stopping.wait(ATTEMPT)
                 continue
             self._term(lock)
@@ -131,10 +124,7 @@ class Leader:
     def _term(self, lock: Lock) -> None:
         self._wake.clear()
         lock.on_loss(self._wake.set)
-        self._lock = lock
-        self.terms += 1
-        token = lock.token
-        log.info("elected leader", extra={"lock": self.name, "generation": token.generation})
+        token = self._candidacy.elected(lock)
         self._elected.set()
         self._call(self._on_elected, token)
         self._wake.wait()
@@ -142,14 +132,10 @@ class Leader:
         try:
             lock.release()
         except (LeaseLost, StoreUnavailable) as exc:
-            log.warning("leader: could not give the lock back (%s)", exc)
-        self._lock = None
+            self._candidacy.not_given_back(exc)
+        self._candidacy.ended()
         if lock.lost:  # lost while held, or found lost by the release
-            log.warning(
-                "leadership lost: %s",
-                lock.lost_reason,
-                extra={"lock": self.name, "generation": token.generation},
-            )
+            self._candidacy.deposed(lock, token)
             self._call(self._on_lost, token)
 
     def _call(self, callback: Callback | None, token: FencingToken) -> None:
@@ -158,7 +144,7 @@ class Leader:
         try:
             callback(token)
         except Exception:
-            log.exception("tenure: a leader callback failed", extra={"lock": self.name})
+            self._candidacy.callback_failed()
 
 
 def elect(

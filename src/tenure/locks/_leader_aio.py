@@ -1,15 +1,15 @@
 """`AsyncLeader`: leader election on a named lock, as a task of the caller's event loop.
 
-The async twin of `Leader` in behaviour (not generated from it: a thread there, a task
-here). ``async with AsyncLeader(...)`` (or ``async with astore.elect(...)``) runs the
-candidate in a task group of its own until the block ends; callbacks may be plain functions
-or coroutine functions.
+The async twin of `Leader` in behaviour: a thread there, a task here, so only the loop is
+written twice; what a term is (counted, announced, ended) is `Candidacy`, shared.
+``async with AsyncLeader(...)`` (or ``async with astore.elect(...)``) runs the candidate
+in a task group of its own until the block ends; callbacks may be plain functions or
+coroutine functions.
 """
 
 from __future__ import annotations
 
 import inspect
-import logging
 from collections.abc import Callable
 from datetime import timedelta
 from types import TracebackType
@@ -22,13 +22,10 @@ from .._store_async import AsyncStore
 from ..errors import LeaseLost, LockNotAcquired, StoreUnavailable
 from ..models import FencingToken
 from ..worker import LoopCaller
+from ._candidacy import ATTEMPT, Candidacy
 from ._lock_async import AsyncLock
 
 __all__ = ["AsyncLeader"]
-
-log = logging.getLogger("tenure")
-
-ATTEMPT = 0.5  # the longest one acquire waits before trying again (stopping cancels it)
 
 Callback = Callable[[FencingToken], Any]
 
@@ -53,25 +50,28 @@ class AsyncLeader:
         self._probe = AsyncLock(store, name, ttl, owner=owner)  # validates the arguments
         self._store, self._ttl = store, ttl
         self._on_elected, self._on_lost = on_elected, on_lost
-        self._lock: AsyncLock | None = None
+        self._candidacy: Candidacy[AsyncLock] = Candidacy(self._probe.name)
         self._elected = anyio.Event()
         self._group: anyio.abc.TaskGroup | None = None
         self._scope = anyio.CancelScope()
-        self.terms = 0
 
     @property
     def name(self) -> str:
         return self._probe.name
 
     @property
+    def terms(self) -> int:
+        """How many times this candidate was elected."""
+        return self._candidacy.terms
+
+    @property
     def is_leader(self) -> bool:
-        lock = self._lock
-        return lock is not None and lock.held
+        return self._candidacy.is_leader
 
     @property
     def token(self) -> FencingToken | None:
-        lock = self._lock
-        return lock.token if lock is not None and lock.held else None
+        """The token of the current term, or None when not the leader."""
+        return self._candidacy.token
 
     async def wait_elected(self) -> None:
         """Wait until this candidate is (or has been) elected once."""
@@ -85,10 +85,10 @@ class AsyncLeader:
                 if not await lock.acquire(timeout=ATTEMPT):
                     continue
             except LockNotAcquired:
-                log.exception("tenure: leader election stopped", extra={"lock": self.name})
+                self._candidacy.cannot_run()
                 return
             except StoreUnavailable as exc:
-                log.warning("leader election: the store is unavailable (%s)", exc)
+                self._candidacy.store_down(exc)
                 await anyio.sleep(ATTEMPT)
                 continue
             await self._term(lock)
@@ -97,26 +97,19 @@ class AsyncLeader:
         lost = anyio.Event()
         caller = LoopCaller.current()
         lock.on_loss(lambda: caller.call_soon(lost.set))
-        self._lock = lock
-        self.terms += 1
-        token = lock.token
-        log.info("elected leader", extra={"lock": self.name, "generation": token.generation})
+        token = self._candidacy.elected(lock)
         self._elected.set()
         try:
             await self._call(self._on_elected, token)
             await lost.wait()
         finally:
-            self._lock = None
+            self._candidacy.ended()
             with anyio.CancelScope(shield=True):
                 try:
                     await lock.release()
                 except (LeaseLost, StoreUnavailable) as exc:
-                    log.warning("leader: could not give the lock back (%s)", exc)
-        log.warning(
-            "leadership lost: %s",
-            lock.lost_reason,
-            extra={"lock": self.name, "generation": token.generation},
-        )
+                    self._candidacy.not_given_back(exc)
+        self._candidacy.deposed(lock, token)
         await self._call(self._on_lost, token)
 
     async def _call(self, callback: Callback | None, token: FencingToken) -> None:
@@ -127,7 +120,7 @@ class AsyncLeader:
             if inspect.isawaitable(result):
                 await result
         except Exception:
-            log.exception("tenure: a leader callback failed", extra={"lock": self.name})
+            self._candidacy.callback_failed()
 
     def stop(self) -> None:
         """Stop running (a leader gives the lock back); the ``async with`` waits for it."""
