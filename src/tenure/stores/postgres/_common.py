@@ -21,8 +21,9 @@ from psycopg.types.array import ListBinaryDumper
 
 from ..._protocol import JOB_COLUMNS, JobRow, Outcome, Status
 from ..._resources import load_text, migrations
-from ...errors import GenerationExhausted, InvalidArgument, StoreLost, StoreUnavailable, TenureError
+from ...errors import InvalidArgument, StoreLost, StoreUnavailable, TenureError
 from .. import refuse_fragment
+from ._timeline import TIMELINE_LIMIT, timeline_limit
 
 __all__ = [
     "DEFAULT_SCHEMA",
@@ -569,23 +570,6 @@ def _answer_maker(names: tuple[bytes | None, ...]) -> Callable[[Sequence[Any]], 
 STORE_REPLACED = "tenure store replaced"
 # The words of sql/_timeline.sql's error.
 TIMELINE_REFUSED = "tenure timeline"
-# The words of sql/_next_generation.sql's error (they start as TIMELINE_REFUSED's).
-TIMELINE_LIMIT = "tenure timeline limit"
-
-
-def timeline_limit(operation: str, exc: BaseException) -> GenerationExhausted:
-    """sql/_next_generation.sql's refusal (nothing changed) as the error to raise."""
-    found = re.search(r"generation (\d+), timeline (\d+), job (.*)$", _first_line(exc))
-    generation, timeline, job = (int(found[1]), int(found[2]), found[3]) if found else (0, 0, "?")
-    return GenerationExhausted(
-        job,
-        generation - 1,
-        f"{operation}: job {job!r} is at generation {generation - 1} on PostgreSQL timeline "
-        f"{timeline}: its next generation, {generation}, would be the base of timeline "
-        f"{timeline + 1} (2^40 claims of one job per timeline), so a promotion could issue "
-        "it again; the claim is refused and nothing changed. The job refuses new claims: "
-        "submit the work again under a new job id (read 'Failover' in docs/postgres.md)",
-    )
 
 
 def _first_line(exc: BaseException) -> str:
