@@ -12,7 +12,8 @@
      │                         done job, requeue a ready one, delete a leased one);
      │                         nothing was changed
      ├── GenerationExhausted   the job's generation reached the largest representable
-     │                         value; it refuses new claims instead of wrapping
+     │                         value (or, on PostgreSQL, its timeline's 2^40 claims:
+     │                         the next timeline's base); it refuses new claims instead
      ├── LockNotAcquired       (also a TimeoutError) a named lock (`tenure.lock`) was not
      │                         acquired in time, or cannot be (its job is dead or cancelled)
      ├── InvalidArgument       (also a ValueError) an argument broke a documented rule;
@@ -169,9 +170,10 @@ class JobStateConflict(TenureError):
 class GenerationExhausted(TenureError):
     """The job's generation cannot grow any further, so it can never be claimed again."""
 
-    def __init__(self, job_id: str, generation: int) -> None:
+    def __init__(self, job_id: str, generation: int, why: str | None = None) -> None:
         super().__init__(
-            f"job {job_id!r} is at generation {generation}, the largest fencing token this "
+            why
+            or f"job {job_id!r} is at generation {generation}, the largest fencing token this "
             "store can represent; it refuses new claims rather than reuse a token. "
             "Submit the work again under a new job id."
         )

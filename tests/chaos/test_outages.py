@@ -157,7 +157,12 @@ def test_tenure_check_reports_the_reexecutions(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["check", str(path), "--no-png", "--json"])
     assert result.exit_code == 0, result.output
     answer = json.loads(result.output)
-    assert answer["reexecutions"] == {"store_faults": 1, "all": 1, "store_outages": 1}
+    assert answer["reexecutions"] == {
+        "store_faults": 1,
+        "all": 1,
+        "store_outages": 1,
+        "failover": 0,
+    }
     assert answer["counts"]["reexecutions_store_faults"] == 1
     assert "1 re-executions caused by them" in answer["headline"]
     page = (tmp_path / "report.html").read_text(encoding="utf-8")

@@ -76,6 +76,7 @@ def _check_valid(code: int, answer: dict[str, object], kinds: tuple[str, ...], l
         "store_faults": 0,
         "all": counts["reexecutions"],
         "store_outages": counts["store_outages"],
+        "failover": 0,
     }
     assert counts["jobs_done"] == 200, shown
     assert counts["jobs_stranded"] == 0, shown

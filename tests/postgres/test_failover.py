@@ -322,3 +322,77 @@ def test_a_worker_rides_a_failover_through_a_multi_host_url(
         assert len(store.jobs(state="done", limit=jobs + 1)) == jobs
     after = sum(1 for _, g in runs if g >= BASE_2)
     print(f"runs {len(runs)} for {jobs} jobs, {after} after the promotion, {len(bursts)} bursts")
+
+
+def stop_wal_receiver(replica: PostgresServer) -> None:
+    """Cut the replica off its primary: no more WAL arrives (primary_conninfo emptied and
+    reloaded ends the WAL receiver)."""
+    with psycopg.connect(replica.url, autocommit=True) as conn:
+        conn.execute("ALTER SYSTEM SET primary_conninfo = ''")
+        conn.execute("SELECT pg_reload_conf()")
+        deadline = time.monotonic() + 20
+        while conn.execute("SELECT count(*) FROM pg_stat_wal_receiver").fetchone() != (0,):
+            assert time.monotonic() < deadline, "the WAL receiver did not stop in 20 s"
+            time.sleep(0.05)
+
+
+def test_a_lease_the_promoted_replica_never_saw_is_lost_and_the_job_runs_again(
+    pair: tuple[PostgresServer, PostgresServer],
+) -> None:
+    """The lost-lease path: a worker holds a lease the old primary granted and that never
+    reached the replica (its WAL receiver stopped first). After kill -9 of the primary and
+    the promotion, the worker's next renewal, on the new primary through the multi-host
+    URL, is refused (LeaseLost): its handler sees ctx.lost and stops, the worker does not
+    complete it, and the job is claimed again above the old generation (the new
+    timeline's base) and done."""
+    import anyio
+
+    from tests.worker._support import run_burst
+
+    primary, replica = pair
+    url = multi_host_url(primary, replica, "lost_lease")
+    with tenure.connect(url) as store:
+        store.submit("J", max_attempts=5)
+    wait_replicated(replica, "lost_lease", 1)
+    stop_wal_receiver(replica)
+
+    runs: list[tuple[int, bool]] = []  # (generation, saw its lease lost)
+    first_started = threading.Event()
+    worker = tenure.Worker(url, concurrency=1, ttl=3.0, summary_every=0, grace=10)
+
+    @worker.handler("default")
+    async def handle(ctx: tenure.JobContext) -> str:
+        generation = ctx.token.generation
+        try:
+            if generation < BASE_2:  # the old primary's lease: hold it until it is lost
+                first_started.set()
+                deadline = time.monotonic() + 30
+                while not ctx.lost and time.monotonic() < deadline:  # noqa: ASYNC110
+                    await anyio.sleep(0.05)  # (ctx.lost is a property, not an event)
+        finally:  # (the worker may cancel a handler whose lease is lost)
+            runs.append((generation, ctx.lost))
+        return "ok"
+
+    def fail_over() -> None:
+        assert first_started.wait(30), "the worker never started the job"
+        primary.kill()
+        replica.promote()
+
+    thread = threading.Thread(target=fail_over, daemon=True)
+    thread.start()
+    run_burst(worker, timeout=90)
+    thread.join(30)
+
+    assert len(runs) == 2, runs
+    (old, lost), (new, lost_again) = runs
+    assert old < BASE_2, runs  # the old primary's lease...
+    assert lost, runs  # ...lost after the promotion
+    assert new >= BASE_2, runs  # claimed again on the new timeline, above the old one
+    assert not lost_again, runs
+    stats = worker.stats()
+    assert stats["leases_lost"] >= 1, stats
+    with tenure.connect(url) as store:
+        job = store.get("J")
+        assert job.state == "done"
+        assert job.generation == new
+        assert store.jobs(state="leased", limit=5) == []

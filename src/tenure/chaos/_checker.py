@@ -23,12 +23,15 @@ requeue starts a new life of the job, which may be completed once more.
 
 The run proves something only if its faults bit: the verdict is ``VALID`` when no invariant
 was violated *and* some stale completion or stale write was rejected, or a store fault
-(``store-restart``, ``store-kill``) caught store calls in flight and the run rode it out,
+(``store-restart``, ``store-kill``, ``failover``) caught store calls in flight and the run
+rode it out,
 or a cancelled holder's renew / complete / release / fail was refused (``cancel``);
 ``UNPROVEN`` when nothing was violated but nothing bit either; ``INVALID`` otherwise.
 
 Besides the invariants, the verdict counts the re-executions (a lost lease's handler run
-again) and those the store faults caused (tenure.chaos._outages defines both).
+again) and those the store faults caused (tenure.chaos._outages defines both); across a
+PostgreSQL failover, what the promoted replica may lack is allowed and counted
+(tenure.chaos._failover).
 
 Store times are compared with a tolerance of `EPS` (timestamps round-trip through floats).
 
@@ -90,6 +93,11 @@ COUNTS = (
     "reexecutions",
     "reexecutions_finished",
     "reexecutions_store_faults",
+    "failovers",
+    "reexecutions_failover",
+    "failover_overlaps",
+    "completions_lost_failover",
+    "submits_lost_failover",
 )
 
 

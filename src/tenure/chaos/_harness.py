@@ -1,8 +1,9 @@
 """`run_chaos`: one chaos run, from submitting the jobs to the verdict and the report.
 
-0. With the store faults (``store-restart``, ``store-kill``) on PostgreSQL or Redis, start
-   a store server of the run's own (tenure.chaos._servers): the run's store is on it, with
-   the options of the URL given, and it is removed at the end.
+0. With the store faults (``store-restart``, ``store-kill``, ``failover``) on PostgreSQL or
+   Redis, start a store server of the run's own (tenure.chaos._servers): the run's store is
+   on it, with the options of the URL given, and it is removed at the end. ``failover``
+   (PostgreSQL only) adds a streaming replica and a multi-host URL naming both.
 1. Submit the jobs (one queue of the run's own, so the store may hold other work).
 2. Start the reference fenced sink (``tenure sink serve``), a TCP proxy in front of a
    server store, the worker processes (`tenure.Worker`), the storm claimers and, for
@@ -101,6 +102,13 @@ class ChaosOptions:
                 "start, every process opens the file itself (a writer stalled holding the "
                 "lock is store-pause; store-kill kills a writer -9 mid-transaction and "
                 "opens the file again)",
+            )
+        if "failover" in faults and kind != "postgres":
+            raise InvalidArgument(
+                "--faults",
+                f"failover applies to PostgreSQL stores only (this store is {kind}): the run "
+                "builds its own primary and streaming replica and promotes the replica; "
+                "leave failover out",
             )
         missing = missing_binaries(kind)
         if missing is not None:
@@ -324,7 +332,7 @@ def _run(
         queue=harness.queue,
         faults_scheduled=len(schedule),
         given_store_url=given_url,
-        store_server=server.address if server is not None else None,
+        store_server=server.addresses if server is not None else None,
     )
     started = time.monotonic()
     try:
@@ -368,7 +376,8 @@ def _own_server(options: ChaosOptions, echo: Echo) -> OwnedServer | None:
     kind = store_kind(options.store_url)
     if not options.store_faults or kind == "sqlite":
         return None
-    server = OwnedServer(kind, options.store_url)
+    failover = "failover" in options.store_faults
+    server = OwnedServer(kind, options.store_url, replica=failover)
     try:
         server.start()
     except BaseException:
@@ -377,6 +386,7 @@ def _own_server(options: ChaosOptions, echo: Echo) -> OwnedServer | None:
     echo(
         f"  {', '.join(options.store_faults)}: the store runs on a {kind} server of the "
         f"run's own, {server.address} (removed at the end; --store gave its kind and options)"
+        + (f"; its streaming replica 127.0.0.1:{server.replica.port}" if server.replica else "")
     )
     return server
 

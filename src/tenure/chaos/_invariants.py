@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ._context import EPS, UNKNOWN, Context, Step
+from ._failover import crossed, failovers, lost_completion, lost_submit, missing_generations
 from ._verdict import Interval, Violation
 
 __all__ = [
@@ -85,7 +86,8 @@ def tokens(ctx: Context) -> list[Violation]:
         # A generation an accepted cancel took (a leased job's moves on) is no gap; a
         # cancel whose outcome is unknown may have taken one, as a lost claim may.
         taken = ctx.control.taken(job)
-        missing = [g for g in range(1, top + 1) if g not in by_gen and g not in taken]
+        # Per timeline (tenure.chaos._failover): a failover's jump to the next base is no gap.
+        missing = missing_generations(set(by_gen) | taken, top)
         lost = ctx.claims.unknown[job] + ctx.control.unknown_cancels[job]
         if missing and len(missing) > lost:
             unexplained.append((job, missing))
@@ -142,10 +144,18 @@ def _backwards(job: str, granted: list[Interval]) -> list[Violation]:
 def exclusivity(ctx: Context) -> list[Violation]:
     """I2: per job, no interval starts before the latest-ending earlier one has ended."""
     found: list[Violation] = []
+    windows = failovers(ctx)
     for job, granted in ctx.claims.intervals.items():
         latest: Interval | None = None
         for c in sorted(granted, key=lambda c: (c.start, c.gen)):
-            if latest is not None and c.start < latest.end - EPS:
+            if (
+                latest is not None
+                and c.start < latest.end - EPS
+                and crossed(windows, latest.start, c.start)
+            ):
+                # The new primary never heard of the old one's lease (tenure.chaos._failover).
+                ctx.counts["failover_overlaps"] += 1
+            elif latest is not None and c.start < latest.end - EPS:
                 found.append(
                     Violation(
                         "I2",
@@ -252,12 +262,16 @@ def one_completion(ctx: Context) -> list[Violation]:
     """I3: at most one accepted completion per job and life (an accepted requeue of a done
     job starts a new life, which may be completed once more)."""
     found: list[Violation] = []
+    windows = failovers(ctx)
     for job, done in ctx.leases.completions.items():
         lives: dict[int, list[dict[str, Any]]] = defaultdict(list)
         for op in done:
             lives[ctx.control.lives(job, float(op["store_now"]))].append(op)
         for life, same in sorted(lives.items()):
             if len(same) < 2:
+                continue
+            if lost_completion(windows, same):
+                ctx.counts["completions_lost_failover"] += len(same) - 1
                 continue
             since = f" since its requeue number {life}" if life else ""
             found.append(
@@ -398,6 +412,10 @@ def nothing_lost(ctx: Context) -> list[Violation]:
                 )
         elif state == "cancelled":
             found += _cancelled(ctx, job)
+        elif lost_submit(ctx, job, failovers(ctx)):
+            # Accepted by the old primary only (tenure.chaos._failover): lost, not stranded.
+            ctx.counts["jobs_stranded"] -= 1
+            ctx.counts["submits_lost_failover"] += 1
         elif state != "done":
             found.append(
                 Violation(

@@ -24,11 +24,14 @@ store-restart       the run's own store server stopped (pg_ctl stop -m fast / SI
                     started again after an outage of 0.1-0.25 TTL; not on SQLite
 store-kill          the same server killed with SIGKILL (PostgreSQL: the postmaster) and
                     started again; SQLite: the lock holder killed -9 mid-transaction
+failover            PostgreSQL only: the run's own primary killed with SIGKILL and its
+                    streaming replica promoted (once a run: then there is no replica);
+                    the workers reach the new primary through a multi-host URL
 cancel              1-3 jobs cancelled through the store (leased ones first, then ready);
                     with odds of 2 in 3 they are requeued 0.5-2 TTL later
 ==================  =====================================================================
 
-The store faults (store-restart, store-kill) are not in the default mix: they need a store
+The store faults (store-restart, store-kill, failover) are not in the default mix: they need a store
 server of the run's own (tenure.chaos._servers), so a run has them only when they are named
 (``--faults``). Nor is ``cancel`` (it changes what a run must end with; and adding a kind
 to the default mix would change every existing seed's schedule).
@@ -75,9 +78,11 @@ KINDS: dict[str, int] = {
     "store-restart": 2,
     "store-kill": 2,
     "cancel": 2,
+    "failover": 1,
 }
-SERVER_ONLY = ("proxy-delay", "proxy-drop", "store-restart")
-STORE_FAULTS = ("store-restart", "store-kill")  # only when named: a server of the run's own
+SERVER_ONLY = ("proxy-delay", "proxy-drop", "store-restart", "failover")
+# only when named: a server of the run's own (failover: a primary and its replica)
+STORE_FAULTS = ("store-restart", "store-kill", "failover")
 OPT_IN = (*STORE_FAULTS, "cancel")  # not in the default mix: each run has them when named
 WORKER_KINDS = ("pause", "pause-handler", "pause-renew", "pause-complete", "skew", "kill")
 RATES = (0.5, 0.67, 1.5, 2.0)
@@ -158,6 +163,8 @@ def _params(rng: random.Random, kind: str, ttl: float) -> dict[str, float]:
             "requeue_after": r(rng.uniform(0.5, 2.0) * ttl),
             "requeue": float(rng.random() < 2 / 3),
         }
+    if kind == "failover":
+        return {}
     if kind in STORE_FAULTS:
         # Down this long between the stop and the start (which adds its own time): well
         # within the lease, which a renewal made at most a third of a TTL ago still holds.
@@ -198,6 +205,11 @@ class Target(Protocol):
         """Stop the store's server (``kill``: SIGKILL it) and start it again ``outage``
         seconds later, on a thread; ``record("start" | "end", what)`` as it goes. False
         when the previous one is still going on."""
+
+    def failover(self, record: Callable[[str, dict[str, Any]], None]) -> bool:
+        """kill -9 the store's primary and promote its replica, on a thread;
+        ``record("start" | "end", what)`` as it goes. False when there is no replica
+        (already promoted) or another store fault is going on."""
 
     def cancel_jobs(
         self,
@@ -368,6 +380,8 @@ class Nemesis:
                 self._at(self._clock.monotonic() + p["duration"], lambda: self._record(kind, "end"))
             else:
                 outcome = "the store could not be paused (nothing held it at that moment)"
+        elif kind == "failover":
+            outcome = self._failover(fault)
         elif kind in STORE_FAULTS:
             outcome = self._store_outage(fault)
         elif kind == "cancel":
@@ -396,6 +410,17 @@ class Nemesis:
         ):
             return _INJECTED
         return "the store was still in the previous store fault (restart, kill, SQLite pause)"
+
+    def _failover(self, fault: Fault) -> str:
+        def record(phase: str, what: dict[str, Any]) -> None:
+            self._record("failover", phase, **what)
+
+        if self._target.failover(record):
+            return _INJECTED
+        return (
+            "no replica left to promote (the run's one failover already happened), or the "
+            "store was in another store fault"
+        )
 
     def _pause(self, fault: Fault) -> str:
         assert fault.target is not None

@@ -1,5 +1,5 @@
-"""The store faults of a history (``store-restart``, ``store-kill``): when the store was down,
-the store calls that failed then, and the re-executions they caused.
+"""The store faults of a history (``store-restart``, ``store-kill``, ``failover``): when the
+store was down, the store calls that failed then, and the re-executions they caused.
 
 Definitions, all read from the history:
 
@@ -22,6 +22,10 @@ So a run whose outages are shorter than what its leases have left shows none: a 
 that failed while the store was down is retried within the lease and lands once the store
 is back. Where other faults overlap an outage (a worker paused across it), the lost lease
 is counted against the store fault.
+
+A ``failover`` is an outage from the primary's kill to the replica's promotion; an attempt
+whose completion the old primary accepted but the promoted replica never received, run
+again on the new primary, is a re-execution too (tenure.chaos._failover).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._context import Context
+from ._failover import crossed, failovers
 from ._nemesis import STORE_FAULTS
 from ._verdict import Interval
 
@@ -105,6 +110,7 @@ def reexecutions(ctx: Context) -> list[Reexecution]:
     """Every re-execution of the history (see the module docstring), by job."""
     runs = _runs(ctx)
     spans = outages(ctx)
+    windows = failovers(ctx)
     found: list[Reexecution] = []
     for job, granted in sorted(ctx.claims.intervals.items()):
         ran = [
@@ -114,13 +120,17 @@ def reexecutions(ctx: Context) -> list[Reexecution]:
         ]
         for index, lost in enumerate(ran[:-1]):
             run = runs[(job, lost.gen, lost.owner)]
-            if run.get("settled"):
-                continue
             again = next((c for c in ran[index + 1 :] if c.gen > lost.gen), None)
             if again is None:
                 continue
             start, end = lost.start - ctx.offset, lost.end - ctx.offset
             hit = next((o for o in spans if o.start <= end and start <= o.end), None)
+            if run.get("settled"):
+                if not crossed(windows, lost.start, again.start):
+                    continue
+                # A settle the old primary accepted, lost with it: a re-run it caused.
+                again_at = again.start - ctx.offset
+                hit = next(o for o in spans if o.kind == "failover" and start < o.start < again_at)
             found.append(Reexecution(job, lost, again, bool(run.get("finished")), hit))
     return found
 
@@ -151,4 +161,8 @@ def count_outages(ctx: Context) -> list[Reexecution]:
     counts["reexecutions"] = len(found)
     counts["reexecutions_finished"] = sum(r.finished for r in found)
     counts["reexecutions_store_faults"] = sum(r.outage is not None for r in found)
+    counts["failovers"] = sum(o.kind == "failover" for o in spans)
+    counts["reexecutions_failover"] = sum(
+        r.outage is not None and r.outage.kind == "failover" for r in found
+    )
     return found

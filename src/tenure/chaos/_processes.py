@@ -146,6 +146,9 @@ class Processes:
         if self.kind == "sqlite":
             return
         parts = urlsplit(self.o.store_url)
+        if "," in parts.netloc:  # a primary and its replica (failover): libpq picks one
+            self.echo("several hosts in the store URL: no proxy, so no proxy faults")
+            return
         if not parts.hostname:
             self.echo("no host in the store URL: no proxy, so no proxy faults")
             return

@@ -57,6 +57,7 @@ FAULT_COLORS = {
     "store-pause": "#7f8c8d",
     "store-restart": "#566573",
     "store-kill": "#17202a",
+    "failover": "#6c3483",
     "cancel": "#b03a2e",
 }
 
@@ -114,7 +115,14 @@ def _label(job: str) -> str:
     return f"{job[:half]}…{job[-half:]}"
 
 
-STORE_WIDE = ("store-pause", "store-restart", "store-kill", "proxy-delay", "proxy-drop")
+STORE_WIDE = (
+    "store-pause",
+    "store-restart",
+    "store-kill",
+    "failover",
+    "proxy-delay",
+    "proxy-drop",
+)
 
 
 def _spans(verdict: Verdict) -> list[tuple[float, float, dict[str, Any]]]:

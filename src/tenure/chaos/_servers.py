@@ -376,11 +376,19 @@ class OwnedServer:
     killed by its nemesis, removed at its end. ``url`` is the run's store URL on it: the
     given URL's options (schema, key prefix, pool) on the server's address."""
 
-    def __init__(self, kind: str, given_url: str) -> None:
+    def __init__(self, kind: str, given_url: str, *, replica: bool = False) -> None:
         self.kind = kind
         self.server: PostgresServer | RedisServer
+        # The ``failover`` fault's streaming replica (PostgreSQL only), promoted by
+        # `failover`; then the primary, and the dead primary is kept for `close`.
+        self.replica: PostgresServer | None = None
+        self.dead: PostgresServer | None = None
         if kind == "postgres":
             self.server = PostgresServer()
+            if replica:
+                self.replica = PostgresServer()
+        elif replica:
+            raise ValueError(f"no replica for a {kind} store (failover is PostgreSQL only)")
         elif kind == "redis":
             self.server = RedisServer(Path(tempfile.mkdtemp(prefix="tenure-chaos-redis-")))
         else:
@@ -389,7 +397,13 @@ class OwnedServer:
         given = urlsplit(given_url)
         path = given.path if kind == "redis" and given.path not in ("", "/") else own.path
         scheme = given.scheme if kind == "postgres" else "redis"  # no TLS on the throwaway
-        self.url = urlunsplit((scheme, own.netloc, path, given.query, ""))
+        netloc = own.netloc
+        query = given.query
+        if self.replica is not None:
+            # libpq's multi-host form: a new connection goes to whichever host takes writes.
+            netloc += f",127.0.0.1:{self.replica.port}"
+            query = "&".join(q for q in (query, "target_session_attrs=read-write") if q)
+        self.url = urlunsplit((scheme, netloc, path, query, ""))
 
     @property
     def pid(self) -> int | None:
@@ -400,10 +414,43 @@ class OwnedServer:
     def address(self) -> str:
         return f"127.0.0.1:{self.server.port}"
 
+    @property
+    def addresses(self) -> str:
+        """The server's address, and its replica's (or the dead primary's) if it has one."""
+        other = self.replica or self.dead
+        return self.address + (f",127.0.0.1:{other.port}" if other is not None else "")
+
     def start(self) -> None:
         if isinstance(self.server, PostgresServer):
             self.server.init()
         self.server.start()
+        if self.replica is not None:
+            assert isinstance(self.server, PostgresServer)
+            self.replica.init_replica(self.server, name="tenure-chaos-replica")
+            self.replica.start()
+
+    def failover(self) -> dict[str, Any]:
+        """kill -9 the primary (the postmaster), then promote the replica (``pg_ctl promote
+        -w``): it is the server from then on. Returns once it takes writes, with what was
+        done and how long writes were refused. Only once: then there is no replica."""
+        replica = self.replica
+        if replica is None:
+            raise RuntimeError("no replica to promote (the run's one failover already happened)")
+        assert isinstance(self.server, PostgresServer)
+        began = time.monotonic()
+        before = self.server.pid()
+        self.server.kill()
+        killed = time.monotonic()
+        replica.promote()
+        back = time.monotonic()
+        self.dead, self.server, self.replica = self.server, replica, None
+        return {
+            "how": f"killed primary 127.0.0.1:{self.dead.port}, promoted replica {self.address}",
+            "server_pid": before,
+            "new_pid": replica.pid(),
+            "stop_s": round(killed - began, 3),
+            "down_s": round(back - began, 3),
+        }
 
     def outage(self, seconds: float, *, kill: bool) -> dict[str, Any]:
         """Stop the server (``kill``: kill -9 it), wait ``seconds``, start it again; returns
@@ -431,4 +478,11 @@ class OwnedServer:
         if logs is not None:
             with contextlib.suppress(OSError):
                 shutil.copyfile(self.server.log, logs / f"{self.kind}-server.log")
+            for other, name in ((self.replica, "replica"), (self.dead, "old-primary")):
+                if other is not None:
+                    with contextlib.suppress(OSError):
+                        shutil.copyfile(other.log, logs / f"{self.kind}-{name}.log")
         self.server.destroy()
+        for other in (self.replica, self.dead):
+            if other is not None:
+                other.destroy()

@@ -299,6 +299,27 @@ class FaultTarget:
         self._in_thread(guarded)
         return True
 
+    def failover(self, record: Callable[[str, dict[str, Any]], None]) -> bool:
+        server = self.p.server
+        if server is None or server.replica is None:
+            return False
+        if not self._outage_busy.acquire(blocking=False):
+            return False
+
+        def run() -> None:
+            try:
+                assert server is not None
+                record("start", {"how": "failover", "server_pid": server.pid})
+                record("end", server.failover())
+            except Exception as exc:  # the history says; the start has no end then
+                error = f"{type(exc).__name__}: {exc}"[:300]
+                self.p.rec.event("fault-error", kind="failover", error=error)
+            finally:
+                self._outage_busy.release()
+
+        self._in_thread(run)
+        return True
+
     def _kill_sqlite_writer(
         self, outage: float, record: Callable[[str, dict[str, Any]], None]
     ) -> None:

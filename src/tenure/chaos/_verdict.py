@@ -107,6 +107,12 @@ class Verdict:
                 f"store calls in flight, {c['reexecutions_store_faults']} re-executions "
                 "caused by them"
             )
+        if c.get("failovers"):
+            line += (
+                f"; {c['failovers']} failover(s): {c['reexecutions_failover']} re-executions "
+                f"caused by them, {c.get('submits_lost_failover', 0)} submits and "
+                f"{c.get('completions_lost_failover', 0)} completions lost with the old primary"
+            )
         if c.get("cancels"):
             line += (
                 f"; {c['cancels']} cancels, {c.get('holder_calls_refused_cancelled', 0)} calls "
@@ -126,6 +132,15 @@ class Verdict:
             f"re-executions: {c['reexecutions_store_faults']} caused by store faults, "
             f"{c['reexecutions']} in all ({c['reexecutions_finished']} after the handler "
             "had finished)"
+            + (
+                f"; failovers: {c['failovers']}, {c['reexecutions_failover']} re-executions "
+                f"caused by them, {c.get('completions_lost_failover', 0)} completions and "
+                f"{c.get('submits_lost_failover', 0)} submits lost with the old primary, "
+                f"{c.get('failover_overlaps', 0)} leases of the old primary overlapped by the "
+                "new one's (fenced)"
+                if c.get("failovers")
+                else ""
+            )
         )
 
     def lines(self) -> list[str]:

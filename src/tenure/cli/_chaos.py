@@ -86,6 +86,7 @@ def _finish(
                         "store_faults": verdict.counts.get("reexecutions_store_faults", 0),
                         "all": verdict.counts.get("reexecutions", 0),
                         "store_outages": verdict.counts.get("store_outages", 0),
+                        "failover": verdict.counts.get("reexecutions_failover", 0),
                     },
                     "violations": [
                         {"invariant": v.invariant, "job": v.job, "message": v.message, "ops": v.ops}
@@ -150,7 +151,8 @@ def _finish(
     help="Only these fault kinds (pause, pause-handler, pause-renew, pause-complete, storm, "
     "skew, kill, proxy-delay, proxy-drop, store-pause; and, only when named: cancel (random "
     "cancels and requeues through the store), store-restart, store-kill (these two run the "
-    "store on a server of the run's own, never the --store one).",
+    "store on a server of the run's own, never the --store one), failover (PostgreSQL: the "
+    "run's own primary killed -9 and its streaming replica promoted).",
 )
 @click.option(
     "--work", type=click.FloatRange(0, 60), default=0.2, help="Longest short-job work, seconds."

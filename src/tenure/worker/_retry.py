@@ -10,6 +10,8 @@ their clocks and sleeps, so the schedule is testable on a `tenure.ManualClock`.
 
 `Outage` turns the failures of every caller (claim loop, settler, completer, keeper: two
 threads) into one WARNING line when the store goes away and one INFO line when it is back.
+`open_through_outage` opens the worker's store at start through the same outage: a store
+that is down when the worker starts is waited for, up to `START_WAIT` seconds.
 """
 
 from __future__ import annotations
@@ -17,14 +19,18 @@ from __future__ import annotations
 import logging
 import random
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TypeVar
+
+import anyio
 
 from .._clock import Clock
 from ..errors import StoreLost, StoreUnavailable
 from ._stats import Stats
 
-__all__ = ["RETRY", "DeadlinePassed", "Outage", "RetryRule"]
+__all__ = ["RETRY", "START_WAIT", "DeadlinePassed", "Outage", "RetryRule", "open_through_outage"]
 
 log = logging.getLogger("tenure")
 
@@ -145,3 +151,36 @@ class Outage:
             failures,
             extra={**extra, "outage": round(length, 3), "failures": failures},
         )
+
+
+# Seconds a starting worker waits for a store that is unavailable (real time: a test's
+# manual clock does not move by itself).
+START_WAIT = 60.0
+_T = TypeVar("_T")
+
+
+async def open_through_outage(
+    open_store: Callable[[], Awaitable[_T]],
+    outage: Outage,
+    rng: random.Random,
+    within: float = START_WAIT,
+) -> _T:
+    """``open_store()``, tried again while it raises a retryable `StoreUnavailable` (one
+    WARNING through ``outage`` when the first attempt fails, one INFO once it opens) for up
+    to ``within`` seconds; then its last error propagates."""
+    deadline = time.monotonic() + within
+    rule = RetryRule(first=0.1, cap=1.0)
+    failures = 0
+    while True:
+        try:
+            store = await open_store()
+        except StoreUnavailable as error:
+            failures += 1
+            wait = rule.next_wait(error, failures, time.monotonic(), deadline, rng)
+            if wait is None:
+                raise
+            outage.failed(error, phase="start")
+            await anyio.sleep(wait)
+            continue
+        outage.ok(phase="start")
+        return store

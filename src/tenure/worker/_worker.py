@@ -56,7 +56,7 @@ from ._outcome import Outcome
 from ._periodic import Periodic
 from ._process import prepare_process_handlers
 from ._retention import Retention
-from ._retry import Outage
+from ._retry import Outage, open_through_outage
 from ._settle import Settler, note_loss
 from ._signals import install_handlers
 from ._stats import Progress, Stats
@@ -418,14 +418,14 @@ class Worker(Claiming):
             "store_clock": config.store_clock,
             "timing": config.timing,
         }
-        store = await connect_async(url, **options)
         caller = self._caller
         # One outage for every caller (claim loop, settles, the keeper's thread): one line
-        # when the store goes away and one when it is back.
+        # when the store goes away and one when it is back; a store down at start too.
         outage = Outage(
             clock, self._stats, on_lost=lambda error: caller.call_soon(partial(self._lost, error))
         )
         self._outage = outage
+        store = await open_through_outage(partial(connect_async, url, **options), outage, self._rng)
         self._completer = Completer(
             store, clock=clock, outage=outage, stats=self._stats, rng=self._rng
         )

@@ -21,8 +21,9 @@ from psycopg.types.array import ListBinaryDumper
 
 from ..._protocol import JOB_COLUMNS, JobRow, Outcome, Status
 from ..._resources import load_text, migrations
-from ...errors import InvalidArgument, StoreLost, StoreUnavailable
+from ...errors import InvalidArgument, StoreLost, StoreUnavailable, TenureError
 from .. import refuse_fragment
+from ._timeline import TIMELINE_LIMIT, timeline_limit
 
 __all__ = [
     "DEFAULT_SCHEMA",
@@ -600,8 +601,9 @@ def store_lost(operation: str, what: str | None = None) -> StoreLost:
     )
 
 
-def store_unavailable(operation: str, exc: psycopg.Error, *, sent: bool) -> StoreUnavailable | None:
-    """The StoreUnavailable an error means, or None when it is not about availability (a
+def store_unavailable(operation: str, exc: psycopg.Error, *, sent: bool) -> TenureError | None:
+    """The StoreUnavailable an error means (or, for sql/_next_generation.sql's refusal,
+    GenerationExhausted), or None when it is not about availability (a
     bug, or a schema someone changed: those propagate as they are).
 
     ``sent``: whether the statement may have reached the server. A connection lost after
@@ -614,6 +616,8 @@ def store_unavailable(operation: str, exc: psycopg.Error, *, sent: bool) -> Stor
         # The statement failed before changing anything (see sql/_store_replaced.sql), or
         # found the store's tables gone (dropped, or mid-way through a restore).
         return store_lost(operation)
+    if sqlstate == "22P02" and TIMELINE_LIMIT in str(exc):
+        return timeline_limit(operation, exc)
     if sqlstate == "22P02" and TIMELINE_REFUSED in str(exc):
         # sql/_timeline.sql: nothing changed.
         return StoreUnavailable(

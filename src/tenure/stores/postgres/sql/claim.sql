@@ -6,10 +6,9 @@ applied AS (
     UPDATE {schema}.tenure_jobs AS j
     SET state = 'leased',
         owner = %(owner)s,
-        -- Above the floor of deleted jobs' generations (tenure_floor): never a reissue;
-        -- and at least the timeline's base (_timeline.sql): above all before a promotion.
-        generation = greatest(greatest(j.generation, (SELECT f.generation FROM {schema}.tenure_floor AS f
-                                                      WHERE f.id = 0)) + 1, {include:_timeline}),
+        -- Above the job's generation and the floor, at least the timeline's base, never past
+        -- the next timeline's base (_next_generation.sql): never a reissue, even after a promotion.
+        generation = {include:_next_generation},
         secret_hash = %(secret_hash)s,
         lease_until = clock.now + %(ttl)s::float8,
         available_at = clock.now + %(ttl)s::float8,

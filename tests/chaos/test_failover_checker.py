@@ -1,0 +1,106 @@
+"""The checker across a PostgreSQL failover (tenure.chaos._failover), on hand-built
+histories: what the promoted replica may lack (an old-primary lease it never saw, a
+completion or a submit only the old primary had) is allowed and counted across the
+failover's start, and still a violation without one."""
+
+from __future__ import annotations
+
+from tenure.chaos import check_history
+from tests.chaos._histories import T0, A, B, History
+
+BASE_2 = 1 << 40
+
+
+def overlapped(*, failover: bool) -> History:
+    """A holds j's generation 1 from the old primary, renewed to 3.8; the primary dies at
+    2.0; the new primary, which never saw A's claim, grants j to B at 2^40 at 2.6; A's
+    renewal at 3.0 is refused there; B completes."""
+    h = History()
+    h.submit("j")
+    h.claim("w1.1", A, "j", 1, at=1.0)
+    h.write("w1.1", A, "j", 1, 1, at=1.1)
+    h.holder("renew", "w1.1", A, "j", 1, at=1.8)
+    if failover:
+        h.outage("failover", 2.0, 2.5)
+    h.claim("w2.1", B, "j", BASE_2, at=2.6)
+    h.write("w2.1", B, "j", BASE_2, 1, at=2.7)
+    h.holder("renew", "w1.1", A, "j", 1, at=3.0, outcome="fail", row_gen=BASE_2)
+    h.write("w1.1", A, "j", 1, 2, at=3.1, stale=True)
+    h.holder("complete", "w2.1", B, "j", BASE_2, at=3.2)
+    h.final("j", "done", BASE_2, attempts=2)
+    return h
+
+
+def test_an_old_primary_lease_overlapped_by_the_new_primary_is_counted() -> None:
+    verdict = check_history(overlapped(failover=True).events)
+    assert verdict.violations == []
+    assert verdict.status == "VALID"  # the stale write was rejected
+    assert verdict.counts["failovers"] == 1
+    assert verdict.counts["failover_overlaps"] == 1
+    assert "1 failover(s)" in verdict.headline()
+
+
+def test_the_same_overlap_without_a_failover_is_an_i2_violation() -> None:
+    verdict = check_history(overlapped(failover=False).events)
+    assert [v.invariant for v in verdict.violations] == ["I2"]
+
+
+def lost_completion(*, failover: bool) -> History:
+    """A completes j at 1.5 on the old primary, which dies at 2.0 before it replicated; the
+    new primary grants j again at 2^40, and B completes it."""
+    h = History()
+    h.submit("j")
+    h.claim("w1.1", A, "j", 1, at=1.0)
+    h.write("w1.1", A, "j", 1, 1, at=1.1)
+    h.holder("complete", "w1.1", A, "j", 1, at=1.5)
+    if failover:
+        h.outage("failover", 2.0, 2.5)
+    h.claim("w2.1", B, "j", BASE_2, at=2.6)
+    h.write("w2.1", B, "j", BASE_2, 1, at=2.7)
+    h.holder("complete", "w2.1", B, "j", BASE_2, at=2.8)
+    h.final("j", "done", BASE_2, attempts=2)
+    return h
+
+
+def test_a_completion_lost_with_the_old_primary_is_a_reexecution_caused_by_it() -> None:
+    verdict = check_history(lost_completion(failover=True).events)
+    assert verdict.violations == []
+    assert verdict.counts["completions_lost_failover"] == 1
+    assert verdict.counts["reexecutions"] == 1
+    assert verdict.counts["reexecutions_failover"] == 1
+    assert verdict.counts["reexecutions_finished"] == 1
+
+
+def test_two_completions_without_a_failover_are_a_violation() -> None:
+    verdict = check_history(lost_completion(failover=False).events)
+    assert "I3" in {v.invariant for v in verdict.violations}
+
+
+def test_a_submit_only_the_old_primary_had_is_counted_not_stranded() -> None:
+    h = lost_completion(failover=True)
+    h.submit("gone")
+    h._event(
+        "harness",
+        type="event",
+        f="final",
+        t=T0 + 100,
+        job="gone",
+        state="unknown",
+        error="job 'gone' does not exist in this store; submit it first",
+    )
+    verdict = check_history(h.events)
+    assert verdict.violations == []
+    assert verdict.counts["submits_lost_failover"] == 1
+    assert verdict.counts["jobs_stranded"] == 0
+
+
+def test_generations_are_counted_per_timeline() -> None:
+    """The jump to the new timeline's base is no I1 gap; a gap on a timeline still is."""
+    verdict = check_history(lost_completion(failover=True).events)
+    assert not [v for v in verdict.violations if v.invariant == "I1"]
+    h = lost_completion(failover=True)
+    h.submit("k")
+    h.claim("w2.1", B, "k", BASE_2 + 3, at=3.0)  # BASE_2 .. BASE_2 + 2 never granted
+    h.holder("complete", "w2.1", B, "k", BASE_2 + 3, at=3.1)
+    h.final("k", "done", BASE_2 + 3, attempts=1)
+    assert "I1" in {v.invariant for v in check_history(h.events).violations}
