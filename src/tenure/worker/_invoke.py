@@ -32,6 +32,7 @@ from ._loop import DaemonThread, LoopCaller
 from ._outcome import Outcome, handler_outcome, outcome_of
 from ._process import run_in_process
 from ._stats import Stats
+from ._telemetry import JobSpans
 
 __all__ = ["Invoker", "Running", "attempt_timeout"]
 
@@ -53,6 +54,7 @@ class Running:
     # A timed-out sync handler's thread, still running after the attempt was failed.
     straggler: DaemonThread[Outcome] | None = None
     abandoned: bool = False  # the worker stopped waiting for this handler (stopping)
+    spans: JobSpans | None = None  # its OpenTelemetry spans (None without OpenTelemetry)
 
     def abandon(self) -> None:
         """On the loop: stop waiting for the handler's thread, now and from now on."""
@@ -70,6 +72,15 @@ class Invoker:
         self._start_method = start_method
 
     async def __call__(self, running: Running) -> Outcome:
+        spans = running.spans
+        if spans is None:
+            return await self._invoke(running)
+        with spans.handling():
+            outcome = await self._invoke(running)
+        spans.handled(outcome, running.handle)
+        return outcome
+
+    async def _invoke(self, running: Running) -> Outcome:
         if running.isolation == "process":
             return await run_in_process(
                 running.handler.function,

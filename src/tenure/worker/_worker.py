@@ -58,6 +58,7 @@ from ._retry import Outage
 from ._settle import Settler, note_loss
 from ._signals import install_handlers
 from ._stats import Progress, Stats
+from ._telemetry import job_spans
 
 __all__ = ["Worker"]
 
@@ -510,10 +511,11 @@ class Worker(Claiming):
     def _start(self, task_group: anyio.abc.TaskGroup, lease: Lease, job: Job, clock: Clock) -> None:
         assert self._keeper is not None
         handler = self._handlers[job.queue]
+        spans = job_spans(job, lease)  # None without OpenTelemetry
         handle = LeaseHandle(
             lease,
             clock,
-            on_lost=partial(note_loss, self._stats, outage=self._outage),
+            on_lost=partial(note_loss, self._stats, outage=self._outage, spans=spans),
             timeout=attempt_timeout(job, handler, self._config.timeout),
         )
         running = Running(
@@ -523,6 +525,7 @@ class Worker(Claiming):
             job=job,
             handle=handle,
             context=JobContext(handle, job),
+            spans=spans,
         )
         self._stats.incr("claimed")
         self._jobs[(lease.job_id, lease.generation)] = running
