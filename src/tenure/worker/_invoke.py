@@ -16,6 +16,7 @@ and the thread (``Running.straggler``) keeps its concurrency slot until it retur
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
@@ -73,11 +74,14 @@ class Invoker:
 
     async def __call__(self, running: Running) -> Outcome:
         spans = running.spans
+        started = time.perf_counter()
         if spans is None:
-            return await self._invoke(running)
-        with spans.handling():
             outcome = await self._invoke(running)
-        spans.handled(outcome, running.handle)
+        else:
+            with spans.handling():
+                outcome = await self._invoke(running)
+            spans.handled(outcome, running.handle)
+        self._stats.handled(running.job.queue, outcome.kind, time.perf_counter() - started)
         return outcome
 
     async def _invoke(self, running: Running) -> Outcome:

@@ -1,11 +1,11 @@
 """OpenTelemetry spans of the worker runtime (``pip install 'tenure[otel]'``).
 
 Without ``opentelemetry-api`` installed this module is a silent no-op: `job_spans` returns
-None and `claim_span` a shared null context, so the worker pays one ``is None`` test per job.
-With the API but no SDK, spans are the API's own non-recording ones (that is how OTel
-libraries behave: the application, not the library, decides to export); configure a
-`TracerProvider` and they are recorded. Spans, named the way the messaging semantic
-conventions name them:
+None and `claim_span` a shared null context, so the worker pays one test per job. With the
+API but no tracer provider set (no SDK configured), it is the same no-op: the API's spans
+would record nothing, so none is made (the application, not a library, decides to trace).
+Once the application sets the SDK's `TracerProvider`, the next job is traced. Spans, named
+the way the messaging semantic conventions name them:
 
 - ``receive <queue>`` (kind CLIENT) around each claim call of the claim loop, with the number
   of jobs it took (``messaging.batch.message_count``);
@@ -45,11 +45,28 @@ _NULL = contextlib.nullcontext()
 _ERRORS = frozenset({"error", "died", "lost"})
 
 
+_cached: tuple[Any, Any] | None = None  # (provider, its tracer of tenure)
+
+
 def _tracer() -> Any:
+    global _cached
     from .. import __version__
 
     assert _trace is not None
-    return _trace.get_tracer("tenure", __version__)
+    provider = _trace.get_tracer_provider()
+    if _cached is None or _cached[0] is not provider:
+        _cached = (provider, provider.get_tracer("tenure", __version__))
+    return _cached[1]
+
+
+def _enabled() -> bool:
+    """Whether the application set a real `TracerProvider` (the SDK's): until it does, the
+    API's spans record nothing, so none is made at all (checked per job, so a provider
+    set later is used from the next job on)."""
+    if _trace is None:
+        return False
+    provider = _trace.get_tracer_provider()
+    return not isinstance(provider, (_trace.ProxyTracerProvider, _trace.NoOpTracerProvider))
 
 
 def settle_action(kind: str) -> str:
@@ -69,7 +86,7 @@ def _destination(queues: Sequence[str]) -> str:
 
 def claim_span(owner: str, queues: Sequence[str]) -> Any:
     """A context manager around one claim call: the span (or None without OTel)."""
-    if _trace is None:
+    if not _enabled():
         return _NULL
     return _claim_span(owner, queues)
 
@@ -187,7 +204,8 @@ class JobSpans:
 
 
 def job_spans(job: Job, lease: Lease) -> JobSpans | None:
-    """The spans of a job about to run, or None when OpenTelemetry is not installed."""
-    if _trace is None:
+    """The spans of a job about to run, or None when OpenTelemetry is not installed or no
+    tracer provider is set."""
+    if not _enabled():
         return None
     return JobSpans(job, lease)

@@ -57,7 +57,7 @@ from ._retention import Retention
 from ._retry import Outage
 from ._settle import Settler, note_loss
 from ._signals import install_handlers
-from ._stats import Progress, Stats
+from ._stats import Durations, Progress, Stats
 from ._telemetry import job_spans
 
 __all__ = ["Worker"]
@@ -297,6 +297,12 @@ class Worker(Claiming):
         return values
 
     # -- running -----------------------------------------------------------------------
+
+    def handler_durations(self) -> Durations:
+        """How long handlers ran (seconds), by (queue, outcome kind): the cumulative counts
+        per upper bound of ``HANDLER_BUCKETS``, their sum and count (what
+        ``tenure_handler_duration_seconds`` exports)."""
+        return self._stats.durations()
 
     def run(self, *, burst: bool = False, install_signal_handlers: bool | None = None) -> None:
         """Run until stopped (SIGTERM/SIGINT when in the main thread, or `stop`). With
