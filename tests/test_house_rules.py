@@ -174,6 +174,7 @@ FLOORS: list[tuple[str, ...]] = [
         "tenure._concurrency",
         "tenure._resources",
         "tenure._queue_stats",
+        "tenure._schedule",
         "tenure._seams",
     ),
     ("tenure._protocol",),

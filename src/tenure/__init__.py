@@ -32,7 +32,17 @@ from .errors import (
     TenureError,
     WaitTimeout,
 )
-from .models import Claim, FencingToken, Job, JobPage, JobSpec, JobState, Lease
+from .models import (
+    Attempt,
+    AttemptEnding,
+    Claim,
+    FencingToken,
+    Job,
+    JobPage,
+    JobSpec,
+    JobState,
+    Lease,
+)
 
 if _TYPE_CHECKING:
     from .locks import AsyncLeader, AsyncLock, Leader, Lock, elect, elect_async, lock, lock_async
@@ -78,6 +88,8 @@ def __getattr__(name: str) -> _Any:
 __all__ = [
     "AsyncLeader",
     "AsyncLock",
+    "Attempt",
+    "AttemptEnding",
     "Claim",
     "Clock",
     "FencingToken",

@@ -25,7 +25,7 @@ from ._validate import (
     validate_wait_timeout,
 )
 from .errors import InvalidArgument, JobNotFound, WaitTimeout
-from .models import Job, JobPage, JobSpec, JobState
+from .models import Attempt, AttemptEnding, Job, JobPage, JobSpec, JobState
 
 if TYPE_CHECKING:
     from .stores.abc import AsyncDriver
@@ -221,6 +221,40 @@ class AsyncJobsMixin:
         return JobPage(
             [job_from_row(row, now) for row in rows], None if after is None else str(after)
         )
+
+    async def attempts(self, job_id: str) -> list[Attempt]:
+        """The job's attempts as the store recorded them, oldest first (by generation):
+        each claim starts one, and the end of its lease (complete, fail, release, cancel,
+        a newer claim after it expired, the burial of its job) ends it, in the same store
+        operation, at store time. The store keeps the newest `tenure.models.ATTEMPTS_KEPT`
+        (100) per job; delete and purge remove them with their job. An unknown job (or a
+        store without a history, such as a custom backend) has none: ``[]``."""
+        job_id = validate_id("job_id", job_id)
+        reader = getattr(self._driver, "attempts", None)
+        if reader is None:
+            return []
+
+        async def call() -> list[tuple[Any, ...]]:
+            found: list[tuple[Any, ...]] = await reader(job_id)
+            return found
+
+        rows = await self._call("attempts", call)
+        return [_attempt(job_id, row) for row in rows]
+
+
+def _attempt(job_id: str, row: tuple[Any, ...]) -> Attempt:
+    """An `Attempt` from a driver's row: (generation, owner, started_at, ended_at,
+    ending, error), times as numbers or their text."""
+    generation, owner, started_at, ended_at, ending, error = row
+    return Attempt(
+        job_id,
+        int(generation),
+        str(owner),
+        float(started_at),
+        None if ended_at is None else float(ended_at),
+        None if ending is None else AttemptEnding(ending),
+        None if error is None else str(error),
+    )
 
 
 def _state(state: object) -> str | None:

@@ -11,7 +11,17 @@ from urllib.parse import quote, unquote
 
 from ._clock import Clock, SystemClock
 
-__all__ = ["Claim", "FencingToken", "Job", "JobPage", "JobSpec", "JobState", "Lease"]
+__all__ = [
+    "Attempt",
+    "AttemptEnding",
+    "Claim",
+    "FencingToken",
+    "Job",
+    "JobPage",
+    "JobSpec",
+    "JobState",
+    "Lease",
+]
 
 
 class StrEnum(str, Enum):
@@ -38,6 +48,22 @@ class JobState(StrEnum):
     DONE = "done"
     DEAD = "dead"
     CANCELLED = "cancelled"
+
+
+class AttemptEnding(StrEnum):
+    """How an attempt (one lease of a job) ended, as `Attempt.ending` says.
+
+    ``completed``, ``failed`` (its error in `Attempt.error`; the job may be dead after it),
+    ``released``, ``cancelled`` (the reason in `Attempt.error`), ``lost`` (the lease
+    expired and a claim took the job at a newer generation) and ``dead`` (the lease expired
+    on the job's last allowed attempt, and the store buried the job)."""
+
+    COMPLETED = "completed"
+    FAILED = "failed"
+    RELEASED = "released"
+    CANCELLED = "cancelled"
+    LOST = "lost"
+    DEAD = "dead"
 
 
 _SYSTEM_CLOCK = SystemClock()
@@ -221,3 +247,36 @@ class JobPage(list[Job]):  # a list: callers of the one-page `jobs()` index and 
 
     def __repr__(self) -> str:
         return f"JobPage({list.__repr__(self)}, next_cursor={self.next_cursor!r})"
+
+
+# How many attempts a store keeps per job: the newest ones. A job retried forever keeps a
+# bounded history (a claim drops the oldest beyond it, in the same operation).
+ATTEMPTS_KEPT = 100
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One lease of a job as the store recorded it (`Store.attempts`): the claim that
+    started it and, once over, how it ended. Times are store time (seconds since the epoch
+    by the store's clock); ``ended_at`` and ``ending`` are None while the lease is current
+    (or expired and not yet taken over). Never carries the lease secret."""
+
+    job_id: str
+    generation: int
+    owner: str
+    started_at: float
+    ended_at: float | None = None
+    ending: AttemptEnding | None = None
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The attempt as JSON-ready values (the CLI's and the dashboard's form)."""
+        return {
+            "job_id": self.job_id,
+            "generation": self.generation,
+            "owner": self.owner,
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
+            "ending": None if self.ending is None else str(self.ending),
+            "error": self.error,
+        }

@@ -33,6 +33,7 @@ from hypothesis.stateful import (
 )
 
 import tenure
+from tenure.models import ATTEMPTS_KEPT
 from tests.backends import Backend
 from tests.conformance._support import forge, fresh_secret
 
@@ -72,6 +73,13 @@ class ModelJob:
     attempts: int = 0
     result: Any = None
     error: str | None = None
+    # The attempt history (Store.attempts): [generation, owner, started, ended, ending, error]
+    history: list[list[Any]] = dataclasses.field(default_factory=list)
+
+    def end_attempt(self, ending: str, now: float, error: str | None = None) -> None:
+        """The current lease ended: its attempt (the last, still open) records how."""
+        if self.history and self.history[-1][3] is None:
+            self.history[-1][3:] = [now, ending, error]
 
 
 @dataclass(frozen=True)
@@ -120,6 +128,8 @@ class Model:
         return self.jobs[job_id]
 
     def _grant(self, job: ModelJob, owner: str, ttl: float, now: float) -> ModelLease:
+        if job.state == "leased":
+            job.end_attempt("lost", now)  # expired, and taken over at a newer generation
         job.state = "leased"
         job.owner = owner
         job.generation = max(job.generation, self.shared["floor"]) + 1
@@ -127,16 +137,19 @@ class Model:
         job.settled_by = None
         job.lease_until = job.available_at = now + ttl
         job.attempts += 1
+        job.history.append([job.generation, owner, now, None, None, None])
+        del job.history[:-ATTEMPTS_KEPT]
         return ModelLease(
             job.job_id, owner, job.generation, job.secret, ttl, now + ttl, job.attempts
         )
 
     @staticmethod
-    def _bury(job: ModelJob) -> None:
+    def _bury(job: ModelJob, now: float) -> None:
         job.state = "dead"
         job.secret = None
         job.lease_until = None
         job.error = job.error if job.error is not None else BURIED
+        job.end_attempt("dead", now, job.error)
 
     @staticmethod
     def _due(job: ModelJob, now: float) -> bool:
@@ -154,7 +167,7 @@ class Model:
         if self._due(job, now) and job.attempts < job.max_attempts:
             return self._grant(job, owner, ttl, now)
         if self._due(job, now) and job.state == "leased":
-            self._bury(job)  # expired on its last allowed attempt
+            self._bury(job, now)  # expired on its last allowed attempt
         return None
 
     def claim_many(self, owner: str, ttl: float, limit: int, queues: list[str]) -> list[ModelLease]:
@@ -170,7 +183,7 @@ class Model:
                 break
             job = min(due, key=lambda j: (j.available_at, j.seq))
             if job.state == "leased" and job.attempts >= job.max_attempts:
-                self._bury(job)
+                self._bury(job, now)
                 continue
             granted.append(self._grant(job, owner, ttl, now))
         return granted
@@ -221,6 +234,7 @@ class Model:
             job.result = result
             job.lease_until = None
             job.available_at = now
+            job.end_attempt("completed", now)
         elif not self._ended_by(job, lease, "complete", ("done",), result):
             raise ModelLeaseLost
 
@@ -243,6 +257,7 @@ class Model:
                 job.result = result
                 job.lease_until = None
                 job.available_at = now
+                job.end_attempt("completed", now)
             elif job is None:
                 lost.append((lease.job_id, None, None))
             elif not self._ended_by(job, lease, "complete", ("done",), result):
@@ -275,6 +290,7 @@ class Model:
             job.lease_until = None
             job.available_at = now
             job.attempts -= 1
+            job.end_attempt("released", now)
         elif not self._ended_by(job, lease, "release", ("ready",), None):
             raise ModelLeaseLost
 
@@ -289,6 +305,7 @@ class Model:
             job.available_at = now + retry_in
             job.error = error
             job.settled_by = "fail"
+            job.end_attempt("failed", now, error)
         elif not self._ended_by(job, lease, "fail", ("ready", "dead"), error):
             raise ModelLeaseLost
 
@@ -309,6 +326,8 @@ class Model:
             self.tick()
             return job  # as the first cancel answered
         job, now = self._control(job_id, ("ready", "leased"))
+        if job.state == "leased":
+            job.end_attempt("cancelled", now, "cancelled" if reason is None else reason)
         if job.state == "leased" and job.generation < MAX_GENERATION:
             job.generation += 1
         job.state = "cancelled"
@@ -670,12 +689,32 @@ class LeaseProtocol(RuleBasedStateMachine):
             assert [job.job_id for job in listed] == [job.job_id for job in model_jobs]
             for real, expected in zip(listed, model_jobs, strict=True):
                 self.same_job(real, expected)
-        for job_id in self.job_ids:  # and one by one
+        for job_id in self.job_ids:  # and one by one, with its attempts
             if job_id in self.model.jobs:
                 self.same_job(self.store.get(job_id), self.model.jobs[job_id])
+                self.same_attempts(self.store.attempts(job_id), self.model.jobs[job_id])
             else:
+                assert self.store.attempts(job_id) == []
                 with pytest.raises(tenure.JobNotFound):
                     self.store.get(job_id)
+
+    @staticmethod
+    def same_attempts(real: list[tenure.Attempt], expected: ModelJob) -> None:
+        assert len(real) == len(expected.history), (real, expected.history)
+        for attempt, (generation, owner, started, ended, ending, error) in zip(
+            real, expected.history, strict=True
+        ):
+            assert (attempt.generation, attempt.owner, attempt.ending) == (
+                generation,
+                owner,
+                ending,
+            ), (real, expected.history)
+            assert close_enough(attempt.started_at, started), (attempt, started)
+            assert close_enough(attempt.ended_at, ended), (attempt, ended)
+            if error == BURIED:
+                assert attempt.error, attempt
+            else:
+                assert attempt.error == error, (attempt, error)
 
     @staticmethod
     def same_job(real: tenure.Job, expected: ModelJob) -> None:

@@ -96,6 +96,12 @@ def test_every_page_in_a_browser(
     page.goto(f"{base}/job?id=report-poison")
     assert "dead" in page.inner_text("dl.job")
     assert "the printer </textarea> is on fire" in page.inner_text("pre.error")
+    # Its attempt history: one bar (generation 1, failed), and the row with its error.
+    assert page.locator(".timeline .bar").count() == 1
+    assert "failed" in page.inner_text("table.attempts")
+    assert "the printer </textarea> is on fire" in page.inner_text("table.attempts")
+    timeline = page.locator(".timeline").screenshot()
+    assert len(set(timeline[100:])) > 20  # drawn, not blank
     page.goto(f"{base}/job?id=email-3")
     assert "user3@example.com" in page.inner_text("pre.result")
     png = page.screenshot(full_page=True)

@@ -81,6 +81,11 @@ def test_job_pages_escape_everything(client: TestClient, nasty_jobs: list[str]) 
             assert "ünïcødé ☃ 日本語" in page.text
     failed = client.get("/job", params={"id": nasty_jobs[0]}).text
     assert "&lt;/textarea&gt;&lt;img src=x onerror=alert(4)&gt;" in failed  # the error
+    # ... in the attempt table too; owners are escaped there and in the bars' titles
+    assert 'class="attempts"' in failed
+    assert failed.count("&lt;/textarea&gt;&lt;img src=x onerror=alert(4)&gt;") >= 2
+    done = client.get("/job", params={"id": nasty_jobs[1]}).text
+    assert str(markupsafe.escape(f"owner{NASTY[0]}")) in done
 
 
 def test_not_found_and_bad_request_messages_escape_the_input(client: TestClient) -> None:

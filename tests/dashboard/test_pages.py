@@ -129,7 +129,13 @@ def test_job_page_shows_lease_owner_generation_and_values(
     assert "by the store's clock" in text
     assert '"month": "2026-11"' in text
     assert "disk full" in text
-    assert "history of every attempt is not recorded yet" in text
+    # The attempt history: a bar per generation, in the chaos report's colours, and a row.
+    assert text.count("gen 1") == 1
+    assert "gen 2" in text
+    assert re.search(r"1\s*worker-a.*failed disk full", text), text
+    assert re.search(r"2\s*worker-b.*current", text), text
+    assert "background: hsl(67, 65%, 55%)" in page.text  # generation 1
+    assert "background: hsl(134, 65%, 55%)" in page.text  # generation 2
 
     summary = client.get("/job/summary", params={"id": "report-7"})
     assert "<html" not in summary.text
@@ -140,7 +146,16 @@ def test_job_page_shows_lease_owner_generation_and_values(
     done = _text(client.get("/job", params={"id": "report-7"}).text)
     assert "state done" in done
     assert "none held" in done
+    assert "worker-b" in done
+    assert "completed" in done
     assert '"rows": 12' in done
+
+
+def test_job_page_of_a_job_never_claimed(client: TestClient, store: tenure.Store) -> None:
+    store.submit("fresh")
+    page = client.get("/job", params={"id": "fresh"}).text
+    assert "never claimed" in _text(page)
+    assert 'class="timeline"' not in page
 
 
 def test_job_page_of_an_expired_lease(

@@ -719,3 +719,30 @@ def test_from_file_submits_in_batches_and_names_a_bad_line(cli: Any, url: str) -
     assert "stdin line 2 ('g2'): jobs[1].queue: must not be empty" in result.stderr
     with tenure.connect(url) as store, pytest.raises(tenure.JobNotFound):
         store.get("g1")  # its batch was refused whole
+
+
+def test_jobs_attempts_shows_the_history_as_text_and_json(cli: Any) -> None:
+    with tenure.connect(cli.url) as store:
+        store.submit("report-7", max_attempts=3)
+        first = store.claim("report-7", "worker-a", 30)
+        assert first is not None
+        store.fail(first, "timeout talking to <db>", retry_in=0)
+        second = store.claim("report-7", "worker-b", 30)
+        assert second is not None
+        store.complete(second, "ok")
+        store.submit("never")
+    shown = as_json(cli("jobs", "attempts", "report-7", "--json"))
+    assert shown["job_id"] == "report-7"
+    assert [(a["generation"], a["owner"], a["ending"], a["error"]) for a in shown["attempts"]] == [
+        (1, "worker-a", "failed", "timeout talking to <db>"),
+        (2, "worker-b", "completed", None),
+    ]
+    assert all(a["ended_at"] >= a["started_at"] for a in shown["attempts"])
+    text = ok(cli("jobs", "attempts", "report-7")).stdout
+    assert "worker-a" in text
+    assert "failed" in text
+    assert "completed" in text
+    assert "timeout talking to <db>" in text
+    assert "never claimed" in ok(cli("jobs", "attempts", "never")).stdout
+    assert as_json(cli("jobs", "attempts", "never", "--json"))["attempts"] == []
+    assert cli("jobs", "attempts", "nobody").exit_code == 1

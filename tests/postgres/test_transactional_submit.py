@@ -150,3 +150,38 @@ async def test_async_store_with_an_async_connection(url: str, orders: str) -> No
             await store.submit("x", conn=sync_conn)  # a sync connection for an async store
     finally:
         await store.close()
+
+
+@pytest.mark.anyio
+async def test_async_store_with_a_sqlalchemy_async_session(
+    url: str, admin: Any, orders: str
+) -> None:
+    sqlalchemy = pytest.importorskip("sqlalchemy")
+    pytest.importorskip("greenlet")
+    from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
+
+    engine = create_async_engine(POSTGRES_URL.replace("postgresql://", "postgresql+psycopg://"))
+    store = await tenure.aio.connect(url)
+    try:
+        async with AsyncSession(engine) as session:
+            await session.execute(sqlalchemy.text(f"INSERT INTO {orders} VALUES ('o9')"))
+            await store.submit_many([{"job_id": "mail-o9"}], conn=session)
+            await session.rollback()
+        with pytest.raises(tenure.JobNotFound):
+            await store.get("mail-o9")
+        assert not _order_exists(admin, orders, "o9")
+        async with AsyncSession(engine) as session:
+            await session.execute(sqlalchemy.text(f"INSERT INTO {orders} VALUES ('o10')"))
+            assert (await store.submit("mail-o10", conn=session)).created
+            with pytest.raises(tenure.JobNotFound):
+                await store.get("mail-o10")  # not before the session commits
+            await session.commit()
+        assert (await store.get("mail-o10")).state == "ready"
+        assert _order_exists(admin, orders, "o10")
+        # An AsyncConnection works too, in its transaction.
+        async with engine.connect() as connection, connection.begin():
+            await store.submit("mail-o11", conn=connection)
+        assert (await store.get("mail-o11")).state == "ready"
+    finally:
+        await store.close()
+        await engine.dispose()

@@ -48,7 +48,11 @@ def test_awkward_ids_round_trip(
     assert keys
     assert all(key.startswith(tag + ":") for key in keys)
     assert {key_slot(key.encode()) for key in keys} == {key_slot(tag.encode())}
-    assert len([key for key in keys if key.startswith(tag + ":j:")]) == len(AWKWARD_IDS)
+    jobs = [key for key in keys if key.startswith(tag + ":j:")]
+    # One hash per job, and beside it its attempt history (the job's key + ":att").
+    histories = {key for key in jobs if key.endswith(":att")}
+    assert len(jobs) - len(histories) == len(AWKWARD_IDS)
+    assert histories == {Keys(prefix).job(job_id) + ":att" for job_id in AWKWARD_IDS}
 
 
 def test_one_hash_per_job_under_the_encoded_id(

@@ -113,6 +113,17 @@ class PassThroughDriver:
     def close(self) -> None:
         self._inner.close()
 
+    # The optional readers (a driver may have none): the store asks for them by name, so a
+    # wrapper forwards what its inner driver has, and a chaos run's store shows its attempt
+    # history and queue counts like any other.
+    @property
+    def attempts(self) -> Any:
+        return getattr(self._inner, "attempts", None)
+
+    @property
+    def queue_stats(self) -> Any:
+        return getattr(self._inner, "queue_stats", None)
+
 
 class RecordingDriver(PassThroughDriver):
     """Records every call to ``inner`` in ``recorder`` (see the module docstring)."""

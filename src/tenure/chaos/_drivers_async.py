@@ -129,6 +129,17 @@ class AsyncPassThroughDriver:
     async def close(self) -> None:
         await self._inner.close()
 
+    # The optional readers (a driver may have none): the store asks for them by name, so a
+    # wrapper forwards what its inner driver has, and a chaos run's store shows its attempt
+    # history and queue counts like any other.
+    @property
+    def attempts(self) -> Any:
+        return getattr(self._inner, "attempts", None)
+
+    @property
+    def queue_stats(self) -> Any:
+        return getattr(self._inner, "queue_stats", None)
+
 
 class AsyncRecordingDriver(AsyncPassThroughDriver):
     """Records every call to ``inner`` in ``recorder`` (see the module docstring)."""

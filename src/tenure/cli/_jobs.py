@@ -1,5 +1,5 @@
-"""``tenure jobs submit|list|show|wait`` and ``tenure now`` (``cancel|requeue|delete|purge``
-are in `tenure.cli._control`).
+"""``tenure jobs submit|list|show|attempts|wait`` and ``tenure now``
+(``cancel|requeue|delete|purge`` are in `tenure.cli._control`).
 
 ``list``, ``show`` and ``now`` only read: on a store that does not exist they say so and
 create nothing (`CliState.store` with ``create=False``); ``submit`` creates the store.
@@ -21,7 +21,7 @@ from ..errors import InvalidArgument, WaitTimeout
 from ..models import Job, JobSpec, JobState
 from . import CliState, common_options
 from ._control import CONTROL_COMMANDS
-from ._output import Cell, format_time, format_value, relative
+from ._output import Cell, format_duration, format_time, format_value, relative
 
 _TERMINAL = (JobState.DONE, JobState.DEAD, JobState.CANCELLED)
 
@@ -376,6 +376,53 @@ def show(state: CliState, job_id: str) -> None:
         out.json(job.to_dict())
         return
     _show_job(state, job)
+
+
+_ENDING_STYLES = {"completed": "good", "failed": "bad", "dead": "bad", "lost": "warn"}
+
+
+@jobs.command()
+@click.argument("job_id")
+@common_options
+@click.pass_obj
+def attempts(state: CliState, job_id: str) -> None:
+    """Show the attempts of job JOB_ID, oldest first: each claim's generation, owner, start
+    and end by store time and how it ended (JobNotFound: exit code 1). The store keeps
+    the newest 100 per job.
+
+    --json: {"job_id": ..., "attempts": [{"generation", "owner", "started_at",
+    "ended_at", "ending", "error"}...], "as_of": store time}."""
+    store = state.store(create=False)
+    job = store.get(job_id)
+    found = store.attempts(job_id)
+    out = state.output()
+    if out.json_mode:
+        listed = [attempt.to_dict() for attempt in found]
+        out.json({"job_id": job.job_id, "attempts": listed, "as_of": job.as_of})
+        return
+    if not found:
+        out.line(f"job {job.job_id} was never claimed ({job.state})")
+        return
+    rows: list[list[str | Cell]] = []
+    for attempt in found:
+        ending = "-" if attempt.ending is None else str(attempt.ending)
+        end = job.as_of if attempt.ended_at is None else attempt.ended_at
+        rows.append(
+            [
+                str(attempt.generation),
+                attempt.owner,
+                format_time(attempt.started_at),
+                format_duration(end - attempt.started_at),
+                Cell(
+                    ending if attempt.ended_at is not None else "current",
+                    _ENDING_STYLES.get(ending),
+                ),
+                attempt.error or "",
+            ]
+        )
+    out.table(
+        ["gen", "owner", "started", "lasted", "ending", "error"], rows, title=f"job {job.job_id}"
+    )
 
 
 def _show_job(state: CliState, job: Job) -> None:

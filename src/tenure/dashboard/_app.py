@@ -35,7 +35,16 @@ from ._security import (
     csrf_ok,
     new_csrf_token,
 )
-from ._views import STATES, Filters, clock_time, jobs_page, pretty_json, queues_page, seconds
+from ._views import (
+    STATES,
+    Filters,
+    clock_time,
+    jobs_page,
+    pretty_json,
+    queues_page,
+    seconds,
+    timeline,
+)
 
 __all__ = ["create_app"]
 
@@ -121,7 +130,8 @@ class _Dashboard:
 
     async def job(self, request: Request) -> Response:
         job = await self.reader.get(request.query_params.get("id", ""))
-        return self.page(request, "job.html", job=job, actions=self.offered(job))
+        bars = timeline(await self.reader.attempts(job.job_id), job.as_of)
+        return self.page(request, "job.html", job=job, actions=self.offered(job), bars=bars)
 
     async def job_summary(self, request: Request) -> Response:
         job = await self.reader.get(request.query_params.get("id", ""))

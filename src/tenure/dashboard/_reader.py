@@ -13,7 +13,7 @@ from .._queue_stats import StoreStats
 from .._store import Store
 from .._store_async import AsyncStore
 from ..errors import InvalidArgument
-from ..models import Job
+from ..models import Attempt, Job
 
 __all__ = ["Reader"]
 
@@ -51,6 +51,10 @@ class Reader:
 
     async def jobs(self, *, queue: str | None, state: str | None, limit: int) -> list[Job]:
         found: list[Job] = await self._run("jobs", queue=queue, state=state, limit=limit)
+        return found
+
+    async def attempts(self, job_id: str) -> list[Attempt]:
+        found: list[Attempt] = await self._run("attempts", job_id)
         return found
 
     async def queue_stats(self) -> StoreStats | None:

@@ -12,7 +12,7 @@ from urllib.parse import urlencode
 from .._queue_stats import StoreStats
 from .._validate import MAX_BATCH
 from ..errors import InvalidArgument
-from ..models import Job, JobState
+from ..models import Attempt, Job, JobState
 from ._reader import Reader
 
 __all__ = [
@@ -21,11 +21,13 @@ __all__ = [
     "Filters",
     "JobsPage",
     "QueuesPage",
+    "TimelineBar",
     "clock_time",
     "jobs_page",
     "pretty_json",
     "queues_page",
     "seconds",
+    "timeline",
 ]
 
 PAGE_SIZE = 50
@@ -141,3 +143,48 @@ def seconds(value: float) -> str:
     if size < 7200:
         return f"{sign}{int(size // 60)} min {int(size % 60)} s"
     return f"{sign}{int(size // 3600)} h {int(size % 3600 // 60)} min"
+
+
+@dataclass(frozen=True)
+class TimelineBar:
+    """One attempt on the job page's timeline: where its bar sits (percent of the span
+    from the first attempt's start to the last one's end, or to now while it is open) and
+    its colour, the chaos report's colour of its generation."""
+
+    attempt: Attempt
+    left: float
+    width: float
+    color: str
+    duration: float
+
+    @property
+    def label(self) -> str:
+        return "current" if self.attempt.ending is None else str(self.attempt.ending)
+
+
+def generation_color(generation: int) -> str:
+    """The chaos report's colour of a generation (tenure.chaos's _gen_color)."""
+    return f"hsl({(generation * 67) % 360}, 65%, 55%)"
+
+
+def timeline(attempts: list[Attempt], as_of: float) -> list[TimelineBar]:
+    """The bars of the job page's attempt timeline, oldest first."""
+    if not attempts:
+        return []
+    start = attempts[0].started_at
+    ends = [as_of if a.ended_at is None else a.ended_at for a in attempts]
+    span = max(max(ends) - start, 1e-9)
+    bars = []
+    for attempt, end in zip(attempts, ends, strict=True):
+        left = 100.0 * (attempt.started_at - start) / span
+        width = max(0.5, 100.0 * (end - attempt.started_at) / span)
+        bars.append(
+            TimelineBar(
+                attempt,
+                round(min(left, 99.5), 2),
+                round(min(width, 100.0 - min(left, 99.5)), 2),
+                generation_color(attempt.generation),
+                end - attempt.started_at,
+            )
+        )
+    return bars

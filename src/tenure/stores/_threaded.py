@@ -154,6 +154,19 @@ class ThreadedDriver:
         await anyio.to_thread.run_sync(self.sync.close)
 
     @property
+    def attempts(self) -> Callable[[str], Awaitable[list[tuple[Any, ...]]]] | None:
+        """The blocking driver's ``attempts`` in a worker thread; None when it has none."""
+        reader = getattr(self.sync, "attempts", None)
+        if reader is None:
+            return None
+
+        async def run(job_id: str) -> list[tuple[Any, ...]]:
+            found: list[tuple[Any, ...]] = await anyio.to_thread.run_sync(reader, job_id)
+            return found
+
+        return run
+
+    @property
     def queue_stats(self) -> Callable[[], Awaitable[tuple[float, list[tuple[Any, ...]]]]] | None:
         """The blocking driver's ``queue_stats`` in a worker thread; None when it has none
         (`tenure.AsyncStore.queue_stats` then answers None)."""

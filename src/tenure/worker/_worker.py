@@ -36,6 +36,7 @@ import anyio.to_thread
 
 from .._clock import Clock, LeaseTiming, SystemClock
 from .._protocol import RetryPolicy
+from .._schedule import Schedule, make_schedule
 from .._store import connect
 from .._store_async import AsyncStore
 from ..aio import connect as connect_async
@@ -52,6 +53,7 @@ from ._keeper import LeaseKeeper
 from ._lease import REGISTRY, LeaseHandle, lease_extra
 from ._loop import LoopCaller
 from ._outcome import Outcome
+from ._periodic import Periodic
 from ._process import prepare_process_handlers
 from ._retention import Retention
 from ._retry import Outage
@@ -159,6 +161,7 @@ class Worker(Claiming):
             timeout=timeout,
         )
         self._handlers: dict[str, Handler] = {}
+        self._schedules: dict[str, Schedule] = {}
         self._stats = Stats()
         self._lock = threading.Lock()
         self._running = False
@@ -288,6 +291,42 @@ class Worker(Claiming):
             raise InvalidArgument("register", "cannot add handlers while the worker runs")
         self._handlers[queue] = handler
         return function
+
+    def periodic(
+        self,
+        cron: str,
+        /,
+        *,
+        queue: str,
+        payload: Any = None,
+        tz: str = "UTC",
+        catch_up: str = "skip",
+        name: str | None = None,
+        **options: Any,
+    ) -> Callable[[F], F]:
+        """Decorator: run the function for each tick of ``cron`` (in time zone ``tz``) as
+        a job of ``queue`` with ``payload``; ``options`` are `handler`'s. Each tick is one
+        job across a fleet, its id ``cron:<name>:<tick UTC>`` (``name``: the queue's by
+        default); ``catch_up`` says what a worker that could not submit for a while does:
+        ``"skip"`` submits the latest due tick only, ``"once"`` also one run for the
+        missed ones. Needs ``tenure[cron]``."""
+        schedule = make_schedule(
+            queue if name is None else name,
+            cron,
+            queue=queue,
+            payload=payload,
+            tz=tz,
+            catch_up=catch_up,
+        )
+        if schedule.name in self._schedules:
+            raise InvalidArgument("name", f"a periodic job {schedule.name!r} exists already")
+
+        def decorate(function: F) -> F:
+            self.register(queue, function, **options)
+            self._schedules[schedule.name] = schedule
+            return function
+
+        return decorate
 
     def stats(self) -> dict[str, float]:
         """Counters since this worker was created (see `tenure.worker.COUNTERS`), plus
@@ -456,7 +495,7 @@ class Worker(Claiming):
         """Claim and run jobs until stopped (or, in burst mode, out of jobs), then drain."""
         config = self._config
         assert self._completer is not None
-        summaries, purges = anyio.CancelScope(), anyio.CancelScope()
+        summaries, purges, ticks = anyio.CancelScope(), anyio.CancelScope(), anyio.CancelScope()
         async with anyio.create_task_group() as task_group:
             if config.summary_every > 0:
                 task_group.start_soon(self._summaries, summaries, config.summary_every)
@@ -465,6 +504,9 @@ class Worker(Claiming):
                     store, self.owner or "", config.retention, config.retention_every
                 )
                 task_group.start_soon(self._retention, purges, retention)
+            if self._schedules:
+                periodic = Periodic(store, list(self._schedules.values()), clock.time)
+                task_group.start_soon(self._periodic, ticks, periodic)
             # A completion call also claims for the slots it frees: one store call (one
             # commit) per batch, where completing and then refilling made two.
             self._completer.refill = Refill(
@@ -479,10 +521,15 @@ class Worker(Claiming):
             await self._drain()
             summaries.cancel()
             purges.cancel()
+            ticks.cancel()
 
     async def _retention(self, scope: anyio.CancelScope, retention: Retention) -> None:
         with scope:
             await retention.run(min(self._config.retention_every, 60.0))
+
+    async def _periodic(self, scope: anyio.CancelScope, periodic: Periodic) -> None:
+        with scope:
+            await periodic.run()
 
     def _log_final(self, store: AsyncStore) -> None:
         # One short line; every counter is in worker.stats().

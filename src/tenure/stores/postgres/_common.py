@@ -356,6 +356,7 @@ class SqlSet:
         "get",
         "list_page",
         "queue_stats",
+        "attempts",
         "next_due",
         "submit",
         "submit_many",

@@ -48,7 +48,7 @@ from ._connection import (
 from ._control import PostgresControl
 from ._jobs import JobsMixin
 from ._migrate import prepare_schema
-from ._stats import queue_stats
+from ._stats import attempts, queue_stats
 from ._transaction import PostgresTransaction
 
 __all__ = ["PostgresDriver"]
@@ -481,6 +481,12 @@ class PostgresDriver(PostgresControl, JobsMixin):
     def get(self, job_id: str) -> Outcome:
         rows = self._rows("get", self._sql["get"], {"job_id": job_id, "now": self._now()})
         return rows[0].outcome
+
+    def attempts(self, job_id: str) -> list[tuple[Any, ...]]:
+        """The job's attempts, oldest first (``_stats.py``)."""
+        if self._closed:
+            raise closed_error("attempts")
+        return attempts(self._pool, self._sql["attempts"], job_id)
 
     def queue_stats(self) -> tuple[float, list[tuple[Any, ...]]]:
         """The live jobs of each queue (see `tenure._queue_stats`): one statement over the

@@ -50,7 +50,7 @@ from ._connection_async import (
 from ._control_async import AsyncPostgresControl
 from ._jobs_async import AsyncJobsMixin
 from ._migrate_async import prepare_schema_async
-from ._stats_async import queue_stats_async
+from ._stats_async import attempts_async, queue_stats_async
 from ._transaction_async import AsyncPostgresTransaction
 
 __all__ = ["AsyncPostgresDriver"]
@@ -491,6 +491,12 @@ class AsyncPostgresDriver(AsyncPostgresControl, AsyncJobsMixin):
     async def get(self, job_id: str) -> Outcome:
         rows = await self._rows("get", self._sql["get"], {"job_id": job_id, "now": self._now()})
         return rows[0].outcome
+
+    async def attempts(self, job_id: str) -> list[tuple[Any, ...]]:
+        """The job's attempts, oldest first (``_stats_async.py``)."""
+        if self._closed:
+            raise closed_error("attempts")
+        return await attempts_async(self._pool, self._sql["attempts"], job_id)
 
     async def queue_stats(self) -> tuple[float, list[tuple[Any, ...]]]:
         """The live jobs of each queue (see `tenure._queue_stats`): one statement over the

@@ -51,6 +51,19 @@ def psycopg_connection(conn: Any) -> Any:
     return conn if driver_connection is None else driver_connection
 
 
+async def joined_connection_async(conn: Any) -> Any:
+    """The psycopg connection of ``conn``: under a session or connection of SQLAlchemy's
+    asyncio extension (in the transaction SQLAlchemy has begun on it, or begins now), or
+    what `psycopg_connection` finds (a plain session or connection, or psycopg's own)."""
+    if hasattr(conn, "sync_session"):  # the asyncio extension's session
+        conn = await conn.connection()
+    raw = getattr(conn, "get_raw_connection", None)
+    if callable(raw) and hasattr(conn, "sync_connection"):  # ... and its connection
+        fairy = await raw()
+        return getattr(fairy, "driver_connection", fairy)
+    return psycopg_connection(conn)
+
+
 class AsyncJobsMixin:
     """`submit_many`, `submit_joined`, `wait_job` and `list_jobs` of `AsyncPostgresDriver`."""
 
@@ -99,13 +112,13 @@ class AsyncJobsMixin:
     async def submit_joined(self, conn: Any, submissions: Sequence[Submission]) -> list[Outcome]:
         """``submit_many.sql`` on the caller's psycopg connection (or SQLAlchemy session),
         in the transaction it is in; nothing is committed here."""
-        target = psycopg_connection(conn)
+        target = await joined_connection_async(conn)
         if not isinstance(target, AsyncConnection):
             raise InvalidArgument(
                 "conn",
                 f"must be a psycopg.{AsyncConnection.__name__} to the store's database (a sync "
-                "store takes a sync connection, an async store an async one) or, for a sync "
-                f"store, a SQLAlchemy Session, not {type(conn).__name__}",
+                "store takes a sync connection, an async store an async one) or a SQLAlchemy "
+                f"Session (AsyncSession for an async store), not {type(conn).__name__}",
             )
         cur = raw_cursor_async(target)
         try:

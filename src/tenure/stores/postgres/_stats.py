@@ -13,7 +13,7 @@ from psycopg_pool import ConnectionPool
 
 from ._common import Statement, store_unavailable
 
-__all__ = ["queue_stats"]
+__all__ = ["attempts", "queue_stats"]
 
 
 def queue_stats(
@@ -32,3 +32,19 @@ def queue_stats(
             raise
         raise error from exc
     return float(found[0][0]), [tuple(row[1:]) for row in found if row[1] is not None]
+
+
+def attempts(pool: ConnectionPool[Any], statement: Statement, job_id: str) -> list[tuple[Any, ...]]:
+    """The job's attempts, oldest first: ``[(generation, owner, started_at, ended_at,
+    ending, error)...]`` (sql/attempts.sql), on a connection of the store's pool."""
+    try:
+        with pool.connection() as conn:
+            cursor = psycopg.RawCursor(conn)
+            cursor.execute(statement.text, statement.args({"job_id": job_id}))
+            found = cursor.fetchall()
+    except psycopg.Error as exc:
+        error = store_unavailable("attempts", exc, sent=True)
+        if error is None:
+            raise
+        raise error from exc
+    return [tuple(row) for row in found]

@@ -11,7 +11,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from ._common import Statement, store_unavailable
 
-__all__ = ["queue_stats_async"]
+__all__ = ["attempts_async", "queue_stats_async"]
 
 
 async def queue_stats_async(
@@ -30,3 +30,21 @@ async def queue_stats_async(
             raise
         raise error from exc
     return float(found[0][0]), [tuple(row[1:]) for row in found if row[1] is not None]
+
+
+async def attempts_async(
+    pool: AsyncConnectionPool[Any], statement: Statement, job_id: str
+) -> list[tuple[Any, ...]]:
+    """The job's attempts, oldest first: ``[(generation, owner, started_at, ended_at,
+    ending, error)...]`` (sql/attempts.sql), on a connection of the store's pool."""
+    try:
+        async with pool.connection() as conn:
+            cursor = psycopg.AsyncRawCursor(conn)
+            await cursor.execute(statement.text, statement.args({"job_id": job_id}))
+            found = await cursor.fetchall()
+    except psycopg.Error as exc:
+        error = store_unavailable("attempts", exc, sent=True)
+        if error is None:
+            raise
+        raise error from exc
+    return [tuple(row) for row in found]

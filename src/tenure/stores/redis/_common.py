@@ -247,6 +247,7 @@ SCRIPTS: dict[str, Script] = {
         "release",
         "fail",
         "get",
+        "attempts",
         "find_leases",
         "list",
         "wait",

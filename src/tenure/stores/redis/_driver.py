@@ -6,6 +6,7 @@ Edit it and run ``python tools/async_to_sync.py``.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import time
@@ -345,6 +346,16 @@ class RedisDriver(RedisControl, JobsMixin):
     def get(self, job_id: str) -> Outcome:
         keys = [self.keys.job(job_id), self.keys.clock]
         return decode_outcome(self._eval("get", "get", keys, [self._now_arg()]))
+
+    def attempts(self, job_id: str) -> list[tuple[Any, ...]]:
+        """The job's attempts, oldest first (attempts.lua): each entry as _lib.lua's
+        attempt_start and attempt_end wrote it."""
+        found = self._eval("attempts", "attempts", [self.keys.job(job_id)], [])
+        rows = []
+        for entry in found:
+            a = json.loads(entry)
+            rows.append((a["g"], a["o"], a["st"], a.get("en"), a.get("x"), a.get("e")))
+        return rows
 
     def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
         # Writers that make a job claimable at once (submit, release, fail without delay)

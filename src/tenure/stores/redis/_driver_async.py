@@ -14,6 +14,7 @@ decides `StoreUnavailable.outcome_unknown`), and nothing is retried behind the c
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import time
@@ -355,6 +356,16 @@ class AsyncRedisDriver(AsyncRedisControl, AsyncJobsMixin):
     async def get(self, job_id: str) -> Outcome:
         keys = [self.keys.job(job_id), self.keys.clock]
         return decode_outcome(await self._eval("get", "get", keys, [self._now_arg()]))
+
+    async def attempts(self, job_id: str) -> list[tuple[Any, ...]]:
+        """The job's attempts, oldest first (attempts.lua): each entry as _lib.lua's
+        attempt_start and attempt_end wrote it."""
+        found = await self._eval("attempts", "attempts", [self.keys.job(job_id)], [])
+        rows = []
+        for entry in found:
+            a = json.loads(entry)
+            rows.append((a["g"], a["o"], a["st"], a.get("en"), a.get("x"), a.get("e")))
+        return rows
 
     async def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
         # Writers that make a job claimable at once (submit, release, fail without delay)

@@ -34,6 +34,7 @@ from .. import refuse_fragment
 from ._control import SQLiteControl
 from ._jobs import SQLiteJobsMixin
 from ._sql import (
+    ATTEMPTS,
     BURY,
     CLAIM,
     CLOCK,
@@ -512,6 +513,11 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin):
             params["now"] = as_of = float(now.fetchone()[0])
             found = self._conn.execute(FIND_LEASES, params).fetchall()
         return [Outcome(Status.APPLIED, JobRow._make(row), as_of) for row in found]
+
+    def attempts(self, job_id: str) -> list[tuple[Any, ...]]:
+        """The job's attempts, oldest first (see `tenure.AsyncStore.attempts`)."""
+        with self._lock:
+            return [tuple(row) for row in self._conn.execute(ATTEMPTS, {"job_id": job_id})]
 
     def queue_stats(self) -> tuple[float, list[tuple[Any, ...]]]:
         """The live jobs of each queue (see `tenure._queue_stats`): one statement over the

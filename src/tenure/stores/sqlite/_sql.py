@@ -11,6 +11,7 @@ from ..._protocol import JobRow
 from ..._resources import load_text
 
 __all__ = [
+    "ATTEMPTS",
     "BATCH_ROWS",
     "BURY",
     "CLAIM",
@@ -42,6 +43,7 @@ def _load(name: str) -> str:
 
 # Read once: the hot path only passes these strings to sqlite3, whose per-connection
 # statement cache then skips parsing.
+ATTEMPTS = _load("attempts")
 BATCH_ROWS = _load("batch_rows")
 BURY = _load("bury")
 CLAIM = _load("claim")

@@ -1,6 +1,7 @@
 -- Delete a finished job (done, dead, cancelled), and raise the store's generation floor to
 -- its generation in the same statement: a job submitted again under this id is first
--- claimed above it (claim.sql), so no token of the deleted job is ever issued again.
+-- claimed above it (claim.sql), so no token of the deleted job is ever issued again. Its
+-- attempt history is deleted with it.
 {include:_clock},
 applied AS (
     DELETE FROM {schema}.tenure_jobs AS j
@@ -12,5 +13,11 @@ floor AS (
     UPDATE {schema}.tenure_floor AS f
     SET generation = greatest(f.generation, (SELECT max(a.generation) FROM applied AS a))
     WHERE f.id = 0 AND EXISTS (SELECT FROM applied)
+),
+history AS (
+    -- Its attempt history goes with it.
+    DELETE FROM {schema}.tenure_attempts AS t
+    USING applied AS a
+    WHERE t.job_id = a.job_id
 )
 {include:_control_answer}

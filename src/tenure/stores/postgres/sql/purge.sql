@@ -18,7 +18,13 @@ gone AS (
     DELETE FROM {schema}.tenure_jobs AS j
     USING picked AS p
     WHERE j.job_id = p.job_id
-    RETURNING j.generation
+    RETURNING j.job_id, j.generation
+),
+history AS (
+    -- The deleted jobs' attempt histories go with them.
+    DELETE FROM {schema}.tenure_attempts AS t
+    USING gone AS g
+    WHERE t.job_id = g.job_id
 ),
 floor AS (
     UPDATE {schema}.tenure_floor AS f

@@ -118,6 +118,35 @@ local function ended(job)
   end
 end
 
+-- The attempt history (issue #17): {P}:j:<id>:att, a list of the job's attempts oldest
+-- first, each a JSON object: g (generation), o (owner), st (started at), and once over
+-- en (ended at), x (how it ended), e (the error or reason). A claim appends one and keeps
+-- the newest ATTEMPTS_KEPT (tenure.models.ATTEMPTS_KEPT); the end of the lease completes
+-- the last one, in the script that ends it.
+local ATTEMPTS_KEPT = 100
+
+local function attempt_end(job, ending, err, now)
+  local key = job .. ':att'
+  local last = redis.call('LINDEX', key, -1)
+  if not last then
+    return
+  end
+  local a = cjson.decode(last)
+  if a.en then
+    return
+  end
+  a.en, a.x, a.e = fmt(now), ending, err
+  redis.call('LSET', key, -1, cjson.encode(a))
+end
+
+local function attempt_start(job, owner, now)
+  local key = job .. ':att'
+  local entry = cjson.encode({ g = redis.call('HGET', job, 'g'), o = owner, st = fmt(now) })
+  if redis.call('RPUSH', key, entry) > ATTEMPTS_KEPT then
+    redis.call('LTRIM', key, -ATTEMPTS_KEPT, -1)
+  end
+end
+
 -- claim.sql's condition; f = HMGET job s g av a m
 local function claimable(f, now)
   return (f[1] == 'ready' or f[1] == 'leased')
@@ -149,6 +178,9 @@ end
 -- generation is above the floor too, so no deleted job's token is ever issued again.
 local function take(job, member, candidates, owner, ttl, secret_hash, now)
   local lease_until = fmt(now + ttl)
+  if redis.call('HGET', job, 's') == 'leased' then
+    attempt_end(job, 'lost', nil, now) -- expired, and taken over at a newer generation
+  end
   local floor = redis.call('GET', floor_key(candidates))
   if floor and above(floor, redis.call('HGET', job, 'g')) then
     redis.call('HSET', job, 'g', floor)
@@ -158,6 +190,7 @@ local function take(job, member, candidates, owner, ttl, secret_hash, now)
   redis.call('HSET', job, 's', 'leased', 'o', owner, 'h', secret_hash,
     'lu', lease_until, 'av', lease_until, 'u', fmt(now))
   redis.call('ZADD', candidates, lease_until, member)
+  attempt_start(job, owner, now)
 end
 
 -- bury.sql: an expired lease on the last allowed attempt; the secret hash is cleared so
@@ -167,6 +200,7 @@ local function bury(job, member, candidates, now)
   redis.call('HDEL', job, 'h', 'lu')
   redis.call('HSETNX', job, 'e', 'lease expired during the last allowed attempt')
   redis.call('ZREM', candidates, member)
+  attempt_end(job, 'dead', redis.call('HGET', job, 'e'), now)
   ended(job)
 end
 
@@ -203,6 +237,7 @@ local function complete_job(job, owner, generation, secret_hash, receipt, result
     redis.call('HDEL', job, 'r')
   end
   redis.call('ZREM', candidates, member)
+  attempt_end(job, 'completed', nil, now)
   ended(job)
   return 'applied'
 end
@@ -313,7 +348,7 @@ local function remove_job(job, all_jobs, floor)
   redis.call('ZREM', f[2], f[3])
   redis.call('ZREM', (string.gsub(f[2], '^(%b{}):q:', '%1:l:')), f[3])
   redis.call('ZREM', all_jobs, f[3])
-  redis.call('DEL', job)
+  redis.call('DEL', job, job .. ':att')
 end
 
 -- ---------------------------------------------------------------------------------------

@@ -11,8 +11,11 @@ local f = redis.call('HMGET', job, 's', 'g', 'z', 'k')
 if not takes(f[1], 3) then
   return answer('missed', now, job)
 end
-if f[1] == 'leased' and below_max(f[2]) then
-  redis.call('HINCRBY', job, 'g', 1)
+if f[1] == 'leased' then
+  attempt_end(job, 'cancelled', ARGV[2], now)
+  if below_max(f[2]) then
+    redis.call('HINCRBY', job, 'g', 1)
+  end
 end
 local now_s = fmt(now)
 redis.call('HSET', job, 's', 'cancelled', 'e', ARGV[2], 'av', now_s, 'u', now_s)

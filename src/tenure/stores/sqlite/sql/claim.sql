@@ -8,6 +8,7 @@ SET state = 'leased',
     lease_until = :now + :ttl,
     available_at = :now + :ttl,
     attempts = attempts + 1,
+    claimed_at = :now,  -- the attempt's start (tenure_attempts gets it when it ends)
     updated_at = :now
 WHERE job_id = :job_id
   AND state IN ('ready', 'leased')

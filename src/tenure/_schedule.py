@@ -1,0 +1,185 @@
+"""Periodic jobs: the tick math (pure; cron through cronsim, time zones through zoneinfo).
+
+A schedule's ticks are the times its cron expression names in its time zone. Each tick is
+one job whose id is derived from the schedule's name and the tick's UTC time
+(`tick_job_id`): every worker of a fleet that decides a tick is due submits the same id,
+and the store's idempotent submit keeps one job, whatever the workers' clocks say. Which
+ticks are due is decided here from a clock reading (`due_ticks`); the catch-up policy says
+what happens to ticks missed while nobody could submit them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from ._validate import encode_json, validate_id
+from .errors import InvalidArgument
+
+__all__ = [
+    "CATCH_UP",
+    "LATE_GRACE",
+    "TICK_PREFIX",
+    "Schedule",
+    "due_ticks",
+    "make_schedule",
+    "next_tick",
+    "tick_delay",
+    "tick_job_id",
+    "ticks_back",
+]
+
+CATCH_UP = ("skip", "once")
+# A tick at most this old when a worker looks is submitted whatever the catch-up policy: a
+# loop that looked a few seconds late has missed nothing. Older ticks were missed.
+LATE_GRACE = 10.0
+TICK_PREFIX = "cron:"
+# Ticks walked at most to find the latest one due: a schedule of every second missed for
+# a long time is looked at from a recent window instead (see _latest_at_or_before).
+_WALK = 10_000
+_WINDOWS = (60.0, 3600.0, 86400.0, 32 * 86400.0, 366 * 86400.0, 5 * 366 * 86400.0)
+
+
+def _cronsim() -> Any:
+    try:
+        import cronsim
+    except ImportError as exc:
+        raise ImportError(
+            "periodic jobs need a cron parser: pip install 'tenure[cron]' (it installs cronsim)"
+        ) from exc
+    return cronsim
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A periodic job: ``cron`` (5 fields, or 6 with a seconds field first, as cronsim
+    reads them) in time zone ``tz``; each tick submits a job to ``queue`` with
+    ``payload``."""
+
+    name: str
+    cron: str
+    queue: str
+    payload: Any
+    tz: str
+    catch_up: str
+
+    def zone(self) -> ZoneInfo:
+        return ZoneInfo(self.tz)
+
+
+def make_schedule(
+    name: object,
+    cron: object,
+    *,
+    queue: object,
+    payload: Any = None,
+    tz: object = "UTC",
+    catch_up: object = "skip",
+) -> Schedule:
+    """A validated `Schedule`; bad input raises `InvalidArgument` naming the argument."""
+    name_s = validate_id("name", name)
+    if ":" in name_s:
+        # The tick's job id is cron:<name>:<tick>; a colon in the name would make two
+        # schedules' ids meet.
+        raise InvalidArgument("name", f"must not contain ':', got {name_s!r}")
+    queue_s = validate_id("queue", queue)
+    encode_json("payload", payload)  # refused now, not at every tick
+    if not isinstance(tz, str) or not tz:
+        raise InvalidArgument("tz", f"must be an IANA time zone name, got {tz!r}")
+    try:
+        zone = ZoneInfo(tz)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise InvalidArgument("tz", f"unknown time zone {tz!r}") from exc
+    if catch_up not in CATCH_UP:
+        raise InvalidArgument("catch_up", f"must be 'skip' or 'once', got {catch_up!r}")
+    if not isinstance(cron, str):
+        raise InvalidArgument("cron", f"must be a str, not {type(cron).__name__}")
+    cronsim = _cronsim()
+    try:
+        cronsim.CronSim(cron, datetime.now(zone))
+    except cronsim.CronSimError as exc:
+        raise InvalidArgument("cron", f"not a cron expression ({exc}): {cron!r}") from exc
+    return Schedule(name_s, cron, queue_s, payload, tz, str(catch_up))
+
+
+def _ticks(schedule: Schedule, after: float) -> Iterator[float]:
+    """Every tick strictly after ``after`` (UTC epoch seconds), in order."""
+    start = datetime.fromtimestamp(math.floor(after), timezone.utc).astimezone(schedule.zone())
+    for moment in _cronsim().CronSim(schedule.cron, start):
+        tick = moment.timestamp()
+        if tick > after:
+            yield tick
+
+
+def next_tick(schedule: Schedule, after: float) -> float:
+    """The first tick strictly after ``after``."""
+    return next(_ticks(schedule, after))
+
+
+def _latest_at_or_before(schedule: Schedule, last: float, now: float) -> float | None:
+    # From a window before now (growing until a tick is found), so that a long downtime of
+    # a frequent schedule walks at most _WALK ticks.
+    for window in (*_WINDOWS, now - last):
+        start = max(last, now - window)
+        found: float | None = None
+        for walked, tick in enumerate(_ticks(schedule, start)):
+            if tick > now or walked >= _WALK:
+                break
+            found = tick
+        if found is not None or start <= last:
+            return found
+    return None
+
+
+def due_ticks(schedule: Schedule, last: float, now: float) -> list[float]:
+    """The ticks to submit at ``now`` when ticks up to ``last`` were submitted, oldest
+    first. Every tick of the last `LATE_GRACE` seconds is due (a loop that looked late
+    misses none); older ones were missed, and the catch-up policy decides: ``'skip'``
+    submits only the latest of them when no recent tick is due, ``'once'`` submits the
+    first missed one (one run standing for all of them) besides."""
+    if now <= last:
+        return []
+    recent: list[float] = []
+    for tick in _ticks(schedule, max(last, now - LATE_GRACE)):
+        if tick > now or len(recent) >= _WALK:
+            break
+        recent.append(tick)
+    first = next_tick(schedule, last)
+    if first >= (recent[0] if recent else now):
+        return recent  # nothing missed
+    once = schedule.catch_up == "once"
+    if recent:
+        return [first, *recent] if once else recent
+    latest = _latest_at_or_before(schedule, last, now)
+    if latest is None:
+        return []
+    return [first, latest] if once and first < latest else [latest]
+
+
+def ticks_back(schedule: Schedule, at: float, count: int) -> list[float]:
+    """Up to ``count`` ticks at or before ``at``, latest first."""
+    start = datetime.fromtimestamp(math.floor(at) + 1, timezone.utc).astimezone(schedule.zone())
+    found: list[float] = []
+    for moment in _cronsim().CronSim(schedule.cron, start, reverse=True):
+        if len(found) >= count:
+            break
+        tick = moment.timestamp()
+        if tick <= at:
+            found.append(tick)
+    return found
+
+
+def tick_job_id(name: str, tick: float) -> str:
+    """``cron:<name>:<tick in UTC, ISO 8601, to the second>``: the same for every worker."""
+    moment = datetime.fromtimestamp(round(tick), timezone.utc)
+    return f"{TICK_PREFIX}{name}:{moment.strftime('%Y-%m-%dT%H:%M:%SZ')}"
+
+
+def tick_delay(tick: float, store_now: float) -> float:
+    """The delay that makes a tick's job claimable at its tick time by the store's clock
+    (a worker whose clock is ahead submits early; its job waits)."""
+    return max(0.0, min(tick - store_now, 366 * 86400.0))
