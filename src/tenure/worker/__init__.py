@@ -22,11 +22,12 @@ from ._keeper import LeaseKeeper, Renewer
 from ._lease import REGISTRY, LeaseHandle, TokenState, check_token, token_state
 from ._loop import LoopCaller
 from ._metrics import WorkerCollector, serve_metrics
-from ._stats import COUNTERS, Stats
+from ._stats import COUNTERS, HANDLER_BUCKETS, Stats
 from ._worker import Worker
 
 __all__ = [
     "COUNTERS",
+    "HANDLER_BUCKETS",
     "Handler",
     "Isolation",
     "JobContext",

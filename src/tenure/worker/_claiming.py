@@ -27,6 +27,7 @@ from ._invoke import Running
 from ._retry import Outage
 from ._settle import Settler
 from ._stats import Stats
+from ._telemetry import claim_span
 
 __all__ = ["Claiming"]
 
@@ -86,7 +87,7 @@ class Claiming:
                     continue
             self._claiming = free
             try:
-                claimed = await store.claim_jobs(self.owner or "", config.ttl, free, queues=queues)
+                claimed = await self._claim(store, free, queues)
             except StoreUnavailable as exc:
                 # The store already looked for this claim's leases by their secret hashes;
                 # reaching here, it could not tell: leases it may have taken expire.
@@ -135,6 +136,14 @@ class Claiming:
                 if burst and not self._jobs:
                     break
                 await self._idle(store, queues, config.poll_interval)
+
+    async def _claim(self, store: AsyncStore, free: int, queues: tuple[str, ...]) -> list[Claim]:
+        owner = self.owner or ""
+        with claim_span(owner, queues) as span:  # a null context without OpenTelemetry
+            claimed = await store.claim_jobs(owner, self._config.ttl, free, queues=queues)
+            if span is not None:
+                span.set_attribute("messaging.batch.message_count", len(claimed))
+        return claimed
 
     def _claim_reply_lost(self, clock: Clock) -> None:
         """A claim (or a completion call that also claimed) may have taken jobs without

@@ -16,6 +16,7 @@ and the thread (``Running.straggler``) keeps its concurrency slot until it retur
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
@@ -32,6 +33,7 @@ from ._loop import DaemonThread, LoopCaller
 from ._outcome import Outcome, handler_outcome, outcome_of
 from ._process import run_in_process
 from ._stats import Stats
+from ._telemetry import JobSpans
 
 __all__ = ["Invoker", "Running", "attempt_timeout"]
 
@@ -53,6 +55,7 @@ class Running:
     # A timed-out sync handler's thread, still running after the attempt was failed.
     straggler: DaemonThread[Outcome] | None = None
     abandoned: bool = False  # the worker stopped waiting for this handler (stopping)
+    spans: JobSpans | None = None  # its OpenTelemetry spans (None without OpenTelemetry)
 
     def abandon(self) -> None:
         """On the loop: stop waiting for the handler's thread, now and from now on."""
@@ -70,6 +73,18 @@ class Invoker:
         self._start_method = start_method
 
     async def __call__(self, running: Running) -> Outcome:
+        spans = running.spans
+        started = time.perf_counter()
+        if spans is None:
+            outcome = await self._invoke(running)
+        else:
+            with spans.handling():
+                outcome = await self._invoke(running)
+            spans.handled(outcome, running.handle)
+        self._stats.handled(running.job.queue, outcome.kind, time.perf_counter() - started)
+        return outcome
+
+    async def _invoke(self, running: Running) -> Outcome:
         if running.isolation == "process":
             return await run_in_process(
                 running.handler.function,

@@ -5,7 +5,10 @@ Every counter of `COUNTERS` is ``tenure_worker_<name>_total``, except the causes
 lease, which are the ``reason`` label of ``tenure_worker_leases_lost_total``
 (``renewal_rejected``, ``deadline_passed``, ``other``); renewal latency is the histogram
 ``tenure_worker_renewal_latency_seconds``; jobs in flight the gauge
-``tenure_worker_jobs_in_flight``. No job id or owner is a label.
+``tenure_worker_jobs_in_flight``; how long handlers ran the histogram
+``tenure_handler_duration_seconds`` with the labels ``queue`` (the worker's handlers'
+queues) and ``outcome`` (how the handler ended: ``ok``, ``error``, ``release``, ``retry``,
+``lost``, ``abandoned``, ``died``). No job id or owner is a label.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from ._stats import COUNTERS, RENEW_BUCKET_KEYS, RENEW_LATENCY_BUCKETS
+from ._stats import COUNTERS, HANDLER_BUCKETS, RENEW_BUCKET_KEYS, RENEW_LATENCY_BUCKETS, Durations
 
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric
@@ -37,6 +40,7 @@ class WorkerCollector:
 
     def __init__(self, worker: Any) -> None:
         self.stats: Callable[[], dict[str, float]] = worker.stats
+        self.durations: Callable[[], Durations] = getattr(worker, "handler_durations", dict)
 
     def describe(self) -> list[Metric]:
         return list(self.collect())
@@ -80,6 +84,21 @@ class WorkerCollector:
             "Jobs whose handler is running now",
             value=values.get("in_flight", 0),
         )
+        yield self._durations(HistogramMetricFamily)
+
+    def _durations(self, family: Any) -> Metric:
+        handled = family(
+            "tenure_handler_duration_seconds",
+            "Seconds a handler ran, by queue and how it ended",
+            labels=["queue", "outcome"],
+        )
+        for (queue, outcome), (cumulative, total, count) in sorted(self.durations().items()):
+            buckets = [
+                (f"{bound:g}", n) for bound, n in zip(HANDLER_BUCKETS, cumulative, strict=True)
+            ]
+            buckets.append(("+Inf", count))
+            handled.add_metric([queue, outcome], buckets, sum_value=total)
+        return handled  # type: ignore[no-any-return]
 
 
 def serve_metrics(worker: Any, port: int, host: str = "127.0.0.1") -> Callable[[], None]:

@@ -30,6 +30,7 @@ from ._lease import REGISTRY, LeaseHandle, LossKind, lease_extra
 from ._outcome import Outcome
 from ._retry import RETRY, Outage
 from ._stats import Stats
+from ._telemetry import JobSpans
 
 __all__ = ["Settler", "note_loss", "timeout_error"]
 
@@ -41,8 +42,15 @@ def timeout_error(timeout: float | None) -> str:
     return f"timeout: handler ran longer than {timeout:g} s"
 
 
-def note_loss(stats: Stats, handle: LeaseHandle, outage: Outage | None = None) -> None:
+def note_loss(
+    stats: Stats,
+    handle: LeaseHandle,
+    outage: Outage | None = None,
+    spans: JobSpans | None = None,
+) -> None:
     """Any thread: the first time a held lease is found lost (`LeaseHandle` ``on_lost``)."""
+    if spans is not None:
+        spans.lost(handle)
     kind = handle.lost_kind
     if kind == "deadline_passed" and handle.is_settling and outage is not None:
         # A settle with no answer in a whole lease: the store is away even though no call
@@ -96,6 +104,14 @@ class Settler:
         self._outage = outage or Outage(store.clock, stats)
 
     async def settle(self, running: Running, outcome: Outcome) -> None:
+        spans = running.spans
+        if spans is None:
+            await self._settle(running, outcome)
+            return
+        with spans.settling(outcome, running.handle):
+            await self._settle(running, outcome)
+
+    async def _settle(self, running: Running, outcome: Outcome) -> None:
         handle = running.handle
         loss = handle.settling()
         if loss is None and outcome.kind == "lost":

@@ -5,8 +5,17 @@ from __future__ import annotations
 import bisect
 import itertools
 import threading
+from typing import Any
 
-__all__ = ["COUNTERS", "RENEW_BUCKET_KEYS", "RENEW_LATENCY_BUCKETS", "Progress", "Stats"]
+__all__ = [
+    "COUNTERS",
+    "HANDLER_BUCKETS",
+    "RENEW_BUCKET_KEYS",
+    "RENEW_LATENCY_BUCKETS",
+    "Durations",
+    "Progress",
+    "Stats",
+]
 
 # name -> what it counts (docs/worker.md lists the same table)
 COUNTERS: dict[str, str] = {
@@ -50,6 +59,13 @@ _TIMINGS = ("renew_latency_max", "renew_latency_sum")
 RENEW_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 RENEW_BUCKET_KEYS = tuple(f"renew_latency_le_{bound:g}" for bound in RENEW_LATENCY_BUCKETS)
 
+# The upper bounds (seconds) of the handler duration histogram (handlers run longer than
+# renewals take: up to minutes).
+HANDLER_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+
+# (queue, outcome kind) -> (cumulative counts per bucket of HANDLER_BUCKETS, sum, count)
+Durations = dict[tuple[str, str], tuple[list[int], float, int]]
+
 
 class Stats:
     """Thread-safe counters of one `tenure.Worker`; `snapshot` returns a plain dict."""
@@ -59,6 +75,9 @@ class Stats:
         self._counts: dict[str, int] = dict.fromkeys(COUNTERS, 0)
         self._timings: dict[str, float] = dict.fromkeys(_TIMINGS, 0.0)
         self._renew_buckets = [0] * len(RENEW_LATENCY_BUCKETS)  # not cumulative here
+        # (queue, outcome) -> [per-bucket counts (not cumulative), sum, count]: bounded, as
+        # queues are the worker's handlers' and outcomes the kinds of `Outcome`.
+        self._handled: dict[tuple[str, str], list[Any]] = {}
 
     def incr(self, name: str, amount: int = 1) -> None:
         with self._lock:
@@ -73,6 +92,26 @@ class Stats:
             slot = bisect.bisect_left(RENEW_LATENCY_BUCKETS, latency)
             if slot < len(self._renew_buckets):
                 self._renew_buckets[slot] += 1
+
+    def handled(self, queue: str, outcome: str, seconds: float) -> None:
+        """A handler of ``queue`` ended with ``outcome`` after ``seconds``."""
+        slot = bisect.bisect_left(HANDLER_BUCKETS, seconds)
+        with self._lock:
+            entry = self._handled.get((queue, outcome))
+            if entry is None:
+                entry = self._handled[(queue, outcome)] = [[0] * len(HANDLER_BUCKETS), 0.0, 0]
+            if slot < len(HANDLER_BUCKETS):
+                entry[0][slot] += 1
+            entry[1] += seconds
+            entry[2] += 1
+
+    def durations(self) -> Durations:
+        """The handler durations so far, by (queue, outcome), with cumulative buckets."""
+        with self._lock:
+            return {
+                key: (list(itertools.accumulate(buckets)), total, count)
+                for key, (buckets, total, count) in self._handled.items()
+            }
 
     def snapshot(self) -> dict[str, float]:
         with self._lock:

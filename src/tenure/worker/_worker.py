@@ -59,7 +59,8 @@ from ._retention import Retention
 from ._retry import Outage, open_through_outage
 from ._settle import Settler, note_loss
 from ._signals import install_handlers
-from ._stats import Progress, Stats
+from ._stats import Durations, Progress, Stats
+from ._telemetry import job_spans
 
 __all__ = ["Worker"]
 
@@ -336,6 +337,12 @@ class Worker(Claiming):
 
     # -- running -----------------------------------------------------------------------
 
+    def handler_durations(self) -> Durations:
+        """How long handlers ran (seconds), by (queue, outcome kind): the cumulative counts
+        per upper bound of ``HANDLER_BUCKETS``, their sum and count (what
+        ``tenure_handler_duration_seconds`` exports)."""
+        return self._stats.durations()
+
     def run(self, *, burst: bool = False, install_signal_handlers: bool | None = None) -> None:
         """Run until stopped (SIGTERM/SIGINT when in the main thread, or `stop`). With
         ``burst=True``, return once no job is claimable and none is running."""
@@ -557,10 +564,11 @@ class Worker(Claiming):
     def _start(self, task_group: anyio.abc.TaskGroup, lease: Lease, job: Job, clock: Clock) -> None:
         assert self._keeper is not None
         handler = self._handlers[job.queue]
+        spans = job_spans(job, lease)  # None without OpenTelemetry
         handle = LeaseHandle(
             lease,
             clock,
-            on_lost=partial(note_loss, self._stats, outage=self._outage),
+            on_lost=partial(note_loss, self._stats, outage=self._outage, spans=spans),
             timeout=attempt_timeout(job, handler, self._config.timeout),
         )
         running = Running(
@@ -570,6 +578,7 @@ class Worker(Claiming):
             job=job,
             handle=handle,
             context=JobContext(handle, job),
+            spans=spans,
         )
         self._stats.incr("claimed")
         self._jobs[(lease.job_id, lease.generation)] = running

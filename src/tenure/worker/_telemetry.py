@@ -1,0 +1,211 @@
+"""OpenTelemetry spans of the worker runtime (``pip install 'tenure[otel]'``).
+
+Without ``opentelemetry-api`` installed this module is a silent no-op: `job_spans` returns
+None and `claim_span` a shared null context, so the worker pays one test per job. With the
+API but no tracer provider set (no SDK configured), it is the same no-op: the API's spans
+would record nothing, so none is made (the application, not a library, decides to trace).
+Once the application sets the SDK's `TracerProvider`, the next job is traced. Spans, named
+the way the messaging semantic conventions name them:
+
+- ``receive <queue>`` (kind CLIENT) around each claim call of the claim loop, with the number
+  of jobs it took (``messaging.batch.message_count``);
+- ``process <queue>`` (kind CONSUMER) around the handler, current while it runs (spans the
+  handler opens are its children), status ERROR when it raised, died, timed out or lost
+  its lease, with an event ``tenure.lease_lost`` when the lease is lost;
+- ``settle <queue>`` (kind CLIENT), the handler span's child, around complete, fail or
+  release (``tenure.settle.action``).
+
+Attributes: ``messaging.system`` ``tenure``, ``messaging.destination.name`` the queue,
+``messaging.message.id`` the job id, ``messaging.operation.type``, and ``tenure.generation``,
+``tenure.attempt``, ``tenure.owner``. No payload, result or lease secret is ever recorded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..models import Job, Lease
+
+if TYPE_CHECKING:
+    from ._lease import LeaseHandle
+    from ._outcome import Outcome
+
+try:
+    from opentelemetry import trace as _trace
+except ImportError:  # the otel extra is optional: no spans at all
+    _trace = None  # type: ignore[assignment]
+
+__all__ = ["JobSpans", "claim_span", "job_spans", "settle_action"]
+
+SYSTEM = "tenure"
+_NULL = contextlib.nullcontext()
+# Outcome kinds whose handler span ends with status ERROR.
+_ERRORS = frozenset({"error", "died", "lost"})
+
+
+_cached: tuple[Any, Any] | None = None  # (provider, its tracer of tenure)
+
+
+def _tracer() -> Any:
+    global _cached
+    from .. import __version__
+
+    assert _trace is not None
+    provider = _trace.get_tracer_provider()
+    if _cached is None or _cached[0] is not provider:
+        _cached = (provider, provider.get_tracer("tenure", __version__))
+    return _cached[1]
+
+
+def _enabled() -> bool:
+    """Whether the application set a real `TracerProvider` (the SDK's): until it does, the
+    API's spans record nothing, so none is made at all (checked per job, so a provider
+    set later is used from the next job on)."""
+    if _trace is None:
+        return False
+    provider = _trace.get_tracer_provider()
+    return not isinstance(provider, (_trace.ProxyTracerProvider, _trace.NoOpTracerProvider))
+
+
+def settle_action(kind: str) -> str:
+    """What `Settler.settle` asks of the store for an outcome of ``kind``."""
+    if kind == "ok":
+        return "complete"
+    if kind in ("error", "retry", "died"):
+        return "fail"
+    if kind in ("release", "abandoned"):
+        return "release"
+    return "none"  # lost: nothing is sent for a lost lease (a timeout fails it, though)
+
+
+def _destination(queues: Sequence[str]) -> str:
+    return queues[0] if len(queues) == 1 else ",".join(queues)
+
+
+def claim_span(owner: str, queues: Sequence[str]) -> Any:
+    """A context manager around one claim call: the span (or None without OTel)."""
+    if not _enabled():
+        return _NULL
+    return _claim_span(owner, queues)
+
+
+@contextlib.contextmanager
+def _claim_span(owner: str, queues: Sequence[str]) -> Iterator[Any]:
+    assert _trace is not None
+    destination = _destination(queues)
+    attributes = {
+        "messaging.system": SYSTEM,
+        "messaging.operation.type": "receive",
+        "messaging.operation.name": "claim",
+        "messaging.destination.name": destination,
+        "tenure.owner": owner,
+    }
+    with _tracer().start_as_current_span(
+        f"receive {destination}", kind=_trace.SpanKind.CLIENT, attributes=attributes
+    ) as span:
+        yield span
+
+
+class JobSpans:
+    """The spans of one job in flight: its handler span, then its settle span."""
+
+    def __init__(self, job: Job, lease: Lease) -> None:
+        assert _trace is not None
+        self._attributes: dict[str, Any] = {
+            "messaging.system": SYSTEM,
+            "messaging.destination.name": job.queue,
+            "messaging.message.id": job.job_id,
+            "tenure.generation": lease.generation,
+            "tenure.attempt": lease.attempt,
+            "tenure.owner": lease.owner,
+        }
+        self.queue = job.queue
+        self.handler: Any = None
+        self.settle: Any = None
+
+    @contextlib.contextmanager
+    def handling(self) -> Iterator[None]:
+        """The handler span, current while the handler runs (ended by `handled`)."""
+        assert _trace is not None
+        self.handler = _tracer().start_span(
+            f"process {self.queue}",
+            kind=_trace.SpanKind.CONSUMER,
+            attributes={**self._attributes, "messaging.operation.type": "process"},
+        )
+        try:
+            with _trace.use_span(self.handler, end_on_exit=False, record_exception=False):
+                yield
+        except BaseException:
+            # Only the worker's own cancellation gets here (a handler's exception is its
+            # outcome): the job is given back.
+            self.handler.set_status(_trace.Status(_trace.StatusCode.ERROR, "worker cancelled"))
+            self.handler.end()
+            self.handler = None
+            raise
+
+    def handled(self, outcome: Outcome, handle: LeaseHandle) -> None:
+        span = self.handler
+        if span is None:
+            return
+        span.set_attribute("tenure.outcome", outcome.kind)
+        lost = handle.is_lost() and handle.lost_kind not in ("timed_out", "revoked")
+        if lost and outcome.kind not in _ERRORS:
+            # It returned, but after its lease was lost: nothing it did is settled.
+            reason = handle.lost_reason or "lease lost"
+            span.set_status(_trace.Status(_trace.StatusCode.ERROR, reason[:300]))
+        elif outcome.kind in _ERRORS:
+            error = outcome.error
+            if isinstance(error, BaseException):
+                span.record_exception(error)
+            description = str(error) if error is not None else outcome.kind
+            span.set_status(_trace.Status(_trace.StatusCode.ERROR, description[:300]))
+        elif outcome.kind == "ok":
+            span.set_status(_trace.Status(_trace.StatusCode.OK))
+        span.end()
+
+    @contextlib.contextmanager
+    def settling(self, outcome: Outcome, handle: LeaseHandle) -> Iterator[None]:
+        """The settle span, the handler span's child; ERROR when the lease was lost by the
+        time the settle ended (nothing, or not all, took effect)."""
+        assert _trace is not None
+        action = settle_action(outcome.kind)
+        parent = _trace.set_span_in_context(self.handler) if self.handler is not None else None
+        self.settle = _tracer().start_span(
+            f"settle {self.queue}",
+            context=parent,
+            kind=_trace.SpanKind.CLIENT,
+            attributes={
+                **self._attributes,
+                "messaging.operation.type": "settle",
+                "messaging.operation.name": action,
+                "tenure.settle.action": action,
+            },
+        )
+        try:
+            yield
+        finally:
+            if handle.is_lost() and handle.lost_kind not in ("timed_out", "revoked"):
+                reason = handle.lost_reason or "lease lost"
+                self.settle.set_status(_trace.Status(_trace.StatusCode.ERROR, reason[:300]))
+            self.settle.end()
+
+    def lost(self, handle: LeaseHandle) -> None:
+        """Any thread, once: the lease was lost; an event on the span open now."""
+        attributes = {
+            "tenure.lease.lost_kind": str(handle.lost_kind),
+            "tenure.lease.lost_reason": str(handle.lost_reason),
+        }
+        for span in (self.settle, self.handler):
+            if span is not None and span.is_recording():
+                span.add_event("tenure.lease_lost", attributes)
+                return
+
+
+def job_spans(job: Job, lease: Lease) -> JobSpans | None:
+    """The spans of a job about to run, or None when OpenTelemetry is not installed or no
+    tracer provider is set."""
+    if not _enabled():
+        return None
+    return JobSpans(job, lease)

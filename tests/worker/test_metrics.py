@@ -1,0 +1,71 @@
+"""The worker's handler-duration histogram, scraped over HTTP from `serve_metrics` (what
+``tenure worker --metrics-port`` serves) and parsed with prometheus_client's parser."""
+
+from __future__ import annotations
+
+import socket
+import urllib.request
+from collections.abc import Callable
+
+import pytest
+
+import tenure
+from tenure.worker import JobContext, serve_metrics
+from tests.worker._support import run_burst
+
+pytest.importorskip("prometheus_client")
+
+from prometheus_client.parser import text_string_to_metric_families
+
+MakeWorker = Callable[..., tenure.Worker]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_handler_duration_is_a_histogram_by_queue_and_outcome(
+    make_worker: MakeWorker, store: tenure.Store
+) -> None:
+    worker = make_worker()
+
+    @worker.handler("good")
+    def good(ctx: JobContext) -> str:
+        return "ok"
+
+    @worker.handler("bad")
+    def bad(ctx: JobContext) -> None:
+        raise RuntimeError("boom")
+
+    store.submit("g1", queue="good")
+    store.submit("g2", queue="good")
+    store.submit("b1", queue="bad", max_attempts=1)
+    run_burst(worker)
+    port = _free_port()
+    stop = serve_metrics(worker, port)
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
+            text = answer.read().decode()
+    finally:
+        stop()
+    families = {family.name: family for family in text_string_to_metric_families(text)}
+    handled = families["tenure_handler_duration_seconds"]
+    assert handled.type == "histogram"
+    counts = {
+        (sample.labels["queue"], sample.labels["outcome"]): sample.value
+        for sample in handled.samples
+        if sample.name.endswith("_count")
+    }
+    assert counts == {("good", "ok"): 2, ("bad", "error"): 1}
+    infinite = [
+        sample.value
+        for sample in handled.samples
+        if sample.name.endswith("_bucket") and sample.labels["le"] == "+Inf"
+    ]
+    assert sorted(infinite) == [1, 2]
+    for sample in handled.samples:  # bounded labels: no job id, no owner
+        assert set(sample.labels) <= {"queue", "outcome", "le"}
+    sums = [s.value for s in handled.samples if s.name.endswith("_sum")]
+    assert all(0 <= value < 10 for value in sums)

@@ -1,0 +1,183 @@
+"""OpenTelemetry spans of the worker runtime, recorded by the SDK's in-memory exporter, on
+every store: claim, handler and settle spans with their attributes, ERROR on failures, an
+event when the lease is lost."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+import tenure
+from tenure.worker import JobContext
+from tests.worker._support import run_burst, running, wait_until
+
+pytest.importorskip("opentelemetry.sdk")
+
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+    InMemorySpanExporter,
+)
+from opentelemetry.trace import SpanKind, StatusCode
+
+MakeWorker = Callable[..., tenure.Worker]
+TTL = 10.0
+_EXPORTER = InMemorySpanExporter()
+
+
+@pytest.fixture
+def spans() -> Iterator[InMemorySpanExporter]:
+    """The exporter of the process's one SDK provider (OTel allows setting it once)."""
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(_EXPORTER))
+        trace.set_tracer_provider(provider)
+    _EXPORTER.clear()
+    yield _EXPORTER
+    _EXPORTER.clear()
+
+
+def _named(exporter: InMemorySpanExporter, name: str) -> list[ReadableSpan]:
+    return [span for span in exporter.get_finished_spans() if span.name == name]
+
+
+def _one(exporter: InMemorySpanExporter, name: str) -> ReadableSpan:
+    found = _named(exporter, name)
+    assert len(found) == 1, [span.name for span in exporter.get_finished_spans()]
+    return found[0]
+
+
+def test_claim_handler_and_settle_spans_carry_the_job(
+    make_worker: MakeWorker, store: tenure.Store, spans: InMemorySpanExporter
+) -> None:
+    worker = make_worker(owner="W")
+    inner: list[Any] = []
+
+    @worker.handler("q")
+    def handle(ctx: JobContext) -> str:
+        # The handler span is current: a span the handler opens is its child.
+        with trace.get_tracer("app").start_as_current_span("work") as span:
+            inner.append(span.get_span_context())
+        return "ok"
+
+    store.submit("J1", {"secret": "not recorded"}, queue="q")
+    run_burst(worker)
+    assert store.get("J1").state == "done"
+
+    process = _one(spans, "process q")
+    assert process.kind == SpanKind.CONSUMER
+    assert process.status.status_code == StatusCode.OK
+    attributes = dict(process.attributes or {})
+    assert attributes == {
+        "messaging.system": "tenure",
+        "messaging.destination.name": "q",
+        "messaging.message.id": "J1",
+        "messaging.operation.type": "process",
+        "tenure.generation": 1,
+        "tenure.attempt": 1,
+        "tenure.owner": "W",
+        "tenure.outcome": "ok",
+    }
+    work = _one(spans, "work")
+    assert work.parent is not None
+    assert work.parent.span_id == process.context.span_id
+    assert work.context.trace_id == process.context.trace_id
+
+    settle = _one(spans, "settle q")
+    assert settle.parent is not None
+    assert settle.parent.span_id == process.context.span_id
+    assert settle.attributes is not None
+    assert settle.attributes["tenure.settle.action"] == "complete"
+    assert settle.attributes["messaging.operation.type"] == "settle"
+    assert settle.status.status_code == StatusCode.UNSET
+
+    receives = _named(spans, "receive q")
+    assert receives, "no claim span"
+    counts = [span.attributes["messaging.batch.message_count"] for span in receives]  # type: ignore[index]
+    assert sum(counts) == 1
+    assert all(span.kind == SpanKind.CLIENT for span in receives)
+    # No payload, result or secret in any attribute.
+    for span in spans.get_finished_spans():
+        assert "not recorded" not in repr(dict(span.attributes or {}))
+
+
+def test_a_failing_handler_span_is_an_error_and_the_settle_a_fail(
+    make_worker: MakeWorker, store: tenure.Store, spans: InMemorySpanExporter
+) -> None:
+    worker = make_worker()
+
+    @worker.handler("q")
+    def handle(ctx: JobContext) -> None:
+        raise ValueError("boom")
+
+    store.submit("J2", queue="q", max_attempts=1)
+    run_burst(worker)
+    assert store.get("J2").state == "dead"
+    process = _one(spans, "process q")
+    assert process.status.status_code == StatusCode.ERROR
+    assert "boom" in (process.status.description or "")
+    assert [event.name for event in process.events] == ["exception"]
+    assert process.attributes is not None
+    assert process.attributes["tenure.outcome"] == "error"
+    settle = _one(spans, "settle q")
+    assert settle.attributes is not None
+    assert settle.attributes["tenure.settle.action"] == "fail"
+
+
+def test_a_lost_lease_is_an_event_and_an_error(
+    make_worker: MakeWorker,
+    store: tenure.Store,
+    clock: tenure.ManualClock,
+    spans: InMemorySpanExporter,
+) -> None:
+    worker = make_worker(owner="A")
+    started: list[bool] = []
+
+    @worker.handler("q")
+    def loop_until_lost(ctx: JobContext) -> str:
+        started.append(True)
+        deadline = time.monotonic() + 10
+        while not ctx.lost and time.monotonic() < deadline:
+            time.sleep(0.002)
+        return "stale"
+
+    store.submit("J3", queue="q")
+    with running(worker):
+        wait_until(lambda: started, what="handler start")
+        clock.suspend(2 * TTL)  # the store sees the lease expired; another owner takes it
+        lease_b = store.claim_next("B", TTL, queues=["q"])
+        assert lease_b is not None
+        clock.advance(TTL / 2.5)  # a renewal falls due and is rejected
+        wait_until(lambda: worker.stats()["completions_refused"] == 1, what="refusal")
+    process = _one(spans, "process q")
+    lost = [event for event in process.events if event.name == "tenure.lease_lost"]
+    assert len(lost) == 1
+    assert lost[0].attributes is not None
+    assert lost[0].attributes["tenure.lease.lost_kind"] == "renewal_rejected"
+    assert process.status.status_code == StatusCode.ERROR
+    settle = _one(spans, "settle q")
+    assert settle.status.status_code == StatusCode.ERROR
+    store.complete(lease_b, "by B")
+
+
+def test_without_the_api_nothing_is_traced(
+    make_worker: MakeWorker,
+    store: tenure.Store,
+    spans: InMemorySpanExporter,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # As if opentelemetry-api were not installed: the module's import found nothing.
+    from tenure.worker import _telemetry
+
+    monkeypatch.setattr(_telemetry, "_trace", None)
+    worker = make_worker()
+    worker.register("q", lambda ctx: "ok")
+    store.submit("J4", queue="q")
+    run_burst(worker)
+    assert store.get("J4").state == "done"
+    assert spans.get_finished_spans() == ()
