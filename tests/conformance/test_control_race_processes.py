@@ -1,0 +1,115 @@
+"""Cancel against claims, renewals and completions, with real OS processes on every backend:
+four worker processes drain the jobs (claim, renew, complete) while this process cancels
+jobs at random, whatever their state. Each job has one winner: it ends ``done`` with
+exactly one accepted completion (and the cancel was told it was done), or ``cancelled``
+with none, its generation moved past every lease it had, and every holder of it told
+``LeaseLost`` with the reason "cancelled"."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import tenure
+
+pytestmark = [pytest.mark.races, pytest.mark.slow]
+
+WORKER = Path(__file__).with_name("_cancel_race_worker.py")
+PROCESSES = 4
+JOBS = 200
+
+
+def start_workers(url: str) -> list[subprocess.Popen[str]]:
+    return [
+        subprocess.Popen(
+            [sys.executable, str(WORKER), json.dumps({"url": url, "owner": f"p{i}", "seed": i})],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(PROCESSES)
+    ]
+
+
+def histories(procs: list[subprocess.Popen[str]]) -> list[dict[str, Any]]:
+    found = []
+    for proc in procs:
+        try:
+            out, err = proc.communicate(timeout=90)
+        except subprocess.TimeoutExpired:
+            for other in procs:
+                other.kill()
+            pytest.fail("a cancel-race worker did not finish within 90 s")
+        assert proc.returncode == 0, err
+        found.append(json.loads(out))
+    return found
+
+
+def test_cancel_races_worker_processes_and_each_job_has_one_winner(url: str) -> None:
+    rng = random.Random(7)
+    with tenure.connect(url) as store:
+        for index in range(JOBS):
+            store.submit(f"job-{index:04d}")
+        procs = start_workers(url)
+        deadline = time.monotonic() + 30
+        while not store.jobs(state="leased", limit=1) and time.monotonic() < deadline:
+            time.sleep(0.005)  # the workers are up: cancels now meet held leases
+        cancels: dict[str, tenure.Job | tenure.JobStateConflict] = {}
+        # Cancel half of the jobs while the workers run: every other one is a job held
+        # right now (read from the store), the rest drawn at random, whatever their state.
+        targets = iter(rng.sample([f"job-{i:04d}" for i in range(JOBS)], JOBS))
+        for turn in range(JOBS // 2):
+            held = store.jobs(state="leased", limit=4) if turn % 2 == 0 else []
+            job_id = held[0].job_id if held else next(targets)
+            if job_id in cancels:
+                continue
+            try:
+                cancels[job_id] = store.cancel(job_id, reason="race")
+            except tenure.JobStateConflict as conflict:
+                cancels[job_id] = conflict
+            time.sleep(rng.uniform(0.0, 0.002))
+        events = [event for history in histories(procs) for event in history["events"]]
+        final = {job_id: store.get(job_id) for job_id in (f"job-{i:04d}" for i in range(JOBS))}
+
+    claims: dict[str, list[int]] = defaultdict(list)
+    completions: dict[str, list[int]] = defaultdict(list)
+    losses: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for event in events:
+        if event["kind"] == "claim":
+            claims[event["job"]].append(event["generation"])
+        elif event["kind"] == "complete":
+            completions[event["job"]].append(event["generation"])
+        elif event["kind"] == "lost":
+            losses[event["job"]].append(event)
+
+    cancelled_leased = 0
+    for job_id, job in final.items():
+        assert job.state in ("done", "cancelled"), job
+        granted = claims[job_id]
+        assert len(granted) == len(set(granted)), (job_id, granted)  # no token twice
+        if job.state == "done":
+            assert completions[job_id] == [job.generation], (job_id, completions[job_id])
+            assert not losses[job_id], losses[job_id]
+            answer = cancels.get(job_id)
+            if answer is not None:  # the completion won: the cancel was told so
+                assert isinstance(answer, tenure.JobStateConflict), answer
+                assert answer.state == "done"
+        else:
+            assert isinstance(cancels[job_id], tenure.Job), cancels[job_id]
+            assert completions[job_id] == [], (job_id, completions[job_id])
+            # Every lease the job had lies below its final generation and was told why.
+            assert all(generation < job.generation for generation in granted), (job_id, job)
+            assert [loss["reason"] for loss in losses[job_id]] == ["cancelled"] * len(granted)
+            cancelled_leased += bool(granted)
+    # Both ways of winning happened, including cancels of held leases: the race was run.
+    assert any(job.state == "done" for job in final.values())
+    assert any(job.state == "cancelled" for job in final.values())
+    assert cancelled_leased > 0, "no cancel landed on a held lease"
