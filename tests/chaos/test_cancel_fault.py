@@ -65,6 +65,21 @@ def test_cancel_fault_run_is_valid(backend: Backend, tmp_path: Path) -> None:
         with tenure.connect(shown) as store, TestClient(create_app(store)) as client:
             finished = client.get("/jobs", params={"state": "done"}).text
             assert "chaos-" in finished
+            # A done job requeued by the fault ran again: two completed lives, the second
+            # at a higher generation, and it ended done.
+            events = (tmp_path / "run" / "history.jsonl").read_text().splitlines()
+            rerun = [
+                job for line in events for job in (json.loads(line).get("requeued_done") or [])
+            ]
+            assert rerun, "no done job was requeued"
+            completed = [
+                a.generation
+                for a in store.attempts(rerun[0])
+                if a.ending == tenure.AttemptEnding.COMPLETED
+            ]
+            assert len(completed) >= 2, completed
+            assert completed == sorted(set(completed)), completed
+            assert store.get(rerun[0]).state == "done"
     assert done.stdout.strip(), done.stderr[-3000:]
     answer = json.loads(done.stdout)
     shown = f"{answer['headline']}\n{done.stderr[-3000:]}"

@@ -28,7 +28,8 @@ failover            PostgreSQL only: the run's own primary killed with SIGKILL a
                     streaming replica promoted (once a run: then there is no replica);
                     the workers reach the new primary through a multi-host URL
 cancel              1-3 jobs cancelled through the store (leased ones first, then ready);
-                    with odds of 2 in 3 they are requeued 0.5-2 TTL later
+                    with odds of 2 in 3 they are requeued 0.5-2 TTL later; and a done job
+                    requeued at once (run again: it must end done once more)
 ==================  =====================================================================
 
 The store faults (store-restart, store-kill, failover) are not in the default mix: they need a store

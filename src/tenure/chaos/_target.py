@@ -131,7 +131,14 @@ class FaultTarget:
         if not cancelled:
             return False
         states = {job: state for job, state in found if job in cancelled}
-        record("start", {"cancelled": cancelled, "states": states})
+        # A done job is run again too: its requeue starts a new life, which must end done
+        # once more, at a generation above the one that completed it.
+        rerun: list[str] = []
+        for done in self.side.jobs(queue=self.p.queue, state="done", limit=1):
+            with contextlib.suppress(TenureError):  # refused or away: in the history
+                control.requeue(done.job_id)
+                rerun.append(done.job_id)
+        record("start", {"cancelled": cancelled, "states": states, "requeued_done": rerun})
         if requeue_after is None:
             record("end", {"requeued": []})
             return True
