@@ -1,9 +1,10 @@
-"""Cancel against claims, renewals and completions, with real OS processes on every backend:
-four worker processes drain the jobs (claim, renew, complete) while this process cancels
-jobs at random, whatever their state. Each job has one winner: it ends ``done`` with
-exactly one accepted completion (and the cancel was told it was done), or ``cancelled``
-with none, its generation moved past every lease it had, and every holder of it told
-``LeaseLost`` with the reason "cancelled"."""
+"""Cancel and requeue against claims, renewals and completions, with real OS processes on
+every backend: four worker processes drain the jobs (claim, renew, complete) while this
+process cancels jobs at random, whatever their state, and requeues some of those it
+cancelled at once. Each job has one winner per life: it ends ``done`` with exactly one
+accepted completion (and a cancel was told it was done), or ``cancelled`` with none; a
+cancel moves the generation past every lease the job had, every holder of it is told
+``LeaseLost`` with the reason "cancelled", and a requeued job runs again above it."""
 
 from __future__ import annotations
 
@@ -27,10 +28,14 @@ PROCESSES = 4
 JOBS = 200
 
 
-def start_workers(url: str) -> list[subprocess.Popen[str]]:
+def start_workers(url: str, stop: Path) -> list[subprocess.Popen[str]]:
     return [
         subprocess.Popen(
-            [sys.executable, str(WORKER), json.dumps({"url": url, "owner": f"p{i}", "seed": i})],
+            [
+                sys.executable,
+                str(WORKER),
+                json.dumps({"url": url, "owner": f"p{i}", "seed": i, "stop": str(stop)}),
+            ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -53,16 +58,20 @@ def histories(procs: list[subprocess.Popen[str]]) -> list[dict[str, Any]]:
     return found
 
 
-def test_cancel_races_worker_processes_and_each_job_has_one_winner(url: str) -> None:
+def test_cancel_races_worker_processes_and_each_job_has_one_winner(
+    url: str, tmp_path: Path
+) -> None:
     rng = random.Random(7)
+    stop = tmp_path / "stop"
     with tenure.connect(url) as store:
         for index in range(JOBS):
             store.submit(f"job-{index:04d}")
-        procs = start_workers(url)
+        procs = start_workers(url, stop)
         deadline = time.monotonic() + 30
         while not store.jobs(state="leased", limit=1) and time.monotonic() < deadline:
             time.sleep(0.005)  # the workers are up: cancels now meet held leases
         cancels: dict[str, tenure.Job | tenure.JobStateConflict] = {}
+        requeued: dict[str, tenure.Job] = {}
         # Cancel half of the jobs while the workers run: every other one is a job held
         # right now (read from the store), the rest drawn at random, whatever their state.
         targets = iter(rng.sample([f"job-{i:04d}" for i in range(JOBS)], JOBS))
@@ -75,7 +84,10 @@ def test_cancel_races_worker_processes_and_each_job_has_one_winner(url: str) -> 
                 cancels[job_id] = store.cancel(job_id, reason="race")
             except tenure.JobStateConflict as conflict:
                 cancels[job_id] = conflict
+            if isinstance(cancels[job_id], tenure.Job) and rng.random() < 0.5:
+                requeued[job_id] = store.requeue(job_id)  # runs again, above the cancel
             time.sleep(rng.uniform(0.0, 0.002))
+        stop.touch()
         events = [event for history in histories(procs) for event in history["events"]]
         final = {job_id: store.get(job_id) for job_id in (f"job-{i:04d}" for i in range(JOBS))}
 
@@ -95,7 +107,20 @@ def test_cancel_races_worker_processes_and_each_job_has_one_winner(url: str) -> 
         assert job.state in ("done", "cancelled"), job
         granted = claims[job_id]
         assert len(granted) == len(set(granted)), (job_id, granted)  # no token twice
-        if job.state == "done":
+        if job_id in requeued:
+            cancelled = cancels[job_id]
+            assert isinstance(cancelled, tenure.Job), cancelled
+            assert job.state == "done", job  # its second life ended as a life must
+            assert job.generation > cancelled.generation, (job, cancelled)
+            assert completions[job_id] == [job.generation], (job_id, completions[job_id])
+            before = [g for g in granted if g < cancelled.generation]
+            # Told it was cancelled, or (once the requeued job was claimed again) that a
+            # newer lease took the job: either way refused, and only those leases.
+            reasons = [loss["reason"] for loss in losses[job_id]]
+            assert len(reasons) == len(before), (job_id, reasons, before)
+            assert set(reasons) <= {"cancelled", "superseded"}, reasons
+            cancelled_leased += bool(before)
+        elif job.state == "done":
             assert completions[job_id] == [job.generation], (job_id, completions[job_id])
             assert not losses[job_id], losses[job_id]
             answer = cancels.get(job_id)
@@ -113,3 +138,4 @@ def test_cancel_races_worker_processes_and_each_job_has_one_winner(url: str) -> 
     assert any(job.state == "done" for job in final.values())
     assert any(job.state == "cancelled" for job in final.values())
     assert cancelled_leased > 0, "no cancel landed on a held lease"
+    assert requeued, "nothing was requeued"
