@@ -1,5 +1,5 @@
-"""Job control on the store API, async: cancel, requeue, delete and purge (a mixin of
-`AsyncStore`; ``_store_control.py`` is generated from this file).
+"""Job control on the store API, async: cancel, requeue, delete and purge, and pausing a
+queue (a mixin of `AsyncStore`; ``_store_control.py`` is generated from this file).
 
 Validate, call one driver operation, interpret it (`tenure._protocol.control_verdict`),
 log what was decided. Cancelling a leased job goes through the lease protocol: the store
@@ -164,3 +164,32 @@ class AsyncStoreControl:
             extra={"deleted": total, "states": wanted, "older_than": age},
         )
         return total
+
+    async def pause_queue(self: _Host, queue: str) -> None:
+        """Pause ``queue``: `claim_next`, `claim_many`, `complete_and_claim` (and so every
+        `Worker`) take none of its jobs until `resume_queue`; other queues are served as
+        before. Jobs can still be submitted to it, `claim` of a named job still takes it,
+        and leases already held go on (renew, complete, fail, release). Idempotent: pausing
+        a paused queue changes nothing. Stored in the store, so it holds for every client."""
+        name = validate_id("queue", queue)
+
+        async def call() -> None:
+            await self._driver.set_paused(name, True)
+
+        await self._call("pause_queue", call)
+        log.info("queue %s paused", name, extra={"queue": name})
+
+    async def resume_queue(self: _Host, queue: str) -> None:
+        """Resume a paused ``queue``: its jobs are claimable again (idle workers of it are
+        woken). Idempotent: resuming a queue that is not paused changes nothing."""
+        name = validate_id("queue", queue)
+
+        async def call() -> None:
+            await self._driver.set_paused(name, False)
+
+        await self._call("resume_queue", call)
+        log.info("queue %s resumed", name, extra={"queue": name})
+
+    async def paused_queues(self: _Host) -> list[str]:
+        """The names of the paused queues, sorted."""
+        return await self._call("paused_queues", self._driver.paused_queues)

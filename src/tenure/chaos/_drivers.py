@@ -110,6 +110,12 @@ class PassThroughDriver:
     ) -> tuple[int, str | None]:
         return self._inner.purge(states, older_than, limit, cursor)
 
+    def set_paused(self, queue: str, paused: bool) -> None:
+        self._inner.set_paused(queue, paused)
+
+    def paused_queues(self) -> list[str]:
+        return self._inner.paused_queues()
+
     def close(self) -> None:
         self._inner.close()
 

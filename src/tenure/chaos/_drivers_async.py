@@ -126,6 +126,12 @@ class AsyncPassThroughDriver:
     ) -> tuple[int, str | None]:
         return await self._inner.purge(states, older_than, limit, cursor)
 
+    async def set_paused(self, queue: str, paused: bool) -> None:
+        await self._inner.set_paused(queue, paused)
+
+    async def paused_queues(self) -> list[str]:
+        return await self._inner.paused_queues()
+
     async def close(self) -> None:
         await self._inner.close()
 

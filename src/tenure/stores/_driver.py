@@ -155,6 +155,15 @@ class Driver(Protocol):
         ``cursor`` is None on the first batch."""
         ...
 
+    def set_paused(self, queue: str, paused: bool) -> None:
+        """Set the queue's paused flag (idempotent). claim_next and complete_and_claim take
+        no job of a paused queue; claim of a named job, and leases held, are unaffected."""
+        ...
+
+    def paused_queues(self) -> list[str]:
+        """The names of the paused queues, sorted."""
+        ...
+
     def close(self) -> None: ...
 
 

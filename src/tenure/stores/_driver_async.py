@@ -161,6 +161,15 @@ class AsyncDriver(Protocol):
         ``cursor`` is None on the first batch."""
         ...
 
+    async def set_paused(self, queue: str, paused: bool) -> None:
+        """Set the queue's paused flag (idempotent). claim_next and complete_and_claim take
+        no job of a paused queue; claim of a named job, and leases held, are unaffected."""
+        ...
+
+    async def paused_queues(self) -> list[str]:
+        """The names of the paused queues, sorted."""
+        ...
+
     async def close(self) -> None: ...
 
 

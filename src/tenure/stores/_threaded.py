@@ -135,6 +135,12 @@ class ThreadedDriver:
     async def cancel(self, job_id: str, reason: str, takes: Sequence[str]) -> Outcome:
         return await anyio.to_thread.run_sync(self.sync.cancel, job_id, reason, takes)
 
+    async def set_paused(self, queue: str, paused: bool) -> None:
+        await anyio.to_thread.run_sync(self.sync.set_paused, queue, paused)
+
+    async def paused_queues(self) -> list[str]:
+        return await anyio.to_thread.run_sync(self.sync.paused_queues)
+
     async def requeue(
         self, job_id: str, delay: float, reset_attempts: bool, takes: Sequence[str]
     ) -> Outcome:

@@ -382,6 +382,8 @@ class SqlSet:
         "requeue",
         "delete",
         "purge",
+        "pause_queue",
+        "paused_queues",
         "confirm_replication",
     )
 

@@ -9,9 +9,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from psycopg_pool import ConnectionPool
+
 from ..._protocol import Outcome
 from ..._validate import MAX_GENERATION
 from ._common import Answer, SqlSet, Statement
+from ._stats import read_rows
 
 __all__ = ["PostgresControl"]
 
@@ -21,6 +24,9 @@ class _Runner(Protocol):
 
     @property
     def _sql(self) -> SqlSet: ...
+
+    @property
+    def _pool(self) -> ConnectionPool[Any]: ...
 
     def _now(self) -> float | None: ...
 
@@ -71,3 +77,11 @@ class PostgresControl:
         rows = self._rows("purge", self._sql["purge"], params)
         deleted = int(rows[0].due or 0)
         return deleted, ("" if deleted >= limit else None)
+
+    def set_paused(self: _Runner, queue: str, paused: bool) -> None:
+        params = {"queue": queue, "paused": paused}
+        read_rows(self._pool, "pause_queue", self._sql["pause_queue"], params)
+
+    def paused_queues(self: _Runner) -> list[str]:
+        rows = read_rows(self._pool, "paused_queues", self._sql["paused_queues"], {})
+        return [str(row[0]) for row in rows]

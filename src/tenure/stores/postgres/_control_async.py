@@ -1,15 +1,19 @@
-"""The PostgreSQL driver's job-control operations (cancel, requeue, delete, purge), async
-(``_control.py`` is generated from this file): a mixin of `AsyncPostgresDriver`, one
-statement each (``sql/cancel.sql``, ``requeue.sql``, ``delete.sql``, ``purge.sql``)."""
+"""The PostgreSQL driver's job-control operations (cancel, requeue, delete, purge, and a
+queue's paused flag), async (``_control.py`` is generated from this file): a mixin of
+`AsyncPostgresDriver`, one statement each (``sql/cancel.sql``, ``requeue.sql``,
+``delete.sql``, ``purge.sql``, ``pause_queue.sql``, ``paused_queues.sql``)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from psycopg_pool import AsyncConnectionPool
+
 from ..._protocol import Outcome
 from ..._validate import MAX_GENERATION
 from ._common import Answer, SqlSet, Statement
+from ._stats_async import read_rows_async
 
 __all__ = ["AsyncPostgresControl"]
 
@@ -19,6 +23,9 @@ class _Runner(Protocol):
 
     @property
     def _sql(self) -> SqlSet: ...
+
+    @property
+    def _pool(self) -> AsyncConnectionPool[Any]: ...
 
     def _now(self) -> float | None: ...
 
@@ -69,3 +76,11 @@ class AsyncPostgresControl:
         rows = await self._rows("purge", self._sql["purge"], params)
         deleted = int(rows[0].due or 0)
         return deleted, ("" if deleted >= limit else None)
+
+    async def set_paused(self: _Runner, queue: str, paused: bool) -> None:
+        params = {"queue": queue, "paused": paused}
+        await read_rows_async(self._pool, "pause_queue", self._sql["pause_queue"], params)
+
+    async def paused_queues(self: _Runner) -> list[str]:
+        rows = await read_rows_async(self._pool, "paused_queues", self._sql["paused_queues"], {})
+        return [str(row[0]) for row in rows]

@@ -13,7 +13,7 @@ from psycopg_pool import ConnectionPool
 
 from ._common import Statement, store_unavailable
 
-__all__ = ["attempts", "queue_stats"]
+__all__ = ["attempts", "queue_stats", "read_rows"]
 
 
 def queue_stats(
@@ -44,6 +44,24 @@ def attempts(pool: ConnectionPool[Any], statement: Statement, job_id: str) -> li
             found = cursor.fetchall()
     except psycopg.Error as exc:
         error = store_unavailable("attempts", exc, sent=True)
+        if error is None:
+            raise
+        raise error from exc
+    return [tuple(row) for row in found]
+
+
+def read_rows(
+    pool: ConnectionPool[Any], operation: str, statement: Statement, params: dict[str, Any]
+) -> list[tuple[Any, ...]]:
+    """The rows of one statement apart from the hot path (pause_queue, paused_queues), on a
+    connection of the store's pool, committed."""
+    try:
+        with pool.connection() as conn:
+            cursor = psycopg.RawCursor(conn)
+            cursor.execute(statement.text, statement.args(params))
+            found = cursor.fetchall()
+    except psycopg.Error as exc:
+        error = store_unavailable(operation, exc, sent=True)
         if error is None:
             raise
         raise error from exc

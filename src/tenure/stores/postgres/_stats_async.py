@@ -11,7 +11,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from ._common import Statement, store_unavailable
 
-__all__ = ["attempts_async", "queue_stats_async"]
+__all__ = ["attempts_async", "queue_stats_async", "read_rows_async"]
 
 
 async def queue_stats_async(
@@ -44,6 +44,24 @@ async def attempts_async(
             found = await cursor.fetchall()
     except psycopg.Error as exc:
         error = store_unavailable("attempts", exc, sent=True)
+        if error is None:
+            raise
+        raise error from exc
+    return [tuple(row) for row in found]
+
+
+async def read_rows_async(
+    pool: AsyncConnectionPool[Any], operation: str, statement: Statement, params: dict[str, Any]
+) -> list[tuple[Any, ...]]:
+    """The rows of one statement apart from the hot path (pause_queue, paused_queues), on a
+    connection of the store's pool, committed."""
+    try:
+        async with pool.connection() as conn:
+            cursor = psycopg.AsyncRawCursor(conn)
+            await cursor.execute(statement.text, statement.args(params))
+            found = await cursor.fetchall()
+    except psycopg.Error as exc:
+        error = store_unavailable(operation, exc, sent=True)
         if error is None:
             raise
         raise error from exc

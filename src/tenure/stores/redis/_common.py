@@ -176,6 +176,7 @@ class Keys:
         "jobs",
         "layout1_clock",
         "meta",
+        "paused",
         "prefix",
         "seq",
         "tag",
@@ -193,6 +194,9 @@ class Keys:
         self.job_prefix = self.tag + ":j:"
         # The generation floor (the highest generation deleted; see _lib.lua's floor_key).
         self.floor = self.tag + ":floor"
+        # The paused queues: a hash from each one's candidate set key (what the claim
+        # scripts hold) to its name (what paused_queues answers).
+        self.paused = self.tag + ":paused"
 
     def for_store(self, store_id: str) -> Keys:
         return Keys(self.prefix, store_id)
@@ -257,6 +261,7 @@ SCRIPTS: dict[str, Script] = {
         "requeue",
         "delete",
         "purge",
+        "pause_queue",
     )
 }
 

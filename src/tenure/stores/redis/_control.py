@@ -30,6 +30,8 @@ class _Runner(Protocol):
         self, operation: str, script_name: str, keys: Sequence[str], args: Sequence[str]
     ) -> Any: ...
 
+    def _send(self, operation: str, command: Sequence[Any]) -> Any: ...
+
 
 class RedisControl:
     """Job control for `RedisDriver` (see `tenure.stores.abc.Driver`)."""
@@ -68,3 +70,12 @@ class RedisControl:
         ]
         reply = self._eval("purge", "purge", [k.clock, k.jobs, k.floor], args)
         return int(reply[0]), decode_text(reply[1])
+
+    def set_paused(self: _Runner, queue: str, paused: bool) -> None:
+        k = self.keys
+        keys = [k.paused, k.candidates(queue), k.wake(queue)]
+        self._eval("pause_queue", "pause_queue", keys, [queue, "1" if paused else "0"])
+
+    def paused_queues(self: _Runner) -> list[str]:
+        names = self._send("paused_queues", ("HVALS", self.keys.paused))
+        return sorted(str(decode_text(name)) for name in names)

@@ -1,6 +1,7 @@
-"""The Redis driver's job-control operations (cancel, requeue, delete, purge), async
-(``_control.py`` is generated from this file): a mixin of `AsyncRedisDriver`, one script
-each (``lua/cancel.lua``, ``requeue.lua``, ``delete.lua``, ``purge.lua``)."""
+"""The Redis driver's job-control operations (cancel, requeue, delete, purge, and a queue's
+paused flag), async (``_control.py`` is generated from this file): a mixin of
+`AsyncRedisDriver`, one script or command each (``lua/cancel.lua``, ``requeue.lua``,
+``delete.lua``, ``purge.lua``, ``pause_queue.lua``; paused_queues is one HVALS)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,8 @@ class _Runner(Protocol):
     async def _eval(
         self, operation: str, script_name: str, keys: Sequence[str], args: Sequence[str]
     ) -> Any: ...
+
+    async def _send(self, operation: str, command: Sequence[Any]) -> Any: ...
 
 
 class AsyncRedisControl:
@@ -66,3 +69,12 @@ class AsyncRedisControl:
         ]
         reply = await self._eval("purge", "purge", [k.clock, k.jobs, k.floor], args)
         return int(reply[0]), decode_text(reply[1])
+
+    async def set_paused(self: _Runner, queue: str, paused: bool) -> None:
+        k = self.keys
+        keys = [k.paused, k.candidates(queue), k.wake(queue)]
+        await self._eval("pause_queue", "pause_queue", keys, [queue, "1" if paused else "0"])
+
+    async def paused_queues(self: _Runner) -> list[str]:
+        names = await self._send("paused_queues", ("HVALS", self.keys.paused))
+        return sorted(str(decode_text(name)) for name in names)

@@ -237,7 +237,7 @@ class RedisDriver(RedisControl, JobsMixin):
         if not secret_hashes:
             return []
         k = self.keys
-        keys = [k.clock, *(k.candidates(queue) for queue in queues)]
+        keys = [k.clock, k.paused, *(k.candidates(queue) for queue in queues)]
         args = [self._now_arg(), owner, repr(float(ttl)), k.job_prefix, *secret_hashes]
         now, items = decode_batch(self._eval("claim_next", "claim_next", keys, args))
         return [decode_item(item, now) for item in items]
@@ -303,7 +303,7 @@ class RedisDriver(RedisControl, JobsMixin):
         if not completions and not secret_hashes:
             return [], []
         k = self.keys
-        keys = [k.clock]
+        keys = [k.clock, k.paused]
         args = [self._now_arg(), owner, repr(float(ttl)), k.job_prefix, str(len(completions))]
         self._add_completions(keys, args, completions)
         keys += (k.candidates(queue) for queue in queues)
@@ -338,7 +338,7 @@ class RedisDriver(RedisControl, JobsMixin):
         self, owner: str, ttl: float, queues: Sequence[str], secret_hashes: Sequence[str]
     ) -> list[Outcome]:
         k = self.keys
-        keys = [k.clock, *(k.candidates(queue) for queue in queues)]
+        keys = [k.clock, k.paused, *(k.candidates(queue) for queue in queues)]
         args = [self._now_arg(), owner, repr(float(ttl)), k.job_prefix, *secret_hashes]
         now, items = decode_batch(self._eval("find_leases", "find_leases", keys, args))
         return [decode_item(item, now) for item in items]
@@ -364,7 +364,7 @@ class RedisDriver(RedisControl, JobsMixin):
         deadline = time.monotonic() + timeout
         k = self.keys
         wake_keys = [k.wake(queue) for queue in queues]
-        keys = [k.clock, *(k.candidates(queue) for queue in queues), *wake_keys]
+        keys = [k.clock, *(k.candidates(queue) for queue in queues), *wake_keys, k.paused]
         try:
             reply = self._eval("wait_for_jobs", "wait", keys, [self._now_arg(), str(len(queues))])
             now, due = decode_float(reply[0]), decode_float(reply[1])

@@ -247,7 +247,7 @@ class AsyncRedisDriver(AsyncRedisControl, AsyncJobsMixin):
         if not secret_hashes:
             return []
         k = self.keys
-        keys = [k.clock, *(k.candidates(queue) for queue in queues)]
+        keys = [k.clock, k.paused, *(k.candidates(queue) for queue in queues)]
         args = [self._now_arg(), owner, repr(float(ttl)), k.job_prefix, *secret_hashes]
         now, items = decode_batch(await self._eval("claim_next", "claim_next", keys, args))
         return [decode_item(item, now) for item in items]
@@ -313,7 +313,7 @@ class AsyncRedisDriver(AsyncRedisControl, AsyncJobsMixin):
         if not completions and not secret_hashes:
             return [], []
         k = self.keys
-        keys = [k.clock]
+        keys = [k.clock, k.paused]
         args = [self._now_arg(), owner, repr(float(ttl)), k.job_prefix, str(len(completions))]
         self._add_completions(keys, args, completions)
         keys += (k.candidates(queue) for queue in queues)
@@ -348,7 +348,7 @@ class AsyncRedisDriver(AsyncRedisControl, AsyncJobsMixin):
         self, owner: str, ttl: float, queues: Sequence[str], secret_hashes: Sequence[str]
     ) -> list[Outcome]:
         k = self.keys
-        keys = [k.clock, *(k.candidates(queue) for queue in queues)]
+        keys = [k.clock, k.paused, *(k.candidates(queue) for queue in queues)]
         args = [self._now_arg(), owner, repr(float(ttl)), k.job_prefix, *secret_hashes]
         now, items = decode_batch(await self._eval("find_leases", "find_leases", keys, args))
         return [decode_item(item, now) for item in items]
@@ -374,7 +374,7 @@ class AsyncRedisDriver(AsyncRedisControl, AsyncJobsMixin):
         deadline = time.monotonic() + timeout
         k = self.keys
         wake_keys = [k.wake(queue) for queue in queues]
-        keys = [k.clock, *(k.candidates(queue) for queue in queues), *wake_keys]
+        keys = [k.clock, *(k.candidates(queue) for queue in queues), *wake_keys, k.paused]
         try:
             reply = await self._eval(
                 "wait_for_jobs", "wait", keys, [self._now_arg(), str(len(queues))]

@@ -1,6 +1,7 @@
-"""The SQLite driver's job-control operations (cancel, requeue, delete, purge): a mixin of
-`SQLiteDriver`, each operation one ``BEGIN IMMEDIATE`` transaction (``sql/cancel.sql``,
-``requeue.sql``, ``delete.sql`` and ``purge.sql``, the last two with ``raise_floor.sql``)."""
+"""The SQLite driver's job-control operations (cancel, requeue, delete, purge, and a
+queue's paused flag): a mixin of `SQLiteDriver`, each operation one ``BEGIN IMMEDIATE``
+transaction (``sql/cancel.sql``, ``requeue.sql``, ``delete.sql`` and ``purge.sql``, the
+last two with ``raise_floor.sql``; ``pause_queue.sql``, ``paused_queues.sql``)."""
 
 from __future__ import annotations
 
@@ -18,9 +19,17 @@ __all__ = ["SQLiteControl"]
 
 T = TypeVar("T")
 
-_CANCEL, _REQUEUE, _DELETE, _PURGE, _RAISE_FLOOR = (
+_CANCEL, _REQUEUE, _DELETE, _PURGE, _RAISE_FLOOR, _PAUSE_QUEUE, _PAUSED_QUEUES = (
     load_text(PACKAGE, f"sql/{name}.sql")
-    for name in ("cancel", "requeue", "delete", "purge", "raise_floor")
+    for name in (
+        "cancel",
+        "requeue",
+        "delete",
+        "purge",
+        "raise_floor",
+        "pause_queue",
+        "paused_queues",
+    )
 )
 
 
@@ -94,3 +103,15 @@ class SQLiteControl:
 
         deleted = self._write("purge", body)
         return deleted, ("" if deleted >= limit else None)
+
+    def set_paused(self: _Writer, queue: str, paused: bool) -> None:
+        def body(cur: sqlite3.Cursor, now: float) -> None:
+            cur.execute(_PAUSE_QUEUE, {"queue": queue, "paused": int(paused)})
+
+        self._write("pause_queue", body)
+
+    def paused_queues(self: _Writer) -> list[str]:
+        def body(cur: sqlite3.Cursor, now: float) -> list[str]:
+            return [str(row[0]) for row in cur.execute(_PAUSED_QUEUES).fetchall()]
+
+        return self._write("paused_queues", body)

@@ -21,6 +21,11 @@ picked AS MATERIALIZED (
         LIMIT %(limit)s
         FOR NO KEY UPDATE SKIP LOCKED
     ) AS c
+    -- A paused queue is left out: a condition on q alone, so it filters the queues before
+    -- their walk (one primary-key probe of the small tenure_queues each), and the pick
+    -- stays on tenure_jobs_claimable.
+    WHERE NOT EXISTS (SELECT FROM {schema}.tenure_queues AS p
+                      WHERE p.queue = q.queue AND p.paused)
     ORDER BY c.available_at, c.seq
     LIMIT %(limit)s
 ),

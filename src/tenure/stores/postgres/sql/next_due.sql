@@ -12,5 +12,7 @@ SELECT clock.now, (
         ORDER BY j.available_at
         LIMIT 1
     ) AS due
+    WHERE NOT EXISTS (SELECT FROM {schema}.tenure_queues AS p
+                      WHERE p.queue = q.queue AND p.paused)
 ) AS due
 FROM clock

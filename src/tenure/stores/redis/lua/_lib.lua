@@ -278,12 +278,16 @@ local function complete_each(out, k, count, a, now)
 end
 
 -- pick.sql: the due candidate with the lowest (available_at, submission order) across the
--- candidate sets KEYS[k] to KEYS[#KEYS], the first set winning a tie. Returns its set and
--- member, or nil.
-local function oldest(k, now_s)
+-- candidate sets KEYS[k] to KEYS[#KEYS] of the queues not paused (the hash `paused`), the
+-- first set winning a tie. Returns its set and member, or nil.
+local function oldest(k, now_s, paused)
   local best_set, best_member, best_score, best_seq
   for i = k, #KEYS do
-    local found = redis.call('ZRANGEBYSCORE', KEYS[i], '-inf', now_s, 'WITHSCORES', 'LIMIT', 0, 1)
+    local found = {}
+    -- A paused queue's set is left out (its candidate set key is a field of `paused`).
+    if redis.call('HEXISTS', paused, KEYS[i]) == 0 then
+      found = redis.call('ZRANGEBYSCORE', KEYS[i], '-inf', now_s, 'WITHSCORES', 'LIMIT', 0, 1)
+    end
     if found[1] then
       local score = tonumber(found[2])
       local seq = tonumber(string.sub(found[1], 1, 16), 16)
@@ -296,14 +300,15 @@ local function oldest(k, now_s)
 end
 
 -- claim_next's loop: for each secret hash ARGV[a] to ARGV[#ARGV], claim the oldest
--- claimable job of the candidate sets KEYS[k] to KEYS[#KEYS] (oldest). Expired leases on
+-- claimable job of the candidate sets KEYS[k] to KEYS[#KEYS] (oldest), a paused queue's
+-- left out. Expired leases on
 -- their last attempt met on the way are buried (bury.sql) and the pick goes on. Appends to
 -- `out` one item per lease granted, ["applied", <row>], and per job buried, ["buried", <row>].
-local function claim_each(out, k, a, owner, ttl, job_prefix, now)
+local function claim_each(out, k, a, owner, ttl, job_prefix, now, paused)
   local now_s = fmt(now)
   for i = a, #ARGV do
     while true do
-      local candidates, member = oldest(k, now_s)
+      local candidates, member = oldest(k, now_s, paused)
       if candidates == nil then
         return
       end

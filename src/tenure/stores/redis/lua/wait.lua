@@ -1,14 +1,18 @@
 -- wait: before an idle client blocks on its queues' wake lists, drop the stale wake-ups
 -- (what they announced is visible below) and say when the next job falls due
 -- (next_due.sql): a client blocks at most until then.
--- KEYS: clock, then the candidate set of each queue, then the wake list of each queue
+-- KEYS: clock, then the candidate set of each queue, then the wake list of each queue, then
+--       the paused queues (hash): a paused queue's jobs fall due for nobody
 -- ARGV: now override, number of queues
 -- Reply: { now, earliest available_at or false }
 local now = store_now(KEYS[1], ARGV[1], false)
 local queues = tonumber(ARGV[2])
 local due
 for i = 2, queues + 1 do
-  local first = redis.call('ZRANGE', KEYS[i], 0, 0, 'WITHSCORES')
+  local first = {}
+  if redis.call('HEXISTS', KEYS[2 * queues + 2], KEYS[i]) == 0 then
+    first = redis.call('ZRANGE', KEYS[i], 0, 0, 'WITHSCORES')
+  end
   if first[1] then
     local score = tonumber(first[2])
     if due == nil or score < due then
