@@ -47,6 +47,7 @@ COMMANDS: dict[str, str] = {
     "jobs": "tenure.cli._jobs:jobs",
     "migrate": "tenure.cli._migrate:migrate",
     "now": "tenure.cli._jobs:now",
+    "queues": "tenure.cli._queues:queues",
     "sink": "tenure.cli._sink:sink",
     "worker": "tenure.cli._worker:worker",
 }
