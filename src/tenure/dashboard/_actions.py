@@ -6,7 +6,8 @@ store's job control: cancel (a ready, scheduled or leased job; a leased job's ho
 its lease at its next renewal), requeue (a done, dead or cancelled job) and delete (a
 finished job). The store stays the judge: a job whose state changed between the page and
 the POST is refused by the store with `JobStateConflict`, which the dashboard shows.
-Pausing a queue is not offered: the store has no such operation yet.
+Pausing and resuming a queue are the queues page's own actions (`create_app`'s
+``/queue/confirm`` and ``/queue/action``), confirmed and CSRF-checked the same way.
 """
 
 from __future__ import annotations

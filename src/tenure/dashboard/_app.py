@@ -20,7 +20,7 @@ from starlette.staticfiles import StaticFiles
 
 from .._store import Store
 from .._store_async import AsyncStore
-from .._validate import MAX_BATCH
+from .._validate import MAX_BATCH, validate_id
 from ..errors import InvalidArgument, JobNotFound, JobStateConflict, StoreUnavailable
 from ..models import Job
 from ._actions import ACTIONS, Action, actions_by_name
@@ -52,6 +52,13 @@ _PACKAGE = __package__ or "tenure.dashboard"
 _MAX_FORM = 16_384  # bytes of an action's POST body (a token, a job id, a name)
 
 
+def _pause_or_resume(name: str) -> bool:
+    """A queue action's name: True to pause, False to resume."""
+    if name not in ("pause", "resume"):
+        raise InvalidArgument("action", f"must be pause or resume, got {name!r}")
+    return name == "pause"
+
+
 def _query(**values: str | None) -> str:
     return urlencode({k: v for k, v in values.items() if v is not None})
 
@@ -81,6 +88,7 @@ class _Dashboard:
             owner_query=lambda owner: _query(owner=owner),
             job_query=lambda job_id: _query(id=job_id),
             action_query=lambda job_id, name: _query(id=job_id, action=name),
+            queue_action_query=lambda queue, name: _query(queue=queue, action=name),
             offered=self.offered,
         )
 
@@ -199,6 +207,50 @@ class _Dashboard:
             return RedirectResponse(f"{root}/jobs", status_code=303)
         return RedirectResponse(f"{root}/job?{_query(id=job_id)}", status_code=303)
 
+    # -- pausing a queue -----------------------------------------------------------------
+
+    async def queue_confirm(self, request: Request) -> Response:
+        queue = validate_id("queue", request.query_params.get("queue", ""))
+        pause = _pause_or_resume(request.query_params.get("action", ""))
+        if self.read_only:
+            return self.message(request, 403, "Read-only", "This dashboard is read-only.")
+        token = request.cookies.get(CSRF_COOKIE) or new_csrf_token()
+        response = self.page(
+            request,
+            "confirm_queue.html",
+            queue=queue,
+            pause=pause,
+            csrf_field=CSRF_FIELD,
+            csrf_token=token,
+        )
+        path = request.scope.get("root_path", "") or "/"
+        response.set_cookie(CSRF_COOKIE, token, httponly=True, samesite="strict", path=path)
+        return response
+
+    async def queue_act(self, request: Request) -> Response:
+        if self.read_only:
+            return self.message(request, 403, "Read-only", "This dashboard is read-only.")
+        body = await request.body()
+        if len(body) > _MAX_FORM:
+            return self.message(request, 413, "Too large", "An action's form is a few fields.")
+        form = parse_qs(body.decode("utf-8", "replace"))
+
+        def field(name: str) -> str:
+            return (form.get(name) or [""])[0]
+
+        if not csrf_ok(request.cookies.get(CSRF_COOKIE), field(CSRF_FIELD)):
+            return self.message(
+                request,
+                403,
+                "Refused",
+                "The form's CSRF token is missing or wrong: open the queues page and confirm "
+                "again.",
+            )
+        pause = _pause_or_resume(field("action"))
+        await self.reader.set_paused(field("queue"), pause)  # InvalidArgument: 400
+        root = request.scope.get("root_path", "")
+        return RedirectResponse(f"{root}/queues", status_code=303)
+
     def _action(self, name: str) -> Action:
         found = self.actions.get(name)
         if found is None:
@@ -267,6 +319,8 @@ def create_app(
             Route("/job/summary", board.job_summary),
             Route("/job/confirm", board.confirm),
             Route("/job/action", board.act, methods=["POST"]),
+            Route("/queue/confirm", board.queue_confirm),
+            Route("/queue/action", board.queue_act, methods=["POST"]),
             Route("/metrics", board.metrics),
             Mount("/static", static, name="static"),
         ],

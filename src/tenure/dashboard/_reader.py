@@ -1,5 +1,6 @@
 """What the dashboard reads from a store, async whatever the store: an `AsyncStore` is
-awaited, a blocking `Store` runs in a worker thread (the event loop never blocks on it)."""
+awaited, a blocking `Store` runs in a worker thread (the event loop never blocks on it).
+Also the one queue write it offers (pause and resume), the same way."""
 
 from __future__ import annotations
 
@@ -60,3 +61,10 @@ class Reader:
     async def queue_stats(self) -> StoreStats | None:
         found: StoreStats | None = await self._run("queue_stats")
         return found
+
+    async def paused_queues(self) -> list[str]:
+        found: list[str] = await self._run("paused_queues")
+        return found
+
+    async def set_paused(self, queue: str, paused: bool) -> None:
+        await self._run("pause_queue" if paused else "resume_queue", queue)

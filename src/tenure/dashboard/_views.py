@@ -109,15 +109,18 @@ class QueuesPage:
     as_of: float
     # Queues seen in the oldest jobs (when the store cannot count: Redis), else empty.
     seen: list[str] = field(default_factory=list)
+    # The paused queues (claims skip them), sorted.
+    paused: list[str] = field(default_factory=list)
 
 
 async def queues_page(reader: Reader) -> QueuesPage:
+    paused = await reader.paused_queues()
     stats = await reader.queue_stats()
     if stats is not None:
-        return QueuesPage(stats, stats.as_of)
+        return QueuesPage(stats, stats.as_of, paused=paused)
     found = await reader.jobs(queue=None, state=None, limit=MAX_BATCH)
     as_of = found[0].as_of if found else await reader.now()
-    return QueuesPage(None, as_of, sorted({job.queue for job in found}))
+    return QueuesPage(None, as_of, sorted({job.queue for job in found}), paused)
 
 
 def pretty_json(value: Any) -> str:
