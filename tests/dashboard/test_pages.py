@@ -74,9 +74,16 @@ def test_jobs_page_lists_filters_and_pages(
     assert first.text.count('class="job-row') == 50
     assert "job-000" in first.text
     assert "job-050" not in first.text
-    assert 'rel="next"' in first.text
-    third = client.get("/jobs?page=3")
+    assert "first page" not in first.text
+    # Pages follow the store's cursor, from the rel=next link of each.
+    second = client.get(_next_link(first.text))
+    assert second.text.count('class="job-row') == 50
+    assert "job-050" in second.text
+    assert "page 2</span>" in second.text
+    assert "first page" in second.text
+    third = client.get(_next_link(second.text))
     assert third.text.count('class="job-row') == 20
+    assert "job-119" in third.text
     assert 'rel="next"' not in third.text
 
     bulk = client.get("/jobs", params={"queue": "bulk"})
@@ -93,11 +100,38 @@ def test_jobs_page_lists_filters_and_pages(
     nothing = client.get("/jobs", params={"prefix": "zzz"})
     assert "No job matches" in nothing.text
 
-    table = client.get("/jobs/table", params={"queue": "bulk", "page": 2})
+    bulk_next = _next_link(bulk.text)
+    assert bulk_next.startswith("/jobs?queue=bulk&")
+    table = client.get("/jobs/table" + bulk_next.removeprefix("/jobs"))
     assert "<html" not in table.text
     assert table.text.count('class="job-row') == 10
-    # the fragment polls itself with the same filters
-    assert 'hx-get="/jobs/table?queue=bulk&amp;page=2"' in table.text
+    # the fragment polls itself with the same filters and the same page
+    polled = re.search(r'hx-get="([^"]+)"', table.text)
+    assert polled is not None
+    assert html_module.unescape(polled.group(1)) == "/jobs/table" + bulk_next.removeprefix("/jobs")
+
+
+def test_jobs_pages_reach_past_the_first_thousand(store: tenure.Store, client: TestClient) -> None:
+    store.submit_many([tenure.JobSpec(f"job-{i:04d}") for i in range(1000)])
+    store.submit_many([tenure.JobSpec(f"job-{i:04d}") for i in range(1000, 1030)])
+    link, seen = "/jobs", 0
+    for _ in range(30):
+        page = client.get(link).text
+        seen += page.count('class="job-row')
+        if 'rel="next"' not in page:
+            break
+        link = _next_link(page)
+    assert seen == 1030
+    assert "job-1029" in page
+    # An id prefix reads on through the store's pages to find its matches.
+    late = client.get("/jobs", params={"prefix": "job-102"}).text
+    assert late.count('class="job-row') == 10
+
+
+def _next_link(page: str) -> str:
+    found = re.search(r'<a rel="next" href="([^"]+)"', page)
+    assert found is not None, "no next page"
+    return html_module.unescape(found.group(1))
 
 
 def test_jobs_page_refuses_bad_filters(client: TestClient) -> None:
@@ -105,6 +139,11 @@ def test_jobs_page_refuses_bad_filters(client: TestClient) -> None:
     bad_page = client.get("/jobs", params={"page": "0"})
     assert bad_page.status_code == 400
     assert "page" in bad_page.text
+    no_cursor = client.get("/jobs", params={"page": "3"})  # a page number is not a position
+    assert no_cursor.status_code == 400
+    bad_cursor = client.get("/jobs", params={"after": "not-a-cursor", "page": "2"})
+    assert bad_cursor.status_code == 400
+    assert "cursor" in bad_cursor.text
 
 
 def test_job_page_shows_lease_owner_generation_and_values(

@@ -36,6 +36,7 @@ from ._security import (
     new_csrf_token,
 )
 from ._views import (
+    PAGE_SIZE,
     STATES,
     Filters,
     clock_time,
@@ -84,6 +85,7 @@ class _Dashboard:
             pretty_json=pretty_json,
             states=STATES,
             max_batch=MAX_BATCH,
+            page_size=PAGE_SIZE,
             q_query=lambda queue, state: _query(queue=queue, state=state),
             owner_query=lambda owner: _query(owner=owner),
             job_query=lambda job_id: _query(id=job_id),

@@ -14,7 +14,7 @@ from .._queue_stats import StoreStats
 from .._store import Store
 from .._store_async import AsyncStore
 from ..errors import InvalidArgument
-from ..models import Attempt, Job
+from ..models import Attempt, Job, JobPage
 
 __all__ = ["Reader"]
 
@@ -50,8 +50,18 @@ class Reader:
         found: Job = await self._run("get", job_id)
         return found
 
-    async def jobs(self, *, queue: str | None, state: str | None, limit: int) -> list[Job]:
-        found: list[Job] = await self._run("jobs", queue=queue, state=state, limit=limit)
+    async def jobs(
+        self,
+        *,
+        queue: str | None,
+        state: str | None,
+        limit: int,
+        owner: str | None = None,
+        cursor: str | None = None,
+    ) -> JobPage:
+        found: JobPage = await self._run(
+            "jobs", queue=queue, state=state, owner=owner, limit=limit, cursor=cursor
+        )
         return found
 
     async def attempts(self, job_id: str) -> list[Attempt]:

@@ -17,6 +17,7 @@ from ._reader import Reader
 
 __all__ = [
     "PAGE_SIZE",
+    "SCAN_LIMIT",
     "STATES",
     "Filters",
     "JobsPage",
@@ -36,13 +37,16 @@ STATES = tuple(str(state) for state in JobState)
 
 @dataclass(frozen=True)
 class Filters:
-    """The jobs page's filters, from its query string. ``queue`` and ``state`` go to the
-    store; ``owner`` (exact) and ``prefix`` (of the job id) are applied to what it returns."""
+    """The jobs page's filters, from its query string. ``queue``, ``state`` and ``owner``
+    (exact) go to the store; ``prefix`` (of the job id) is applied to what it returns.
+    ``after`` is the store's cursor of the page to show (None: the first), ``page`` only
+    the number shown for it."""
 
     queue: str | None = None
     state: str | None = None
     owner: str | None = None
     prefix: str | None = None
+    after: str | None = None
     page: int = 1
 
     @classmethod
@@ -54,23 +58,33 @@ class Filters:
         state = text("state")
         if state is not None and state not in STATES:
             raise InvalidArgument("state", f"must be one of {', '.join(STATES)}, got {state!r}")
+        after = text("after")
         page_text = text("page") or "1"
-        if not (page_text.isascii() and page_text.isdigit()) or not 1 <= int(page_text) <= 10**6:
+        if not (page_text.isascii() and page_text.isdigit()) or not 1 <= int(page_text) <= 10**9:
             raise InvalidArgument("page", f"must be a page number from 1, got {page_text!r}")
-        return cls(text("queue"), state, text("owner"), text("prefix"), int(page_text))
+        if (after is None) != (int(page_text) == 1):
+            raise InvalidArgument("page", "a page after the first comes with its cursor (after)")
+        return cls(text("queue"), state, text("owner"), text("prefix"), after, int(page_text))
 
     def query(self, **changes: Any) -> str:
-        """This filter's query string, with ``changes`` (e.g. ``page=2``)."""
+        """This filter's query string, with ``changes`` (e.g. the next page's)."""
         values = {
             "queue": self.queue,
             "state": self.state,
             "owner": self.owner,
             "prefix": self.prefix,
+            "after": self.after,
             "page": self.page,
             **changes,
         }
         kept = {k: v for k, v in values.items() if v is not None and not (k == "page" and v == 1)}
         return urlencode(kept)
+
+    def next_page(self, cursor: str) -> str:
+        return self.query(after=cursor, page=self.page + 1)
+
+    def first_page(self) -> str:
+        return self.query(after=None, page=1)
 
 
 @dataclass(frozen=True)
@@ -78,29 +92,46 @@ class JobsPage:
     filters: Filters
     jobs: list[Job]
     as_of: float
-    has_next: bool
-    # True when the store's listing stopped at its limit before the filters were done: the
-    # pages cover only the oldest MAX_BATCH jobs of the queue/state asked for.
-    truncated: bool
+    # The store's cursor of the next page (None: this is the last).
+    next_cursor: str | None
+    # Jobs the store listed for this page and the id prefix left out (a page with a prefix
+    # reads at most SCAN_LIMIT of them, then offers to go on).
+    scanned: int = 0
+
+
+# Jobs a page with an id prefix reads from the store at most before it shows what it found
+# and offers the next page: a prefix matching nothing costs a bounded read per view.
+SCAN_LIMIT = 5 * MAX_BATCH
 
 
 async def jobs_page(reader: Reader, filters: Filters) -> JobsPage:
-    """One page of jobs, oldest first. The store's listing takes at most `MAX_BATCH` jobs
-    per call and has no cursor yet: pages past the oldest 1000 jobs of a queue/state are
-    not reachable here (the paged listing of the store will lift this)."""
-    in_process = filters.owner is not None or filters.prefix is not None
-    wanted = filters.page * PAGE_SIZE + 1
-    limit = MAX_BATCH if in_process else min(MAX_BATCH, wanted)
-    found = await reader.jobs(queue=filters.queue, state=filters.state, limit=limit)
-    as_of = found[0].as_of if found else await reader.now()
-    truncated = len(found) == limit and limit == MAX_BATCH
-    if filters.owner is not None:
-        found = [job for job in found if job.owner == filters.owner]
-    if filters.prefix is not None:
-        found = [job for job in found if job.job_id.startswith(filters.prefix)]
-    start = (filters.page - 1) * PAGE_SIZE
-    shown = found[start : start + PAGE_SIZE]
-    return JobsPage(filters, shown, as_of, len(found) > start + PAGE_SIZE, truncated)
+    """One page of jobs, oldest first, through the store's paged listing: PAGE_SIZE of
+    them; with an id prefix, the store's pages are read on until PAGE_SIZE match (a page
+    may then show up to MAX_BATCH) or SCAN_LIMIT jobs were read."""
+    cursor, shown, scanned = filters.after, [], 0
+    as_of: float | None = None
+    while True:
+        size = PAGE_SIZE if filters.prefix is None else MAX_BATCH
+        found = await reader.jobs(
+            queue=filters.queue,
+            state=filters.state,
+            owner=filters.owner,
+            limit=size,
+            cursor=cursor,
+        )
+        if as_of is None and found:
+            as_of = found[0].as_of
+        cursor = found.next_cursor
+        if filters.prefix is None:
+            shown = list(found)
+            break
+        scanned += len(found)
+        shown += [job for job in found if job.job_id.startswith(filters.prefix)]
+        if cursor is None or len(shown) >= PAGE_SIZE or scanned >= SCAN_LIMIT:
+            break
+    if as_of is None:
+        as_of = await reader.now()
+    return JobsPage(filters, shown, as_of, cursor, scanned)
 
 
 @dataclass(frozen=True)
