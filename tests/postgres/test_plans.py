@@ -130,6 +130,29 @@ def test_claim_next_cost_does_not_grow_with_the_backlog(
     assert large < 40 * limit + 60, large
 
 
+def test_a_paused_queue_is_left_out_before_its_walk(filled: tuple[Any, dict[int, str]]) -> None:
+    # "other" paused: the pick walks tenure_jobs_claimable for "default" only (one loop of
+    # the index scan), and the paused row costs a probe, not a scan of the backlog.
+    conn, schemas = filled
+    schema = schemas[100_000]
+    pause = render("INSERT INTO {schema}.tenure_queues VALUES ('other', true)", schema)
+    conn.execute(pause.encode())
+    try:
+        plan = explain(
+            conn, SqlSet(schema)["claim_next"], _claim_next_params(50, ["default", "other"])
+        )
+    finally:
+        conn.execute(render("DELETE FROM {schema}.tenure_queues", schema).encode())
+    scans = scans_of_jobs(plan)
+    assert all(n["Node Type"] != "Seq Scan" for n in scans), scans
+    walks = [n for n in scans if n.get("Index Name") == "tenure_jobs_claimable"]
+    assert walks
+    assert all(n["Actual Loops"] == 1 for n in walks), walks
+    claimed = [n for n in nodes(plan) if n["Node Type"] == "ModifyTable"]
+    assert sum(n["Actual Rows"] for n in claimed) == 50
+    assert buffers(plan) < 40 * 50 + 60
+
+
 @pytest.mark.parametrize("operation", ["get", "claim", "renew", "complete", "release", "fail"])
 def test_single_job_operations_use_the_primary_key(
     filled: tuple[Any, dict[int, str]], operation: str
