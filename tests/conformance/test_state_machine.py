@@ -3,13 +3,13 @@
 The model below is the whole lease protocol in plain Python: store time with its floor,
 claim/claim_next (with burial of poison jobs), renew/complete/release/fail conditioned on
 owner, generation, secret and expiry, complete_many and complete_and_claim (completions
-first, then the claim, at one store time), job control (cancel, requeue, delete, and the
-store-wide generation floor every claim stays above), and the rule that repeating an operation that
-already took effect succeeds (the same operation, with the same result or error: another
-settle of an ended lease is refused). Hypothesis drives a real store and the model with the
-same random sequence of operations (several owners, stale and forged leases, the clock
-moving forwards and being stepped backwards) and compares every answer and every job after
-every step.
+first, then the claim, at one store time), paused queues (claims skip them), job control
+(cancel, requeue, delete, and the store-wide generation floor every claim stays above), and
+the rule that repeating an operation that already took effect succeeds (the same operation,
+with the same result or error: another settle of an ended lease is refused). Hypothesis
+drives a real store and the model with the same random sequence of operations (several
+owners, stale and forged leases, the clock moving forwards and being stepped backwards) and
+compares every answer and every job after every step.
 """
 
 from __future__ import annotations
@@ -108,6 +108,7 @@ class Model:
         self.jobs: dict[str, ModelJob] = {}
         self.seq = itertools.count()
         self.secrets = itertools.count(1)
+        self.paused: set[str] = set()  # claims by queue skip these (issue #18)
 
     def tick(self) -> float:
         """Store time for a write (or now()): the host's wall clock, or (SQLite) its boot
@@ -178,7 +179,11 @@ class Model:
     ) -> list[ModelLease]:
         granted: list[ModelLease] = []
         while len(granted) < limit:
-            due = [j for j in self.jobs.values() if j.queue in queues and self._due(j, now)]
+            due = [
+                j
+                for j in self.jobs.values()
+                if j.queue in queues and j.queue not in self.paused and self._due(j, now)
+            ]
             if not due:
                 break
             job = min(due, key=lambda j: (j.available_at, j.seq))
@@ -627,6 +632,19 @@ class LeaseProtocol(RuleBasedStateMachine):
             fake = forge(lease, generation=lease.generation + 1)
             model_fake = dataclasses.replace(model_lease, generation=lease.generation + 1)
         self.holder_op(op, fake, model_fake, 0.0 if op == "fail" else 9)
+
+    @rule(queue=st.integers(0, 1), paused=st.booleans())
+    def pause(self, queue: int, paused: bool) -> None:
+        name = self.queues[queue]
+        if paused:
+            self.store.pause_queue(name)
+        else:
+            self.store.resume_queue(name)
+        if self.model.follows_boot_clock:
+            self.model.tick()  # SQLite: a write transaction, which reads (and floors) the clock
+        (self.model.paused.add if paused else self.model.paused.discard)(name)
+        mine = [q for q in self.store.paused_queues() if q in self.queues]
+        assert mine == sorted(self.model.paused)
 
     @rule(job=st.integers(0, 4), reason=st.sampled_from([None, "stop"]))
     def cancel(self, job: int, reason: str | None) -> None:
