@@ -4,7 +4,7 @@ or to mount in an application of your own."""
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from importlib.resources import files
 from typing import Any
@@ -161,22 +161,21 @@ class _Dashboard:
                 f"{' or '.join(action.states)}. Nothing was changed.",
                 job.job_id,
             )
-        token = request.cookies.get(CSRF_COOKIE) or new_csrf_token()
         question = action.confirm.replace("{job}", job.job_id)
-        response = self.page(
-            request,
-            "confirm.html",
-            job=job,
-            action=action,
-            question=question,
-            csrf_field=CSRF_FIELD,
-            csrf_token=token,
-        )
+        return self.confirmation(request, "confirm.html", job=job, action=action, question=question)
+
+    def confirmation(self, request: Request, template: str, **values: Any) -> Response:
+        """A confirmation page whose form carries the CSRF token, and the cookie it is
+        checked against when the form is posted."""
+        token = request.cookies.get(CSRF_COOKIE) or new_csrf_token()
+        response = self.page(request, template, csrf_field=CSRF_FIELD, csrf_token=token, **values)
         path = request.scope.get("root_path", "") or "/"
         response.set_cookie(CSRF_COOKIE, token, httponly=True, samesite="strict", path=path)
         return response
 
-    async def act(self, request: Request) -> Response:
+    async def posted_form(self, request: Request, page: str) -> Response | Callable[[str], str]:
+        """The posted form of an action, as a reader of its fields; or the refusal to send
+        (read-only, too large, CSRF token missing or wrong: confirm again from ``page``)."""
         if self.read_only:
             return self.message(request, 403, "Read-only", "This dashboard is read-only.")
         body = await request.body()
@@ -192,8 +191,14 @@ class _Dashboard:
                 request,
                 403,
                 "Refused",
-                "The form's CSRF token is missing or wrong: open the job's page and confirm again.",
+                f"The form's CSRF token is missing or wrong: open the {page} and confirm again.",
             )
+        return field
+
+    async def act(self, request: Request) -> Response:
+        field = await self.posted_form(request, "job's page")
+        if isinstance(field, Response):
+            return field
         action = self._action(field("action"))
         job_id = field("id")
         await self.reader.get(job_id)  # JobNotFound: 404
@@ -216,38 +221,12 @@ class _Dashboard:
         pause = _pause_or_resume(request.query_params.get("action", ""))
         if self.read_only:
             return self.message(request, 403, "Read-only", "This dashboard is read-only.")
-        token = request.cookies.get(CSRF_COOKIE) or new_csrf_token()
-        response = self.page(
-            request,
-            "confirm_queue.html",
-            queue=queue,
-            pause=pause,
-            csrf_field=CSRF_FIELD,
-            csrf_token=token,
-        )
-        path = request.scope.get("root_path", "") or "/"
-        response.set_cookie(CSRF_COOKIE, token, httponly=True, samesite="strict", path=path)
-        return response
+        return self.confirmation(request, "confirm_queue.html", queue=queue, pause=pause)
 
     async def queue_act(self, request: Request) -> Response:
-        if self.read_only:
-            return self.message(request, 403, "Read-only", "This dashboard is read-only.")
-        body = await request.body()
-        if len(body) > _MAX_FORM:
-            return self.message(request, 413, "Too large", "An action's form is a few fields.")
-        form = parse_qs(body.decode("utf-8", "replace"))
-
-        def field(name: str) -> str:
-            return (form.get(name) or [""])[0]
-
-        if not csrf_ok(request.cookies.get(CSRF_COOKIE), field(CSRF_FIELD)):
-            return self.message(
-                request,
-                403,
-                "Refused",
-                "The form's CSRF token is missing or wrong: open the queues page and confirm "
-                "again.",
-            )
+        field = await self.posted_form(request, "queues page")
+        if isinstance(field, Response):
+            return field
         pause = _pause_or_resume(field("action"))
         await self.reader.set_paused(field("queue"), pause)  # InvalidArgument: 400
         root = request.scope.get("root_path", "")
