@@ -45,6 +45,36 @@ def test_the_same_overlap_without_a_failover_is_an_i2_violation() -> None:
     assert [v.invariant for v in verdict.violations] == ["I2"]
 
 
+def claimed_during_the_kill(*, second_on_old_timeline: bool = False) -> History:
+    """The failover starts at 2.0 and the old primary dies a little later: it still grants
+    j to A at 2.05 (lease to 5.05); the new primary, promoted before the window's end at
+    2.5, never saw it and grants j to B at 2^40 at 2.2. (As seen in a CI run.)"""
+    h = History()
+    h.submit("j")
+    h.outage("failover", 2.0, 2.5)
+    h.claim("w1.1", A, "j", 1, at=2.05)
+    h.write("w1.1", A, "j", 1, 1, at=2.1)
+    gen = 2 if second_on_old_timeline else BASE_2
+    h.claim("w2.1", B, "j", gen, at=2.2)
+    h.write("w2.1", B, "j", gen, 1, at=2.3)
+    h.holder("complete", "w1.1", A, "j", 1, at=2.4, outcome="fail", row_gen=gen)
+    h.holder("complete", "w2.1", B, "j", gen, at=2.6)
+    h.final("j", "done", gen, attempts=2)
+    return h
+
+
+def test_a_lease_the_dying_primary_granted_inside_the_window_may_overlap() -> None:
+    verdict = check_history(claimed_during_the_kill().events)
+    assert verdict.violations == []
+    assert verdict.counts["failover_overlaps"] == 1
+
+
+def test_an_overlap_on_one_timeline_is_a_violation_even_inside_the_window() -> None:
+    # Both leases from the same primary (generations 1 and 2): no failover explains it.
+    verdict = check_history(claimed_during_the_kill(second_on_old_timeline=True).events)
+    assert [v.invariant for v in verdict.violations] == ["I2"]
+
+
 def lost_completion(*, failover: bool) -> History:
     """A completes j at 1.5 on the old primary, which dies at 2.0 before it replicated; the
     new primary grants j again at 2^40, and B completes it."""

@@ -9,11 +9,12 @@ old primary is not done on the new one). So across a failover, and only across i
   timeline's base, ``(timeline - 1) << 40`` (sql/_timeline.sql), above every generation
   the old primary issued: the generations between are no I1 gap. Each timeline's
   generations are counted from its base (`missing_generations`).
-* **ownership may overlap in store time** (I2): a lease granted by the old primary (before
-  the failover started) can still be live, as its holder believes, when the new primary
-  grants the job again (after it started). The fences keep the holders apart (I4: the
-  sink's generations never go down); the overlap is counted (``failover_overlaps``), not a
-  violation.
+* **ownership may overlap in store time** (I2): a lease granted by the old primary (a
+  generation of an earlier timeline, before the failover ended) can still be live, as its
+  holder believes, when the new primary grants the job again (after the failover started),
+  also when only a renewal of it was lost with the old primary. The fences keep the
+  holders apart (I4: the sink's generations never go down); the overlap is counted
+  (``failover_overlaps``), not a violation.
 * **a job may be completed twice** (I3): once on the old primary (an accepted completion
   before the failover started, lost with it) and again on the new one, after it. Counted
   as ``completions_lost_failover``, and its attempt as a re-execution caused by the
@@ -40,6 +41,7 @@ __all__ = [
     "lost_completion",
     "lost_submit",
     "missing_generations",
+    "on_older_timeline",
 ]
 
 BASE_BITS = 40  # a timeline's base: (timeline - 1) << 40
@@ -65,9 +67,18 @@ def failovers(ctx: Context) -> list[tuple[float, float]]:
 
 
 def crossed(windows: list[tuple[float, float]], before: float, after: float) -> bool:
-    """Whether a failover started after store time ``before`` and before ``after``:
-    ``before`` was on the old primary, ``after`` on the new one."""
-    return any(before < start < after for start, _ in windows)
+    """Whether a failover lies between store times ``before`` and ``after``, so that
+    ``before`` may have been answered by the old primary and ``after`` by the new one. The
+    old primary answers until it is dead, which is inside the window (the kill takes tens
+    of milliseconds after the window's start) and the new one from its promotion, also
+    inside it: so ``before`` is before the window's end and ``after`` after its start."""
+    return before < after and any(before < end and after > start for start, end in windows)
+
+
+def on_older_timeline(older: int, newer: int) -> bool:
+    """Whether generation ``older`` was issued on an earlier timeline than ``newer``
+    (sql/_timeline.sql): by a primary the one that issued ``newer`` replaced."""
+    return older >> BASE_BITS < newer >> BASE_BITS
 
 
 def missing_generations(granted: set[int], top: int) -> list[int]:
@@ -93,7 +104,7 @@ def lost_completion(windows: list[tuple[float, float]], same: list[dict[str, Any
 
 def lost_submit(ctx: Context, job: str, windows: list[tuple[float, float]]) -> bool:
     """Whether ``job``, not in the store after the run, was submitted (accepted) before a
-    failover started and never claimed after it: the promoted replica never received it."""
+    failover ended and never claimed after it: the promoted replica never received it."""
     final = ctx.finals.get(job, {})
     if final.get("state") != "unknown" or "does not exist" not in str(final.get("error")):
         return False
@@ -102,8 +113,12 @@ def lost_submit(ctx: Context, job: str, windows: list[tuple[float, float]]) -> b
         for op in ctx.paired.of("submit")
         if op.get("job") == job and op.get("type") == "ok"
     ]
-    first = min((start for start, _ in windows), default=None)
+    # Accepted before the failover was over (the old primary answers until it is dead,
+    # inside the window), and never claimed once the new primary served.
+    last_end = max((end for _, end in windows), default=None)
     claimed_after = any(
-        first is not None and c.start > first for c in ctx.claims.intervals.get(job, [])
+        last_end is not None and c.start > last_end for c in ctx.claims.intervals.get(job, [])
     )
-    return bool(accepted) and first is not None and max(accepted) < first and not claimed_after
+    return (
+        bool(accepted) and last_end is not None and max(accepted) < last_end and not claimed_after
+    )

@@ -23,7 +23,14 @@ from collections.abc import Callable
 from typing import Any
 
 from ._context import EPS, UNKNOWN, Context, Step
-from ._failover import crossed, failovers, lost_completion, lost_submit, missing_generations
+from ._failover import (
+    crossed,
+    failovers,
+    lost_completion,
+    lost_submit,
+    missing_generations,
+    on_older_timeline,
+)
 from ._verdict import Interval, Violation
 
 __all__ = [
@@ -151,6 +158,7 @@ def exclusivity(ctx: Context) -> list[Violation]:
             if (
                 latest is not None
                 and c.start < latest.end - EPS
+                and on_older_timeline(latest.gen, c.gen)
                 and crossed(windows, latest.start, c.start)
             ):
                 # The new primary never heard of the old one's lease (tenure.chaos._failover).
