@@ -4,9 +4,13 @@ stores through the public API, or wrap a real driver to lose a reply after it to
 from __future__ import annotations
 
 import dataclasses
+import json
 import secrets
+import subprocess
 from collections import Counter
 from typing import Any
+
+import pytest
 
 import tenure
 
@@ -83,3 +87,19 @@ class LosingReplies:
             return result
 
         return call
+
+
+def json_answers(procs: list[subprocess.Popen[str]], what: str, timeout: float = 90) -> list[Any]:
+    """The JSON document each race process printed, in order; every one must exit 0
+    within ``timeout`` seconds (else all are killed and the test fails, naming ``what``)."""
+    answers = []
+    for proc in procs:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            for other in procs:
+                other.kill()
+            pytest.fail(f"a {what} did not finish within {timeout:g} s")
+        assert proc.returncode == 0, err
+        answers.append(json.loads(out))
+    return answers

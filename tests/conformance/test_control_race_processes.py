@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 import tenure
+from tests.conformance._support import json_answers
 
 pytestmark = [pytest.mark.races, pytest.mark.slow]
 
@@ -42,20 +43,6 @@ def start_workers(url: str, stop: Path) -> list[subprocess.Popen[str]]:
         )
         for i in range(PROCESSES)
     ]
-
-
-def histories(procs: list[subprocess.Popen[str]]) -> list[dict[str, Any]]:
-    found = []
-    for proc in procs:
-        try:
-            out, err = proc.communicate(timeout=90)
-        except subprocess.TimeoutExpired:
-            for other in procs:
-                other.kill()
-            pytest.fail("a cancel-race worker did not finish within 90 s")
-        assert proc.returncode == 0, err
-        found.append(json.loads(out))
-    return found
 
 
 def test_cancel_races_worker_processes_and_each_job_has_one_winner(
@@ -88,7 +75,8 @@ def test_cancel_races_worker_processes_and_each_job_has_one_winner(
                 requeued[job_id] = store.requeue(job_id)  # runs again, above the cancel
             time.sleep(rng.uniform(0.0, 0.002))
         stop.touch()
-        events = [event for history in histories(procs) for event in history["events"]]
+        histories = json_answers(procs, "cancel-race worker")
+        events = [event for history in histories for event in history["events"]]
         final = {job_id: store.get(job_id) for job_id in (f"job-{i:04d}" for i in range(JOBS))}
 
     claims: dict[str, list[int]] = defaultdict(list)

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 import tenure
+from tests.conformance._support import json_answers
 
 pytestmark = [pytest.mark.races, pytest.mark.slow]
 
@@ -50,16 +51,7 @@ def run_workers(url: str) -> list[dict[str, Any]]:
                 text=True,
             )
         )
-    histories = []
-    for proc in procs:
-        try:
-            out, err = proc.communicate(timeout=90)
-        except subprocess.TimeoutExpired:
-            for other in procs:
-                other.kill()
-            pytest.fail("a race worker did not finish within 90 s")
-        assert proc.returncode == 0, err
-        histories.append(json.loads(out))
+    histories: list[dict[str, Any]] = json_answers(procs, "race worker")
     return histories
 
 

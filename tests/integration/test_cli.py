@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import CliRunner
 
 import tenure
 import tenure.fence
@@ -24,6 +24,7 @@ from tenure.cli import COMMANDS, main
 from tenure.cli._demo import DemoResult, render, run_demo
 from tenure.cli._output import Output
 from tests.backends import BACKENDS, POSTGRES, POSTGRES_URL, REDIS_URL, SQLITE, Backend
+from tests.integration._support import as_json, listed, ok
 
 DEMO_LINES = (
     "The clock is simulated",
@@ -34,45 +35,6 @@ DEMO_LINES = (
     "REJECTED by the store: LeaseLost",
     "OK: every step behaved as the story says.",
 )
-
-
-@pytest.fixture
-def backend() -> Backend:
-    """The CLI's store is SQLite (``url``, the suite's, is then a fresh file), except in the
-    tests parametrized over every backend."""
-    return SQLITE
-
-
-@pytest.fixture
-def cli(monkeypatch: pytest.MonkeyPatch, url: str) -> Any:
-    """Run the CLI in-process with a clean TENURE_* environment pointing at ``url``."""
-    for name in list(os.environ):
-        if name.startswith("TENURE_"):
-            monkeypatch.delenv(name)
-    runner = CliRunner()
-
-    def invoke(*args: str, env: dict[str, str] | None = None, stdin: str | None = None) -> Result:
-        environment = {"TENURE_STORE_URL": url, **(env or {})}
-        return runner.invoke(main, list(args), env=environment, input=stdin)
-
-    invoke.url = url  # type: ignore[attr-defined]
-    return invoke
-
-
-def ok(result: Result) -> Result:
-    assert result.exit_code == 0, (result.exit_code, result.stdout, result.stderr)
-    assert result.exception is None or isinstance(result.exception, SystemExit)
-    return result
-
-
-def as_json(result: Result) -> Any:
-    return json.loads(ok(result).stdout)
-
-
-def listed(result: Result) -> list[dict[str, Any]]:
-    """The jobs of a ``jobs list --json``."""
-    found: list[dict[str, Any]] = as_json(result)["jobs"]
-    return found
 
 
 # -- demo --------------------------------------------------------------------------------

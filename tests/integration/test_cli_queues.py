@@ -2,44 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import os
 from typing import Any
 
 import pytest
-from click.testing import CliRunner, Result
 
 import tenure
-from tenure.cli import main
-from tests.backends import BACKENDS, SQLITE, Backend
-
-
-@pytest.fixture
-def backend() -> Backend:
-    """SQLite, except in the tests parametrized over every backend."""
-    return SQLITE
-
-
-@pytest.fixture
-def cli(monkeypatch: pytest.MonkeyPatch, url: str) -> Any:
-    for name in list(os.environ):
-        if name.startswith("TENURE_"):
-            monkeypatch.delenv(name)
-    runner = CliRunner()
-
-    def invoke(*args: str) -> Result:
-        return runner.invoke(main, list(args), env={"TENURE_STORE_URL": url})
-
-    return invoke
-
-
-def ok(result: Result) -> Result:
-    assert result.exit_code == 0, (result.exit_code, result.stdout, result.stderr)
-    return result
-
-
-def as_json(result: Result) -> Any:
-    return json.loads(ok(result).stdout)
+from tests.backends import BACKENDS
+from tests.integration._support import as_json, ok
 
 
 @pytest.mark.parametrize("backend", BACKENDS, ids=str)
