@@ -4,7 +4,11 @@ process cancels jobs at random, whatever their state, and requeues some of those
 cancelled at once. Each job has one winner per life: it ends ``done`` with exactly one
 accepted completion (and a cancel was told it was done), or ``cancelled`` with none; a
 cancel moves the generation past every lease the job had, every holder of it is told
-``LeaseLost`` with the reason "cancelled", and a requeued job runs again above it."""
+``LeaseLost`` with the reason "cancelled", and a requeued job runs again above it.
+
+And purge against submit: worker processes submit, claim and complete a few shared ids over
+and over while this process purges every finished job as fast as it can; a purged id
+submitted again must never be granted a generation its earlier lives had."""
 
 from __future__ import annotations
 
@@ -25,17 +29,20 @@ from tests.conformance._support import json_answers
 pytestmark = [pytest.mark.races, pytest.mark.slow]
 
 WORKER = Path(__file__).with_name("_cancel_race_worker.py")
+PURGE_WORKER = Path(__file__).with_name("_purge_race_worker.py")
 PROCESSES = 4
 JOBS = 200
 
 
-def start_workers(url: str, stop: Path) -> list[subprocess.Popen[str]]:
+def start_workers(
+    url: str, stop: Path, worker: Path = WORKER, **config: Any
+) -> list[subprocess.Popen[str]]:
     return [
         subprocess.Popen(
             [
                 sys.executable,
-                str(WORKER),
-                json.dumps({"url": url, "owner": f"p{i}", "seed": i, "stop": str(stop)}),
+                str(worker),
+                json.dumps({"url": url, "owner": f"p{i}", "seed": i, "stop": str(stop), **config}),
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -127,3 +134,32 @@ def test_cancel_races_worker_processes_and_each_job_has_one_winner(
     assert any(job.state == "cancelled" for job in final.values())
     assert cancelled_leased > 0, "no cancel landed on a held lease"
     assert requeued, "nothing was requeued"
+
+
+def test_purge_races_submitting_processes_and_never_reissues_a_generation(
+    url: str, tmp_path: Path
+) -> None:
+    ids = [f"reborn-{n}" for n in range(3)]
+    stop = tmp_path / "stop"
+    purged = 0
+    with tenure.connect(url) as store:
+        procs = start_workers(url, stop, PURGE_WORKER, ids=ids)
+        deadline = time.monotonic() + 30
+        # Purge until the ids have been purged and born again many times (bounded in time).
+        while purged < 40 and time.monotonic() < deadline:
+            gone = store.purge(older_than=0)
+            purged += gone
+            if not gone:
+                time.sleep(0.001)  # leave SQLite's write lock to the workers for a moment
+        stop.touch()
+        histories = json_answers(procs, "purge-race worker")
+    granted: dict[str, list[int]] = defaultdict(list)
+    for history in histories:
+        for claim in history["claims"]:
+            granted[claim["job"]].append(claim["generation"])
+    assert purged >= 40, f"only {purged} jobs purged in 30 s: the race was not run"
+    for job_id in ids:
+        generations = granted[job_id]
+        # No token came back after a purge: each generation of each id was granted to one
+        # process, once (a lost floor would start a reborn id at generation 1 again).
+        assert len(generations) == len(set(generations)), (job_id, sorted(generations))
