@@ -156,6 +156,33 @@ def test_current_holder_after_the_lease_was_ended() -> None:
     assert f"after its lease had ended ({release})" in message
 
 
+def _renewal_racing_the_completion(*, overlapping: bool) -> tuple[History, str]:
+    """A worker's completion reads the store's clock at 1.50 and its renewal at 1.51 (both
+    accepted); with ``overlapping`` the completion's call returned only after the renewal
+    had been sent (its row lock came after the renewal's commit)."""
+    h = _one_job()
+    h.holder("complete", "w1.1", A, "j1", 1, at=1.50)
+    if overlapping:
+        h.events[-1]["t"] = T0 + 1.52
+    op = h.holder("renew", "w1.1", A, "j1", 1, at=1.51)
+    return h, op
+
+
+def test_current_holder_a_renewal_serialized_before_an_overlapping_completion() -> None:
+    h, op = _renewal_racing_the_completion(overlapping=True)
+    assert _step_check(h, op) is None
+    ctx = Context(h.events)
+    assert ctx.counts["settles_serialized_after_renewal"] == 1
+    # The lease ended with the completion, after the renewal: I2 sees it held until then.
+    [interval] = ctx.claims.intervals["j1"]
+    assert interval.end == T0 + 1.51
+
+
+def test_current_holder_a_renewal_after_a_completion_that_had_returned() -> None:
+    h, op = _renewal_racing_the_completion(overlapping=False)
+    assert "after its lease had ended" in (_step_check(h, op) or "")
+
+
 def test_current_holder_after_expiry_unless_a_renewal_was_lost() -> None:
     h = _one_job()
     op = h.holder("complete", "w1.1", A, "j1", 1, at=3.5)

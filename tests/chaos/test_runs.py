@@ -107,6 +107,7 @@ def _chaos(url: str, out: Path, *extra: str, png: bool = False) -> tuple[int, li
     if not png:
         command.append("--no-png")
     done = subprocess.run(command, capture_output=True, text=True, timeout=150)
+    sys.stderr.write(done.stderr[-6000:])  # shown by pytest with a failure: why a run stopped
     lines = done.stdout.strip().splitlines()
     assert lines, done.stderr[-3000:]
     return done.returncode, lines

@@ -96,6 +96,7 @@ COUNTS = (
     "failovers",
     "reexecutions_failover",
     "failover_overlaps",
+    "settles_serialized_after_renewal",
     "completions_lost_failover",
     "submits_lost_failover",
 )

@@ -170,6 +170,12 @@ class Verdict:
         )
         out.append(
             f"renewals: {c['renewals']} accepted, {c['stale_renewals_rejected']} stale rejected"
+            + (
+                f" ({c['settles_serialized_after_renewal']} committed before a settle of the "
+                "same worker that read the store's clock first)"
+                if c.get("settles_serialized_after_renewal")
+                else ""
+            )
         )
         out.append(
             f"completions: {c['completions']} accepted ({c['completion_repeats']} repeats "
