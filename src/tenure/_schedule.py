@@ -32,6 +32,7 @@ __all__ = [
     "tick_delay",
     "tick_job_id",
     "ticks_back",
+    "upcoming",
 ]
 
 CATCH_UP = ("skip", "once")
@@ -178,6 +179,19 @@ def due_ticks(schedule: Schedule, last: float, now: float) -> list[float]:
     if latest is None:
         return []
     return [first, latest] if once and first < latest else [latest]
+
+
+def upcoming(cron: str, tz: str, after: float) -> float | None:
+    """The first tick of ``cron`` in time zone ``tz`` strictly after ``after`` (for showing
+    a store schedule); None when this host cannot read it (no cron extra, no such zone)."""
+    try:
+        refused = _cronsim().CronSimError
+    except ImportError:
+        return None
+    try:
+        return next_tick(Schedule("upcoming", cron, "upcoming", None, tz, "skip"), after)
+    except (refused, ValueError, StopIteration, ZoneInfoNotFoundError):
+        return None
 
 
 def ticks_back(schedule: Schedule, at: float, count: int) -> list[float]:
