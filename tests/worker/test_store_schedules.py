@@ -96,6 +96,35 @@ async def test_the_workers_own_schedule_of_the_same_name_wins(
     assert len(warned) == 1, "said once, not at every read"
 
 
+async def test_a_failed_read_is_said_once_and_the_own_schedules_go_on(
+    astore: tenure.aio.AsyncStore,
+    clock: tenure.ManualClock,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async def unreachable() -> list[tenure.StoredSchedule]:
+        raise tenure.StoreUnavailable("down", operation="schedules", outcome_unknown=False)
+
+    own = make_schedule("own", "* * * * * *", queue="q")
+    await astore.add_schedule("stored", "* * * * * *", queue="q")
+    member = Periodic(astore, [own], clock.time, queues=["q"])
+    caplog.set_level(logging.INFO, logger="tenure")
+    with monkeypatch.context() as patched:
+        patched.setattr(astore, "schedules", unreachable)
+        await member.resume()
+        for _ in range(3):
+            clock.advance(1)
+            jobs = await member.tick()
+            assert [job.job_id.split(":")[1] for job in jobs] == ["own"]
+    assert len([r for r in caplog.records if "not read" in r.getMessage()]) == 1
+    clock.advance(5)  # the read is tried again, and works: "stored" starts from then
+    assert {job.job_id.split(":")[1] for job in await member.tick()} == {"own"}
+    clock.advance(1)
+    names = {job.job_id.split(":")[1] for job in await member.tick()}
+    assert names == {"own", "stored"}
+    assert any("read again" in r.getMessage() for r in caplog.records)
+
+
 def test_a_worker_runs_a_store_schedule(
     make_worker: Callable[..., tenure.Worker], store: tenure.Store, clock: tenure.ManualClock
 ) -> None:

@@ -53,6 +53,9 @@ RESUME_LOOKUPS = 60
 # Seconds (worker clock) between reads of the store's schedules: how soon an added or
 # removed one takes effect, for one small read per worker.
 SCHEDULES_EVERY = 30.0
+# Seconds (worker clock) before a read of the store's schedules that failed is tried again:
+# the worker's own schedules go on meanwhile, and an outage is said once, not at every look.
+_READ_RETRY = 5.0
 
 
 def _runnable(stored: StoredSchedule) -> Schedule:
@@ -92,6 +95,7 @@ class Periodic:
         self._last = {name: start for name in self._code}
         self._to_take_up: set[str] = set()
         self._refused: dict[str, str] = {}  # store schedules not run, and why (said once)
+        self._read_failing = False
 
     @property
     def schedules(self) -> list[Schedule]:
@@ -101,8 +105,7 @@ class Periodic:
     async def resume(self) -> None:
         """Read the store's schedules, then take up each schedule from its latest tick
         whose job is in the store."""
-        if self._queues is not None:
-            await self.read_schedules()
+        await self._read_if_due()
         self._to_take_up = set(self._last)
         await self._take_up()
 
@@ -183,12 +186,34 @@ class Periodic:
         # A clock stepped back reads again too: the interval is measured on it.
         return self._read_at is None or not 0 <= now - self._read_at < self._read_every
 
+    async def _read_if_due(self) -> None:
+        now = self._wall()
+        if not self._reading_due(now):
+            return
+        try:
+            await self.read_schedules()
+        except StoreLost:
+            raise
+        except StoreUnavailable as exc:
+            self._read_at = now - self._read_every + _READ_RETRY
+            if not self._read_failing:
+                log.warning(
+                    "store schedules not read (%s); trying again every %g s",
+                    exc,
+                    _READ_RETRY,
+                    extra={"queues": sorted(self._queues or ())},
+                )
+            self._read_failing = True
+            return
+        if self._read_failing:
+            log.info("store schedules read again", extra={"queues": sorted(self._queues or ())})
+            self._read_failing = False
+
     async def tick(self) -> list[Job]:
         """Submit every tick due by this worker's clock (reading the store's schedules
         first when that is due); the jobs as the store answered (``created`` False:
         another worker submitted that tick first)."""
-        if self._reading_due(self._wall()):
-            await self.read_schedules()
+        await self._read_if_due()
         if self._to_take_up:
             await self._take_up()
         now = self._wall()
