@@ -123,7 +123,11 @@ class Periodic:
         for name in self._stored.keys() - found.keys():
             del self._last[name]
             self._to_take_up.discard(name)
-            log.info("store schedule %s: removed, no more ticks", name, extra={"schedule": name})
+            log.info(
+                "store schedule %s: no more ticks here (removed, or now of a queue not served)",
+                name,
+                extra={"schedule": name},
+            )
         for name, schedule in found.items():
             if name not in self._stored:
                 self._last[name] = now
