@@ -188,6 +188,8 @@ FLOORS: list[tuple[str, ...]] = [
         "tenure._store_control_async",
         "tenure._store_locks",
         "tenure._store_locks_async",
+        "tenure._store_schedules",
+        "tenure._store_schedules_async",
         "tenure.aio",
     ),
     ("tenure.worker", "tenure.fence", "tenure.locks"),

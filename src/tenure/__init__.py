@@ -42,6 +42,7 @@ from .models import (
     JobSpec,
     JobState,
     Lease,
+    StoredSchedule,
 )
 
 if _TYPE_CHECKING:
@@ -112,6 +113,7 @@ __all__ = [
     "RetryPolicy",
     "StaleToken",
     "Store",
+    "StoredSchedule",
     "StoreLost",
     "StoreUnavailable",
     "SystemClock",

@@ -14,10 +14,10 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, NamedTuple
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from ._validate import encode_json, validate_id
+from ._validate import encode_json, validate_attempts, validate_id
 from .errors import InvalidArgument
 
 __all__ = [
@@ -25,12 +25,14 @@ __all__ = [
     "LATE_GRACE",
     "TICK_PREFIX",
     "Schedule",
+    "ScheduleRow",
     "due_ticks",
     "make_schedule",
     "next_tick",
     "tick_delay",
     "tick_job_id",
     "ticks_back",
+    "upcoming",
 ]
 
 CATCH_UP = ("skip", "once")
@@ -58,7 +60,7 @@ def _cronsim() -> Any:
 class Schedule:
     """A periodic job: ``cron`` (5 fields, or 6 with a seconds field first, as cronsim
     reads them) in time zone ``tz``; each tick submits a job to ``queue`` with
-    ``payload``."""
+    ``payload`` (and ``max_attempts``; None: submit's default)."""
 
     name: str
     cron: str
@@ -66,9 +68,26 @@ class Schedule:
     payload: Any
     tz: str
     catch_up: str
+    max_attempts: int | None = None
 
     def zone(self) -> ZoneInfo:
         return ZoneInfo(self.tz)
+
+
+class ScheduleRow(NamedTuple):
+    """A store schedule as drivers keep it (``tenure_schedules``, Redis's schedules hash):
+    the payload as JSON text, the times in store time (set by the store: ignored in what
+    `put_schedule` is given)."""
+
+    name: str
+    cron: str
+    queue: str
+    payload: str | None
+    timezone: str
+    catch_up: str
+    max_attempts: int
+    created_at: float = 0.0
+    updated_at: float = 0.0
 
 
 def make_schedule(
@@ -79,6 +98,7 @@ def make_schedule(
     payload: Any = None,
     tz: object = "UTC",
     catch_up: object = "skip",
+    max_attempts: object = None,
 ) -> Schedule:
     """A validated `Schedule`; bad input raises `InvalidArgument` naming the argument."""
     name_s = validate_id("name", name)
@@ -103,7 +123,8 @@ def make_schedule(
         cronsim.CronSim(cron, datetime.now(zone))
     except cronsim.CronSimError as exc:
         raise InvalidArgument("cron", f"not a cron expression ({exc}): {cron!r}") from exc
-    return Schedule(name_s, cron, queue_s, payload, tz, str(catch_up))
+    attempts = None if max_attempts is None else validate_attempts(max_attempts)
+    return Schedule(name_s, cron, queue_s, payload, tz, str(catch_up), attempts)
 
 
 def _ticks(schedule: Schedule, after: float) -> Iterator[float]:
@@ -158,6 +179,19 @@ def due_ticks(schedule: Schedule, last: float, now: float) -> list[float]:
     if latest is None:
         return []
     return [first, latest] if once and first < latest else [latest]
+
+
+def upcoming(cron: str, tz: str, after: float) -> float | None:
+    """The first tick of ``cron`` in time zone ``tz`` strictly after ``after`` (for showing
+    a store schedule); None when this host cannot read it (no cron extra, no such zone)."""
+    try:
+        refused = _cronsim().CronSimError
+    except ImportError:
+        return None
+    try:
+        return next_tick(Schedule("upcoming", cron, "upcoming", None, tz, "skip"), after)
+    except (refused, ValueError, StopIteration, ZoneInfoNotFoundError):
+        return None
 
 
 def ticks_back(schedule: Schedule, at: float, count: int) -> list[float]:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from . import _store_control, _store_jobs, _store_locks
+from . import _store_control, _store_jobs, _store_locks, _store_schedules
 from ._clock import Clock, LeaseTiming, SystemClock
 from ._concurrency import pause
 from ._protocol import (
@@ -73,11 +73,13 @@ class Store(
     _store_control.StoreControl,
     _store_jobs.JobsMixin,
     _store_locks.StoreLocks,
+    _store_schedules.StoreSchedules,
 ):
     """A lease store: submit jobs, claim them under leases, renew, complete, release, fail;
     cancel, requeue, delete and purge them (`StoreControl`); submit many, in your
     transaction, wait for results, list in pages (`JobsMixin`); named locks and leader
-    election on them (`StoreLocks`: `lock`, `elect`).
+    election on them (`StoreLocks`: `lock`, `elect`); periodic jobs kept in the store
+    (`StoreSchedules`: `add_schedule`, `remove_schedule`, `schedules`).
 
     Create one with `tenure.connect`. Every method validates its arguments first (bad
     input raises `InvalidArgument` and leaves the store unchanged) and then runs one atomic

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from . import _store_control_async, _store_jobs_async, _store_locks_async
+from . import _store_control_async, _store_jobs_async, _store_locks_async, _store_schedules_async
 from ._clock import Clock, LeaseTiming, SystemClock
 from ._concurrency import pause_async
 from ._protocol import (
@@ -74,11 +74,13 @@ class AsyncStore(
     _store_control_async.AsyncStoreControl,
     _store_jobs_async.AsyncJobsMixin,
     _store_locks_async.AsyncStoreLocks,
+    _store_schedules_async.AsyncStoreSchedules,
 ):
     """A lease store: submit jobs, claim them under leases, renew, complete, release, fail;
     cancel, requeue, delete and purge them (`AsyncStoreControl`); submit many, in your
     transaction, wait for results, list in pages (`AsyncJobsMixin`); named locks and leader
-    election on them (`AsyncStoreLocks`: `lock`, `elect`).
+    election on them (`AsyncStoreLocks`: `lock`, `elect`); periodic jobs kept in the store
+    (`AsyncStoreSchedules`: `add_schedule`, `remove_schedule`, `schedules`).
 
     Create one with `tenure.aio.connect`. Every method validates its arguments first (bad
     input raises `InvalidArgument` and leaves the store unchanged) and then runs one atomic

@@ -1,5 +1,5 @@
-"""Frozen values handed to users: `Lease`, `Job`, `FencingToken`, `Claim`, and the
-values users hand in or page through: `JobSpec`, `JobPage`."""
+"""Frozen values handed to users: `Lease`, `Job`, `FencingToken`, `Claim`, `Attempt`,
+`StoredSchedule`, and the values users hand in or page through: `JobSpec`, `JobPage`."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ __all__ = [
     "JobSpec",
     "JobState",
     "Lease",
+    "StoredSchedule",
 ]
 
 
@@ -279,4 +280,37 @@ class Attempt:
             "ended_at": self.ended_at,
             "ending": None if self.ending is None else str(self.ending),
             "error": self.error,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class StoredSchedule:
+    """A periodic job kept in the store (`Store.add_schedule`, ``tenure schedules``): every
+    `Worker` serving ``queue`` submits one job per tick of ``cron`` in ``timezone``, as it
+    does for its own ``@worker.periodic`` schedules (docs/worker.md, "Periodic jobs").
+    ``created_at`` and ``updated_at`` are store time (``updated_at``: the latest
+    `add_schedule` of this name)."""
+
+    name: str
+    cron: str
+    queue: str
+    payload: Any
+    timezone: str
+    catch_up: str
+    max_attempts: int
+    created_at: float
+    updated_at: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """The schedule as JSON-ready values (the CLI's and the dashboard's form)."""
+        return {
+            "name": self.name,
+            "cron": self.cron,
+            "queue": self.queue,
+            "payload": self.payload,
+            "timezone": self.timezone,
+            "catch_up": self.catch_up,
+            "max_attempts": self.max_attempts,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
         }

@@ -3,7 +3,8 @@
 The model below is the whole lease protocol in plain Python: store time with its floor,
 claim/claim_next (with burial of poison jobs), renew/complete/release/fail conditioned on
 owner, generation, secret and expiry, complete_many and complete_and_claim (completions
-first, then the claim, at one store time), paused queues (claims skip them), job control
+first, then the claim, at one store time), paused queues (claims skip them), store
+schedules (upserts by name at store time), job control
 (cancel, requeue, delete, and the store-wide generation floor every claim stays above), and
 the rule that repeating an operation that already took effect succeeds (the same operation,
 with the same result or error: another settle of an ended lease is refused). Hypothesis
@@ -109,6 +110,8 @@ class Model:
         self.seq = itertools.count()
         self.secrets = itertools.count(1)
         self.paused: set[str] = set()  # claims by queue skip these (issue #18)
+        # Store schedules by name: (created_at, updated_at, cron, queue), store time.
+        self.schedules: dict[str, tuple[float, float, str, str]] = {}
 
     def tick(self) -> float:
         """Store time for a write (or now()): the host's wall clock, or (SQLite) its boot
@@ -645,6 +648,36 @@ class LeaseProtocol(RuleBasedStateMachine):
         (self.model.paused.add if paused else self.model.paused.discard)(name)
         mine = [q for q in self.store.paused_queues() if q in self.queues]
         assert mine == sorted(self.model.paused)
+
+    @rule(
+        name=st.integers(0, 1),
+        cron=st.sampled_from(["* * * * *", "*/5 * * * * *"]),
+        queue=st.integers(0, 1),
+        remove=st.booleans(),
+    )
+    def schedule(self, name: int, cron: str, queue: int, remove: bool) -> None:
+        """Store schedules (issue #18): an upsert by name at store time (a write that floors
+        the clock, as every store's), created_at kept; remove says whether there was one."""
+        key = f"{self.queues[0]}-s{name}"
+        model = self.model.schedules
+        if remove:
+            assert self.store.remove_schedule(key) is (key in model)
+            model.pop(key, None)
+            if self.model.follows_boot_clock:
+                self.model.tick()  # SQLite: a write transaction, which reads the clock
+        else:
+            added = self.store.add_schedule(key, cron, queue=self.queues[queue])
+            now = self.model.tick()
+            model[key] = (model[key][0] if key in model else now, now, cron, self.queues[queue])
+            assert close_enough(added.created_at, model[key][0]), (added, model[key])
+            assert close_enough(added.updated_at, now), (added, now)
+        listed = [s for s in self.store.schedules() if s.name.startswith(self.queues[0])]
+        assert [s.name for s in listed] == sorted(model)
+        for found in listed:
+            created, updated, want_cron, want_queue = model[found.name]
+            assert (found.cron, found.queue) == (want_cron, want_queue)
+            assert close_enough(found.created_at, created)
+            assert close_enough(found.updated_at, updated)
 
     @rule(job=st.integers(0, 4), reason=st.sampled_from([None, "stop"]))
     def cancel(self, job: int, reason: str | None) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 from .._clock import Clock
 from .._protocol import Completion, JobFilter, JobRow, Outcome, Status, Submission, is_repeat
+from .._schedule import ScheduleRow
 from ..errors import StoreUnavailable
 from ..stores.abc import Driver
 from ._control import TAKEOVERS, Control
@@ -115,6 +116,15 @@ class PassThroughDriver:
 
     def paused_queues(self) -> list[str]:
         return self._inner.paused_queues()
+
+    def put_schedule(self, row: ScheduleRow) -> ScheduleRow:
+        return self._inner.put_schedule(row)
+
+    def delete_schedule(self, name: str) -> bool:
+        return self._inner.delete_schedule(name)
+
+    def schedules(self) -> list[ScheduleRow]:
+        return self._inner.schedules()
 
     def close(self) -> None:
         self._inner.close()

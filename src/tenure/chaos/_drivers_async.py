@@ -27,6 +27,7 @@ from typing import Any
 
 from .._clock import Clock
 from .._protocol import Completion, JobFilter, JobRow, Outcome, Status, Submission, is_repeat
+from .._schedule import ScheduleRow
 from ..errors import StoreUnavailable
 from ..stores.abc import AsyncDriver
 from ._control import TAKEOVERS, Control
@@ -131,6 +132,15 @@ class AsyncPassThroughDriver:
 
     async def paused_queues(self) -> list[str]:
         return await self._inner.paused_queues()
+
+    async def put_schedule(self, row: ScheduleRow) -> ScheduleRow:
+        return await self._inner.put_schedule(row)
+
+    async def delete_schedule(self, name: str) -> bool:
+        return await self._inner.delete_schedule(name)
+
+    async def schedules(self) -> list[ScheduleRow]:
+        return await self._inner.schedules()
 
     async def close(self) -> None:
         await self._inner.close()

@@ -48,6 +48,7 @@ COMMANDS: dict[str, str] = {
     "migrate": "tenure.cli._migrate:migrate",
     "now": "tenure.cli._jobs:now",
     "queues": "tenure.cli._queues:queues",
+    "schedules": "tenure.cli._schedules:schedules",
     "sink": "tenure.cli._sink:sink",
     "worker": "tenure.cli._worker:worker",
 }

@@ -25,7 +25,7 @@ from ._output import Cell, format_duration, format_time, format_value, relative
 
 _TERMINAL = (JobState.DONE, JobState.DEAD, JobState.CANCELLED)
 
-__all__ = ["jobs", "now"]
+__all__ = ["jobs", "now", "parse_payload"]
 
 _STATES = [state.value for state in JobState]
 _STATE_STYLES = {

@@ -43,6 +43,7 @@ from ._views import (
     jobs_page,
     pretty_json,
     queues_page,
+    schedules_page,
     seconds,
     timeline,
 )
@@ -129,6 +130,9 @@ class _Dashboard:
 
     async def queues_table(self, request: Request) -> Response:
         return self.page(request, "_queues_table.html", view=await queues_page(self.reader))
+
+    async def schedules(self, request: Request) -> Response:
+        return self.page(request, "schedules.html", view=await schedules_page(self.reader))
 
     async def jobs(self, request: Request) -> Response:
         view = await jobs_page(self.reader, Filters.parse(request.query_params))
@@ -294,6 +298,7 @@ def create_app(
             Route("/", board.home),
             Route("/queues", board.queues, name="queues"),
             Route("/queues/table", board.queues_table),
+            Route("/schedules", board.schedules, name="schedules"),
             Route("/jobs", board.jobs, name="jobs"),
             Route("/jobs/table", board.jobs_table),
             Route("/job", board.job, name="job"),

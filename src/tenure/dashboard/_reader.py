@@ -14,7 +14,7 @@ from .._queue_stats import StoreStats
 from .._store import Store
 from .._store_async import AsyncStore
 from ..errors import InvalidArgument
-from ..models import Attempt, Job, JobPage
+from ..models import Attempt, Job, JobPage, StoredSchedule
 
 __all__ = ["Reader"]
 
@@ -74,6 +74,10 @@ class Reader:
 
     async def paused_queues(self) -> list[str]:
         found: list[str] = await self._run("paused_queues")
+        return found
+
+    async def schedules(self) -> list[StoredSchedule]:
+        found: list[StoredSchedule] = await self._run("schedules")
         return found
 
     async def set_paused(self, queue: str, paused: bool) -> None:

@@ -10,9 +10,10 @@ from typing import Any
 from urllib.parse import urlencode
 
 from .._queue_stats import StoreStats
+from .._schedule import upcoming
 from .._validate import MAX_BATCH
 from ..errors import InvalidArgument
-from ..models import Attempt, Job, JobState
+from ..models import Attempt, Job, JobState, StoredSchedule
 from ._reader import Reader
 
 __all__ = [
@@ -22,11 +23,14 @@ __all__ = [
     "Filters",
     "JobsPage",
     "QueuesPage",
+    "ScheduleLine",
+    "SchedulesPage",
     "TimelineBar",
     "clock_time",
     "jobs_page",
     "pretty_json",
     "queues_page",
+    "schedules_page",
     "seconds",
     "timeline",
 ]
@@ -152,6 +156,26 @@ async def queues_page(reader: Reader) -> QueuesPage:
     found = await reader.jobs(queue=None, state=None, limit=MAX_BATCH)
     as_of = found[0].as_of if found else await reader.now()
     return QueuesPage(None, as_of, sorted({job.queue for job in found}), paused)
+
+
+@dataclass(frozen=True)
+class ScheduleLine:
+    schedule: StoredSchedule
+    # Its next tick after the store's time (None: this host cannot read its cron or zone).
+    next_tick: float | None
+
+
+@dataclass(frozen=True)
+class SchedulesPage:
+    lines: list[ScheduleLine]
+    as_of: float
+
+
+async def schedules_page(reader: Reader) -> SchedulesPage:
+    found = await reader.schedules()
+    now = await reader.now()
+    lines = [ScheduleLine(s, upcoming(s.cron, s.timezone, now)) for s in found]
+    return SchedulesPage(lines, now)
 
 
 def pretty_json(value: Any) -> str:

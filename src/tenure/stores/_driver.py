@@ -11,6 +11,7 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from .._protocol import Completion, JobFilter, JobRow, Outcome, Submission
+from .._schedule import ScheduleRow
 
 __all__ = ["Driver", "SQLDriver", "Transaction"]
 
@@ -162,6 +163,20 @@ class Driver(Protocol):
 
     def paused_queues(self) -> list[str]:
         """The names of the paused queues, sorted."""
+        ...
+
+    def put_schedule(self, row: ScheduleRow) -> ScheduleRow:
+        """Add or replace the schedule named ``row.name`` (one atomic upsert): a new one
+        takes store time as its ``created_at`` and ``updated_at``, a replaced one keeps its
+        ``created_at``. Answers the schedule as stored."""
+        ...
+
+    def delete_schedule(self, name: str) -> bool:
+        """Remove the schedule ``name``; False when there was none."""
+        ...
+
+    def schedules(self) -> list[ScheduleRow]:
+        """Every schedule, by name."""
         ...
 
     def close(self) -> None: ...

@@ -17,6 +17,7 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from .._protocol import Completion, JobFilter, JobRow, Outcome, Submission
+from .._schedule import ScheduleRow
 
 __all__ = ["AsyncDriver", "AsyncSQLDriver", "AsyncTransaction"]
 
@@ -168,6 +169,20 @@ class AsyncDriver(Protocol):
 
     async def paused_queues(self) -> list[str]:
         """The names of the paused queues, sorted."""
+        ...
+
+    async def put_schedule(self, row: ScheduleRow) -> ScheduleRow:
+        """Add or replace the schedule named ``row.name`` (one atomic upsert): a new one
+        takes store time as its ``created_at`` and ``updated_at``, a replaced one keeps its
+        ``created_at``. Answers the schedule as stored."""
+        ...
+
+    async def delete_schedule(self, name: str) -> bool:
+        """Remove the schedule ``name``; False when there was none."""
+        ...
+
+    async def schedules(self) -> list[ScheduleRow]:
+        """Every schedule, by name."""
         ...
 
     async def close(self) -> None: ...

@@ -12,6 +12,7 @@ from typing import Any
 import anyio.to_thread
 
 from .._protocol import Completion, JobFilter, JobRow, Outcome, Submission
+from .._schedule import ScheduleRow
 from ..errors import InvalidArgument
 from ._driver import Driver, Transaction
 
@@ -140,6 +141,15 @@ class ThreadedDriver:
 
     async def paused_queues(self) -> list[str]:
         return await anyio.to_thread.run_sync(self.sync.paused_queues)
+
+    async def put_schedule(self, row: ScheduleRow) -> ScheduleRow:
+        return await anyio.to_thread.run_sync(self.sync.put_schedule, row)
+
+    async def delete_schedule(self, name: str) -> bool:
+        return await anyio.to_thread.run_sync(self.sync.delete_schedule, name)
+
+    async def schedules(self) -> list[ScheduleRow]:
+        return await anyio.to_thread.run_sync(self.sync.schedules)
 
     async def requeue(
         self, job_id: str, delay: float, reset_attempts: bool, takes: Sequence[str]

@@ -22,6 +22,7 @@ from ._keeper import LeaseKeeper, Renewer
 from ._lease import REGISTRY, LeaseHandle, TokenState, check_token, token_state
 from ._loop import LoopCaller
 from ._metrics import WorkerCollector, serve_metrics
+from ._periodic import SCHEDULES_EVERY
 from ._stats import COUNTERS, HANDLER_BUCKETS, Stats
 from ._worker import Worker
 
@@ -36,6 +37,7 @@ __all__ = [
     "LoopCaller",
     "REGISTRY",
     "Renewer",
+    "SCHEDULES_EVERY",
     "Stats",
     "TokenState",
     "Worker",

@@ -504,8 +504,9 @@ class Worker(Claiming):
                     store, self.owner or "", config.retention, config.retention_every
                 )
                 task_group.start_soon(self._retention, purges, retention)
-            if self._schedules:
-                periodic = Periodic(store, list(self._schedules.values()), clock.time)
+            if self._schedules or not burst:  # a burst run reads no store schedules
+                own, stored = list(self._schedules.values()), None if burst else queues
+                periodic = Periodic(store, own, clock.time, queues=stored)
                 task_group.start_soon(self._periodic, ticks, periodic)
             # A completion call also claims for the slots it frees: one store call (one
             # commit) per batch, where completing and then refilling made two.

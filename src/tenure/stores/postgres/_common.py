@@ -384,6 +384,9 @@ class SqlSet:
         "purge",
         "pause_queue",
         "paused_queues",
+        "schedule_put",
+        "schedule_delete",
+        "schedule_list",
         "confirm_replication",
     )
 

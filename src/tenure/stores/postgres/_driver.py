@@ -48,6 +48,7 @@ from ._connection import (
 from ._control import PostgresControl
 from ._jobs import JobsMixin
 from ._migrate import prepare_schema
+from ._schedules import PostgresSchedules
 from ._stats import attempts, queue_stats
 from ._transaction import PostgresTransaction
 
@@ -58,7 +59,7 @@ log = logging.getLogger("tenure")
 _HOT_SECONDS = 30.0
 
 
-class PostgresDriver(PostgresControl, JobsMixin):
+class PostgresDriver(PostgresControl, JobsMixin, PostgresSchedules):
     """The store operations of `tenure.stores.abc.Driver` over PostgreSQL.
 
     Open one with `PostgresDriver.open` (from a URL, or around your own

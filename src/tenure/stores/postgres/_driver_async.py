@@ -50,6 +50,7 @@ from ._connection_async import (
 from ._control_async import AsyncPostgresControl
 from ._jobs_async import AsyncJobsMixin
 from ._migrate_async import prepare_schema_async
+from ._schedules_async import AsyncPostgresSchedules
 from ._stats_async import attempts_async, queue_stats_async
 from ._transaction_async import AsyncPostgresTransaction
 
@@ -60,7 +61,7 @@ log = logging.getLogger("tenure")
 _HOT_SECONDS = 30.0
 
 
-class AsyncPostgresDriver(AsyncPostgresControl, AsyncJobsMixin):
+class AsyncPostgresDriver(AsyncPostgresControl, AsyncJobsMixin, AsyncPostgresSchedules):
     """The store operations of `tenure.stores.abc.AsyncDriver` over PostgreSQL.
 
     Open one with `AsyncPostgresDriver.open` (from a URL, or around your own

@@ -178,6 +178,7 @@ class Keys:
         "meta",
         "paused",
         "prefix",
+        "schedules",
         "seq",
         "tag",
     )
@@ -197,6 +198,9 @@ class Keys:
         # The paused queues: a hash from each one's candidate set key (what the claim
         # scripts hold) to its name (what paused_queues answers).
         self.paused = self.tag + ":paused"
+        # The store schedules: a hash from each one's name to its times and spec (see
+        # _schedules_async.py).
+        self.schedules = self.tag + ":schedules"
 
     def for_store(self, store_id: str) -> Keys:
         return Keys(self.prefix, store_id)
@@ -262,6 +266,7 @@ SCRIPTS: dict[str, Script] = {
         "delete",
         "purge",
         "pause_queue",
+        "schedule_put",
     )
 }
 

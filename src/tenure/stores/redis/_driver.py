@@ -40,6 +40,7 @@ from ._common import (
 )
 from ._control import RedisControl
 from ._jobs import JobsMixin
+from ._schedules import RedisSchedules
 
 __all__ = ["RedisDriver"]
 
@@ -47,7 +48,7 @@ __all__ = ["RedisDriver"]
 _RECENT = 0.5
 
 
-class RedisDriver(RedisControl, JobsMixin):
+class RedisDriver(RedisControl, JobsMixin, RedisSchedules):
     """The store operations of `tenure.stores.abc.Driver` over one Redis server.
 
     Create it with ``RedisDriver(url, store_clock)`` and ``driver.open()``.

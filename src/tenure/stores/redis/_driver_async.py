@@ -48,6 +48,7 @@ from ._common import (
 )
 from ._control_async import AsyncRedisControl
 from ._jobs_async import AsyncJobsMixin
+from ._schedules_async import AsyncRedisSchedules
 
 __all__ = ["AsyncRedisDriver"]
 
@@ -55,7 +56,7 @@ __all__ = ["AsyncRedisDriver"]
 _RECENT = 0.5
 
 
-class AsyncRedisDriver(AsyncRedisControl, AsyncJobsMixin):
+class AsyncRedisDriver(AsyncRedisControl, AsyncJobsMixin, AsyncRedisSchedules):
     """The store operations of `tenure.stores.abc.AsyncDriver` over one Redis server.
 
     Create it with ``AsyncRedisDriver(url, store_clock)`` and ``await driver.open()``.

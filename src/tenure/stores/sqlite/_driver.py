@@ -33,6 +33,7 @@ from ...errors import InvalidArgument, StoreLost, StoreUnavailable
 from .. import refuse_fragment
 from ._control import SQLiteControl
 from ._jobs import SQLiteJobsMixin
+from ._schedules import SQLiteSchedules
 from ._sql import (
     ATTEMPTS,
     BURY,
@@ -100,7 +101,7 @@ def parse_sqlite_url(url: str) -> dict[str, Any]:
     return options
 
 
-class SQLiteDriver(SQLiteControl, SQLiteJobsMixin):
+class SQLiteDriver(SQLiteControl, SQLiteJobsMixin, SQLiteSchedules):
     """The store operations of `tenure.stores.abc.Driver` over one SQLite file."""
 
     def __init__(

@@ -190,3 +190,17 @@ CREATE TABLE {schema}.tenure_queues (
     queue  text COLLATE "C" PRIMARY KEY,
     paused boolean NOT NULL
 );
+
+-- Store schedules (issue #18, `tenure schedules`): periodic jobs every worker serving the
+-- queue runs as its own @worker.periodic ones. Times are store time.
+CREATE TABLE {schema}.tenure_schedules (
+    name         text COLLATE "C" PRIMARY KEY,
+    cron         text NOT NULL,
+    queue        text NOT NULL,
+    payload      text,
+    timezone     text NOT NULL,
+    catch_up     text NOT NULL CHECK (catch_up IN ('skip', 'once')),
+    max_attempts integer NOT NULL,
+    created_at   double precision NOT NULL,
+    updated_at   double precision NOT NULL
+);
