@@ -74,7 +74,14 @@ class WorkerProcess:
         return self.log_path.read_text(encoding="utf-8")
 
     def wait_log(self, text: str, timeout: float = 10.0) -> None:
-        wait_until(lambda: text in self.log(), timeout, f"{self.name} to log {text!r}")
+        try:
+            wait_until(lambda: text in self.log(), timeout, f"{self.name} to log {text!r}")
+        except AssertionError as failed:  # say why: what the worker did log (CI flaked once)
+            alive = self.process.poll() is None
+            raise AssertionError(
+                f"{failed}; {self.name} {'still runs' if alive else 'exited'}; "
+                f"its log:\n{self.log()}"
+            ) from None
 
     def signal_group(self, signum: int) -> None:
         # Only while the leader is not reaped: its pid (the group's id) cannot be reused
