@@ -24,10 +24,11 @@ from tests.chaos._chromium import MISSING
 pytestmark = pytest.mark.slow
 
 WORKERS, TTL, DURATION, INTERVAL = 3, 1.0, 12.0, 0.8
+UNSAFE_DURATION = 7.0  # long enough for an unsafe mode to be caught, short for CI's time
 MUST_HAVE = {"pause-complete", "pause-handler", "storm"}
 
 
-def _seed(url: str) -> int:
+def _seed(url: str, duration: float = DURATION) -> int:
     """The first seed whose schedule has the faults that bite, in the first half of the run."""
     for seed in range(1, 1000):
         faults = make_schedule(
@@ -35,10 +36,10 @@ def _seed(url: str) -> int:
             store=store_kind(url),
             workers=WORKERS,
             ttl=TTL,
-            duration=DURATION,
+            duration=duration,
             interval=INTERVAL,
         )
-        early = {f.kind for f in faults if f.at < DURATION / 2}
+        early = {f.kind for f in faults if f.at < duration / 2}
         if early >= MUST_HAVE:
             return seed
     raise AssertionError("no seed found")
@@ -47,7 +48,7 @@ def _seed(url: str) -> int:
 STALL = ("pause-handler",)
 
 
-def _stall_seed(url: str) -> int:
+def _stall_seed(url: str, duration: float = UNSAFE_DURATION) -> int:
     """For ``--unsafe no-fence`` (run with ``--faults pause-handler`` alone): a seed whose
     schedule stops a worker mid-handler twice in the first half for 2.5 TTL or more, each
     followed by a claim storm on its jobs. The stopped holder's lease expires within a
@@ -62,14 +63,14 @@ def _stall_seed(url: str) -> int:
             store=store_kind(url),
             workers=WORKERS,
             ttl=TTL,
-            duration=DURATION,
+            duration=duration,
             interval=INTERVAL,
             kinds=STALL,
         )
         stalls = [
             f
             for f in faults
-            if f.at < DURATION / 2
+            if f.at < duration / 2
             and f.params["storm"] == 1.0
             and f.params["duration"] >= 2.5 * TTL
         ]
@@ -78,7 +79,14 @@ def _stall_seed(url: str) -> int:
     raise AssertionError("no seed found")
 
 
-def _chaos(url: str, out: Path, *extra: str, png: bool = False) -> tuple[int, list[str]]:
+def _chaos(
+    url: str,
+    out: Path,
+    *extra: str,
+    png: bool = False,
+    duration: float = DURATION,
+    jobs: int = 300,
+) -> tuple[int, list[str]]:
     command = [
         sys.executable,
         "-m",
@@ -89,11 +97,11 @@ def _chaos(url: str, out: Path, *extra: str, png: bool = False) -> tuple[int, li
         "--workers",
         str(WORKERS),
         "--jobs",
-        "300",
+        str(jobs),
         "--ttl",
         str(TTL),
         "--duration",
-        str(DURATION),
+        str(duration),
         "--fault-interval",
         str(INTERVAL),
         "--storm",
@@ -171,8 +179,10 @@ def test_unsafe_mode_fails_the_check(mode: str, caught: tuple[str, ...], tmp_pat
         if mode == "no-fence":
             faults = ("--seed", str(_stall_seed(url)), "--faults", ",".join(STALL))
         else:
-            faults = ("--seed", str(_seed(url)))
-        code, lines = _chaos(url, out, *faults, "--unsafe", mode)
+            faults = ("--seed", str(_seed(url, UNSAFE_DURATION)))
+        code, lines = _chaos(
+            url, out, *faults, "--unsafe", mode, duration=UNSAFE_DURATION, jobs=150
+        )
         output = "\n".join(lines)
         assert code == 1, output
         assert lines[-2].startswith("verdict: INVALID"), output
