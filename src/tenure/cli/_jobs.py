@@ -161,6 +161,20 @@ def _read_submissions(
     '"queue": "q", "delay": 0, "max_attempts": 5} (the options give the defaults); '
     "'-' reads stdin.",
 )
+@click.option(
+    "--unique-key",
+    default=None,
+    metavar="KEY",
+    help="Create nothing while another job with this key is unfinished or in its window; "
+    "that job is shown instead.",
+)
+@click.option(
+    "--unique-for",
+    type=float,
+    default=None,
+    metavar="S",
+    help="With --unique-key: seconds this job keeps the key after it finishes.",
+)
 @common_options
 @click.pass_obj
 def submit(
@@ -171,19 +185,29 @@ def submit(
     delay: float,
     max_attempts: int,
     from_file: IO[str] | None,
+    unique_key: str | None,
+    unique_for: float | None,
 ) -> None:
     """Add job JOB_ID (idempotent: an existing job is left unchanged), or every job of
     --from-file."""
     if from_file is not None:
-        if job_id is not None or payload is not None:
-            raise InvalidArgument("--from-file", "give either JOB_ID (and --payload) or a file")
+        if job_id is not None or payload is not None or unique_key or unique_for:
+            raise InvalidArgument(
+                "--from-file", "give either JOB_ID (and --payload, --unique-key) or a file"
+            )
         name = "stdin" if from_file.name == "<stdin>" else from_file.name
         _submit_many(state, _read_submissions(from_file, name, queue, delay, max_attempts), name)
         return
     if job_id is None:
         raise InvalidArgument("JOB_ID", "missing: give a job id, or --from-file JSONL")
     job = state.store().submit(
-        job_id, parse_payload(payload), queue=queue, delay=delay, max_attempts=max_attempts
+        job_id,
+        parse_payload(payload),
+        queue=queue,
+        delay=delay,
+        max_attempts=max_attempts,
+        unique_key=unique_key,
+        unique_for=unique_for,
     )
     out = state.output()
     if out.json_mode:
@@ -191,6 +215,11 @@ def submit(
         return
     if job.created:
         out.line(f"submitted {job.job_id} to queue {job.queue}: {_when(job)}", "good")
+    elif job.job_id != job_id:  # the job holding the unique key answered instead
+        out.line(
+            f"not submitted: {job.job_id} holds unique key {job.unique_key!r} ({_summary(job)})",
+            "warn",
+        )
     else:
         out.line(
             f"{job.job_id} already exists (submit is idempotent): left unchanged ({_summary(job)})",
