@@ -213,7 +213,7 @@ class AsyncStore(
         the other job's: compare it with yours), as an existing ``job_id`` does. An
         existing ``job_id`` is answered first. ``unique_for`` (seconds or a timedelta, only
         with a key): how long this job keeps the key after it finishes; None: only while
-        unfinished. See docs/unique.md for delete, purge, requeue and cancel."""
+        unfinished. Delete, purge, requeue, cancel: docs/reference.md, "Unique jobs"."""
         job_id = validate_id("job_id", job_id)
         queue = validate_id("queue", queue)
         delay_s = validate_delay(delay)
