@@ -90,9 +90,11 @@ class _Submission:
     queue: str
     delay: float
     max_attempts: int
+    unique_key: Any = None  # issue #18; checked by the store (jobs[i].unique_key)
+    unique_for: Any = None
 
 
-_LINE_KEYS = {"job_id", "payload", "queue", "delay", "max_attempts"}
+_LINE_KEYS = {"job_id", "payload", "queue", "delay", "max_attempts", "unique_key", "unique_for"}
 
 
 def _read_submissions(
@@ -132,7 +134,16 @@ def _read_submissions(
         if not isinstance(line_queue, str):
             raise InvalidArgument("--from-file", f"{where}: queue must be a string")
         found.append(
-            _Submission(number, job_id, line.get("payload"), line_queue, line_delay, line_attempts)
+            _Submission(
+                number,
+                job_id,
+                line.get("payload"),
+                line_queue,
+                line_delay,
+                line_attempts,
+                line.get("unique_key"),
+                line.get("unique_for"),
+            )
         )
     return found
 
@@ -158,7 +169,8 @@ def _read_submissions(
     default=None,
     metavar="JSONL",
     help='Submit many jobs: one JSON object per line, e.g. {"job_id": "a", "payload": {...}, '
-    '"queue": "q", "delay": 0, "max_attempts": 5} (the options give the defaults); '
+    '"queue": "q", "delay": 0, "max_attempts": 5, "unique_key": "k", "unique_for": 60} '
+    "(the options give the defaults); "
     "'-' reads stdin.",
 )
 @click.option(
@@ -236,7 +248,15 @@ def _submit_many(state: CliState, wanted: list[_Submission], name: str) -> None:
         try:
             answers = store.submit_many(
                 [
-                    JobSpec(item.job_id, item.payload, item.queue, item.delay, item.max_attempts)
+                    JobSpec(
+                        item.job_id,
+                        item.payload,
+                        item.queue,
+                        item.delay,
+                        item.max_attempts,
+                        item.unique_key,
+                        item.unique_for,
+                    )
                     for item in batch
                 ]
             )
@@ -249,7 +269,10 @@ def _submit_many(state: CliState, wanted: list[_Submission], name: str) -> None:
                 f"{name} line {item.line} ({item.job_id!r}): {exc}; the {done} job(s) before "
                 "its batch were submitted (submit is idempotent: fix the file and run it again)",
             ) from None
-        existing += [job.job_id for job in answers if not job.created]
+        # By the line's id: a job whose unique key was held is answered with the holder.
+        existing += [
+            item.job_id for item, job in zip(batch, answers, strict=True) if not job.created
+        ]
     out = state.output()
     submitted = len(wanted) - len(existing)
     if out.json_mode:
