@@ -1,7 +1,7 @@
 """Batch submit against a loop of submit, on every store, in the same run.
 
     python benchmarks/submit_many.py [--stores sqlite,postgres,redis] [--jobs 2000]
-        [--batch 100] [--repeat 5] [--chunk 200] [--quick]
+        [--batch 100] [--repeat 5] [--chunk 200] [--quick] [--unique]
         [--postgres postgresql://postgres@127.0.0.1:5432/postgres]
         [--redis redis://127.0.0.1:6379/0]
 
@@ -18,6 +18,10 @@ key prefix per side and repetition):
 A turn is ``--chunk`` jobs. It prints median jobs/s of each side and submit_many/loop per
 store (the target of issue #17 is >= 10x at batch 100), and checks after every
 repetition that each side created exactly its jobs. ``--quick``: 1 repetition of 600 jobs.
+
+``--unique`` (issue #18) compares instead **loop** with **loop_unique**: the same loop of
+``store.submit``, each job with a ``unique_key`` of its own (so every one is created): the
+cost of the keyed submit path against the plain one.
 """
 
 from __future__ import annotations
@@ -42,16 +46,22 @@ DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
 class Submitter:
     """One side's store and the jobs it still has to submit."""
 
-    def __init__(self, store: tenure.Store, jobs: int, batch: int | None) -> None:
+    def __init__(
+        self, store: tenure.Store, jobs: int, batch: int | None, unique: bool = False
+    ) -> None:
         self.store = store
         self.batch = batch
+        self.unique = unique
         self.next = 0
         self.jobs = jobs
 
     def step(self, limit: int) -> int:
         end = min(self.jobs, self.next + limit)
         ids = [f"job-{n}" for n in range(self.next, end)]
-        if self.batch is None:
+        if self.unique:
+            for job_id in ids:
+                self.store.submit(job_id, {"n": job_id}, unique_key=f"key-{job_id}")
+        elif self.batch is None:
             for job_id in ids:
                 self.store.submit(job_id, {"n": job_id})
         else:
@@ -102,12 +112,12 @@ def _cleanup(args: argparse.Namespace, what: Any) -> None:
 
 
 def _side(name: str, fresh: Callable[[], tuple[str, Any]], args: argparse.Namespace) -> Side:
-    batch = None if name == "loop" else args.batch
+    batch = None if name.startswith("loop") else args.batch
 
     def open_side() -> tuple[Submitter, Callable[[int], None]]:
         url, what = fresh()
         store = tenure.connect(url)
-        runner = Submitter(store, args.jobs, batch)
+        runner = Submitter(store, args.jobs, batch, unique=name == "loop_unique")
 
         def verify(done: int) -> None:
             assert done == args.jobs, (name, done)
@@ -135,6 +145,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--chunk", type=int, default=200, help="jobs per turn")
     parser.add_argument("--quick", action="store_true", help="1 repetition of 600 jobs")
+    parser.add_argument("--unique", action="store_true", help="loop against loop_unique")
     parser.add_argument(
         "--postgres", default=os.environ.get("TENURE_BENCH_POSTGRES_URL", DEFAULT_POSTGRES)
     )
@@ -148,11 +159,12 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="tenure-bench-") as workdir:
         for kind in args.stores.split(","):
             fresh = _urls(kind, args, Path(workdir))
-            sides = [_side("loop", fresh, args), _side("submit_many", fresh, args)]
+            other = "loop_unique" if args.unique else "submit_many"
+            sides = [_side("loop", fresh, args), _side(other, fresh, args)]
             results: list[Result] = interleave_chunks(sides, args.repeat, chunk=args.chunk)
             found = print_report(f"{kind}: jobs/s", results, "loop", unit="jobs/s")
-            ratios[kind] = found["submit_many"]
-    print("\nsubmit_many / loop: " + ", ".join(f"{k} {v:.1f}x" for k, v in ratios.items()))
+            ratios[kind] = found[other]
+    print(f"\n{other} / loop: " + ", ".join(f"{k} {v:.2f}x" for k, v in ratios.items()))
     return 0
 
 

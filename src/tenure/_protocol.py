@@ -87,6 +87,7 @@ JOB_COLUMNS = (
     "error",
     "created_at",
     "updated_at",
+    "unique_key",
 )
 
 
@@ -108,6 +109,7 @@ class JobRow(NamedTuple):
     error: str | None
     created_at: float
     updated_at: float
+    unique_key: str | None = None
 
 
 class Status(StrEnum):
@@ -145,6 +147,10 @@ class Submission(NamedTuple):
     payload: str | None
     delay: float
     max_attempts: int
+    # Unique jobs (issue #18): the key the job holds while unfinished and for unique_for
+    # seconds after it finishes (None: no key; no window after it finishes).
+    unique_key: str | None = None
+    unique_for: float | None = None
 
 
 class JobFilter(NamedTuple):
@@ -332,6 +338,7 @@ def job_from_row(row: JobRow, as_of: float, created: bool | None = None) -> Job:
         updated_at=float(row.updated_at),
         as_of=float(as_of),
         created=created,
+        unique_key=row.unique_key,
     )
 
 

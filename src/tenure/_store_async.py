@@ -53,6 +53,7 @@ from ._validate import (
     validate_payload_limit,
     validate_queues,
     validate_ttl,
+    validate_unique,
 )
 from .errors import InvalidArgument, JobNotFound, LeaseLost, StoreLost, StoreUnavailable
 from .models import Claim, Job, Lease
@@ -193,6 +194,8 @@ class AsyncStore(
         delay: float | timedelta = 0,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         conn: Any = None,
+        unique_key: str | None = None,
+        unique_for: float | timedelta | None = None,
     ) -> Job:
         """Add a job, ready ``delay`` seconds from now. An existing ``job_id`` is left as it is
         and its current snapshot returned (submit is idempotent); ``job.created`` tells the
@@ -203,21 +206,24 @@ class AsyncStore(
         on a PostgreSQL store, a `sqlite3.Connection` on a SQLite store. The
         job then exists if and only if your transaction commits; tenure neither begins nor
         commits it (an autocommit connection outside a transaction block commits the
-        submit at once). Redis refuses with `InvalidArgument`."""
+        submit at once). Redis refuses with `InvalidArgument`.
+
+        ``unique_key``: a unique job (issue #18). While another job submitted with the same
+        key is unfinished (ready, scheduled or leased), or finished (done, dead, cancelled)
+        less than *its* ``unique_for`` seconds ago by store time, this submit creates
+        nothing and returns that job's snapshot with ``created=False`` (its ``job_id`` is
+        the other job's: compare it with yours), as an existing ``job_id`` does. An
+        existing ``job_id`` is answered first. ``unique_for`` (seconds or a timedelta, only
+        with a key): how long this job keeps the key after it finishes; None: only while
+        unfinished. Delete, purge, requeue, cancel: docs/reference.md, "Unique jobs"."""
         job_id = validate_id("job_id", job_id)
         queue = validate_id("queue", queue)
         delay_s = validate_delay(delay)
         max_attempts = validate_attempts(max_attempts)
         payload_json = encode_json("payload", payload, self._payload_limit)
-        if conn is not None:
-            submission = Submission(job_id, queue, payload_json, delay_s, max_attempts)
-            outcome = (await self._submit_joined(conn, [submission]))[0]
-        else:
-
-            async def call() -> Outcome:
-                return await self._driver.submit(job_id, queue, payload_json, delay_s, max_attempts)
-
-            outcome = await self._call("submit", call)
+        key, window = validate_unique(unique_key, unique_for)
+        submission = Submission(job_id, queue, payload_json, delay_s, max_attempts, key, window)
+        outcome = await self._submit_one(submission, conn)
         assert outcome.row is not None
         return job_from_row(outcome.row, outcome.now, created=outcome.status == Status.APPLIED)
 

@@ -22,6 +22,7 @@ from ._validate import (
     validate_delay,
     validate_id,
     validate_limit,
+    validate_unique,
     validate_wait_timeout,
 )
 from .errors import InvalidArgument, JobNotFound, WaitTimeout
@@ -75,12 +76,18 @@ class AsyncJobsMixin:
         tells new from existing.
 
         ``jobs``: `tenure.JobSpec` values or mappings with the same keys (``job_id``
-        required; ``payload``, ``queue``, ``delay``, ``max_attempts`` as `submit`). At most
+        required; ``payload``, ``queue``, ``delay``, ``max_attempts``, ``unique_key``,
+        ``unique_for`` as `submit`). At most
         1000, each id at most once (a repeated id is refused, like `complete_many`'s rule).
         Every element is checked before anything is sent: `InvalidArgument` names the
         element (``jobs[3].queue``) and nothing is submitted.
 
         ``conn``: submit inside *your* open transaction instead (see `submit`).
+
+        Unique keys (see `submit`) are taken in input order: of two jobs of one batch with
+        the same key, the first is created and the second answered with its snapshot
+        (``created=False``). A batch with keys runs one statement per keyed job (in one
+        transaction) on the SQL stores; a batch without keys is one statement, as before.
         """
         batch = self._submissions(jobs)
         if conn is not None:  # an empty batch too: the connection is checked all the same
@@ -92,6 +99,24 @@ class AsyncJobsMixin:
             return await self._driver.submit_many(batch)
 
         return _jobs_of(await self._call("submit_many", call))
+
+    async def _submit_one(self, submission: Submission, conn: Any) -> Outcome:
+        """`submit`'s store operation: in the caller's transaction (``conn``), or the
+        driver's submit, retried as any operation."""
+        if conn is not None:
+            return (await self._submit_joined(conn, [submission]))[0]
+        s = submission
+        # The unique arguments only with a key: a driver that knows none still works.
+        unique: dict[str, Any] = {}
+        if s.unique_key is not None:
+            unique = {"unique_key": s.unique_key, "unique_for": s.unique_for}
+
+        async def call() -> Outcome:
+            return await self._driver.submit(
+                s.job_id, s.queue, s.payload, s.delay, s.max_attempts, **unique
+            )
+
+        return await self._call("submit", call)
 
     async def _submit_joined(self, conn: Any, batch: list[Submission]) -> list[Outcome]:
         # Not retried: the caller's transaction decides, and a failed statement has already
@@ -151,6 +176,7 @@ class AsyncJobsMixin:
             validate_attempts(
                 fields.get("max_attempts", DEFAULT_MAX_ATTEMPTS), f"{where}.max_attempts"
             ),
+            *validate_unique(fields.get("unique_key"), fields.get("unique_for"), f"{where}."),
         )
 
     # -- waiting ------------------------------------------------------------------------

@@ -26,6 +26,7 @@ __all__ = [
     "MAX_GENERATION",
     "MAX_ID_LENGTH",
     "MAX_TTL",
+    "MAX_UNIQUE_FOR",
     "MIN_TTL",
     "PURGE_BATCH",
     "SECRET_LENGTH",
@@ -48,6 +49,7 @@ __all__ = [
     "validate_secret",
     "validate_timeout",
     "validate_ttl",
+    "validate_unique",
     "validate_wait_timeout",
 ]
 
@@ -363,3 +365,33 @@ def validate_flag(value: object, argument: str) -> bool:
     if not isinstance(value, bool):
         raise InvalidArgument(argument, f"must be True or False, not {type(value).__name__}")
     return value
+
+
+# -- unique jobs (issue #18) --------------------------------------------------------------
+
+# The longest uniqueness window after a job finishes: as long as the longest delay.
+MAX_UNIQUE_FOR = MAX_DELAY
+
+
+def validate_unique(
+    unique_key: object, unique_for: object, where: str = ""
+) -> tuple[str | None, float | None]:
+    """``unique_key`` (None, or an id: 1-255 characters, no control characters) and
+    ``unique_for`` (None, or seconds or a timedelta above 0 and at most 366 days; only with
+    a key). ``where`` prefixes the argument names (``jobs[3].``)."""
+    if unique_key is None:
+        if unique_for is not None:
+            raise InvalidArgument(
+                f"{where}unique_for", "needs a unique_key (a window of no key means nothing)"
+            )
+        return None, None
+    key = validate_id(f"{where}unique_key", unique_key)
+    if unique_for is None:
+        return key, None
+    seconds = _seconds(f"{where}unique_for", unique_for)
+    if not 0.0 < seconds <= MAX_UNIQUE_FOR:
+        raise InvalidArgument(
+            f"{where}unique_for",
+            f"must be above 0 seconds and at most 366 days, or None; got {unique_for!r}",
+        )
+    return key, seconds

@@ -163,6 +163,9 @@ class Job:
     ``created`` answers for the snapshot that `Store.submit` returns: True when that submit
     created the job, False when the id existed already (submit is idempotent and left it
     unchanged). It is None on every other snapshot.
+
+    ``unique_key`` is the key the job was submitted with (None: none; see `Store.submit`'s
+    ``unique_key``). A job with a key keeps it on its snapshots after it stops holding it.
     """
 
     job_id: str
@@ -181,6 +184,7 @@ class Job:
     updated_at: float
     as_of: float
     created: bool | None = None
+    unique_key: str | None = None
 
     @property
     def lease_expired(self) -> bool:
@@ -209,6 +213,7 @@ class Job:
             "updated_at": self.updated_at,
             "as_of": self.as_of,
             "created": self.created,
+            "unique_key": self.unique_key,
         }
 
 
@@ -234,6 +239,8 @@ class JobSpec:
     queue: str = "default"
     delay: float | timedelta = 0
     max_attempts: int = 5  # submit's default (tenure.DEFAULT_MAX_ATTEMPTS)
+    unique_key: str | None = None
+    unique_for: float | timedelta | None = None
 
 
 class JobPage(list[Job]):  # a list: callers of the one-page `jobs()` index and len it

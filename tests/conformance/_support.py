@@ -103,3 +103,15 @@ def json_answers(procs: list[subprocess.Popen[str]], what: str, timeout: float =
         assert proc.returncode == 0, err
         answers.append(json.loads(out))
     return answers
+
+
+def check_one_job_per_key(store: tenure.Store, answers: list[tenure.Job], keys: int) -> None:
+    """Unique jobs (issue #18): of ``answers`` to submits of keys k0, k1... one created the
+    job of each key, every answer names that job, and the store holds one job per key."""
+    created = {job.unique_key: job.job_id for job in answers if job.created}
+    assert len([job for job in answers if job.created]) == keys, answers
+    assert sorted(created) == sorted(f"k{k}" for k in range(keys))
+    for job in answers:
+        assert job.job_id == created[job.unique_key], job
+    stored = [job.unique_key for job in store.jobs(limit=1000)]
+    assert sorted(stored) == sorted(created)

@@ -76,6 +76,19 @@ class ModelJob:
     error: str | None = None
     # The attempt history (Store.attempts): [generation, owner, started, ended, ending, error]
     history: list[list[Any]] = dataclasses.field(default_factory=list)
+    # Unique jobs (issue #18): the key and window it was submitted with; when it finished.
+    unique_key: str | None = None
+    unique_for: float | None = None
+    finished_at: float | None = None
+
+    def holds(self, key: str, now: float) -> bool:
+        """Whether this job (the last one to take ``key``) holds it at ``now``."""
+        if self.unique_key != key:
+            return False  # its id was submitted again without the key
+        if self.state in ("ready", "leased"):
+            return True
+        assert self.finished_at is not None
+        return self.unique_for is not None and self.finished_at + self.unique_for > now
 
     def end_attempt(self, ending: str, now: float, error: str | None = None) -> None:
         """The current lease ended: its attempt (the last, still open) records how."""
@@ -112,6 +125,7 @@ class Model:
         self.paused: set[str] = set()  # claims by queue skip these (issue #18)
         # Store schedules by name: (created_at, updated_at, cron, queue), store time.
         self.schedules: dict[str, tuple[float, float, str, str]] = {}
+        self.holders: dict[str, str] = {}  # unique key -> the job id that last took it
 
     def tick(self) -> float:
         """Store time for a write (or now()): the host's wall clock, or (SQLite) its boot
@@ -130,6 +144,21 @@ class Model:
         if job_id not in self.jobs:
             self.jobs[job_id] = ModelJob(job_id, queue, next(self.seq), max_attempts, now + delay)
         return self.jobs[job_id]
+
+    def submit_unique(
+        self, job_id: str, queue: str, key: str, window: float | None
+    ) -> tuple[ModelJob, bool]:
+        """Issue #18: the job, and whether this submit created it."""
+        now = self.tick()
+        if job_id in self.jobs:
+            return self.jobs[job_id], False
+        holder = self.jobs.get(self.holders.get(key, ""))
+        if holder is not None and holder.holds(key, now):
+            return holder, False
+        job = ModelJob(job_id, queue, next(self.seq), 5, now, unique_key=key, unique_for=window)
+        self.jobs[job_id] = job
+        self.holders[key] = job_id
+        return job, True
 
     def _grant(self, job: ModelJob, owner: str, ttl: float, now: float) -> ModelLease:
         if job.state == "leased":
@@ -150,6 +179,7 @@ class Model:
     @staticmethod
     def _bury(job: ModelJob, now: float) -> None:
         job.state = "dead"
+        job.finished_at = now
         job.secret = None
         job.lease_until = None
         job.error = job.error if job.error is not None else BURIED
@@ -238,6 +268,7 @@ class Model:
             raise ModelLeaseLost
         if self._holds(job, lease, now):
             job.state = "done"
+            job.finished_at = now
             job.settled_by = "complete"
             job.result = result
             job.lease_until = None
@@ -261,6 +292,7 @@ class Model:
             job = self.jobs.get(lease.job_id)
             if job is not None and self._holds(job, lease, now):
                 job.state = "done"
+                job.finished_at = now
                 job.settled_by = "complete"
                 job.result = result
                 job.lease_until = None
@@ -309,6 +341,7 @@ class Model:
             raise ModelLeaseLost
         if self._holds(job, lease, now):
             job.state = "dead" if job.attempts >= job.max_attempts else "ready"
+            job.finished_at = now
             job.lease_until = None
             job.available_at = now + retry_in
             job.error = error
@@ -339,6 +372,7 @@ class Model:
         if job.state == "leased" and job.generation < MAX_GENERATION:
             job.generation += 1
         job.state = "cancelled"
+        job.finished_at = now
         job.secret = job.lease_until = job.settled_by = None
         job.available_at = now
         job.error = "cancelled" if reason is None else reason
@@ -397,6 +431,7 @@ class LeaseProtocol(RuleBasedStateMachine):
         self.store = tenure.connect(url, clock=clock, store_clock=clock)
         self.model = Model(clock, follows_boot_clock, shared)
         self.job_ids = [f"{namespace}j{i}" for i in range(5)]  # j4 is never submitted
+        self.unique_keys = [f"{namespace}k{i}" for i in range(2)]
         self.queues = [f"{namespace}q0", f"{namespace}q1"]
         # Every lease ever granted (renewals too), the stale ones included.
         self.leases: list[Pair] = []
@@ -496,6 +531,25 @@ class LeaseProtocol(RuleBasedStateMachine):
                 expected.state,
                 expected.generation,
             )
+
+    @rule(
+        job=st.integers(0, 3),
+        key=st.integers(0, 1),
+        # Not multiples of the clock's steps (0.5 s): no window ends exactly at a store time.
+        window=st.sampled_from([None, 1.25, 3.75]),
+    )
+    def submit_unique(self, job: int, key: int, window: float | None) -> None:
+        """Issue #18: a held key answers its holder; a free one is taken."""
+        job_id, name = self.job_ids[job], self.unique_keys[key]
+        real = self.store.submit(
+            job_id, {"job": job}, queue=self.queues[0], unique_key=name, unique_for=window
+        )
+        expected, created = self.model.submit_unique(job_id, self.queues[0], name, window)
+        assert (real.job_id, real.created, real.unique_key) == (
+            expected.job_id,
+            created,
+            expected.unique_key,
+        ), (real, expected)
 
     @rule(job=st.integers(0, 4), owner=OWNERS, ttl=TTLS)
     def claim(self, job: int, owner: str, ttl: float) -> None:
@@ -779,6 +833,7 @@ class LeaseProtocol(RuleBasedStateMachine):
         assert close_enough(real.lease_until, expected.lease_until), (real, expected)
         assert close_enough(real.available_at, expected.available_at), (real, expected)
         assert real.result == expected.result, (real, expected)
+        assert real.unique_key == expected.unique_key, (real, expected)
         if expected.error == BURIED:
             assert isinstance(real.error, str), real
             assert real.error, real

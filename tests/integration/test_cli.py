@@ -708,3 +708,33 @@ def test_jobs_attempts_shows_the_history_as_text_and_json(cli: Any) -> None:
     assert "never claimed" in ok(cli("jobs", "attempts", "never")).stdout
     assert as_json(cli("jobs", "attempts", "never", "--json"))["attempts"] == []
     assert cli("jobs", "attempts", "nobody").exit_code == 1
+
+
+def test_submit_with_a_unique_key(cli: Any) -> None:
+    first = as_json(cli("jobs", "submit", "a", "--unique-key", "report:7", "--json"))
+    assert (first["created"], first["unique_key"]) == (True, "report:7")
+    second = as_json(cli("jobs", "submit", "b", "--unique-key", "report:7", "--json"))
+    assert (second["job_id"], second["created"]) == ("a", False)  # the holder, not b
+    shown = ok(cli("jobs", "submit", "c", "--unique-key", "report:7", "--unique-for", "60"))
+    assert "not submitted: a holds unique key 'report:7'" in shown.output
+    assert [j["job_id"] for j in listed(cli("jobs", "list", "--json"))] == ["a"]
+    refused = cli("jobs", "submit", "d", "--unique-for", "60")
+    assert refused.exit_code == 2
+    assert "unique_for" in refused.output
+
+
+def test_submit_from_a_file_with_unique_keys(cli: Any, tmp_path: Path) -> None:
+    source = tmp_path / "jobs.jsonl"
+    source.write_text(
+        '{"job_id": "a", "unique_key": "k"}\n'
+        '{"job_id": "b", "unique_key": "k", "unique_for": 60}\n'
+        '{"job_id": "c"}\n'
+    )
+    answer = as_json(cli("jobs", "submit", "--from-file", str(source), "--json"))
+    assert (answer["submitted"], answer["existing"]) == (2, ["b"])  # b: its key was held
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"job_id": "d", "unique_for": 60}\n')
+    refused = cli("jobs", "submit", "--from-file", str(bad))
+    assert refused.exit_code == 2
+    assert "unique_for" in refused.output
+    assert [j["job_id"] for j in listed(cli("jobs", "list", "--json"))] == ["a", "c"]

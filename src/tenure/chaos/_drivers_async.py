@@ -72,9 +72,15 @@ class AsyncPassThroughDriver:
         return await self._inner.now()
 
     async def submit(
-        self, job_id: str, queue: str, payload: str | None, delay: float, max_attempts: int
+        self,
+        job_id: str,
+        queue: str,
+        payload: str | None,
+        delay: float,
+        max_attempts: int,
+        **unique: Any,  # unique_key, unique_for (issue #18): passed through
     ) -> Outcome:
-        return await self._inner.submit(job_id, queue, payload, delay, max_attempts)
+        return await self._inner.submit(job_id, queue, payload, delay, max_attempts, **unique)
 
     async def claim(self, job_id: str, owner: str, ttl: float, secret_hash: str) -> Outcome:
         return await self._inner.claim(job_id, owner, ttl, secret_hash)
@@ -172,11 +178,19 @@ class AsyncRecordingDriver(AsyncPassThroughDriver):
             self._control.reach(point, **info)
 
     async def submit(
-        self, job_id: str, queue: str, payload: str | None, delay: float, max_attempts: int
+        self,
+        job_id: str,
+        queue: str,
+        payload: str | None,
+        delay: float,
+        max_attempts: int,
+        **unique: Any,  # unique_key, unique_for (issue #18): passed through
     ) -> Outcome:
         op = self._rec.invoke("submit", job=job_id, queue=queue, max_attempts=max_attempts)
         try:
-            outcome = await self._inner.submit(job_id, queue, payload, delay, max_attempts)
+            outcome = await self._inner.submit(
+                job_id, queue, payload, delay, max_attempts, **unique
+            )
         except BaseException as exc:
             self._rec.end(op, "submit", _ended(exc), error=str(exc)[:300])
             raise

@@ -90,9 +90,11 @@ class _Submission:
     queue: str
     delay: float
     max_attempts: int
+    unique_key: Any = None  # issue #18; checked by the store (jobs[i].unique_key)
+    unique_for: Any = None
 
 
-_LINE_KEYS = {"job_id", "payload", "queue", "delay", "max_attempts"}
+_LINE_KEYS = {"job_id", "payload", "queue", "delay", "max_attempts", "unique_key", "unique_for"}
 
 
 def _read_submissions(
@@ -132,7 +134,16 @@ def _read_submissions(
         if not isinstance(line_queue, str):
             raise InvalidArgument("--from-file", f"{where}: queue must be a string")
         found.append(
-            _Submission(number, job_id, line.get("payload"), line_queue, line_delay, line_attempts)
+            _Submission(
+                number,
+                job_id,
+                line.get("payload"),
+                line_queue,
+                line_delay,
+                line_attempts,
+                line.get("unique_key"),
+                line.get("unique_for"),
+            )
         )
     return found
 
@@ -158,8 +169,23 @@ def _read_submissions(
     default=None,
     metavar="JSONL",
     help='Submit many jobs: one JSON object per line, e.g. {"job_id": "a", "payload": {...}, '
-    '"queue": "q", "delay": 0, "max_attempts": 5} (the options give the defaults); '
+    '"queue": "q", "delay": 0, "max_attempts": 5, "unique_key": "k", "unique_for": 60} '
+    "(the options give the defaults); "
     "'-' reads stdin.",
+)
+@click.option(
+    "--unique-key",
+    default=None,
+    metavar="KEY",
+    help="Create nothing while another job with this key is unfinished or in its window; "
+    "that job is shown instead.",
+)
+@click.option(
+    "--unique-for",
+    type=float,
+    default=None,
+    metavar="S",
+    help="With --unique-key: seconds this job keeps the key after it finishes.",
 )
 @common_options
 @click.pass_obj
@@ -171,19 +197,29 @@ def submit(
     delay: float,
     max_attempts: int,
     from_file: IO[str] | None,
+    unique_key: str | None,
+    unique_for: float | None,
 ) -> None:
     """Add job JOB_ID (idempotent: an existing job is left unchanged), or every job of
     --from-file."""
     if from_file is not None:
-        if job_id is not None or payload is not None:
-            raise InvalidArgument("--from-file", "give either JOB_ID (and --payload) or a file")
+        if job_id is not None or payload is not None or unique_key or unique_for:
+            raise InvalidArgument(
+                "--from-file", "give either JOB_ID (and --payload, --unique-key) or a file"
+            )
         name = "stdin" if from_file.name == "<stdin>" else from_file.name
         _submit_many(state, _read_submissions(from_file, name, queue, delay, max_attempts), name)
         return
     if job_id is None:
         raise InvalidArgument("JOB_ID", "missing: give a job id, or --from-file JSONL")
     job = state.store().submit(
-        job_id, parse_payload(payload), queue=queue, delay=delay, max_attempts=max_attempts
+        job_id,
+        parse_payload(payload),
+        queue=queue,
+        delay=delay,
+        max_attempts=max_attempts,
+        unique_key=unique_key,
+        unique_for=unique_for,
     )
     out = state.output()
     if out.json_mode:
@@ -191,6 +227,11 @@ def submit(
         return
     if job.created:
         out.line(f"submitted {job.job_id} to queue {job.queue}: {_when(job)}", "good")
+    elif job.job_id != job_id:  # the job holding the unique key answered instead
+        out.line(
+            f"not submitted: {job.job_id} holds unique key {job.unique_key!r} ({_summary(job)})",
+            "warn",
+        )
     else:
         out.line(
             f"{job.job_id} already exists (submit is idempotent): left unchanged ({_summary(job)})",
@@ -207,7 +248,15 @@ def _submit_many(state: CliState, wanted: list[_Submission], name: str) -> None:
         try:
             answers = store.submit_many(
                 [
-                    JobSpec(item.job_id, item.payload, item.queue, item.delay, item.max_attempts)
+                    JobSpec(
+                        item.job_id,
+                        item.payload,
+                        item.queue,
+                        item.delay,
+                        item.max_attempts,
+                        item.unique_key,
+                        item.unique_for,
+                    )
                     for item in batch
                 ]
             )
@@ -220,7 +269,10 @@ def _submit_many(state: CliState, wanted: list[_Submission], name: str) -> None:
                 f"{name} line {item.line} ({item.job_id!r}): {exc}; the {done} job(s) before "
                 "its batch were submitted (submit is idempotent: fix the file and run it again)",
             ) from None
-        existing += [job.job_id for job in answers if not job.created]
+        # By the line's id: a job whose unique key was held is answered with the holder.
+        existing += [
+            item.job_id for item, job in zip(batch, answers, strict=True) if not job.created
+        ]
     out = state.output()
     submitted = len(wanted) - len(existing)
     if out.json_mode:

@@ -23,8 +23,21 @@ class Driver(Protocol):
     def now(self) -> float: ...
 
     def submit(
-        self, job_id: str, queue: str, payload: str | None, delay: float, max_attempts: int
-    ) -> Outcome: ...
+        self,
+        job_id: str,
+        queue: str,
+        payload: str | None,
+        delay: float,
+        max_attempts: int,
+        *,
+        unique_key: str | None = None,
+        unique_for: float | None = None,
+    ) -> Outcome:
+        """Insert the job if its id is new (``APPLIED``), else ``MISSED`` with the job as it
+        is. With ``unique_key``: also ``MISSED``, with the holder's row, while another job
+        holds the key (unfinished, or finished less than its own unique_for ago); else the
+        new job takes the key over, atomically with respect to other submits."""
+        ...
 
     def claim(self, job_id: str, owner: str, ttl: float, secret_hash: str) -> Outcome: ...
 

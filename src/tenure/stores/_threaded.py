@@ -31,9 +31,19 @@ class ThreadedDriver:
         return await anyio.to_thread.run_sync(self.sync.now)
 
     async def submit(
-        self, job_id: str, queue: str, payload: str | None, delay: float, max_attempts: int
+        self,
+        job_id: str,
+        queue: str,
+        payload: str | None,
+        delay: float,
+        max_attempts: int,
+        *,
+        unique_key: str | None = None,
+        unique_for: float | None = None,
     ) -> Outcome:
         call = partial(self.sync.submit, job_id, queue, payload, delay, max_attempts)
+        if unique_key is not None:  # only then: a driver without unique keys still works
+            call = partial(call, unique_key=unique_key, unique_for=unique_for)
         return await anyio.to_thread.run_sync(call)
 
     async def claim(self, job_id: str, owner: str, ttl: float, secret_hash: str) -> Outcome:

@@ -361,6 +361,7 @@ class SqlSet:
         "next_due",
         "submit",
         "submit_many",
+        "submit_unique",
         "listen_ended",
         "wait_register",
         "wait_unregister",

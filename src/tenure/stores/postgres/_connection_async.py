@@ -5,7 +5,7 @@ writer (async; ``_connection.py`` is generated from this file).
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, NamedTuple
 
 import psycopg
@@ -13,12 +13,13 @@ from psycopg import AsyncConnection, AsyncRawCursor
 from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool
 
-from ..._protocol import Outcome
+from ..._protocol import Outcome, Submission
 from ...errors import StoreUnavailable
 from ._bound import watch_replication
 from ._common import (
     Answer,
     PostgresOptions,
+    SqlSet,
     answer_row,
     binary_lists,
     connection_is_stale,
@@ -34,10 +35,13 @@ __all__ = [
     "AsyncReconnectingPool",
     "Hot",
     "holder_params",
+    "lost_race",
+    "submission_params",
     "hot_cursor_async",
     "new_hot_async",
     "pool_for_async",
     "raw_cursor_async",
+    "submit_each_async",
     "unraced_async",
     "usable_connection_async",
 ]
@@ -154,3 +158,52 @@ def holder_params(
         "secret_hash": secret_hash,
         **more,
     }
+
+
+def submission_params(s: Submission, now: float | None) -> dict[str, Any]:
+    """The parameters of submit.sql and submit_unique.sql for one submission."""
+    return {
+        "job_id": s.job_id,
+        "queue": s.queue,
+        "payload": s.payload,
+        "delay": float(s.delay),
+        "max_attempts": s.max_attempts,
+        "unique_key": s.unique_key,
+        "unique_for": s.unique_for,
+        "now": now,
+    }
+
+
+async def submit_each_async(
+    cur: AsyncRawCursor[Answer],
+    sql: SqlSet,
+    hook_now: Callable[[], float | None],
+    batch: Sequence[Submission],
+) -> list[Outcome]:
+    """A batch of which some jobs have unique keys (issue #18): one statement per job, in
+    input order (so that of two jobs with one key the first takes it), on ``cur``, in the
+    transaction it is in. A statement that answered nothing lost a race with a concurrent
+    submit of its id or key after its snapshot: it runs again, and (READ COMMITTED) its new
+    snapshot sees the winner, which it then answers."""
+    outcomes = []
+    for s in batch:
+        statement = sql["submit" if s.unique_key is None else "submit_unique"]
+        for _ in range(RACE_RETRIES):
+            await cur.execute(statement.text, statement.args(submission_params(s, hook_now())))
+            found = await cur.fetchall()
+            if found:
+                outcomes.append(found[0].outcome)
+                break
+        else:
+            raise lost_race("submit")
+    return outcomes
+
+
+def lost_race(operation: str) -> StoreUnavailable:
+    """A submit that lost RACE_RETRIES races in a row: the job is unknown to it."""
+    return StoreUnavailable(
+        f"{operation}: a concurrent submit of the same job id or unique key kept winning and "
+        "then giving it up; try again",
+        operation=operation,
+        outcome_unknown=False,
+    )

@@ -18,10 +18,18 @@ from ..._concurrency import pause
 from ..._protocol import UNFINISHED_STATES, JobFilter, JobRow, Outcome, Status, Submission
 from ...errors import InvalidArgument
 from ._common import SqlSet, Statement, connection_is_stale, store_unavailable
-from ._connection import Hot, raw_cursor
+from ._connection import (
+    RACE_RETRIES,
+    Hot,
+    lost_race,
+    raw_cursor,
+    submission_params,
+    submit_each,
+)
 
 if TYPE_CHECKING:
     from ._common import Answer
+    from ._transaction import PostgresTransaction
 
 __all__ = ["JobsMixin"]
 
@@ -90,8 +98,55 @@ class JobsMixin:
 
         def get(self, job_id: str) -> Outcome: ...
 
+        def transaction(
+            self, operation: str, conn: Connection[Any] | None, payload_limit: int
+        ) -> PostgresTransaction: ...
+
+    def submit(
+        self,
+        job_id: str,
+        queue: str,
+        payload: str | None,
+        delay: float,
+        max_attempts: int,
+        *,
+        unique_key: str | None = None,
+        unique_for: float | None = None,
+    ) -> Outcome:
+        if unique_key is not None:
+            keyed = Submission(job_id, queue, payload, delay, max_attempts, unique_key, unique_for)
+            return self._submit_unique(keyed)
+        params = {
+            "job_id": job_id,
+            "queue": queue,
+            "payload": payload,
+            "delay": delay,
+            "max_attempts": max_attempts,
+            "now": self._now(),
+        }
+        rows = self._rows("submit", self._sql["submit"], params)
+        if rows:
+            return rows[0].outcome
+        # A concurrent submit of the same id won after this statement's snapshot was taken.
+        existing = self.get(job_id)
+        return Outcome(Status.MISSED, existing.row, existing.now)
+
+    def _submit_unique(self, keyed: Submission) -> Outcome:
+        # submit_unique.sql answers nothing when it lost a race with a concurrent submit of
+        # its id or key: run again, its new snapshot sees the winner (see that file).
+        for _ in range(RACE_RETRIES):
+            params = submission_params(keyed, self._now())
+            rows = self._rows("submit", self._sql["submit_unique"], params)
+            if rows:
+                return rows[0].outcome
+        raise lost_race("submit")
+
     def submit_many(self, submissions: Sequence[Submission]) -> list[Outcome]:
-        """One statement (``submit_many.sql``), answers in input order."""
+        """One statement (``submit_many.sql``), answers in input order. A batch with unique
+        keys: one statement per job, in one transaction (`submit_each`)."""
+        if any(s.unique_key is not None for s in submissions):
+            with self.transaction("submit_many", None, 0) as txn:
+                return txn.submit_each(submissions)
         params = submit_params(submissions, self._now())
         rows = self._rows("submit_many", self._sql["submit_many"], params)
         return self._in_order(submissions, [row.outcome for row in rows])
@@ -127,6 +182,8 @@ class JobsMixin:
             found = checked.fetchone()
             if found is None or found[0] != self.store_id:
                 raise InvalidArgument("conn", "is not connected to this store's database")
+            if any(s.unique_key is not None for s in submissions):
+                return submit_each(cur, self._sql, self._now, submissions)
             statement = self._sql["submit_many"]
             params = submit_params(submissions, self._now())
             cur.execute(statement.text, statement.args(params))

@@ -7,7 +7,7 @@ Edit it and run ``python tools/async_to_sync.py``.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -16,7 +16,7 @@ from psycopg import Connection, RawCursor
 from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
-from ..._protocol import Outcome
+from ..._protocol import Outcome, Submission
 from ...errors import InvalidArgument
 from ._common import (
     Answer,
@@ -26,6 +26,7 @@ from ._common import (
 from ._connection import (
     holder_params,
     raw_cursor,
+    submit_each,
     unraced,
     usable_connection,
 )
@@ -174,6 +175,15 @@ class PostgresTransaction:
         # Each statement of a READ COMMITTED transaction takes a new snapshot, so one that
         # raced a concurrent change of the job runs again, as the driver's `_one` does.
         return unraced(lambda: self._answer("complete", params))
+
+    def submit_each(self, batch: Sequence[Submission]) -> list[Outcome]:
+        """A batch with unique keys, in this transaction (see `submit_each`)."""
+        if self._txn is None or self._raw is None:
+            raise InvalidArgument("transaction", "is not open: enter it first, once")
+        try:
+            return submit_each(self._raw, self._sql, self._hook_now, batch)
+        except psycopg.Error as exc:
+            raise self._unavailable(exc, sent=False) from exc
 
     def commit(self) -> None:
         txn, self._txn = self._txn, None

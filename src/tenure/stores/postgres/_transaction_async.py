@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -14,7 +14,7 @@ from psycopg import AsyncConnection, AsyncRawCursor
 from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool
 
-from ..._protocol import Outcome
+from ..._protocol import Outcome, Submission
 from ...errors import InvalidArgument
 from ._common import (
     Answer,
@@ -24,6 +24,7 @@ from ._common import (
 from ._connection_async import (
     holder_params,
     raw_cursor_async,
+    submit_each_async,
     unraced_async,
     usable_connection_async,
 )
@@ -173,6 +174,15 @@ class AsyncPostgresTransaction:
         # Each statement of a READ COMMITTED transaction takes a new snapshot, so one that
         # raced a concurrent change of the job runs again, as the driver's `_one` does.
         return await unraced_async(lambda: self._answer("complete", params))
+
+    async def submit_each(self, batch: Sequence[Submission]) -> list[Outcome]:
+        """A batch with unique keys, in this transaction (see `submit_each_async`)."""
+        if self._txn is None or self._raw is None:
+            raise InvalidArgument("transaction", "is not open: enter it first, once")
+        try:
+            return await submit_each_async(self._raw, self._sql, self._hook_now, batch)
+        except psycopg.Error as exc:
+            raise self._unavailable(exc, sent=False) from exc
 
     async def commit(self) -> None:
         txn, self._txn = self._txn, None

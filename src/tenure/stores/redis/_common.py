@@ -43,6 +43,7 @@ __all__ = [
     "parse_redis_url",
     "persistence_risk",
     "refused",
+    "unique_args",
     "unreachable",
 ]
 
@@ -208,6 +209,10 @@ class Keys:
     def job(self, job_id: str) -> str:
         return self.job_prefix + encode(job_id)
 
+    def unique(self, unique_key: str) -> str:
+        """The pointer to the job that last took ``unique_key`` (issue #18)."""
+        return self.tag + ":u:" + encode(unique_key)
+
     def candidates(self, queue: str) -> str:
         return _queue_key(self.prefix, "q", queue)
 
@@ -294,12 +299,13 @@ def _float(value: Any) -> float | None:
 
 
 def decode_row(fields: Sequence[Any]) -> JobRow:
-    """A JobRow from the 15 fields a script answers (JOB_COLUMNS order).
+    """A JobRow from the 16 fields a script answers (JOB_COLUMNS order).
 
     The connection decodes bulk strings to str and (RESP2) Lua's false to None; this is
     the hot path of every operation, so it converts the few numeric fields and no more."""
     (job_id, queue, state, owner, generation, secret_hash, lease_until, available_at,
-     attempts, max_attempts, payload, result, error, created_at, updated_at) = fields  # fmt: skip
+     attempts, max_attempts, payload, result, error, created_at, updated_at,
+     unique_key) = fields  # fmt: skip
     return JobRow(
         job_id,
         queue,
@@ -316,7 +322,18 @@ def decode_row(fields: Sequence[Any]) -> JobRow:
         error,
         float(created_at),
         float(updated_at),
+        unique_key,
     )
+
+
+def unique_args(
+    keys: Keys, unique_key: str | None, unique_for: float | None
+) -> tuple[str | None, str | None, str | None]:
+    """A batch item's unique key, its window and its pointer's name (all None: no key)."""
+    if unique_key is None:
+        return None, None, None
+    window = None if unique_for is None else repr(float(unique_for))
+    return unique_key, window, keys.unique(unique_key)
 
 
 def decode_outcome(reply: Sequence[Any]) -> Outcome:

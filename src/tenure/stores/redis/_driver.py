@@ -203,7 +203,15 @@ class RedisDriver(RedisControl, JobsMixin, RedisSchedules):
         return float(self._eval("now", "now", [self.keys.clock], [self._now_arg()]))
 
     def submit(
-        self, job_id: str, queue: str, payload: str | None, delay: float, max_attempts: int
+        self,
+        job_id: str,
+        queue: str,
+        payload: str | None,
+        delay: float,
+        max_attempts: int,
+        *,
+        unique_key: str | None = None,
+        unique_for: float | None = None,
     ) -> Outcome:
         k = self.keys
         keys = [
@@ -225,6 +233,9 @@ class RedisDriver(RedisControl, JobsMixin, RedisSchedules):
             repr(float(delay)),
             str(max_attempts),
         ]
+        if unique_key is not None:  # issue #18: the key's pointer, the key, its window
+            keys.append(k.unique(unique_key))
+            args += (unique_key, "" if unique_for is None else repr(float(unique_for)))
         return decode_outcome(self._eval("submit", "submit", keys, args))
 
     def claim(self, job_id: str, owner: str, ttl: float, secret_hash: str) -> Outcome:

@@ -213,7 +213,15 @@ class AsyncRedisDriver(AsyncRedisControl, AsyncJobsMixin, AsyncRedisSchedules):
         return float(await self._eval("now", "now", [self.keys.clock], [self._now_arg()]))
 
     async def submit(
-        self, job_id: str, queue: str, payload: str | None, delay: float, max_attempts: int
+        self,
+        job_id: str,
+        queue: str,
+        payload: str | None,
+        delay: float,
+        max_attempts: int,
+        *,
+        unique_key: str | None = None,
+        unique_for: float | None = None,
     ) -> Outcome:
         k = self.keys
         keys = [
@@ -235,6 +243,9 @@ class AsyncRedisDriver(AsyncRedisControl, AsyncJobsMixin, AsyncRedisSchedules):
             repr(float(delay)),
             str(max_attempts),
         ]
+        if unique_key is not None:  # issue #18: the key's pointer, the key, its window
+            keys.append(k.unique(unique_key))
+            args += (unique_key, "" if unique_for is None else repr(float(unique_for)))
         return decode_outcome(await self._eval("submit", "submit", keys, args))
 
     async def claim(self, job_id: str, owner: str, ttl: float, secret_hash: str) -> Outcome:

@@ -22,6 +22,7 @@ from ._common import (
     decode_row,
     decode_text,
     encode,
+    unique_args,
 )
 
 __all__ = ["AsyncJobsMixin"]
@@ -58,13 +59,21 @@ class AsyncJobsMixin:
         keys = [k.clock, k.seq, k.jobs]
         queues: dict[str, int] = {}
         batch = []
-        for job_id, queue, payload, delay, max_attempts in submissions:
-            number = queues.get(queue)
+        for s in submissions:
+            number = queues.get(s.queue)
             if number is None:
-                number = queues[queue] = len(queues) + 1
-                keys += (k.candidates(queue), k.listing(queue), k.wake(queue))
+                number = queues[s.queue] = len(queues) + 1
+                keys += (k.candidates(s.queue), k.listing(s.queue), k.wake(s.queue))
             batch.append(
-                (job_id, encode(job_id), number, payload, repr(float(delay)), str(max_attempts))
+                (
+                    s.job_id,
+                    encode(s.job_id),
+                    number,
+                    s.payload,
+                    repr(float(s.delay)),
+                    str(s.max_attempts),
+                    *unique_args(k, s.unique_key, s.unique_for),
+                )
             )
         args = [self._now_arg(), k.job_prefix, _json(list(queues)), _json(batch)]
         now, items = decode_batch(await self._eval("submit_many", "submit_many", keys, args))

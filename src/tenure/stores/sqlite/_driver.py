@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from ..._clock import Clock, SystemClock, boot_clock
-from ..._protocol import Completion, JobRow, Outcome, Status
+from ..._protocol import Completion, JobRow, Outcome, Status, Submission
 from ..._resources import migrations
 from ..._validate import MAX_GENERATION
 from ...errors import InvalidArgument, StoreLost, StoreUnavailable
@@ -54,6 +54,7 @@ from ._sql import (
     statements,
 )
 from ._transaction import SQLiteTransaction
+from ._unique import submit_one
 
 __all__ = ["SQLiteDriver", "open_sync", "parse_sqlite_url"]
 
@@ -279,8 +280,19 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin, SQLiteSchedules):
         return float(self._write("now", lambda _cur, now: now))
 
     def submit(
-        self, job_id: str, queue: str, payload: str | None, delay: float, max_attempts: int
+        self,
+        job_id: str,
+        queue: str,
+        payload: str | None,
+        delay: float,
+        max_attempts: int,
+        *,
+        unique_key: str | None = None,
+        unique_for: float | None = None,
     ) -> Outcome:
+        if unique_key is not None:
+            keyed = Submission(job_id, queue, payload, delay, max_attempts, unique_key, unique_for)
+            return self._write("submit", lambda cur, now: submit_one(cur, now, keyed))
         params: dict[str, Any] = {
             "job_id": job_id,
             "queue": queue,

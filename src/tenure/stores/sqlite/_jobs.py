@@ -24,6 +24,7 @@ from ._sql import (
     SUBMIT_MANY,
     read_row,
 )
+from ._unique import submit_each_keyed
 
 __all__ = ["SQLiteJobsMixin"]
 
@@ -37,7 +38,10 @@ _SAVEPOINT = "tenure_submit"
 def submit_each(cur: sqlite3.Cursor, now: float, batch: Sequence[Submission]) -> list[Outcome]:
     """submit.sql for each submission, in order, at store time ``now``, inside a write
     transaction: the new row, or the existing job as it is. Three statements whatever the
-    batch's size (the inserts in one executemany), not two per job."""
+    batch's size (the inserts in one executemany), not two per job; a batch with unique
+    keys goes job by job instead (`submit_each_keyed`)."""
+    if any(s.unique_key is not None for s in batch):
+        return submit_each_keyed(cur, now, batch)
     ids = json.dumps([s.job_id for s in batch], ensure_ascii=False)
     existing = {row[0] for row in cur.execute(EXISTING, {"ids": ids})}
     cur.executemany(

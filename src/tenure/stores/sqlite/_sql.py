@@ -29,6 +29,9 @@ __all__ = [
     "STORE_ID",
     "SUBMIT",
     "SUBMIT_MANY",
+    "SUBMIT_UNIQUE",
+    "UNIQUE_HOLDER",
+    "UNIQUE_RELEASE",
     "Pick",
     "read_row",
     "statements",
@@ -58,6 +61,10 @@ QUEUE_STATS = _load("queue_stats")
 READ_CLOCK = _load("read_clock")
 STORE_ID = _load("store_id")
 SUBMIT = _load("submit")
+# Unique jobs (issue #18).
+SUBMIT_UNIQUE = _load("submit_unique")
+UNIQUE_HOLDER = _load("unique_holder")
+UNIQUE_RELEASE = _load("unique_release")
 SUBMIT_MANY = _load("submit_many")
 HOLDER_UPDATES = {name: _load(name) for name in ("renew", "complete", "release", "fail")}
 

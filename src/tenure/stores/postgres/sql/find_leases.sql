@@ -3,7 +3,7 @@
 -- hashes), oldest job first. Changes nothing. Such a lease ends by now + ttl (it was granted
 -- at or before now): only that part of each queue's tenure_jobs_claimable range is read.
 {include:_read_clock}
-SELECT 'applied' AS status, j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at, clock.now, false AS raced
+SELECT 'applied' AS status, j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at, j.unique_key, clock.now, false AS raced
 FROM clock
 JOIN {schema}.tenure_jobs AS j
     ON j.queue = ANY (%(queues)b::text[])

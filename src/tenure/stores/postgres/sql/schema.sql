@@ -35,7 +35,13 @@ CREATE TABLE {schema}.tenure_jobs (
     result       text,
     error        text,
     created_at   double precision NOT NULL,
-    updated_at   double precision NOT NULL
+    updated_at   double precision NOT NULL,
+    -- Unique jobs (issue #18, migration 0007): the key and window the job was submitted
+    -- with, and the key again while this job holds it (tenure_jobs_unique; see
+    -- submit_unique.sql).
+    unique_key    text COLLATE "C",
+    unique_for    double precision,
+    unique_holder text COLLATE "C"
 );
 
 -- claim_next walks this index from the start of one queue: the pick is O(log n) whatever
@@ -204,3 +210,8 @@ CREATE TABLE {schema}.tenure_schedules (
     created_at   double precision NOT NULL,
     updated_at   double precision NOT NULL
 );
+
+-- One holder per unique key (issue #18; see migrations/0007_unique_jobs.sql).
+CREATE UNIQUE INDEX tenure_jobs_unique
+    ON {schema}.tenure_jobs (unique_holder)
+    WHERE unique_holder IS NOT NULL;

@@ -10,10 +10,10 @@ applied AS (
            %(max_attempts)s::integer, %(payload)s::text, clock.now, clock.now
     FROM clock
     ON CONFLICT (job_id) DO NOTHING
-    RETURNING j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at
+    RETURNING j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at, j.unique_key
 )
 SELECT 'applied' AS status, a.*, clock.now FROM applied AS a, clock
 UNION ALL
-SELECT 'missed', j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at, clock.now
+SELECT 'missed', j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at, j.unique_key, clock.now
 FROM {schema}.tenure_jobs AS j, clock
 WHERE j.job_id = %(job_id)s AND NOT EXISTS (SELECT FROM applied)

@@ -31,12 +31,12 @@ applied AS (
     -- batch, so two batches sharing ids wait for each other instead of deadlocking.
     ORDER BY t.job_id
     ON CONFLICT (job_id) DO NOTHING
-    RETURNING j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at
+    RETURNING j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at, j.unique_key
 )
-SELECT 'applied' AS status, a.job_id, a.queue, a.state, a.owner, a.generation, a.secret_hash, a.lease_until, a.available_at, a.attempts, a.max_attempts, a.payload, a.result, a.error, a.created_at, a.updated_at, clock.now, t.position
+SELECT 'applied' AS status, a.job_id, a.queue, a.state, a.owner, a.generation, a.secret_hash, a.lease_until, a.available_at, a.attempts, a.max_attempts, a.payload, a.result, a.error, a.created_at, a.updated_at, a.unique_key, clock.now, t.position
 FROM applied AS a JOIN todo AS t ON t.job_id = a.job_id, clock
 UNION ALL
-SELECT 'missed', j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at, clock.now, t.position
+SELECT 'missed', j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at, j.unique_key, clock.now, t.position
 FROM todo AS t JOIN {schema}.tenure_jobs AS j ON j.job_id = t.job_id, clock
 WHERE NOT EXISTS (SELECT FROM applied AS a WHERE a.job_id = t.job_id)
 ORDER BY position

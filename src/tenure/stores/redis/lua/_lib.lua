@@ -16,7 +16,7 @@ if redis.replicate_commands then
 end
 
 local MAX_GENERATION = '9223372036854775807' -- 2^63-1: HINCRBY's ceiling
-local COLUMNS = { 'id', 'q', 's', 'o', 'g', 'h', 'lu', 'av', 'a', 'm', 'p', 'r', 'e', 'c', 'u' }
+local COLUMNS = { 'id', 'q', 's', 'o', 'g', 'h', 'lu', 'av', 'a', 'm', 'p', 'r', 'e', 'c', 'u', 'uk' }
 local WAKE_CAP = 256
 
 local function fmt(x)
@@ -348,8 +348,12 @@ end
 -- Delete a job's hash and its members of the candidate and listing sets; `all_jobs` is the
 -- listing of every job. Raises the floor (at `floor`) to its generation first.
 local function remove_job(job, all_jobs, floor)
-  local f = redis.call('HMGET', job, 'g', 'z', 'k')
+  local f = redis.call('HMGET', job, 'g', 'z', 'k', 'ux')
   raise_floor(floor, f[1])
+  -- A deleted or purged job gives its unique key up (issue #18): nothing holds it then.
+  if f[4] and redis.call('GET', f[4]) == job then
+    redis.call('DEL', f[4])
+  end
   redis.call('ZREM', f[2], f[3])
   redis.call('ZREM', (string.gsub(f[2], '^(%b{}):q:', '%1:l:')), f[3])
   redis.call('ZREM', all_jobs, f[3])
@@ -357,3 +361,38 @@ local function remove_job(job, all_jobs, floor)
 end
 
 -- ---------------------------------------------------------------------------------------
+
+-- ---------------------------------------------------------------------------------------
+-- Unique jobs (issue #18). {P}:u:<key> names the job (its hash's key) that last took the
+-- unique key; the job's hash keeps 'uk' (the key), 'ux' (that pointer's name) and 'uf' (its
+-- window after it finishes, absent: none). The job holds the key while the pointer names it
+-- and it is unfinished, or finished ('u': when) less than 'uf' seconds ago.
+
+-- The job key holding `ukey` at `now`, or nil when the key is free.
+local function unique_holder(ukey, now)
+  local holder = redis.call('GET', ukey)
+  if not holder then
+    return nil
+  end
+  local f = redis.call('HMGET', holder, 's', 'u', 'uf', 'ux')
+  if not f[1] or f[4] ~= ukey then
+    return nil -- deleted, or its id submitted again without this key
+  end
+  if f[1] == 'ready' or f[1] == 'leased' then
+    return holder
+  end
+  if f[3] and tonumber(f[2]) + tonumber(f[3]) > now then
+    return holder
+  end
+  return nil
+end
+
+-- The new job `job` takes `ukey` (whose text is `key`) with window `window` ('' or nil:
+-- none).
+local function unique_take(job, ukey, key, window)
+  redis.call('SET', ukey, job)
+  redis.call('HSET', job, 'uk', key, 'ux', ukey)
+  if window and window ~= '' then
+    redis.call('HSET', job, 'uf', window)
+  end
+end

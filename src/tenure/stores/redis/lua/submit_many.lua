@@ -5,8 +5,9 @@
 -- ARGV: now override, job key prefix, the queues' names as a JSON array (in the order of
 --       their keys), the batch as one JSON array (one string to send rather than seven
 --       per job), each job [id, encoded id (its key and member suffix), queue number
---       (1: the first queue), payload JSON text or null, delay, max attempts] (delay and
---       max attempts as decimal strings)
+--       (1: the first queue), payload JSON text or null, delay, max attempts, unique key,
+--       its window, its pointer's name (the last three null without a key)] (delay, max
+--       attempts and window as decimal strings)
 -- Reply: one JSON string (see json_row): [now, item, ...], one item per job, in order:
 -- ["applied", <row>] or ["missed", <row as it is>].
 local queues, batch = cjson.decode(ARGV[3]), cjson.decode(ARGV[4])
@@ -19,12 +20,28 @@ local now = store_now(KEYS[1], ARGV[1], true)
 local now_s = fmt(now)
 local job_prefix = ARGV[2]
 -- Which jobs are new, then one INCRBY for their submission numbers (in input order).
-local new = {}
+-- A job with a unique key is new only if the key is free (issue #18): held by a job of the
+-- store (holders), or taken by an earlier job of this batch (same), it is answered with that
+-- job instead.
+local new, holders, same, taken = {}, {}, {}, {}
 local count = 0
 for n, j in ipairs(batch) do
   if redis.call('EXISTS', job_prefix .. j[2]) == 0 then
-    new[n] = true
-    count = count + 1
+    local ukey = j[9]
+    if ukey == cjson.null then
+      new[n] = true
+    elseif taken[ukey] then
+      same[n] = taken[ukey]
+    else
+      holders[n] = unique_holder(ukey, now)
+      if not holders[n] then
+        taken[ukey] = n
+        new[n] = true
+      end
+    end
+    if new[n] then
+      count = count + 1
+    end
   end
 end
 local seq = 0
@@ -54,6 +71,9 @@ for n, j in ipairs(batch) do
         'av', available_s, 'a', '0', 'm', j[6], 'c', now_s, 'u', now_s, 'z', candidates,
         'k', member, 'w', wake_key, 'p', payload)
     end
+    if j[9] ~= cjson.null then
+      unique_take(job, j[9], j[7], j[8] ~= cjson.null and j[8] or nil)
+    end
     for _, added in ipairs({ { candidates, available_s }, { listing, seq }, { KEYS[3], seq } }) do
       local set = adds[added[1]]
       if not set then
@@ -68,7 +88,15 @@ for n, j in ipairs(batch) do
     end
     -- The new row as json_row would read it back (COLUMNS order), without reading it.
     reply[#reply + 1] = { 'applied', j[1], queues[j[3]], 'ready', cjson.null, '0', cjson.null,
-      cjson.null, available_s, '0', j[6], payload, cjson.null, cjson.null, now_s, now_s }
+      cjson.null, available_s, '0', j[6], payload, cjson.null, cjson.null, now_s, now_s, j[7] }
+  elseif same[n] then
+    local item = { unpack(reply[same[n] + 1]) }
+    item[1] = 'missed'
+    reply[#reply + 1] = item
+  elseif holders[n] then
+    local item = json_row(holders[n])
+    table.insert(item, 1, 'missed')
+    reply[#reply + 1] = item
   else
     local item = json_row(job)
     table.insert(item, 1, 'missed')

@@ -2,7 +2,7 @@
 -- hash is one of :secret_hashes (a JSON array): what a claim whose reply was lost took
 -- (only that claim knows those hashes), oldest job first. Such a lease ends by :now + :ttl
 -- (it was granted at or before :now): only that part of each queue's range is read.
-SELECT job_id, queue, state, owner, generation, secret_hash, lease_until, available_at, attempts, max_attempts, payload, result, error, created_at, updated_at
+SELECT job_id, queue, state, owner, generation, secret_hash, lease_until, available_at, attempts, max_attempts, payload, result, error, created_at, updated_at, unique_key
 FROM tenure_jobs
 WHERE queue IN (SELECT value FROM json_each(:queues))
   AND state IN ('ready', 'leased')

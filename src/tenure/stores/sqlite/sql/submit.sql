@@ -4,4 +4,4 @@ INSERT INTO tenure_jobs
 VALUES
     (:job_id, :queue, 'ready', 0, :now + :delay, 0, :max_attempts, :payload, :now, :now)
 ON CONFLICT (job_id) DO NOTHING
-RETURNING job_id, queue, state, owner, generation, secret_hash, lease_until, available_at, attempts, max_attempts, payload, result, error, created_at, updated_at
+RETURNING job_id, queue, state, owner, generation, secret_hash, lease_until, available_at, attempts, max_attempts, payload, result, error, created_at, updated_at, unique_key

@@ -1,4 +1,4 @@
--- tenure schema, version 9 (issue #18): store schedules (`tenure schedules`). Each row is a
+-- tenure schema, version 6 (issue #18): store schedules (`tenure schedules`). Each row is a
 -- periodic job that every worker serving its queue runs as it runs its own
 -- @worker.periodic ones (one job per tick across the fleet: the tick's job id is derived
 -- from the name). Times are store time.
