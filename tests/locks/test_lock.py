@@ -1,5 +1,6 @@
 """Named locks (`tenure.lock`, `tenure.Lock`) on every backend: tokens, exclusion, loss,
-waiting, bad input. The manual clock drives loss; real time only bounds the waits."""
+waiting (bad input, and tokens across purges: tests/conformance/test_locks.py). The manual
+clock drives loss; real time only bounds the waits."""
 
 from __future__ import annotations
 
@@ -90,31 +91,6 @@ def test_a_job_id_taken_by_a_user_job_is_refused(store: tenure.Store) -> None:
         tenure.Lock(store, "report", TTL).acquire()
     assert "queue 'default'" in str(caught.value)
     assert store.get("lock:report").state == "ready"  # the user's job is untouched
-
-
-@pytest.mark.parametrize(
-    ("call", "argument"),
-    [
-        (lambda s: tenure.Lock(s, "", TTL), "name"),
-        (lambda s: tenure.Lock(s, "x" * 250, TTL), "name"),
-        (lambda s: tenure.Lock(s, 7, TTL), "name"),
-        (lambda s: tenure.Lock(s, "a", 0), "ttl"),
-        (lambda s: tenure.Lock(s, "a", "10"), "ttl"),
-        (lambda s: tenure.Lock(s, "a", TTL, timeout=-1), "timeout"),
-        (lambda s: tenure.Lock(s, "a", TTL, blocking=False, timeout=3), "timeout"),
-        (lambda s: tenure.Lock(s, "a", TTL, blocking=1), "blocking"),
-        (lambda s: tenure.Lock(s, "a", TTL, owner=""), "owner"),
-        (lambda s: tenure.Lock(s, "a", TTL).acquire(timeout=-2), "timeout"),
-        (lambda s: tenure.Leader(s, "", TTL), "name"),
-    ],
-)
-def test_bad_input_names_the_argument_and_changes_nothing(
-    store: tenure.Store, call: Callable[[tenure.Store], Any], argument: str
-) -> None:
-    with pytest.raises(tenure.InvalidArgument) as caught:
-        call(store)
-    assert caught.value.argument == argument
-    assert store.jobs(queue="tenure.lock:a") == []
 
 
 def test_mutual_exclusion_with_threads(open_real_store: Any) -> None:
