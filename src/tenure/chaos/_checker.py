@@ -77,6 +77,7 @@ COUNTS = (
     "jobs_dead",
     "jobs_cancelled",
     "jobs_stranded",
+    "locks",
     "cancels",
     "cancels_refused",
     "cancels_unknown",
@@ -96,6 +97,7 @@ COUNTS = (
     "failovers",
     "reexecutions_failover",
     "failover_overlaps",
+    "overlaps_unknown_settle",
     "completions_lost_failover",
     "submits_lost_failover",
 )
