@@ -4,10 +4,15 @@ they judge jobs; I5 asks that the lock can still be taken after the run."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
+
+import pytest
+from click.testing import CliRunner
 
 from tenure.chaos import check_history
 from tenure.chaos._checker import Verdict
+from tenure.cli import main
 from tests.chaos._histories import T0, TTL, A, B, History
 
 LOCK = "lock:L"
@@ -84,3 +89,25 @@ def test_a_lock_job_that_ended_cannot_be_taken_again() -> None:
     verdict = _check(_run(), final="dead")
     assert [v.invariant for v in verdict.violations] == ["I5"], verdict.lines()
     assert "can no longer be taken" in verdict.violations[0].message
+
+
+def test_a_locks_schedule_has_no_storm_cancel_or_pause_complete() -> None:
+    done = CliRunner().invoke(main, ["chaos", "--workload", "locks", "--seed", "4", "--dry-run"])
+    assert done.exit_code == 0, done.output
+    kinds = {fault["kind"] for fault in json.loads(done.output)["faults"]}
+    assert kinds
+    assert not kinds & {"storm", "cancel", "pause-complete"}
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        (["--faults", "pause,storm"], "--faults: not with --workload locks: storm"),
+        (["--faults", "cancel,pause-complete"], "cancel, pause-complete"),
+        (["--unsafe", "no-fence"], "--unsafe: applies to the jobs workload only"),
+    ],
+)
+def test_what_a_locks_run_cannot_do_is_refused(options: list[str], named: str) -> None:
+    done = CliRunner().invoke(main, ["chaos", "--workload", "locks", *options, "--dry-run"])
+    assert done.exit_code == 2, done.output
+    assert named in done.output

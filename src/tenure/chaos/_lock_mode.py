@@ -40,8 +40,8 @@ def check_lock_options(kinds: tuple[str, ...] | None, unsafe: str | None) -> Non
     if refused:
         raise InvalidArgument(
             "--faults",
-            f"{', '.join(refused)} do not apply to --workload locks (storms and cancels act "
-            "on jobs by id, a lock is never completed); choose from "
+            f"not with --workload locks: {', '.join(refused)} (storms and cancels act on "
+            "jobs by id, a lock is never completed); choose from "
             f"{', '.join((*LOCK_KINDS, *STORE_FAULTS))}",
         )
 
