@@ -54,8 +54,8 @@ def _run(*, lost_release: bool = True, stale_write_accepted: bool = False) -> Hi
     return h
 
 
-def _check(h: History, final: str = "ready") -> Verdict:
-    h.final(LOCK, final, 4)
+def _check(h: History, final: str = "ready", gen: int = 4) -> Verdict:
+    h.final(LOCK, final, gen)
     return check_history(h.events)
 
 
@@ -111,3 +111,27 @@ def test_what_a_locks_run_cannot_do_is_refused(options: list[str], named: str) -
     done = CliRunner().invoke(main, ["chaos", "--workload", "locks", *options, "--dry-run"])
     assert done.exit_code == 2, done.output
     assert named in done.output
+
+
+def test_a_refused_stale_release_alone_bites_in_a_locks_run() -> None:
+    """No stale write reached the sink (A's late write was withheld, say), but the store
+    refused the stale holder's release: the faults bit."""
+    h = History()
+    h.config(workload="locks", store="sqlite", workers=2, ttl=TTL, seed=1)
+    h.submit(LOCK)
+    _claim(h, "w1.1", A, 1, at=1.0)
+    h.fault("pause", at=1.2)
+    _claim(h, "w2.1", B, 2, at=4.0)
+    h.holder("release", "w2.1", B, LOCK, 2, at=4.3, row_state="ready")
+    h.holder("release", "w1.1", A, LOCK, 1, at=4.7, outcome="fail", row_gen=2, row_state="ready")
+    verdict = _check(h, gen=2)
+    assert verdict.status == "VALID", verdict.lines()
+    h = History()
+    h.config(workload="locks", store="sqlite", workers=2, ttl=TTL, seed=1)
+    h.submit(LOCK)
+    _claim(h, "w1.1", A, 1, at=1.0)
+    h.fault("pause", at=1.2)
+    h.holder("release", "w1.1", A, LOCK, 1, at=1.3, row_state="ready")
+    verdict = _check(h, gen=1)
+    assert verdict.status == "UNPROVEN", verdict.lines()
+    assert "no stale write, renewal or release was rejected" in verdict.headline()

@@ -117,6 +117,9 @@ def check_history(events: Iterable[Event]) -> Verdict:
     bit = counts["stale_completions_rejected"] + counts["stale_writes_rejected"] > 0
     bit = bit or counts["store_outage_calls"] > 0  # the store went away under the workers
     bit = bit or counts["holder_calls_refused_cancelled"] > 0  # a cancelled holder refused
+    if ctx.info.get("workload") == "locks":  # a lock is never completed: its stale holder's
+        # renewal or release refused by the store is what a stale completion is to a job
+        bit = bit or counts["stale_renewals_rejected"] + counts["stale_releases_rejected"] > 0
     if violations:
         status = "INVALID"
     elif not bit or not faults:

@@ -112,6 +112,11 @@ class Verdict:
                 f"{c['stale_completions_rejected']} stale completions and "
                 f"{c['stale_writes_rejected']} stale writes rejected"
             )
+        elif self.status == "UNPROVEN" and self.locks:
+            line = (
+                "UNPROVEN: no invariant was violated, but no stale write, renewal or release "
+                "was rejected either: the faults did not bite, so this run proves nothing"
+            )
         elif self.status == "UNPROVEN":
             line = (
                 "UNPROVEN: no invariant was violated, but no stale completion or stale write "
