@@ -158,6 +158,10 @@ class History:
 
     # -- events -------------------------------------------------------------------------
 
+    def config(self, **fields: Any) -> None:
+        """The run's configuration (``workload="locks"``: a locks run)."""
+        self._event("harness", type="event", f="config", **fields)
+
     def final(self, job: str, state: str, gen: int, *, attempts: int | None = None) -> None:
         self._event(
             "harness",

@@ -77,6 +77,7 @@ COUNTS = (
     "jobs_dead",
     "jobs_cancelled",
     "jobs_stranded",
+    "locks",
     "cancels",
     "cancels_refused",
     "cancels_unknown",
@@ -97,6 +98,7 @@ COUNTS = (
     "reexecutions_failover",
     "failover_overlaps",
     "settles_serialized_after_renewal",
+    "overlaps_unknown_settle",
     "completions_lost_failover",
     "submits_lost_failover",
 )
@@ -116,6 +118,9 @@ def check_history(events: Iterable[Event]) -> Verdict:
     bit = counts["stale_completions_rejected"] + counts["stale_writes_rejected"] > 0
     bit = bit or counts["store_outage_calls"] > 0  # the store went away under the workers
     bit = bit or counts["holder_calls_refused_cancelled"] > 0  # a cancelled holder refused
+    if ctx.info.get("workload") == "locks":  # a lock is never completed: its stale holder's
+        # renewal or release refused by the store is what a stale completion is to a job
+        bit = bit or counts["stale_renewals_rejected"] + counts["stale_releases_rejected"] > 0
     if violations:
         status = "INVALID"
     elif not bit or not faults:

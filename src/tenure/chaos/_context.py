@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..locks import LOCK_ID_PREFIX
 from ._history import Event
 from ._verdict import Interval
 
@@ -150,7 +151,10 @@ class Leases:
     """The holder operations replayed in store time: accepted renewals extend their
     interval, accepted settles (and the true repeats of one whose reply was lost) end it."""
 
-    def __init__(self, claims: Claims, ops: list[Op], counts: Counter[str]) -> None:
+    def __init__(
+        self, claims: Claims, ops: list[Op], counts: Counter[str], offset: float = 0.0
+    ) -> None:
+        self._offset = offset  # store time minus host time
         self._holders: dict[tuple[str, int, str], list[Interval]] = defaultdict(list)
         for granted in claims.intervals.values():
             for c in granted:
@@ -206,6 +210,7 @@ class Leases:
             counts["store_unknown"] += 1
             if f != "renew":
                 settles[lease_key].append(op)
+                self._settle_sent(op)
             return
         if kind == "fail" and "error" in op:
             # It raised before it reached the store: not a refusal.
@@ -262,6 +267,16 @@ class Leases:
             return
         lease.end_at = max(lease.end_at, float(op["store_now"]))
         counts["settles_serialized_after_renewal"] += 1
+
+    def _settle_sent(self, op: Op) -> None:
+        """A settle without an answer may have ended its lease as soon as it was sent (then
+        its job may be claimed again at once: a lock's release)."""
+        lease = self.interval_of(op)
+        sent = op.get("invoke_t")
+        if lease is None or sent is None:
+            return
+        at = float(sent) + self._offset
+        lease.settle_sent = at if lease.settle_sent is None else min(lease.settle_sent, at)
 
     def _step(self, op: Op, earlier: list[Op]) -> Step:
         lease = self.interval_of(op)
@@ -382,7 +397,8 @@ class Context:
         self.counts["events"] = h.count
         config = h.events.get("config", [{}])[-1]
         self.info = {
-            k: config.get(k) for k in ("store", "workers", "ttl", "seed", "unsafe", "jobs")
+            k: config.get(k)
+            for k in ("store", "workers", "ttl", "seed", "unsafe", "jobs", "workload")
         }
         calibrations = [e["offset"] for e in h.events.get("calibrate", []) if "offset" in e]
         self.offset = sum(calibrations) / len(calibrations) if calibrations else 0.0
@@ -393,7 +409,7 @@ class Context:
         self.holder_ops = sorted(h.of(*HOLDER_OPS), key=_store_time)
         self.control = Control.read(h, self.counts)
         replayed = sorted(self.holder_ops + h.of(*CONTROL_OPS), key=_store_time)
-        self.leases = Leases(self.claims, replayed, self.counts)
+        self.leases = Leases(self.claims, replayed, self.counts, self.offset)
         self.writes = Writes.read(h, self.counts)
         self.submitted = {op["job"] for op in h.of("submit") if op["type"] == "ok"} | set(
             self.finals
@@ -405,6 +421,10 @@ class Context:
         for job in sorted(self.submitted):
             final = self.finals.get(job)
             if final is None:
+                continue
+            if job.startswith(LOCK_ID_PREFIX):  # a lock's job is never meant to end
+                self.counts["locks"] += 1
+                self.counts["jobs_submitted"] -= 1
                 continue
             state = final.get("state")
             key = {"done": "jobs_done", "dead": "jobs_dead", "cancelled": "jobs_cancelled"}.get(

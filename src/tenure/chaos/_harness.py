@@ -4,7 +4,9 @@
    Redis, start a store server of the run's own (tenure.chaos._servers): the run's store is
    on it, with the options of the URL given, and it is removed at the end. ``failover``
    (PostgreSQL only) adds a streaming replica and a multi-host URL naming both.
-1. Submit the jobs (one queue of the run's own, so the store may hold other work).
+1. Submit the jobs (one queue of the run's own, so the store may hold other work). With
+   ``workload="locks"`` there are no jobs: the lock takers take one lock of the run's own
+   (tenure.chaos._lock_mode).
 2. Start the reference fenced sink (``tenure sink serve``), a TCP proxy in front of a
    server store, the worker processes (`tenure.Worker`), the storm claimers and, for
    SQLite, the lock holder.
@@ -34,10 +36,12 @@ from urllib.parse import urlsplit
 
 from .._store import Store, connect
 from ..errors import InvalidArgument, TenureError
+from ..locks import lock_ids
 from ._backend import UNSAFE_MODES, chaos_url, install
 from ._checker import Verdict, check_history
 from ._history import Recorder, merge_histories, read_history
 from ._ledger import record_sink
+from ._lock_mode import WORKLOADS, check_lock_options, lock_kinds
 from ._nemesis import KINDS, STORE_FAULTS, Fault, Nemesis, make_schedule
 from ._processes import Echo, Processes
 from ._report import run_origin, write_report
@@ -75,8 +79,13 @@ class ChaosOptions:
     kinds: tuple[str, ...] | None = None
     png: bool = True
     chromium: str | None = None  # the browser for the PNG (default: found on PATH)
+    workload: str = "jobs"  # or "locks": processes taking one named lock
 
     def check(self) -> None:
+        if self.workload not in WORKLOADS:
+            raise ValueError(f"--workload must be one of {', '.join(WORKLOADS)}")
+        if self.workload == "locks":
+            check_lock_options(self.kinds, self.unsafe)
         if self.unsafe is not None and self.unsafe not in UNSAFE_MODES:
             raise ValueError(f"--unsafe must be one of {', '.join(UNSAFE_MODES)}")
         if self.kinds is not None:
@@ -147,7 +156,7 @@ def schedule_for(options: ChaosOptions) -> list[Fault]:
         ttl=options.ttl,
         duration=options.duration,
         interval=options.fault_interval,
-        kinds=options.kinds,
+        kinds=options.kinds if options.workload == "jobs" else lock_kinds(options.kinds),
     )
 
 
@@ -163,12 +172,18 @@ class Harness:
         self.run_id = f"{options.seed}-{os.getpid()}-{int(time.time()) % 100000}"
         self.queue = f"chaos-{self.run_id}"
         self.job_ids = [f"chaos-{self.run_id}-{i:05d}" for i in range(1, options.jobs + 1)]
+        self.locks = options.workload == "locks"
+        self.lock = f"chaos-{self.run_id}"
+        if self.locks:  # the lock's job is the run's only job, in the lock's own queue
+            job_id, self.queue = lock_ids(self.lock)
+            self.job_ids = [job_id]
         self.fed = threading.Event()  # every job submitted
         for sub in ("history", "ctl", "logs"):
             (self.out / sub).mkdir(parents=True, exist_ok=True)
         self.rec = Recorder(self.out / "history" / "harness.jsonl", "harness")
         install(self.rec)
         self.processes = Processes(options, echo, self.kind, self.queue, self.rec)
+        self.processes.lock_name = self.lock if self.locks else None
         self.store: Store = connect(chaos_url(options.store_url))
         self.side: Store = connect(options.store_url)  # the nemesis thread's own client
         self.control: Store = connect(chaos_url(options.store_url))  # cancels, requeues
@@ -190,7 +205,11 @@ class Harness:
 
     def submit(self, over: float) -> None:
         """Submit a first batch now and the rest evenly over ``over`` seconds (on a thread
-        with a store of its own), so that the workers have work all through the faults."""
+        with a store of its own), so that the workers have work all through the faults.
+        A locks run submits nothing (the lock takers create the lock's job)."""
+        if self.locks:
+            self.fed.set()
+            return
         work = self._work()
         first = min(len(self.job_ids), self.o.workers * self.o.concurrency * 3)
         for job_id in self.job_ids[:first]:
@@ -254,6 +273,8 @@ class Harness:
         return False
 
     def all_ended(self) -> bool:
+        if self.locks:  # a lock is taken until the run's end
+            return False
         try:
             counts = self.counts()
         except TenureError:
@@ -412,16 +433,23 @@ def _fresh_out(options: ChaosOptions) -> list[Fault]:
 def _start(harness: Harness, schedule: list[Fault], nemesis_rec: Recorder) -> Nemesis:
     """Every process of the run started, the jobs being fed, the nemesis started."""
     options, echo, processes = harness.o, harness.echo, harness.processes
+    what = (
+        f"one lock ({harness.lock}) on {harness.kind} ({options.store_url}), "
+        f"{options.workers} lock takers"
+        if harness.locks
+        else f"{options.jobs} jobs on {harness.kind} ({options.store_url}), "
+        f"{options.workers} workers x {options.concurrency}"
+    )
     echo(
-        f"chaos: {options.jobs} jobs on {harness.kind} ({options.store_url}), "
-        f"{options.workers} workers x {options.concurrency}, ttl {options.ttl:g} s, "
+        f"chaos: {what}, ttl {options.ttl:g} s, "
         f"seed {options.seed}" + (f", UNSAFE {options.unsafe}" if options.unsafe else "")
     )
     processes.start_sink()
     processes.start_proxy()
     processes.write_config()
     processes.start_locker()
-    processes.start_storms()
+    if not harness.locks:
+        processes.start_storms()
     harness.calibrate()
     harness.submit(over=options.duration * 0.8)
     processes.start_workers()
@@ -459,7 +487,12 @@ def _wind_down(harness: Harness, nemesis: Nemesis, scheduled: int) -> None:
     nemesis.heal()
     harness.target.heal()
     harness.fed.wait()
-    if not harness.wait_until_drained(timeout):
+    if harness.locks:
+        # No queue to drain: the takers go on holding the lock a while with no faults (the
+        # lock must still be taken once they stopped), then release it as they stop.
+        time.sleep(min(2 * harness.o.ttl, 3.0))
+        harness.processes.resume_stopped()
+    elif not harness.wait_until_drained(timeout):
         echo(f"  not drained after {timeout:g} s: the checker will say which")
     harness.calibrate()
     harness.processes.stop_workers()

@@ -22,6 +22,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
+from ..locks import LOCK_ID_PREFIX
 from ._context import EPS, UNKNOWN, Context, Step
 from ._failover import (
     crossed,
@@ -48,6 +49,9 @@ __all__ = [
 ]
 
 Unit = Callable[[Context], list[Violation]]
+# Seconds: how far a store time estimated from a host time (a call's send, moved by the
+# run's calibrated offset) may be off.
+SETTLE_SLACK = 0.1
 
 
 def describe(op: dict[str, Any]) -> str:
@@ -163,6 +167,15 @@ def exclusivity(ctx: Context) -> list[Violation]:
             ):
                 # The new primary never heard of the old one's lease (tenure.chaos._failover).
                 ctx.counts["failover_overlaps"] += 1
+            elif (
+                latest is not None
+                and latest.settle_sent is not None
+                and c.start >= latest.settle_sent - SETTLE_SLACK
+            ):
+                # The older lease's release (or complete, fail) was sent before this claim
+                # and its answer was lost: it may have ended the lease first (a lock's
+                # release makes it claimable at once), so no overlap is proven.
+                ctx.counts["overlaps_unknown_settle"] += c.start < latest.end - EPS
             elif latest is not None and c.start < latest.end - EPS:
                 found.append(
                     Violation(
@@ -398,7 +411,8 @@ def destinations(ctx: Context) -> list[Violation]:
 
 def nothing_lost(ctx: Context) -> list[Violation]:
     """I5: every submitted job ended done, dead after all its attempts, or cancelled by a
-    recorded cancel that no accepted requeue came after (a requeued job must end again)."""
+    recorded cancel that no accepted requeue came after (a requeued job must end again);
+    a lock's job can still be taken."""
     finals = ctx.finals
     found: list[Violation] = []
     if ctx.submitted and not finals:
@@ -410,7 +424,9 @@ def nothing_lost(ctx: Context) -> list[Violation]:
                 found.append(Violation("I5", job, f"job {job}: no final state recorded"))
             continue
         state = final.get("state")
-        if state == "dead":
+        if job.startswith(LOCK_ID_PREFIX):
+            found += _lock_usable(job, final)
+        elif state == "dead":
             attempts, most = final.get("attempts"), final.get("max_attempts")
             if attempts is not None and most is not None and attempts < most:
                 found.append(
@@ -434,6 +450,23 @@ def nothing_lost(ctx: Context) -> list[Violation]:
                 )
             )
     return found
+
+
+def _lock_usable(job: str, final: dict[str, Any]) -> list[Violation]:
+    """A lock's job (``--workload locks``) is never meant to end: after the run it is ready
+    (released, or its last holder's lease ran out) or leased, never done, dead or
+    cancelled (the lock could not be taken again)."""
+    state = final.get("state")
+    if state in ("ready", "leased"):
+        return []
+    return [
+        Violation(
+            "I5",
+            job,
+            f"lock job {job} is {state} after the run (generation {final.get('gen')}): "
+            "the lock can no longer be taken",
+        )
+    ]
 
 
 def _cancelled(ctx: Context, job: str) -> list[Violation]:

@@ -7,6 +7,12 @@
   line: ``{"jobs": [...], "at": <CLOCK_MONOTONIC time>, "window": s}``), then, at ``at``
   together with the other storm processes, claims those few jobs by id over and over for
   ``window`` seconds; a claim it wins runs the workload and completes, as a worker would.
+* ``lock-taker`` (``--workload locks``): takes the run's one named lock (`tenure.Lock`,
+  blocking, on the recorded ``chaos+`` store and the nemesis's clock) over and over; each
+  holding writes to the sink with the lock's token, works a while (a few holdings over
+  several TTLs, kept by the lock's renewals) and writes again, then releases. Killed,
+  paused and skewed like a worker (it takes a worker's place); stops on SIGTERM, releasing
+  the lock it holds.
 * ``sqlite-locker``: holds the SQLite store's write lock on command (``lock`` /
   ``unlock`` on stdin; answers ``locked`` / ``unlocked``); the nemesis stops it with
   SIGSTOP while it holds the lock: a SQLite writer stalled mid-transaction. On ``write
@@ -32,9 +38,12 @@ import time
 from pathlib import Path
 from typing import Any, SupportsIndex
 
+import httpx
+
 from .._protocol import RetryPolicy
 from .._store import connect
 from ..errors import StoreLost, StoreUnavailable, TenureError
+from ..locks import Lock
 from ..models import Lease
 from ..stores.sqlite import parse_sqlite_url
 from ..worker import JobContext, Worker, default_owner
@@ -159,6 +168,47 @@ def _storm_work(store: Any, sink: SinkClient, lease: Lease, control: Control, ow
         pass  # recorded by the store and the sink client; the lease expires
 
 
+def run_lock_taker(config: dict[str, Any], name: str) -> None:
+    recorder, control = _setup(config, name)
+    ttl = float(config["ttl"])
+    owner = default_owner()
+    sink = SinkClient(config["sink_url"], recorder, control)
+    store = connect(chaos_url(named_url(config["worker_url"], name)), clock=control.clock)
+    stopping = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    rng = random.Random()
+    recorder.event("proc-start", role="lock-taker", owner=owner)
+    try:
+        while not stopping.is_set():
+            # A bounded wait, so that a SIGTERM is noticed between two tries.
+            lock = Lock(store, config["lock"], ttl, owner=owner, timeout=2 * ttl)
+            try:
+                if not lock.acquire():
+                    continue
+            except TenureError:  # the store away (recorded by the driver): try again
+                time.sleep(0.1)
+                continue
+            long = rng.random() < float(config.get("long_jobs", 0.1))
+            seconds = ttl * rng.uniform(1.0, 2.5) if long else rng.uniform(0.02, ttl / 4)
+            try:
+                work(sink, lock.token, lock.token, owner, seconds, check=lock.check)
+            except (TenureError, TimeoutError, RuntimeError, httpx.HTTPError):
+                pass  # a lost lock, a refused write: recorded by the sink client
+            finally:
+                with contextlib.suppress(TenureError):
+                    lock.release()
+            # A while before the next try: a process that takes the lock again at once
+            # wins every race with the waiters its release woke, and the others (and the
+            # nemesis's pause points armed in them) would seldom get it.
+            time.sleep(rng.uniform(0.0, ttl / 4))
+    finally:
+        recorder.event("proc-stop", role="lock-taker", owner=owner)
+        store.close()
+        sink.close()
+        control.close()
+        recorder.close()
+
+
 def run_sqlite_locker(config: dict[str, Any], name: str) -> None:
     path = parse_sqlite_url(config["store_url"])["path"]
     conn = sqlite3.connect(path, timeout=60, isolation_level=None)
@@ -217,6 +267,8 @@ def main(argv: list[str]) -> int:
     elif role == "storm":
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         run_storm(config, name)
+    elif role == "lock-taker":
+        run_lock_taker(config, name)
     elif role == "sqlite-locker":
         run_sqlite_locker(config, name)
     else:

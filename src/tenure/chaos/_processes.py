@@ -95,6 +95,9 @@ class Processes:
         self.proxy: Proxy | None = None
         self.server: OwnedServer | None = None  # the store server the run owns, if any
         self.worker_url = options.store_url
+        self.lock_name: str | None = (
+            None  # the lock's name, in a locks run (lock takers, no workers)
+        )
         self.stopped_backends: set[int] = set()
         self.config_path = self.out / "config.json"
         # One generator for every random choice of the run (worker clocks, storm targets,
@@ -169,6 +172,9 @@ class Processes:
             "concurrency": self.o.concurrency,
             "poll_interval": min(0.25, self.o.ttl / 4),
             "unsafe": self.o.unsafe,
+            "workload": self.o.workload,
+            "lock": self.lock_name,
+            "long_jobs": self.o.long_jobs,
         }
         self.config_path.write_text(json.dumps(config, indent=2), encoding="utf-8")
         return self.config_path
@@ -187,7 +193,8 @@ class Processes:
     def _spawn_worker(self, slot: _Slot) -> None:
         slot.incarnation += 1
         name = slot.name
-        command = [*_python(PROC), "worker", str(self.config_path), name]
+        role = "worker" if self.lock_name is None else "lock-taker"
+        command = [*_python(PROC), role, str(self.config_path), name]
         env = dict(os.environ)
         if self.o.unsafe == "client-clock":
             # Unsafe: this worker's clock runs ahead, so live leases look expired to it.

@@ -370,7 +370,10 @@ def render(verdict: Verdict, origin: float | None = None) -> str:
             + (f"<ul>{items}</ul>" if items else "")
             + "</div>"
         )
-    info = ", ".join(f"{k} {v}" for k, v in verdict.info.items() if v is not None)
+    shown = {k: v for k, v in verdict.info.items() if v is not None}
+    if verdict.locks:  # no jobs in a locks run (the option's default is not its shape)
+        shown.pop("jobs", None)
+    info = ", ".join(f"{k} {v}" for k, v in shown.items())
     legend = (
         '<span class="swatch" style="background:hsl(67,65%,55%)"></span>lease (colour = '
         "generation) &nbsp; "

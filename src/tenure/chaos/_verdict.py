@@ -43,6 +43,9 @@ class Interval:
     end_at: float | None = None  # store time of the complete/release/fail that ended it
     ended_by: str | None = None
     unknown_renewals: int = 0
+    # Store time (estimated from the host time it was sent) of the first complete / release
+    # / fail of this lease whose outcome is unknown: the lease may have ended from then on.
+    settle_sent: float | None = None
     renewals: list[tuple[float, float]] = field(default_factory=list)
 
     @property
@@ -78,6 +81,15 @@ class Verdict:
     def valid(self) -> bool:
         return self.status == "VALID"
 
+    @property
+    def locks(self) -> bool:
+        """A run of ``--workload locks`` (one named lock instead of a queue of jobs)."""
+        return self.info.get("workload") == "locks"
+
+    def top_token(self) -> int:
+        """The greatest generation (token) a recorded claim was granted."""
+        return max((i.gen for found in self.intervals.values() for i in found), default=0)
+
     def by_invariant(self) -> dict[str, list[Violation]]:
         found: dict[str, list[Violation]] = {key: [] for key in INVARIANTS}
         for violation in self.violations:
@@ -87,11 +99,23 @@ class Verdict:
     def headline(self) -> str:
         """The verdict line (with the store faults' outcome when the run had some)."""
         c = self.counts
-        if self.status == "VALID":
+        if self.status == "VALID" and self.locks:
+            line = (
+                f"VALID: I1-I5 held on {c.get('locks', 0)} lock over {c['claims']} holdings "
+                f"(tokens up to {self.top_token()}); faults bit: {c['stale_writes_rejected']} "
+                f"stale writes rejected by the sink, {c['stale_renewals_rejected']} stale "
+                f"renewals and {c['stale_releases_rejected']} stale releases refused"
+            )
+        elif self.status == "VALID":
             line = (
                 f"VALID: I1-I5 held on {c['jobs_submitted']} jobs; faults bit: "
                 f"{c['stale_completions_rejected']} stale completions and "
                 f"{c['stale_writes_rejected']} stale writes rejected"
+            )
+        elif self.status == "UNPROVEN" and self.locks:
+            line = (
+                "UNPROVEN: no invariant was violated, but no stale write, renewal or release "
+                "was rejected either: the faults did not bite, so this run proves nothing"
             )
         elif self.status == "UNPROVEN":
             line = (
@@ -152,11 +176,17 @@ class Verdict:
         if info.get("unsafe"):
             head += f", UNSAFE {info['unsafe']}"
         out.append(f"history: {c['events']} events" + (f" ({head})" if head else ""))
-        out.append(
-            f"jobs: {c['jobs_submitted']} submitted, {c['jobs_done']} done, "
-            f"{c['jobs_dead']} dead, {c['jobs_cancelled']} cancelled, "
-            f"{c['jobs_stranded']} stranded"
-        )
+        if self.locks:
+            out.append(
+                f"locks: {c.get('locks', 0)} lock, {c['claims']} holdings, tokens up to "
+                f"{self.top_token()}"
+            )
+        else:
+            out.append(
+                f"jobs: {c['jobs_submitted']} submitted, {c['jobs_done']} done, "
+                f"{c['jobs_dead']} dead, {c['jobs_cancelled']} cancelled, "
+                f"{c['jobs_stranded']} stranded"
+            )
         if c["cancels"] or c["requeues"] or c["cancels_unknown"]:
             out.append(
                 f"control: {c['cancels']} cancels accepted ({c['cancels_refused']} refused, "

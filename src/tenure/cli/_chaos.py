@@ -164,6 +164,14 @@ def _finish(
     help="Seconds to wait for the queue to drain after the faults.",
 )
 @click.option("--no-faketime", is_flag=True, help="Do not run workers under faketime.")
+@click.option(
+    "--workload",
+    type=click.Choice(["jobs", "locks"]),
+    default="jobs",
+    help="jobs: workers run a queue of jobs. locks: WORKERS processes take one named lock "
+    "(tenure.Lock) over and over, each holding writing to the fenced sink with its token; "
+    "no storms, cancels or pause-complete.",
+)
 @click.option("--no-png", is_flag=True, help=_NO_PNG_HELP)
 @click.option("--chromium", "browser", metavar="PATH", default=None, help=_CHROMIUM_HELP)
 @click.option("--dry-run", is_flag=True, help="Print the fault schedule (JSON) and exit.")
@@ -185,6 +193,7 @@ def chaos(
     work: float,
     drain_timeout: float,
     no_faketime: bool,
+    workload: str,
     no_png: bool,
     browser: str | None,
     dry_run: bool,
@@ -197,6 +206,7 @@ def chaos(
     the output directory. With --faults store-restart / store-kill on PostgreSQL or Redis,
     the store runs on a throwaway server the run starts (initdb + pg_ctl, redis-server)
     and restarts; --store then gives only its kind and options (schema, key prefix).
+    With --workload locks, the processes take one named lock instead (docs/locks.md).
     """
     from ..chaos import ChaosOptions, run_chaos, schedule_for
 
@@ -221,6 +231,7 @@ def chaos(
         work=work,
         drain_timeout=drain_timeout,
         faketime=not no_faketime,
+        workload=workload,
         kinds=tuple(k.strip() for k in faults.split(",") if k.strip()) if faults else None,
         png=not no_png,
         chromium=browser,
@@ -241,14 +252,9 @@ def chaos(
         result = run_chaos(options, echo)
     except (RuntimeError, OSError, ImportError) as exc:
         raise CliError(f"chaos run failed: {exc}", json_mode=state.json) from exc
-    _finish(
-        state,
-        result.verdict,
-        result.report,
-        result.png,
-        _why_no_png(not no_png, result.png, browser),
-        None if options.store_faults else dashboard_command(store_url),  # own server: gone
-    )
+    why = _why_no_png(not no_png, result.png, browser)
+    look = None if options.store_faults else dashboard_command(store_url)  # own server: gone
+    _finish(state, result.verdict, result.report, result.png, why, look)
 
 
 @click.command()
