@@ -26,7 +26,6 @@ from ._protocol import (
     Outcome,
     RetryPolicy,
     Status,
-    Submission,
     claim_not_recovered,
     claim_recovery_budget,
     claim_recovery_pause,
@@ -46,7 +45,6 @@ from ._validate import (
     MAX_BATCH,
     encode_json,
     error_text,
-    validate_attempts,
     validate_delay,
     validate_id,
     validate_limit,
@@ -182,43 +180,6 @@ class AsyncStore(
         """The store's time, in seconds since the epoch."""
         return await self._call("now", self._driver.now)
 
-    async def submit(
-        self,
-        job_id: str,
-        payload: Any = None,
-        *,
-        queue: str = "default",
-        delay: float | timedelta = 0,
-        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-        conn: Any = None,
-    ) -> Job:
-        """Add a job, ready ``delay`` seconds from now. An existing ``job_id`` is left as it is
-        and its current snapshot returned (submit is idempotent); ``job.created`` tells the
-        two apart (True: this call created it).
-
-        ``conn``: enqueue inside your own open transaction, on the store's database: a
-        psycopg connection (sync or async, as this store is) or a SQLAlchemy ``Session``
-        on a PostgreSQL store, a `sqlite3.Connection` on a SQLite store. The
-        job then exists if and only if your transaction commits; tenure neither begins nor
-        commits it (an autocommit connection outside a transaction block commits the
-        submit at once). Redis refuses with `InvalidArgument`."""
-        job_id = validate_id("job_id", job_id)
-        queue = validate_id("queue", queue)
-        delay_s = validate_delay(delay)
-        max_attempts = validate_attempts(max_attempts)
-        payload_json = encode_json("payload", payload, self._payload_limit)
-        if conn is not None:
-            submission = Submission(job_id, queue, payload_json, delay_s, max_attempts)
-            outcome = (await self._submit_joined(conn, [submission]))[0]
-        else:
-
-            async def call() -> Outcome:
-                return await self._driver.submit(job_id, queue, payload_json, delay_s, max_attempts)
-
-            outcome = await self._call("submit", call)
-        assert outcome.row is not None
-        return job_from_row(outcome.row, outcome.now, created=outcome.status == Status.APPLIED)
-
     async def get(self, job_id: str) -> Job:
         """A snapshot of the job; raises `JobNotFound`."""
         job_id = validate_id("job_id", job_id)
@@ -272,8 +233,9 @@ class AsyncStore(
     async def claim_next(
         self, owner: str, ttl: float | timedelta, *, queues: Sequence[str] = DEFAULT_QUEUES
     ) -> Lease | None:
-        """Claim the oldest claimable job of ``queues``: ready and due, or leased with an
-        expired lease. Returns None when there is none."""
+        """Claim the next claimable job of ``queues``: ready and due, or leased with an
+        expired lease; the highest priority first, then the oldest (by ``available_at``,
+        then submission). Returns None when there is none."""
         claimed = await self._claim_rows(owner, ttl, 1, queues)
         return claimed[0][0] if claimed else None
 
@@ -285,7 +247,8 @@ class AsyncStore(
         *,
         queues: Sequence[str] = DEFAULT_QUEUES,
     ) -> list[Lease]:
-        """Claim up to ``limit`` jobs at once, oldest first, in one store operation."""
+        """Claim up to ``limit`` jobs at once, in `claim_next`'s order (highest priority,
+        then oldest), in one store operation."""
         claimed = await self._claim_rows(owner, ttl, limit, queues)
         return [lease for lease, _, _ in claimed]
 

@@ -21,7 +21,9 @@ from ._validate import (
     validate_cursor,
     validate_delay,
     validate_id,
+    validate_job_timeout,
     validate_limit,
+    validate_priority,
     validate_wait_timeout,
 )
 from .errors import InvalidArgument, JobNotFound, WaitTimeout
@@ -55,7 +57,8 @@ def no_shared_transaction(url: str) -> InvalidArgument:
 
 
 class JobsMixin:
-    """`submit_many`, transactional submit, `wait` and paged `jobs` of `Store`."""
+    """`submit`, `submit_many`, transactional submit, `wait` and paged `jobs` of
+    `Store`."""
 
     _driver: Driver
     _payload_limit: int
@@ -66,6 +69,57 @@ class JobsMixin:
 
     # -- submitting ---------------------------------------------------------------------
 
+    def submit(
+        self,
+        job_id: str,
+        payload: Any = None,
+        *,
+        queue: str = "default",
+        delay: float | timedelta = 0,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        conn: Any = None,
+        priority: int = 0,
+        timeout: float | timedelta | None = None,
+    ) -> Job:
+        """Add a job, ready ``delay`` seconds from now. An existing ``job_id`` is left as it is
+        and its current snapshot returned (submit is idempotent); ``job.created`` tells the
+        two apart (True: this call created it).
+
+        ``conn``: enqueue inside your own open transaction, on the store's database: a
+        psycopg connection (sync or async, as this store is) or a SQLAlchemy ``Session``
+        on a PostgreSQL store, a `sqlite3.Connection` on a SQLite store. The
+        job then exists if and only if your transaction commits; tenure neither begins nor
+        commits it (an autocommit connection outside a transaction block commits the
+        submit at once). Redis refuses with `InvalidArgument`.
+
+        ``priority``: an int from -2**31 to 2**31-1 (default 0); claims take the highest
+        priority first, and within one priority the oldest due job first. ``timeout``: the
+        job's own per-attempt timeout (seconds or a timedelta, 0.01 s to 366 days), which a
+        worker uses instead of its handler's; None: the handler's. An existing job keeps
+        its own (submit changes nothing on it)."""
+        job_id = validate_id("job_id", job_id)
+        queue = validate_id("queue", queue)
+        delay_s = validate_delay(delay)
+        max_attempts = validate_attempts(max_attempts)
+        priority = validate_priority(priority)
+        timeout_s = validate_job_timeout(timeout)
+        payload_json = encode_json("payload", payload, self._payload_limit)
+        if conn is not None:
+            submission = Submission(
+                job_id, queue, payload_json, delay_s, max_attempts, priority, timeout_s
+            )
+            outcome = (self._submit_joined(conn, [submission]))[0]
+        else:
+
+            def call() -> Outcome:
+                return self._driver.submit(
+                    job_id, queue, payload_json, delay_s, max_attempts, priority, timeout_s
+                )
+
+            outcome = self._call("submit", call)
+        assert outcome.row is not None
+        return job_from_row(outcome.row, outcome.now, created=outcome.status == Status.APPLIED)
+
     def submit_many(
         self, jobs: Sequence[JobSpec | Mapping[str, Any]], *, conn: Any = None
     ) -> list[Job]:
@@ -75,7 +129,8 @@ class JobsMixin:
         tells new from existing.
 
         ``jobs``: `tenure.JobSpec` values or mappings with the same keys (``job_id``
-        required; ``payload``, ``queue``, ``delay``, ``max_attempts`` as `submit`). At most
+        required; ``payload``, ``queue``, ``delay``, ``max_attempts``, ``priority``, ``timeout``
+        as `submit`). At most
         1000, each id at most once (a repeated id is refused, like `complete_many`'s rule).
         Every element is checked before anything is sent: `InvalidArgument` names the
         element (``jobs[3].queue``) and nothing is submitted.
@@ -151,6 +206,8 @@ class JobsMixin:
             validate_attempts(
                 fields.get("max_attempts", DEFAULT_MAX_ATTEMPTS), f"{where}.max_attempts"
             ),
+            validate_priority(fields.get("priority", 0), f"{where}.priority"),
+            validate_job_timeout(fields.get("timeout"), f"{where}.timeout"),
         )
 
     # -- waiting ------------------------------------------------------------------------

@@ -162,6 +162,10 @@ class Job:
     ``created`` answers for the snapshot that `Store.submit` returns: True when that submit
     created the job, False when the id existed already (submit is idempotent and left it
     unchanged). It is None on every other snapshot.
+
+    ``priority``: claims take the highest first, oldest first within one priority (issue
+    #18; 0 by default). ``timeout``: the job's own per-attempt timeout in seconds, which a
+    worker uses instead of its handler's (None: the handler's applies).
     """
 
     job_id: str
@@ -180,6 +184,8 @@ class Job:
     updated_at: float
     as_of: float
     created: bool | None = None
+    priority: int = 0
+    timeout: float | None = None
 
     @property
     def lease_expired(self) -> bool:
@@ -208,6 +214,8 @@ class Job:
             "updated_at": self.updated_at,
             "as_of": self.as_of,
             "created": self.created,
+            "priority": self.priority,
+            "timeout": self.timeout,
         }
 
 
@@ -233,6 +241,8 @@ class JobSpec:
     queue: str = "default"
     delay: float | timedelta = 0
     max_attempts: int = 5  # submit's default (tenure.DEFAULT_MAX_ATTEMPTS)
+    priority: int = 0
+    timeout: float | timedelta | None = None
 
 
 class JobPage(list[Job]):  # a list: callers of the one-page `jobs()` index and len it

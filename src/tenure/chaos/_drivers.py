@@ -55,9 +55,16 @@ class PassThroughDriver:
         return self._inner.now()
 
     def submit(
-        self, job_id: str, queue: str, payload: str | None, delay: float, max_attempts: int
+        self,
+        job_id: str,
+        queue: str,
+        payload: str | None,
+        delay: float,
+        max_attempts: int,
+        priority: int = 0,
+        timeout: float | None = None,
     ) -> Outcome:
-        return self._inner.submit(job_id, queue, payload, delay, max_attempts)
+        return self._inner.submit(job_id, queue, payload, delay, max_attempts, priority, timeout)
 
     def claim(self, job_id: str, owner: str, ttl: float, secret_hash: str) -> Outcome:
         return self._inner.claim(job_id, owner, ttl, secret_hash)
@@ -144,11 +151,20 @@ class RecordingDriver(PassThroughDriver):
             self._control.reach(point, **info)
 
     def submit(
-        self, job_id: str, queue: str, payload: str | None, delay: float, max_attempts: int
+        self,
+        job_id: str,
+        queue: str,
+        payload: str | None,
+        delay: float,
+        max_attempts: int,
+        priority: int = 0,
+        timeout: float | None = None,
     ) -> Outcome:
         op = self._rec.invoke("submit", job=job_id, queue=queue, max_attempts=max_attempts)
         try:
-            outcome = self._inner.submit(job_id, queue, payload, delay, max_attempts)
+            outcome = self._inner.submit(
+                job_id, queue, payload, delay, max_attempts, priority, timeout
+            )
         except BaseException as exc:
             self._rec.end(op, "submit", _ended(exc), error=str(exc)[:300])
             raise

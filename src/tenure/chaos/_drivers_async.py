@@ -71,9 +71,18 @@ class AsyncPassThroughDriver:
         return await self._inner.now()
 
     async def submit(
-        self, job_id: str, queue: str, payload: str | None, delay: float, max_attempts: int
+        self,
+        job_id: str,
+        queue: str,
+        payload: str | None,
+        delay: float,
+        max_attempts: int,
+        priority: int = 0,
+        timeout: float | None = None,
     ) -> Outcome:
-        return await self._inner.submit(job_id, queue, payload, delay, max_attempts)
+        return await self._inner.submit(
+            job_id, queue, payload, delay, max_attempts, priority, timeout
+        )
 
     async def claim(self, job_id: str, owner: str, ttl: float, secret_hash: str) -> Outcome:
         return await self._inner.claim(job_id, owner, ttl, secret_hash)
@@ -162,11 +171,20 @@ class AsyncRecordingDriver(AsyncPassThroughDriver):
             self._control.reach(point, **info)
 
     async def submit(
-        self, job_id: str, queue: str, payload: str | None, delay: float, max_attempts: int
+        self,
+        job_id: str,
+        queue: str,
+        payload: str | None,
+        delay: float,
+        max_attempts: int,
+        priority: int = 0,
+        timeout: float | None = None,
     ) -> Outcome:
         op = self._rec.invoke("submit", job=job_id, queue=queue, max_attempts=max_attempts)
         try:
-            outcome = await self._inner.submit(job_id, queue, payload, delay, max_attempts)
+            outcome = await self._inner.submit(
+                job_id, queue, payload, delay, max_attempts, priority, timeout
+            )
         except BaseException as exc:
             self._rec.end(op, "submit", _ended(exc), error=str(exc)[:300])
             raise

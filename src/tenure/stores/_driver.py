@@ -22,7 +22,14 @@ class Driver(Protocol):
     def now(self) -> float: ...
 
     def submit(
-        self, job_id: str, queue: str, payload: str | None, delay: float, max_attempts: int
+        self,
+        job_id: str,
+        queue: str,
+        payload: str | None,
+        delay: float,
+        max_attempts: int,
+        priority: int = 0,
+        timeout: float | None = None,
     ) -> Outcome: ...
 
     def claim(self, job_id: str, owner: str, ttl: float, secret_hash: str) -> Outcome: ...

@@ -28,7 +28,14 @@ class AsyncDriver(Protocol):
     async def now(self) -> float: ...
 
     async def submit(
-        self, job_id: str, queue: str, payload: str | None, delay: float, max_attempts: int
+        self,
+        job_id: str,
+        queue: str,
+        payload: str | None,
+        delay: float,
+        max_attempts: int,
+        priority: int = 0,
+        timeout: float | None = None,
     ) -> Outcome: ...
 
     async def claim(self, job_id: str, owner: str, ttl: float, secret_hash: str) -> Outcome: ...

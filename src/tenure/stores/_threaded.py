@@ -30,9 +30,18 @@ class ThreadedDriver:
         return await anyio.to_thread.run_sync(self.sync.now)
 
     async def submit(
-        self, job_id: str, queue: str, payload: str | None, delay: float, max_attempts: int
+        self,
+        job_id: str,
+        queue: str,
+        payload: str | None,
+        delay: float,
+        max_attempts: int,
+        priority: int = 0,
+        timeout: float | None = None,
     ) -> Outcome:
-        call = partial(self.sync.submit, job_id, queue, payload, delay, max_attempts)
+        call = partial(
+            self.sync.submit, job_id, queue, payload, delay, max_attempts, priority, timeout
+        )
         return await anyio.to_thread.run_sync(call)
 
     async def claim(self, job_id: str, owner: str, ttl: float, secret_hash: str) -> Outcome:

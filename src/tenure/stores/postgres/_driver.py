@@ -293,24 +293,6 @@ class PostgresDriver(PostgresControl, JobsMixin):
         rows = self._rows("now", self._sql["clock"], {"now": self._now()})
         return rows[0].outcome.now
 
-    def submit(
-        self, job_id: str, queue: str, payload: str | None, delay: float, max_attempts: int
-    ) -> Outcome:
-        params = {
-            "job_id": job_id,
-            "queue": queue,
-            "payload": payload,
-            "delay": delay,
-            "max_attempts": max_attempts,
-            "now": self._now(),
-        }
-        rows = self._rows("submit", self._sql["submit"], params)
-        if rows:
-            return rows[0].outcome
-        # A concurrent submit of the same id won after this statement's snapshot was taken.
-        existing = self.get(job_id)
-        return Outcome(Status.MISSED, existing.row, existing.now)
-
     def claim(self, job_id: str, owner: str, ttl: float, secret_hash: str) -> Outcome:
         params = {
             "job_id": job_id,

@@ -39,6 +39,8 @@ def submit_params(batch: Sequence[Submission], now: float | None) -> dict[str, A
         "delays": [float(s.delay) for s in batch],
         "max_attempts": [s.max_attempts for s in batch],
         "now": now,
+        "priorities": [s.priority for s in batch],
+        "timeouts": [s.timeout for s in batch],
     }
 
 
@@ -66,7 +68,8 @@ def joined_connection(conn: Any) -> Any:
 
 
 class JobsMixin:
-    """`submit_many`, `submit_joined`, `wait_job` and `list_jobs` of `PostgresDriver`."""
+    """`submit`, `submit_many`, `submit_joined`, `wait_job` and `list_jobs` of
+    `PostgresDriver`."""
 
     if TYPE_CHECKING:
         store_id: str
@@ -89,6 +92,33 @@ class JobsMixin:
         def _listener(self) -> Connection[Any]: ...
 
         def get(self, job_id: str) -> Outcome: ...
+
+    def submit(
+        self,
+        job_id: str,
+        queue: str,
+        payload: str | None,
+        delay: float,
+        max_attempts: int,
+        priority: int = 0,
+        timeout: float | None = None,
+    ) -> Outcome:
+        params = {
+            "job_id": job_id,
+            "queue": queue,
+            "payload": payload,
+            "delay": delay,
+            "max_attempts": max_attempts,
+            "now": self._now(),
+            "priority": priority,
+            "timeout": timeout,
+        }
+        rows = self._rows("submit", self._sql["submit"], params)
+        if rows:
+            return rows[0].outcome
+        # A concurrent submit of the same id won after this statement's snapshot was taken.
+        existing = self.get(job_id)
+        return Outcome(Status.MISSED, existing.row, existing.now)
 
     def submit_many(self, submissions: Sequence[Submission]) -> list[Outcome]:
         """One statement (``submit_many.sql``), answers in input order."""

@@ -38,6 +38,8 @@ def submit_params(batch: Sequence[Submission], now: float | None) -> dict[str, A
         "delays": [float(s.delay) for s in batch],
         "max_attempts": [s.max_attempts for s in batch],
         "now": now,
+        "priorities": [s.priority for s in batch],
+        "timeouts": [s.timeout for s in batch],
     }
 
 
@@ -65,7 +67,8 @@ async def joined_connection_async(conn: Any) -> Any:
 
 
 class AsyncJobsMixin:
-    """`submit_many`, `submit_joined`, `wait_job` and `list_jobs` of `AsyncPostgresDriver`."""
+    """`submit`, `submit_many`, `submit_joined`, `wait_job` and `list_jobs` of
+    `AsyncPostgresDriver`."""
 
     if TYPE_CHECKING:
         store_id: str
@@ -88,6 +91,33 @@ class AsyncJobsMixin:
         async def _listener(self) -> AsyncConnection[Any]: ...
 
         async def get(self, job_id: str) -> Outcome: ...
+
+    async def submit(
+        self,
+        job_id: str,
+        queue: str,
+        payload: str | None,
+        delay: float,
+        max_attempts: int,
+        priority: int = 0,
+        timeout: float | None = None,
+    ) -> Outcome:
+        params = {
+            "job_id": job_id,
+            "queue": queue,
+            "payload": payload,
+            "delay": delay,
+            "max_attempts": max_attempts,
+            "now": self._now(),
+            "priority": priority,
+            "timeout": timeout,
+        }
+        rows = await self._rows("submit", self._sql["submit"], params)
+        if rows:
+            return rows[0].outcome
+        # A concurrent submit of the same id won after this statement's snapshot was taken.
+        existing = await self.get(job_id)
+        return Outcome(Status.MISSED, existing.row, existing.now)
 
     async def submit_many(self, submissions: Sequence[Submission]) -> list[Outcome]:
         """One statement (``submit_many.sql``), answers in input order."""

@@ -202,7 +202,14 @@ class RedisDriver(RedisControl, JobsMixin):
         return float(self._eval("now", "now", [self.keys.clock], [self._now_arg()]))
 
     def submit(
-        self, job_id: str, queue: str, payload: str | None, delay: float, max_attempts: int
+        self,
+        job_id: str,
+        queue: str,
+        payload: str | None,
+        delay: float,
+        max_attempts: int,
+        priority: int = 0,
+        timeout: float | None = None,
     ) -> Outcome:
         k = self.keys
         keys = [
@@ -223,6 +230,8 @@ class RedisDriver(RedisControl, JobsMixin):
             "0" if payload is None else "1",
             repr(float(delay)),
             str(max_attempts),
+            str(priority),
+            "" if timeout is None else repr(float(timeout)),
         ]
         return decode_outcome(self._eval("submit", "submit", keys, args))
 

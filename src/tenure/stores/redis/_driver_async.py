@@ -212,7 +212,14 @@ class AsyncRedisDriver(AsyncRedisControl, AsyncJobsMixin):
         return float(await self._eval("now", "now", [self.keys.clock], [self._now_arg()]))
 
     async def submit(
-        self, job_id: str, queue: str, payload: str | None, delay: float, max_attempts: int
+        self,
+        job_id: str,
+        queue: str,
+        payload: str | None,
+        delay: float,
+        max_attempts: int,
+        priority: int = 0,
+        timeout: float | None = None,
     ) -> Outcome:
         k = self.keys
         keys = [
@@ -233,6 +240,8 @@ class AsyncRedisDriver(AsyncRedisControl, AsyncJobsMixin):
             "0" if payload is None else "1",
             repr(float(delay)),
             str(max_attempts),
+            str(priority),
+            "" if timeout is None else repr(float(timeout)),
         ]
         return decode_outcome(await self._eval("submit", "submit", keys, args))
 

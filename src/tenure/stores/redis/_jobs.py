@@ -57,13 +57,22 @@ class JobsMixin:
         keys = [k.clock, k.seq, k.jobs]
         queues: dict[str, int] = {}
         batch = []
-        for job_id, queue, payload, delay, max_attempts in submissions:
+        for job_id, queue, payload, delay, max_attempts, priority, timeout in submissions:
             number = queues.get(queue)
             if number is None:
                 number = queues[queue] = len(queues) + 1
                 keys += (k.candidates(queue), k.listing(queue), k.wake(queue))
             batch.append(
-                (job_id, encode(job_id), number, payload, repr(float(delay)), str(max_attempts))
+                (
+                    job_id,
+                    encode(job_id),
+                    number,
+                    payload,
+                    repr(float(delay)),
+                    str(max_attempts),
+                    str(priority),
+                    None if timeout is None else repr(float(timeout)),
+                )
             )
         args = [self._now_arg(), k.job_prefix, _json(list(queues)), _json(batch)]
         now, items = decode_batch(self._eval("submit_many", "submit_many", keys, args))

@@ -278,7 +278,14 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin):
         return float(self._write("now", lambda _cur, now: now))
 
     def submit(
-        self, job_id: str, queue: str, payload: str | None, delay: float, max_attempts: int
+        self,
+        job_id: str,
+        queue: str,
+        payload: str | None,
+        delay: float,
+        max_attempts: int,
+        priority: int = 0,
+        timeout: float | None = None,
     ) -> Outcome:
         params: dict[str, Any] = {
             "job_id": job_id,
@@ -286,6 +293,8 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin):
             "payload": payload,
             "delay": delay,
             "max_attempts": max_attempts,
+            "priority": priority,
+            "timeout": timeout,
         }
 
         def body(cur: sqlite3.Cursor, now: float) -> Outcome:
@@ -328,7 +337,8 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin):
         queues: Sequence[str],
         secret_hashes: Sequence[str],
     ) -> list[Outcome]:
-        """claim_next's body: one claim per secret hash, oldest job first, and each job
+        """claim_next's body: one claim per secret hash, highest priority then oldest job
+        first, and each job
         buried on the way (see `Driver.claim_next`)."""
         claimed: list[Outcome] = []
         pick_params: dict[str, Any] = {
@@ -338,15 +348,15 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin):
         }
         for secret_hash in secret_hashes:
             while True:
-                # The oldest head of the given queues: by (available_at, seq), the first
-                # queue winning a tie.
-                best, best_key = None, (0.0, 0)
+                # The best head of the given queues: the highest priority, then the oldest
+                # by (available_at, seq), the first queue winning a tie.
+                best, best_key = None, (0, 0.0, 0)
                 for queue in queues:
                     pick_params["queue"] = queue
                     found = cur.execute(PICK, pick_params).fetchone()
                     if found is not None:
                         pick = Pick._make(found)
-                        key = (pick.available_at, pick.seq)
+                        key = (-pick.priority, pick.available_at, pick.seq)
                         if best is None or key < best_key:
                             best, best_key = pick, key
                 if best is None:
