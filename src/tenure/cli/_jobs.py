@@ -90,13 +90,22 @@ class _Submission:
     queue: str
     delay: float
     max_attempts: int
+    # Issue #18: checked by the store (its errors name the line, see _submit_many).
+    priority: Any = 0
+    timeout: Any = None
 
 
-_LINE_KEYS = {"job_id", "payload", "queue", "delay", "max_attempts"}
+_LINE_KEYS = {"job_id", "payload", "queue", "delay", "max_attempts", "priority", "timeout"}
 
 
 def _read_submissions(
-    stream: IO[str], name: str, queue: str, delay: float, max_attempts: int
+    stream: IO[str],
+    name: str,
+    queue: str,
+    delay: float,
+    max_attempts: int,
+    priority: int = 0,
+    timeout: float | None = None,
 ) -> list[_Submission]:
     """``--from-file``: one JSON object per line (blank lines skipped), every line checked
     before any job is submitted; the options are the defaults of each line."""
@@ -132,7 +141,16 @@ def _read_submissions(
         if not isinstance(line_queue, str):
             raise InvalidArgument("--from-file", f"{where}: queue must be a string")
         found.append(
-            _Submission(number, job_id, line.get("payload"), line_queue, line_delay, line_attempts)
+            _Submission(
+                number,
+                job_id,
+                line.get("payload"),
+                line_queue,
+                line_delay,
+                line_attempts,
+                line.get("priority", priority),
+                line.get("timeout", timeout),
+            )
         )
     return found
 
@@ -152,13 +170,28 @@ def _read_submissions(
     help="Claims allowed before the job is dead.",
 )
 @click.option(
+    "--priority",
+    type=int,
+    default=0,
+    metavar="P",
+    help="Claims take the highest priority first (-2147483648 to 2147483647; default 0).",
+)
+@click.option(
+    "--timeout",
+    type=float,
+    default=None,
+    metavar="S",
+    help="The job's own per-attempt timeout in seconds (default: its handler's).",
+)
+@click.option(
     "--from-file",
     "from_file",
     type=click.File("r", encoding="utf-8"),
     default=None,
     metavar="JSONL",
     help='Submit many jobs: one JSON object per line, e.g. {"job_id": "a", "payload": {...}, '
-    '"queue": "q", "delay": 0, "max_attempts": 5} (the options give the defaults); '
+    '"queue": "q", "delay": 0, "max_attempts": 5, "priority": 0, "timeout": null} (the '
+    "options give the defaults); "
     "'-' reads stdin.",
 )
 @common_options
@@ -170,6 +203,8 @@ def submit(
     queue: str,
     delay: float,
     max_attempts: int,
+    priority: int,
+    timeout: float | None,
     from_file: IO[str] | None,
 ) -> None:
     """Add job JOB_ID (idempotent: an existing job is left unchanged), or every job of
@@ -178,12 +213,19 @@ def submit(
         if job_id is not None or payload is not None:
             raise InvalidArgument("--from-file", "give either JOB_ID (and --payload) or a file")
         name = "stdin" if from_file.name == "<stdin>" else from_file.name
-        _submit_many(state, _read_submissions(from_file, name, queue, delay, max_attempts), name)
+        wanted = _read_submissions(from_file, name, queue, delay, max_attempts, priority, timeout)
+        _submit_many(state, wanted, name)
         return
     if job_id is None:
         raise InvalidArgument("JOB_ID", "missing: give a job id, or --from-file JSONL")
     job = state.store().submit(
-        job_id, parse_payload(payload), queue=queue, delay=delay, max_attempts=max_attempts
+        job_id,
+        parse_payload(payload),
+        queue=queue,
+        delay=delay,
+        max_attempts=max_attempts,
+        priority=priority,
+        timeout=timeout,
     )
     out = state.output()
     if out.json_mode:
@@ -207,7 +249,15 @@ def _submit_many(state: CliState, wanted: list[_Submission], name: str) -> None:
         try:
             answers = store.submit_many(
                 [
-                    JobSpec(item.job_id, item.payload, item.queue, item.delay, item.max_attempts)
+                    JobSpec(
+                        item.job_id,
+                        item.payload,
+                        item.queue,
+                        item.delay,
+                        item.max_attempts,
+                        item.priority,
+                        item.timeout,
+                    )
                     for item in batch
                 ]
             )
@@ -317,11 +367,12 @@ def list_jobs(
         out.line(f"no jobs{' with ' + filters if filters else ''} in {store.url}")
         return
     out.table(
-        ["job", "queue", "state", "gen", "owner", "attempts", "when"],
+        ["job", "queue", "pri", "state", "gen", "owner", "attempts", "when"],
         [
             [
                 job.job_id,
                 job.queue,
+                str(job.priority),
                 _state_cell(job),
                 str(job.generation),
                 job.owner or "-",
@@ -435,6 +486,8 @@ def _show_job(state: CliState, job: Job) -> None:
         [
             ("job", job.job_id),
             ("queue", job.queue),
+            ("priority", str(job.priority)),
+            ("timeout", "handler's" if job.timeout is None else f"{job.timeout:g} s"),
             ("state", _state_cell(job)),
             ("when", _when(job)),
             ("generation", str(job.generation)),
