@@ -116,7 +116,7 @@ def test_queue_stats_reads_the_backlog_not_the_history(
         if size > LIVE:  # (when every job is live, reading the table in order is right)
             assert all(n["Node Type"] != "Seq Scan" for n in scans), _outline(plan)
             names = {n.get("Index Name") for n in _nodes(plan)}
-            assert {"tenure_jobs_ready", "tenure_jobs_leased"} <= names, _outline(plan)
+            assert {"tenure_jobs_queued", "tenure_jobs_leased"} <= names, _outline(plan)
     top = {size: plan["Plan"] for size, plan in plans.items()}
     pages = {
         s: t.get("Shared Hit Blocks", 0) + t.get("Shared Read Blocks", 0) for s, t in top.items()

@@ -121,7 +121,7 @@ def test_claim_next_cost_does_not_grow_with_the_backlog(
         scans = scans_of_jobs(plan)
         assert all(n["Node Type"] != "Seq Scan" for n in scans), scans
         # Both paths of the pick (issue #18): ready jobs, and the expired leases.
-        assert any(n.get("Index Name") == "tenure_jobs_ready" for n in scans)
+        assert any(n.get("Index Name") == "tenure_jobs_queued" for n in scans)
         assert any(n.get("Index Name") == "tenure_jobs_leased" for n in scans)
         claimed = [n for n in nodes(plan) if n["Node Type"] == "ModifyTable"]
         assert sum(n["Actual Rows"] for n in claimed) == limit
@@ -133,7 +133,7 @@ def test_claim_next_cost_does_not_grow_with_the_backlog(
 
 
 def test_a_paused_queue_is_left_out_before_its_walk(filled: tuple[Any, dict[int, str]]) -> None:
-    # "other" paused: the pick walks tenure_jobs_ready for "default" only (one loop of
+    # "other" paused: the pick walks tenure_jobs_queued for "default" only (one loop of
     # the index scan), and the paused row costs a probe, not a scan of the backlog.
     conn, schemas = filled
     schema = schemas[100_000]
@@ -147,7 +147,7 @@ def test_a_paused_queue_is_left_out_before_its_walk(filled: tuple[Any, dict[int,
         conn.execute(render("DELETE FROM {schema}.tenure_queues", schema).encode())
     scans = scans_of_jobs(plan)
     assert all(n["Node Type"] != "Seq Scan" for n in scans), scans
-    walks = [n for n in scans if n.get("Index Name") == "tenure_jobs_ready"]
+    walks = [n for n in scans if n.get("Index Name") == "tenure_jobs_queued"]
     assert walks
     assert all(n["Actual Loops"] == 1 for n in walks), walks
     claimed = [n for n in nodes(plan) if n["Node Type"] == "ModifyTable"]
@@ -235,7 +235,7 @@ def test_batch_statements_probe_the_primary_key_whatever_the_table_size(
     assert all(n["Node Type"] != "Seq Scan" for n in scans), [
         (n["Node Type"], n.get("Index Name")) for n in scans
     ]
-    picks = {"tenure_jobs_ready", "tenure_jobs_leased"}
+    picks = {"tenure_jobs_queued", "tenure_jobs_leased"}
     expected = {"tenure_jobs_pkey"} | (picks if "claim" in operation else set())
     assert {n.get("Index Name") for n in scans} == expected
     assert buffers(plan) < 400  # a read of the 100,000-job table would be thousands
@@ -250,7 +250,7 @@ def test_wait_lookup_uses_the_partial_index(filled: tuple[Any, dict[int, str]]) 
     # The ready jobs' earliest run time per priority level (three here: a step to the level
     # and a probe of its first run time, a few pages each), the leases walked (none): the
     # pages grow with the levels, not with the 100,000 jobs.
-    names = {"tenure_jobs_ready", "tenure_jobs_leased"}
+    names = {"tenure_jobs_queued", "tenure_jobs_leased"}
     assert all(n.get("Index Name") in names for n in scans), scans
     assert buffers(plan) < 2 * 3 * 15 + 10
 

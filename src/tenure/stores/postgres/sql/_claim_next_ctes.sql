@@ -6,7 +6,7 @@
 -- columns, store time, raced (false), position.
 --
 -- Issue #18, priorities: the pick has two paths per queue, merged in claim order.
---   * ready: walks tenure_jobs_ready (queue, priority DESC, run_at, seq) from the queue's
+--   * ready: walks tenure_jobs_queued (queue, priority DESC, run_at, seq) from the queue's
 --     start, O(log n) whatever the backlog. run_at is a ready job's available_at (a
 --     generated column, NULL otherwise): the index holds no column a renewal writes.
 --   * expired leases: walks tenure_jobs_leased (queue, ...), the leases held in the queue:

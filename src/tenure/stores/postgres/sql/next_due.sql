@@ -1,5 +1,5 @@
 -- Store time now, and when the next job of these queues becomes claimable (NULL: none pending).
--- Per queue, the earliest of: a ready job's run time and a lease's end. tenure_jobs_ready
+-- Per queue, the earliest of: a ready job's run time and a lease's end. tenure_jobs_queued
 -- leads with the priority (the claim's order), so the earliest run time is looked up per
 -- priority present in the queue, stepping from one priority to the next below it (a
 -- recursive loose index scan: O(log n) per priority level, not a walk of the backlog);

@@ -1,6 +1,6 @@
 -- queue_stats: the live jobs (ready, leased) of every queue, counted by state, with the
 -- oldest due ready job. Its two arms are the predicates of the partial indexes
--- tenure_jobs_ready and tenure_jobs_leased, so the count walks the backlog (those
+-- tenure_jobs_queued and tenure_jobs_leased, so the count walks the backlog (those
 -- indexes), not the finished jobs. One row with NULL columns when no job is live, so the store time comes back.
 WITH clock AS MATERIALIZED (
     -- Store time, read once: the server's clock (or the test hook's, floored).

@@ -54,7 +54,7 @@ CREATE TABLE {schema}.tenure_jobs (
 -- The claim pick's two paths (_claim_next_ctes.sql). Ready jobs, highest priority first
 -- then oldest: the pick walks one queue's range from its start, O(log n) whatever the
 -- backlog; a claim moves its job out (it changes state), a renewal touches no column here.
-CREATE INDEX tenure_jobs_ready
+CREATE INDEX tenure_jobs_queued
     ON {schema}.tenure_jobs (queue, priority DESC, run_at, seq)
     WHERE state = 'ready';
 -- Leased jobs by queue: the expired-lease path walks the leases held in a queue (bounded by
@@ -205,7 +205,7 @@ CREATE TRIGGER tenure_jobs_attempts
 
 -- Paused queues (issue #18). A queue is paused while its row here says so; claim_next and
 -- complete_and_claim leave its jobs alone (a NOT EXISTS on this small table per queue asked,
--- before the walks of tenure_jobs_ready and tenure_jobs_leased), claim of a named job still takes it, and
+-- before the walks of tenure_jobs_queued and tenure_jobs_leased), claim of a named job still takes it, and
 -- leases already held go on. No row: not paused.
 CREATE TABLE {schema}.tenure_queues (
     queue  text COLLATE "C" PRIMARY KEY,

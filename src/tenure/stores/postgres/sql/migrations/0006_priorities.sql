@@ -28,7 +28,7 @@ DROP INDEX {schema}.tenure_jobs_claimable;
 -- its start, highest priority first. A claim moves its job out (state changes, so a claim
 -- cannot be HOT: taking a job out of the ready set is what it does); a renewal never
 -- touches a column here.
-CREATE INDEX tenure_jobs_ready
+CREATE INDEX tenure_jobs_queued
     ON {schema}.tenure_jobs (queue, priority DESC, run_at, seq)
     WHERE state = 'ready';
 -- Leased jobs by queue: the expired-lease path walks the leases held in a queue, bounded by
