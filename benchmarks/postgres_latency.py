@@ -1,15 +1,19 @@
 """Claim latency on PostgreSQL with 10,000 and 1,000,000 jobs queued: is it flat?
 
     python benchmarks/postgres_latency.py [--url postgresql://postgres@127.0.0.1:5432/postgres]
-        [--sizes 10000,1000000] [--claims 3000] [--chunk 100]
+        [--sizes 10000,1000000] [--claims 3000] [--chunk 100] [--priorities 5]
 
 One schema per size is filled untimed (one INSERT ... SELECT with triggers off, then VACUUM
-ANALYZE). Then one worker (this process) times ``store.claim_next(owner, ttl)`` (the public
-sync API, one statement) for ``--claims`` claims per size, completing each job untimed, in
-turns of ``--chunk`` claims alternating between the sizes (A B, B A, ...) so that machine
-noise hits both alike. It prints p50/p90/p99/max per size and p99(largest)/p99(smallest):
-the target is at most 1.5 (the pick walks the partial index from its start, whatever the
-backlog behind it). Every claimed job must be a distinct job at generation 1.
+ANALYZE), the jobs spread over ``--priorities`` priority levels in turn (job g has priority
+g mod P - P // 2; 1: every job at priority 0), so the pick walks a ready index of mixed
+priorities (issue #18). Then one worker (this process) times
+``store.claim_next(owner, ttl)`` (the public sync API, one statement) for ``--claims``
+claims per size, completing each job untimed, in turns of ``--chunk`` claims alternating
+between the sizes (A B, B A, ...) so that machine noise hits both alike. It prints
+p50/p90/p99/max per size and p99(largest)/p99(smallest): the target is at most 1.5 (the
+pick walks the partial index from its start, whatever the backlog behind it). Every
+claimed job must be a distinct job at generation 1, and (sampled) of a priority no higher
+than the one before it.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from tenure.stores.postgres._common import render
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 
 
-def fill(base: str, jobs: int) -> str:
+def fill(base: str, jobs: int, priorities: int) -> str:
     schema = f"bench_{uuid.uuid4().hex[:10]}"
     tenure.connect(f"{base}{'&' if '?' in base else '?'}schema={schema}").close()
     with psycopg.connect(base, autocommit=True) as conn:
@@ -38,12 +42,12 @@ def fill(base: str, jobs: int) -> str:
         conn.execute(
             render(
                 "INSERT INTO {schema}.tenure_jobs (job_id, queue, state, available_at, "
-                "max_attempts, payload, created_at, updated_at) "
+                "max_attempts, payload, created_at, updated_at, priority) "
                 "SELECT 'job-' || g, 'default', 'ready', 1000 + g, 5, '{\"n\": ' || g || '}', "
-                "1000, 1000 FROM generate_series(1, %s) g",
+                "1000, 1000, g %% %s - %s FROM generate_series(1, %s) g",
                 schema,
             ).encode(),
-            (jobs,),
+            (priorities, priorities // 2, jobs),
         )
         conn.execute(render("VACUUM ANALYZE {schema}.tenure_jobs", schema).encode())
     return schema
@@ -60,14 +64,15 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--sizes", default="10000,1000000")
     parser.add_argument("--claims", type=int, default=3000)
     parser.add_argument("--chunk", type=int, default=100)
+    parser.add_argument("--priorities", type=int, default=5)
     args = parser.parse_args(argv)
     sizes = [int(size) for size in args.sizes.split(",")]
-    print(f"PostgreSQL claim latency by backlog; {machine_line()}")
+    print(f"PostgreSQL claim latency by backlog, {args.priorities} priorities; {machine_line()}")
     print(f"command: python benchmarks/postgres_latency.py {' '.join(argv)}".rstrip())
     schemas = {}
     for size in sizes:
         started = time.perf_counter()
-        schemas[size] = fill(args.url, size)
+        schemas[size] = fill(args.url, size, args.priorities)
         print(f"  filled {size:,} jobs in {time.perf_counter() - started:.1f} s")
     stores = {
         size: tenure.connect(f"{args.url}{'&' if '?' in args.url else '?'}schema={schema}")
@@ -80,6 +85,7 @@ def main(argv: list[str]) -> int:
             lease = store.claim_next("warm-up", 60)
             assert lease is not None
             store.complete(lease)
+    last = {size: (args.priorities - 1) - args.priorities // 2 for size in sizes}  # the top
     turn = 0
     clock = time.perf_counter
     while any(len(timings[size]) < args.claims for size in sizes):
@@ -93,6 +99,10 @@ def main(argv: list[str]) -> int:
                 assert lease.generation == 1
                 assert lease.job_id not in seen[size]
                 seen[size].add(lease.job_id)
+                if len(seen[size]) % 100 == 1:  # untimed: never a higher priority than before
+                    priority = store.get(lease.job_id).priority
+                    assert priority <= last[size], (lease, priority, last[size])
+                    last[size] = priority
                 store.complete(lease)
         turn += 1
     for store in stores.values():

@@ -87,6 +87,8 @@ JOB_COLUMNS = (
     "error",
     "created_at",
     "updated_at",
+    "priority",
+    "timeout",
     "unique_key",
 )
 
@@ -109,6 +111,9 @@ class JobRow(NamedTuple):
     error: str | None
     created_at: float
     updated_at: float
+    # Issue #18, last so that rows of 15 fields (a backend written before) still build.
+    priority: int = 0  # claims take the highest first
+    timeout: float | None = None  # the job's own per-attempt timeout, seconds
     unique_key: str | None = None
 
 
@@ -147,6 +152,8 @@ class Submission(NamedTuple):
     payload: str | None
     delay: float
     max_attempts: int
+    priority: int = 0
+    timeout: float | None = None
     # Unique jobs (issue #18): the key the job holds while unfinished and for unique_for
     # seconds after it finishes (None: no key; no window after it finishes).
     unique_key: str | None = None
@@ -338,6 +345,8 @@ def job_from_row(row: JobRow, as_of: float, created: bool | None = None) -> Job:
         updated_at=float(row.updated_at),
         as_of=float(as_of),
         created=created,
+        priority=int(row.priority),
+        timeout=None if row.timeout is None else float(row.timeout),
         unique_key=row.unique_key,
     )
 

@@ -25,7 +25,6 @@ from ._protocol import (
     Outcome,
     RetryPolicy,
     Status,
-    Submission,
     claim_not_recovered,
     claim_recovery_budget,
     claim_recovery_pause,
@@ -45,14 +44,12 @@ from ._validate import (
     MAX_BATCH,
     encode_json,
     error_text,
-    validate_attempts,
     validate_delay,
     validate_id,
     validate_limit,
     validate_payload_limit,
     validate_queues,
     validate_ttl,
-    validate_unique,
 )
 from .errors import InvalidArgument, JobNotFound, LeaseLost, StoreLost, StoreUnavailable
 from .models import Claim, Job, Lease
@@ -184,48 +181,6 @@ class Store(
         """The store's time, in seconds since the epoch."""
         return self._call("now", self._driver.now)
 
-    def submit(
-        self,
-        job_id: str,
-        payload: Any = None,
-        *,
-        queue: str = "default",
-        delay: float | timedelta = 0,
-        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-        conn: Any = None,
-        unique_key: str | None = None,
-        unique_for: float | timedelta | None = None,
-    ) -> Job:
-        """Add a job, ready ``delay`` seconds from now. An existing ``job_id`` is left as it is
-        and its current snapshot returned (submit is idempotent); ``job.created`` tells the
-        two apart (True: this call created it).
-
-        ``conn``: enqueue inside your own open transaction, on the store's database: a
-        psycopg connection (sync or async, as this store is) or a SQLAlchemy ``Session``
-        on a PostgreSQL store, a `sqlite3.Connection` on a SQLite store. The
-        job then exists if and only if your transaction commits; tenure neither begins nor
-        commits it (an autocommit connection outside a transaction block commits the
-        submit at once). Redis refuses with `InvalidArgument`.
-
-        ``unique_key``: a unique job (issue #18). While another job submitted with the same
-        key is unfinished (ready, scheduled or leased), or finished (done, dead, cancelled)
-        less than *its* ``unique_for`` seconds ago by store time, this submit creates
-        nothing and returns that job's snapshot with ``created=False`` (its ``job_id`` is
-        the other job's: compare it with yours), as an existing ``job_id`` does. An
-        existing ``job_id`` is answered first. ``unique_for`` (seconds or a timedelta, only
-        with a key): how long this job keeps the key after it finishes; None: only while
-        unfinished. Delete, purge, requeue, cancel: docs/reference.md, "Unique jobs"."""
-        job_id = validate_id("job_id", job_id)
-        queue = validate_id("queue", queue)
-        delay_s = validate_delay(delay)
-        max_attempts = validate_attempts(max_attempts)
-        payload_json = encode_json("payload", payload, self._payload_limit)
-        key, window = validate_unique(unique_key, unique_for)
-        submission = Submission(job_id, queue, payload_json, delay_s, max_attempts, key, window)
-        outcome = self._submit_one(submission, conn)
-        assert outcome.row is not None
-        return job_from_row(outcome.row, outcome.now, created=outcome.status == Status.APPLIED)
-
     def get(self, job_id: str) -> Job:
         """A snapshot of the job; raises `JobNotFound`."""
         job_id = validate_id("job_id", job_id)
@@ -279,8 +234,9 @@ class Store(
     def claim_next(
         self, owner: str, ttl: float | timedelta, *, queues: Sequence[str] = DEFAULT_QUEUES
     ) -> Lease | None:
-        """Claim the oldest claimable job of ``queues``: ready and due, or leased with an
-        expired lease. Returns None when there is none."""
+        """Claim the next claimable job of ``queues``: ready and due, or leased with an
+        expired lease; the highest priority first, then the oldest (by ``available_at``,
+        then submission). Returns None when there is none."""
         claimed = self._claim_rows(owner, ttl, 1, queues)
         return claimed[0][0] if claimed else None
 
@@ -292,7 +248,8 @@ class Store(
         *,
         queues: Sequence[str] = DEFAULT_QUEUES,
     ) -> list[Lease]:
-        """Claim up to ``limit`` jobs at once, oldest first, in one store operation."""
+        """Claim up to ``limit`` jobs at once, in `claim_next`'s order (highest priority,
+        then oldest), in one store operation."""
         claimed = self._claim_rows(owner, ttl, limit, queues)
         return [lease for lease, _, _ in claimed]
 

@@ -21,7 +21,9 @@ from ._validate import (
     validate_cursor,
     validate_delay,
     validate_id,
+    validate_job_timeout,
     validate_limit,
+    validate_priority,
     validate_unique,
     validate_wait_timeout,
 )
@@ -56,7 +58,8 @@ def no_shared_transaction(url: str) -> InvalidArgument:
 
 
 class AsyncJobsMixin:
-    """`submit_many`, transactional submit, `wait` and paged `jobs` of `AsyncStore`."""
+    """`submit`, `submit_many`, transactional submit, `wait` and paged `jobs` of
+    `AsyncStore`."""
 
     _driver: AsyncDriver
     _payload_limit: int
@@ -67,6 +70,60 @@ class AsyncJobsMixin:
 
     # -- submitting ---------------------------------------------------------------------
 
+    async def submit(
+        self,
+        job_id: str,
+        payload: Any = None,
+        *,
+        queue: str = "default",
+        delay: float | timedelta = 0,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        conn: Any = None,
+        priority: int = 0,
+        timeout: float | timedelta | None = None,
+        unique_key: str | None = None,
+        unique_for: float | timedelta | None = None,
+    ) -> Job:
+        """Add a job, ready ``delay`` seconds from now. An existing ``job_id`` is left as it is
+        and its current snapshot returned (submit is idempotent); ``job.created`` tells the
+        two apart (True: this call created it).
+
+        ``conn``: enqueue inside your own open transaction, on the store's database: a
+        psycopg connection (sync or async, as this store is) or a SQLAlchemy ``Session``
+        on a PostgreSQL store, a `sqlite3.Connection` on a SQLite store. The
+        job then exists if and only if your transaction commits; tenure neither begins nor
+        commits it (an autocommit connection outside a transaction block commits the
+        submit at once). Redis refuses with `InvalidArgument`.
+
+        ``priority``: an int from -2**31 to 2**31-1 (default 0); claims take the highest
+        priority first, and within one priority the oldest due job first. ``timeout``: the
+        job's own per-attempt timeout (seconds or a timedelta, 0.01 s to 366 days), which a
+        worker uses instead of its handler's; None: the handler's. An existing job keeps
+        its own (submit changes nothing on it).
+
+        ``unique_key``: a unique job (issue #18). While another job submitted with the same
+        key is unfinished (ready, scheduled or leased), or finished (done, dead, cancelled)
+        less than *its* ``unique_for`` seconds ago by store time, this submit creates
+        nothing and returns that job's snapshot with ``created=False`` (its ``job_id`` is
+        the other job's: compare it with yours), as an existing ``job_id`` does. An
+        existing ``job_id`` is answered first. ``unique_for`` (seconds or a timedelta, only
+        with a key): how long this job keeps the key after it finishes; None: only while
+        unfinished. Delete, purge, requeue, cancel: docs/reference.md, "Unique jobs"."""
+        job_id = validate_id("job_id", job_id)
+        queue = validate_id("queue", queue)
+        delay_s = validate_delay(delay)
+        max_attempts = validate_attempts(max_attempts)
+        priority = validate_priority(priority)
+        timeout_s = validate_job_timeout(timeout)
+        payload_json = encode_json("payload", payload, self._payload_limit)
+        key, window = validate_unique(unique_key, unique_for)
+        submission = Submission(
+            job_id, queue, payload_json, delay_s, max_attempts, priority, timeout_s, key, window
+        )
+        outcome = await self._submit_one(submission, conn)
+        assert outcome.row is not None
+        return job_from_row(outcome.row, outcome.now, created=outcome.status == Status.APPLIED)
+
     async def submit_many(
         self, jobs: Sequence[JobSpec | Mapping[str, Any]], *, conn: Any = None
     ) -> list[Job]:
@@ -76,8 +133,8 @@ class AsyncJobsMixin:
         tells new from existing.
 
         ``jobs``: `tenure.JobSpec` values or mappings with the same keys (``job_id``
-        required; ``payload``, ``queue``, ``delay``, ``max_attempts``, ``unique_key``,
-        ``unique_for`` as `submit`). At most
+        required; ``payload``, ``queue``, ``delay``, ``max_attempts``, ``priority``,
+        ``timeout``, ``unique_key``, ``unique_for`` as `submit`). At most
         1000, each id at most once (a repeated id is refused, like `complete_many`'s rule).
         Every element is checked before anything is sent: `InvalidArgument` names the
         element (``jobs[3].queue``) and nothing is submitted.
@@ -113,7 +170,14 @@ class AsyncJobsMixin:
 
         async def call() -> Outcome:
             return await self._driver.submit(
-                s.job_id, s.queue, s.payload, s.delay, s.max_attempts, **unique
+                s.job_id,
+                s.queue,
+                s.payload,
+                s.delay,
+                s.max_attempts,
+                s.priority,
+                s.timeout,
+                **unique,
             )
 
         return await self._call("submit", call)
@@ -176,6 +240,8 @@ class AsyncJobsMixin:
             validate_attempts(
                 fields.get("max_attempts", DEFAULT_MAX_ATTEMPTS), f"{where}.max_attempts"
             ),
+            validate_priority(fields.get("priority", 0), f"{where}.priority"),
+            validate_job_timeout(fields.get("timeout"), f"{where}.timeout"),
             *validate_unique(fields.get("unique_key"), fields.get("unique_for"), f"{where}."),
         )
 

@@ -25,7 +25,9 @@ __all__ = [
     "MAX_BATCH",
     "MAX_GENERATION",
     "MAX_ID_LENGTH",
+    "MAX_PRIORITY",
     "MAX_TTL",
+    "MIN_PRIORITY",
     "MAX_UNIQUE_FOR",
     "MIN_TTL",
     "PURGE_BATCH",
@@ -41,8 +43,10 @@ __all__ = [
     "validate_flag",
     "validate_generation",
     "validate_id",
+    "validate_job_timeout",
     "validate_limit",
     "validate_payload_limit",
+    "validate_priority",
     "validate_queues",
     "validate_real",
     "validate_reason",
@@ -185,6 +189,31 @@ def validate_attempts(value: object, argument: str = "max_attempts") -> int:
     if not 1 <= value <= MAX_ATTEMPTS:
         raise InvalidArgument(argument, f"must be from 1 to {MAX_ATTEMPTS}, got {value}")
     return value
+
+
+# Job priorities (issue #18): a 32-bit signed integer, what every store keeps exactly (a
+# PostgreSQL integer column, SQLite's integer, a Lua number in Redis). Higher runs first.
+MIN_PRIORITY = -(2**31)
+MAX_PRIORITY = 2**31 - 1
+
+
+def validate_priority(value: object, argument: str = "priority") -> int:
+    """A job's priority: an int (not a bool) from -2**31 to 2**31-1; claims take the highest
+    first."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgument(argument, f"must be an int, not {type(value).__name__}")
+    if not MIN_PRIORITY <= value <= MAX_PRIORITY:
+        raise InvalidArgument(
+            argument,
+            f"must be from -2**31 to 2**31-1 ({MIN_PRIORITY} to {MAX_PRIORITY}), got {value}",
+        )
+    return value
+
+
+def validate_job_timeout(value: object, argument: str = "timeout") -> float | None:
+    """A job's own per-attempt timeout: None (the handler's applies), or seconds / a
+    timedelta as for a handler's `validate_timeout`."""
+    return None if value is None else validate_timeout(value, argument)
 
 
 def validate_payload_limit(value: object, argument: str = "payload_limit") -> int:

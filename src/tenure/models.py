@@ -164,6 +164,10 @@ class Job:
     created the job, False when the id existed already (submit is idempotent and left it
     unchanged). It is None on every other snapshot.
 
+    ``priority``: claims take the highest first, oldest first within one priority (issue
+    #18; 0 by default). ``timeout``: the job's own per-attempt timeout in seconds, which a
+    worker uses instead of its handler's (None: the handler's applies).
+
     ``unique_key`` is the key the job was submitted with (None: none; see `Store.submit`'s
     ``unique_key``). A job with a key keeps it on its snapshots after it stops holding it.
     """
@@ -184,6 +188,8 @@ class Job:
     updated_at: float
     as_of: float
     created: bool | None = None
+    priority: int = 0
+    timeout: float | None = None
     unique_key: str | None = None
 
     @property
@@ -213,6 +219,8 @@ class Job:
             "updated_at": self.updated_at,
             "as_of": self.as_of,
             "created": self.created,
+            "priority": self.priority,
+            "timeout": self.timeout,
             "unique_key": self.unique_key,
         }
 
@@ -239,6 +247,8 @@ class JobSpec:
     queue: str = "default"
     delay: float | timedelta = 0
     max_attempts: int = 5  # submit's default (tenure.DEFAULT_MAX_ATTEMPTS)
+    priority: int = 0
+    timeout: float | timedelta | None = None
     unique_key: str | None = None
     unique_for: float | timedelta | None = None
 

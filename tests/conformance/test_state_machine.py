@@ -10,7 +10,8 @@ the rule that repeating an operation that already took effect succeeds (the same
 with the same result or error: another settle of an ended lease is refused). Hypothesis
 drives a real store and the model with the same random sequence of operations (several
 owners, stale and forged leases, the clock moving forwards and being stepped backwards) and
-compares every answer and every job after every step.
+compares every answer and every job after every step. Jobs carry priorities (issue #18):
+the model's claims take the highest priority first, then the oldest (available_at, seq).
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ class ModelJob:
     seq: int
     max_attempts: int
     available_at: float
+    priority: int = 0
     state: str = "ready"
     owner: str | None = None
     generation: int = 0
@@ -139,10 +141,14 @@ class Model:
         self.floor = max(self.floor, now)
         return self.floor
 
-    def submit(self, job_id: str, queue: str, delay: float, max_attempts: int) -> ModelJob:
+    def submit(
+        self, job_id: str, queue: str, delay: float, max_attempts: int, priority: int = 0
+    ) -> ModelJob:
         now = self.tick()
         if job_id not in self.jobs:
-            self.jobs[job_id] = ModelJob(job_id, queue, next(self.seq), max_attempts, now + delay)
+            self.jobs[job_id] = ModelJob(
+                job_id, queue, next(self.seq), max_attempts, now + delay, priority
+            )
         return self.jobs[job_id]
 
     def submit_unique(
@@ -219,7 +225,8 @@ class Model:
             ]
             if not due:
                 break
-            job = min(due, key=lambda j: (j.available_at, j.seq))
+            # The highest priority first, then the oldest (issue #18).
+            job = min(due, key=lambda j: (-j.priority, j.available_at, j.seq))
             if job.state == "leased" and job.attempts >= job.max_attempts:
                 self._bury(job, now)
                 continue
@@ -400,6 +407,7 @@ class Model:
 # -- the machine ---------------------------------------------------------------------------
 
 OWNERS = st.sampled_from(["A", "B", "C"])
+PRIORITIES = st.sampled_from([0, 0, 1, -1, 7])
 TTLS = st.sampled_from([1.0, 2.0, 5.0, 10.0])
 HOLDER_OPS = ("renew", "complete", "release", "fail")
 Pair = tuple[tenure.Lease, ModelLease]
@@ -482,23 +490,29 @@ class LeaseProtocol(RuleBasedStateMachine):
     @initialize(max_attempts=st.lists(st.sampled_from([1, 2, 3, 5]), min_size=3, max_size=3))
     def some_jobs(self, max_attempts: list[int]) -> None:
         for index, attempts in enumerate(max_attempts):
-            self._submit(index, index % 2, 0.0, attempts)
+            self._submit(index, index % 2, 0.0, attempts, index % 2)
 
     @rule(
         job=st.integers(0, 3),
         queue=st.integers(0, 1),
         delay=st.sampled_from([0.0, 0.0, 1.0, 5.0]),
         max_attempts=st.sampled_from([1, 2, 3, 5]),
+        priority=PRIORITIES,
     )
-    def submit(self, job: int, queue: int, delay: float, max_attempts: int) -> None:
-        self._submit(job, queue, delay, max_attempts)
+    def submit(self, job: int, queue: int, delay: float, max_attempts: int, priority: int) -> None:
+        self._submit(job, queue, delay, max_attempts, priority)
 
-    def _submit(self, job: int, queue: int, delay: float, max_attempts: int) -> None:
+    def _submit(self, job: int, queue: int, delay: float, max_attempts: int, priority: int) -> None:
         job_id, queue_name = self.job_ids[job], self.queues[queue]
         real = self.store.submit(
-            job_id, {"job": job}, queue=queue_name, delay=delay, max_attempts=max_attempts
+            job_id,
+            {"job": job},
+            queue=queue_name,
+            delay=delay,
+            max_attempts=max_attempts,
+            priority=priority,
         )
-        expected = self.model.submit(job_id, queue_name, delay, max_attempts)
+        expected = self.model.submit(job_id, queue_name, delay, max_attempts, priority)
         assert (real.queue, real.state, real.generation, real.max_attempts) == (
             expected.queue,
             expected.state,
@@ -511,19 +525,29 @@ class LeaseProtocol(RuleBasedStateMachine):
         queue=st.integers(0, 1),
         delay=st.sampled_from([0.0, 0.0, 1.0, 5.0]),
         max_attempts=st.sampled_from([1, 2, 3, 5]),
+        priority=PRIORITIES,
     )
-    def submit_many(self, jobs: list[int], queue: int, delay: float, max_attempts: int) -> None:
+    def submit_many(
+        self, jobs: list[int], queue: int, delay: float, max_attempts: int, priority: int
+    ) -> None:
         """Issue #17: a batch is each submit in order, at one store time."""
         specs = [
             tenure.JobSpec(
-                self.job_ids[job], {"job": job}, self.queues[(job + queue) % 2], delay, max_attempts
+                self.job_ids[job],
+                {"job": job},
+                self.queues[(job + queue) % 2],
+                delay,
+                max_attempts,
+                priority + job % 2,  # two priorities in most batches
             )
             for job in jobs
         ]
         new = [spec.job_id not in self.model.jobs for spec in specs]
         answers = self.store.submit_many(specs)
         for spec, real, created in zip(specs, answers, new, strict=True):
-            expected = self.model.submit(spec.job_id, spec.queue, delay, max_attempts)
+            expected = self.model.submit(
+                spec.job_id, spec.queue, delay, max_attempts, spec.priority
+            )
             assert real.job_id == spec.job_id
             assert real.created is created
             assert (real.queue, real.state, real.generation) == (
@@ -823,6 +847,7 @@ class LeaseProtocol(RuleBasedStateMachine):
 
     @staticmethod
     def same_job(real: tenure.Job, expected: ModelJob) -> None:
+        assert real.priority == expected.priority, (real, expected)
         assert (real.state, real.owner, real.generation, real.attempts, real.max_attempts) == (
             expected.state,
             expected.owner,

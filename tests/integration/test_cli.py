@@ -217,8 +217,8 @@ def test_list_reflects_claims_made_through_the_library(cli: Any, url: str) -> No
     jobs = listed(cli("jobs", "list", "--state", "leased", "--json"))
     assert [(j["job_id"], j["owner"], j["generation"]) for j in jobs] == [("a", "worker-1", 1)]
     table = ok(cli("jobs", "list")).stdout.splitlines()
-    assert table[0].split() == ["JOB", "QUEUE", "STATE", "GEN", "OWNER", "ATTEMPTS", "WHEN"]
-    assert table[1].split()[:6] == ["a", "default", "leased", "1", "worker-1", "1/5"]
+    assert table[0].split() == ["JOB", "QUEUE", "PRI", "STATE", "GEN", "OWNER", "ATTEMPTS", "WHEN"]
+    assert table[1].split()[:7] == ["a", "default", "0", "leased", "1", "worker-1", "1/5"]
     assert "lease ends in" in table[1]
 
 

@@ -151,7 +151,7 @@ def test_migrations_catalog_detects_a_difference(admin: Any, two_schemas: tuple[
     migrate(admin, first)
     migrate(admin, second)
     assert catalog(admin, first) == catalog(admin, second)
-    admin.execute(f'DROP INDEX "{second}".tenure_jobs_claimable')
+    admin.execute(f'DROP INDEX "{second}".tenure_jobs_queued')
     assert catalog(admin, first) != catalog(admin, second)
 
 

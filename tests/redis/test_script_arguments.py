@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import tenure
-from tenure._protocol import Completion, hash_secret, settle_receipt
+from tenure._protocol import Completion, Submission, hash_secret, settle_receipt
 
 BAD_SECONDS = [float("nan"), float("inf"), float("-inf"), -1.0, 0.0, 1e300]
 
@@ -99,11 +99,35 @@ def test_the_scripts_limits_are_the_clients() -> None:
     from tenure._resources import load_text
 
     lib = load_text("tenure.stores.redis", "lua/_lib.lua")
-    limits = r"^local (MIN_TTL|MAX_TTL|MAX_DELAY|MAX_ATTEMPTS) = (\S+)$"
+    limits = r"^local (MIN_TTL|MAX_TTL|MAX_DELAY|MAX_ATTEMPTS|MIN_PRIORITY|MAX_PRIORITY) = (\S+)$"
     stated = dict(re.findall(limits, lib, re.M))
     assert {name: float(value) for name, value in stated.items()} == {
         "MIN_TTL": _validate.MIN_TTL,
         "MAX_TTL": _validate.MAX_TTL,
         "MAX_DELAY": _validate.MAX_DELAY,
         "MAX_ATTEMPTS": float(_validate.MAX_ATTEMPTS),
+        "MIN_PRIORITY": float(_validate.MIN_PRIORITY),
+        "MAX_PRIORITY": float(_validate.MAX_PRIORITY),
     }
+
+
+@pytest.mark.parametrize(
+    ("priority", "timeout"),
+    [(2**31, None), (-(2**31) - 1, None), (1.5, None), (0, 0.0), (0, float("nan")), (0, 1e300)],
+)
+def test_a_refused_priority_or_timeout_writes_nothing(
+    real_store: tenure.Store, raw: Any, prefix: str, priority: Any, timeout: Any
+) -> None:
+    # Issue #18: submit and submit_many check both before their first write.
+    real_store.submit("K")
+    driver = real_store._driver
+    before = everything(raw, prefix)
+    batch = [Submission("new", "default", None, 0.0, 5, priority, timeout)]
+    for call in (
+        lambda: driver.submit("new", "default", None, 0.0, 5, priority, timeout),
+        lambda: driver.submit_many(batch),
+    ):
+        with pytest.raises(tenure.InvalidArgument) as caught:
+            call()
+        assert caught.value.argument in ("priority", "timeout"), caught.value
+        assert everything(raw, prefix) == before, (priority, timeout)

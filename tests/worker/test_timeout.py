@@ -9,6 +9,7 @@ the real clock with 0.3 s timeouts, and one on every backend.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import threading
@@ -16,7 +17,6 @@ import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import anyio
@@ -378,17 +378,44 @@ def test_the_worker_default_applies_to_handlers_without_one(
     assert store.get("J").error == "timeout: handler ran longer than 1.5 s"
 
 
-def test_a_job_timeout_overrides_the_handler_once_jobs_carry_one() -> None:
-    # Jobs have no timeout field yet; the worker reads one if a job carries it.
-    worker = tenure.Worker()
-    worker.register("a", apps.return_payload, timeout=5)
-    worker.register("b", apps.return_payload)
-    own, none = worker.handlers["a"], worker.handlers["b"]
-    job: Any = SimpleNamespace()
-    assert (attempt_timeout(job, own, 9.0), attempt_timeout(job, none, 9.0)) == (5.0, 9.0)
-    assert attempt_timeout(job, none, None) is None
-    assert attempt_timeout(SimpleNamespace(timeout=2), own, 9.0) == 2.0  # type: ignore[arg-type]
-    assert attempt_timeout(SimpleNamespace(timeout=None), own, 9.0) == 5.0  # type: ignore[arg-type]
+def test_a_jobs_own_timeout_overrides_the_handlers(
+    make_worker: MakeWorker, store: tenure.Store, clock: tenure.ManualClock
+) -> None:
+    # submit(timeout=...) is the job's own (issue #18): shorter or longer than its handler's.
+    worker = make_worker(timeout=TIMEOUT, concurrency=2)
+    started: list[str] = []
+
+    @worker.handler("q", timeout=TIMEOUT)
+    async def forever(ctx: JobContext) -> None:
+        started.append(ctx.job_id)
+        await anyio.sleep(60)
+
+    store.submit("short", queue="q", timeout=1.5, max_attempts=1)
+    store.submit("long", queue="q", timeout=3 * TTL, max_attempts=1)
+    with running(worker):
+        wait_until(lambda: len(started) == 2, what="both handlers")
+        clock.advance(1.6)  # past the short job's own timeout only
+        wait_until(lambda: store.get("short").state == "dead", what="the short job's end")
+        for step in range(1, 4):  # past the handler's 5 s: the long job's own 30 s holds
+            clock.advance(TTL / 3)
+            wait_until(lambda s=step: worker.stats()["renewals"] >= s, what=f"renewal {step}")
+        assert store.get("long").state == "leased"
+        for step in range(4, 10):  # on, renewal by renewal, to past its 30 s
+            clock.advance(TTL / 3)
+            wait_until(
+                lambda s=step: worker.stats()["renewals"] >= s or worker.stats()["timeouts"] == 2,
+                what=f"renewal {step}",
+            )
+        wait_until(lambda: store.get("long").state == "dead", what="the long job's end")
+    assert store.get("short").error == "timeout: handler ran longer than 1.5 s"
+    assert store.get("long").error == "timeout: handler ran longer than 30 s"
+    assert worker.stats()["timeouts"] == 2
+    own = worker.handlers["q"]
+    none = dataclasses.replace(own, timeout=None)
+    plain = store.submit("plain", queue="other")
+    assert (attempt_timeout(plain, own, 9.0), attempt_timeout(plain, none, 9.0)) == (5.0, 9.0)
+    assert attempt_timeout(plain, none, None) is None
+    assert attempt_timeout(store.get("short"), own, 9.0) == 1.5
 
 
 # -- on the real clock -------------------------------------------------------------------

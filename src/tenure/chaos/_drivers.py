@@ -62,9 +62,13 @@ class PassThroughDriver:
         payload: str | None,
         delay: float,
         max_attempts: int,
+        priority: int = 0,
+        timeout: float | None = None,
         **unique: Any,  # unique_key, unique_for (issue #18): passed through
     ) -> Outcome:
-        return self._inner.submit(job_id, queue, payload, delay, max_attempts, **unique)
+        return self._inner.submit(
+            job_id, queue, payload, delay, max_attempts, priority, timeout, **unique
+        )
 
     def claim(self, job_id: str, owner: str, ttl: float, secret_hash: str) -> Outcome:
         return self._inner.claim(job_id, owner, ttl, secret_hash)
@@ -166,11 +170,15 @@ class RecordingDriver(PassThroughDriver):
         payload: str | None,
         delay: float,
         max_attempts: int,
+        priority: int = 0,
+        timeout: float | None = None,
         **unique: Any,  # unique_key, unique_for (issue #18): passed through
     ) -> Outcome:
         op = self._rec.invoke("submit", job=job_id, queue=queue, max_attempts=max_attempts)
         try:
-            outcome = self._inner.submit(job_id, queue, payload, delay, max_attempts, **unique)
+            outcome = self._inner.submit(
+                job_id, queue, payload, delay, max_attempts, priority, timeout, **unique
+            )
         except BaseException as exc:
             self._rec.end(op, "submit", _ended(exc), error=str(exc)[:300])
             raise

@@ -78,9 +78,13 @@ class AsyncPassThroughDriver:
         payload: str | None,
         delay: float,
         max_attempts: int,
+        priority: int = 0,
+        timeout: float | None = None,
         **unique: Any,  # unique_key, unique_for (issue #18): passed through
     ) -> Outcome:
-        return await self._inner.submit(job_id, queue, payload, delay, max_attempts, **unique)
+        return await self._inner.submit(
+            job_id, queue, payload, delay, max_attempts, priority, timeout, **unique
+        )
 
     async def claim(self, job_id: str, owner: str, ttl: float, secret_hash: str) -> Outcome:
         return await self._inner.claim(job_id, owner, ttl, secret_hash)
@@ -184,12 +188,14 @@ class AsyncRecordingDriver(AsyncPassThroughDriver):
         payload: str | None,
         delay: float,
         max_attempts: int,
+        priority: int = 0,
+        timeout: float | None = None,
         **unique: Any,  # unique_key, unique_for (issue #18): passed through
     ) -> Outcome:
         op = self._rec.invoke("submit", job=job_id, queue=queue, max_attempts=max_attempts)
         try:
             outcome = await self._inner.submit(
-                job_id, queue, payload, delay, max_attempts, **unique
+                job_id, queue, payload, delay, max_attempts, priority, timeout, **unique
             )
         except BaseException as exc:
             self._rec.end(op, "submit", _ended(exc), error=str(exc)[:300])

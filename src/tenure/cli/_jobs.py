@@ -90,15 +90,34 @@ class _Submission:
     queue: str
     delay: float
     max_attempts: int
+    # Issue #18: checked by the store (its errors name the line, see _submit_many).
+    priority: Any = 0
+    timeout: Any = None
     unique_key: Any = None  # issue #18; checked by the store (jobs[i].unique_key)
     unique_for: Any = None
 
 
-_LINE_KEYS = {"job_id", "payload", "queue", "delay", "max_attempts", "unique_key", "unique_for"}
+_LINE_KEYS = {
+    "job_id",
+    "payload",
+    "queue",
+    "delay",
+    "max_attempts",
+    "priority",
+    "timeout",
+    "unique_key",
+    "unique_for",
+}
 
 
 def _read_submissions(
-    stream: IO[str], name: str, queue: str, delay: float, max_attempts: int
+    stream: IO[str],
+    name: str,
+    queue: str,
+    delay: float,
+    max_attempts: int,
+    priority: int = 0,
+    timeout: float | None = None,
 ) -> list[_Submission]:
     """``--from-file``: one JSON object per line (blank lines skipped), every line checked
     before any job is submitted; the options are the defaults of each line."""
@@ -141,6 +160,8 @@ def _read_submissions(
                 line_queue,
                 line_delay,
                 line_attempts,
+                line.get("priority", priority),
+                line.get("timeout", timeout),
                 line.get("unique_key"),
                 line.get("unique_for"),
             )
@@ -163,14 +184,28 @@ def _read_submissions(
     help="Claims allowed before the job is dead.",
 )
 @click.option(
+    "--priority",
+    type=int,
+    default=0,
+    metavar="P",
+    help="Claims take the highest priority first (-2147483648 to 2147483647; default 0).",
+)
+@click.option(
+    "--timeout",
+    type=float,
+    default=None,
+    metavar="S",
+    help="The job's own per-attempt timeout in seconds (default: its handler's).",
+)
+@click.option(
     "--from-file",
     "from_file",
     type=click.File("r", encoding="utf-8"),
     default=None,
     metavar="JSONL",
     help='Submit many jobs: one JSON object per line, e.g. {"job_id": "a", "payload": {...}, '
-    '"queue": "q", "delay": 0, "max_attempts": 5, "unique_key": "k", "unique_for": 60} '
-    "(the options give the defaults); "
+    '"queue": "q", "delay": 0, "max_attempts": 5, "priority": 0, "timeout": null, '
+    '"unique_key": "k", "unique_for": 60} (the options give the defaults); '
     "'-' reads stdin.",
 )
 @click.option(
@@ -196,6 +231,8 @@ def submit(
     queue: str,
     delay: float,
     max_attempts: int,
+    priority: int,
+    timeout: float | None,
     from_file: IO[str] | None,
     unique_key: str | None,
     unique_for: float | None,
@@ -208,7 +245,8 @@ def submit(
                 "--from-file", "give either JOB_ID (and --payload, --unique-key) or a file"
             )
         name = "stdin" if from_file.name == "<stdin>" else from_file.name
-        _submit_many(state, _read_submissions(from_file, name, queue, delay, max_attempts), name)
+        wanted = _read_submissions(from_file, name, queue, delay, max_attempts, priority, timeout)
+        _submit_many(state, wanted, name)
         return
     if job_id is None:
         raise InvalidArgument("JOB_ID", "missing: give a job id, or --from-file JSONL")
@@ -218,6 +256,8 @@ def submit(
         queue=queue,
         delay=delay,
         max_attempts=max_attempts,
+        priority=priority,
+        timeout=timeout,
         unique_key=unique_key,
         unique_for=unique_for,
     )
@@ -254,6 +294,8 @@ def _submit_many(state: CliState, wanted: list[_Submission], name: str) -> None:
                         item.queue,
                         item.delay,
                         item.max_attempts,
+                        item.priority,
+                        item.timeout,
                         item.unique_key,
                         item.unique_for,
                     )
@@ -369,11 +411,12 @@ def list_jobs(
         out.line(f"no jobs{' with ' + filters if filters else ''} in {store.url}")
         return
     out.table(
-        ["job", "queue", "state", "gen", "owner", "attempts", "when"],
+        ["job", "queue", "pri", "state", "gen", "owner", "attempts", "when"],
         [
             [
                 job.job_id,
                 job.queue,
+                str(job.priority),
                 _state_cell(job),
                 str(job.generation),
                 job.owner or "-",
@@ -487,6 +530,8 @@ def _show_job(state: CliState, job: Job) -> None:
         [
             ("job", job.job_id),
             ("queue", job.queue),
+            ("priority", str(job.priority)),
+            ("timeout", "handler's" if job.timeout is None else f"{job.timeout:g} s"),
             ("state", _state_cell(job)),
             ("when", _when(job)),
             ("generation", str(job.generation)),

@@ -37,11 +37,15 @@ class ThreadedDriver:
         payload: str | None,
         delay: float,
         max_attempts: int,
+        priority: int = 0,
+        timeout: float | None = None,
         *,
         unique_key: str | None = None,
         unique_for: float | None = None,
     ) -> Outcome:
-        call = partial(self.sync.submit, job_id, queue, payload, delay, max_attempts)
+        call = partial(
+            self.sync.submit, job_id, queue, payload, delay, max_attempts, priority, timeout
+        )
         if unique_key is not None:  # only then: a driver without unique keys still works
             call = partial(call, unique_key=unique_key, unique_for=unique_for)
         return await anyio.to_thread.run_sync(call)

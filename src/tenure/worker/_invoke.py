@@ -162,11 +162,10 @@ class Invoker:
 
 def attempt_timeout(job: Job, handler: Handler, default: float | None) -> float | None:
     """The timeout of one attempt, in seconds (None: none): the job's own if it has one,
-    else the handler's, else the worker's. Jobs carry no timeout of their own yet; once the
-    store keeps one (`Job.timeout`, seconds or None), it is read here."""
-    own = getattr(job, "timeout", None)
-    if isinstance(own, (int, float)) and not isinstance(own, bool) and own > 0:
-        return float(own)
+    else the handler's, else the worker's (`Job.timeout`: set by ``submit(timeout=...)``,
+    checked there)."""
+    if job.timeout is not None:
+        return job.timeout
     return handler.timeout if handler.timeout is not None else default
 
 

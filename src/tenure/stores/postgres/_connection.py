@@ -168,6 +168,8 @@ def submission_params(s: Submission, now: float | None) -> dict[str, Any]:
         "payload": s.payload,
         "delay": float(s.delay),
         "max_attempts": s.max_attempts,
+        "priority": s.priority,
+        "timeout": s.timeout,
         "unique_key": s.unique_key,
         "unique_for": s.unique_for,
         "now": now,

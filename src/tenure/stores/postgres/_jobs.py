@@ -47,6 +47,8 @@ def submit_params(batch: Sequence[Submission], now: float | None) -> dict[str, A
         "delays": [float(s.delay) for s in batch],
         "max_attempts": [s.max_attempts for s in batch],
         "now": now,
+        "priorities": [s.priority for s in batch],
+        "timeouts": [s.timeout for s in batch],
     }
 
 
@@ -74,7 +76,8 @@ def joined_connection(conn: Any) -> Any:
 
 
 class JobsMixin:
-    """`submit_many`, `submit_joined`, `wait_job` and `list_jobs` of `PostgresDriver`."""
+    """`submit`, `submit_many`, `submit_joined`, `wait_job` and `list_jobs` of
+    `PostgresDriver`."""
 
     if TYPE_CHECKING:
         store_id: str
@@ -109,12 +112,24 @@ class JobsMixin:
         payload: str | None,
         delay: float,
         max_attempts: int,
+        priority: int = 0,
+        timeout: float | None = None,
         *,
         unique_key: str | None = None,
         unique_for: float | None = None,
     ) -> Outcome:
         if unique_key is not None:
-            keyed = Submission(job_id, queue, payload, delay, max_attempts, unique_key, unique_for)
+            keyed = Submission(
+                job_id,
+                queue,
+                payload,
+                delay,
+                max_attempts,
+                priority,
+                timeout,
+                unique_key,
+                unique_for,
+            )
             return self._submit_unique(keyed)
         params = {
             "job_id": job_id,
@@ -123,6 +138,8 @@ class JobsMixin:
             "delay": delay,
             "max_attempts": max_attempts,
             "now": self._now(),
+            "priority": priority,
+            "timeout": timeout,
         }
         rows = self._rows("submit", self._sql["submit"], params)
         if rows:

@@ -209,6 +209,8 @@ class RedisDriver(RedisControl, JobsMixin, RedisSchedules):
         payload: str | None,
         delay: float,
         max_attempts: int,
+        priority: int = 0,
+        timeout: float | None = None,
         *,
         unique_key: str | None = None,
         unique_for: float | None = None,
@@ -232,6 +234,8 @@ class RedisDriver(RedisControl, JobsMixin, RedisSchedules):
             "0" if payload is None else "1",
             repr(float(delay)),
             str(max_attempts),
+            str(priority),
+            "" if timeout is None else repr(float(timeout)),
         ]
         if unique_key is not None:  # issue #18: the key's pointer, the key, its window
             keys.append(k.unique(unique_key))

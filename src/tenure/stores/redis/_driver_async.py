@@ -219,6 +219,8 @@ class AsyncRedisDriver(AsyncRedisControl, AsyncJobsMixin, AsyncRedisSchedules):
         payload: str | None,
         delay: float,
         max_attempts: int,
+        priority: int = 0,
+        timeout: float | None = None,
         *,
         unique_key: str | None = None,
         unique_for: float | None = None,
@@ -242,6 +244,8 @@ class AsyncRedisDriver(AsyncRedisControl, AsyncJobsMixin, AsyncRedisSchedules):
             "0" if payload is None else "1",
             repr(float(delay)),
             str(max_attempts),
+            str(priority),
+            "" if timeout is None else repr(float(timeout)),
         ]
         if unique_key is not None:  # issue #18: the key's pointer, the key, its window
             keys.append(k.unique(unique_key))

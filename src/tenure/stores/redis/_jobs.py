@@ -71,6 +71,8 @@ class JobsMixin:
                     s.payload,
                     repr(float(s.delay)),
                     str(s.max_attempts),
+                    str(s.priority),
+                    None if s.timeout is None else repr(float(s.timeout)),
                     *unique_args(k, s.unique_key, s.unique_for),
                 )
             )

@@ -286,12 +286,24 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin, SQLiteSchedules):
         payload: str | None,
         delay: float,
         max_attempts: int,
+        priority: int = 0,
+        timeout: float | None = None,
         *,
         unique_key: str | None = None,
         unique_for: float | None = None,
     ) -> Outcome:
         if unique_key is not None:
-            keyed = Submission(job_id, queue, payload, delay, max_attempts, unique_key, unique_for)
+            keyed = Submission(
+                job_id,
+                queue,
+                payload,
+                delay,
+                max_attempts,
+                priority,
+                timeout,
+                unique_key,
+                unique_for,
+            )
             return self._write("submit", lambda cur, now: submit_one(cur, now, keyed))
         params: dict[str, Any] = {
             "job_id": job_id,
@@ -299,6 +311,8 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin, SQLiteSchedules):
             "payload": payload,
             "delay": delay,
             "max_attempts": max_attempts,
+            "priority": priority,
+            "timeout": timeout,
         }
 
         def body(cur: sqlite3.Cursor, now: float) -> Outcome:
@@ -341,7 +355,8 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin, SQLiteSchedules):
         queues: Sequence[str],
         secret_hashes: Sequence[str],
     ) -> list[Outcome]:
-        """claim_next's body: one claim per secret hash, oldest job first, and each job
+        """claim_next's body: one claim per secret hash, highest priority then oldest job
+        first, and each job
         buried on the way (see `Driver.claim_next`)."""
         claimed: list[Outcome] = []
         pick_params: dict[str, Any] = {
@@ -351,15 +366,15 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin, SQLiteSchedules):
         }
         for secret_hash in secret_hashes:
             while True:
-                # The oldest head of the given queues: by (available_at, seq), the first
-                # queue winning a tie.
-                best, best_key = None, (0.0, 0)
+                # The best head of the given queues: the highest priority, then the oldest
+                # by (available_at, seq), the first queue winning a tie.
+                best, best_key = None, (0, 0.0, 0)
                 for queue in queues:
                     pick_params["queue"] = queue
                     found = cur.execute(PICK, pick_params).fetchone()
                     if found is not None:
                         pick = Pick._make(found)
-                        key = (pick.available_at, pick.seq)
+                        key = (-pick.priority, pick.available_at, pick.seq)
                         if best is None or key < best_key:
                             best, best_key = pick, key
                 if best is None:

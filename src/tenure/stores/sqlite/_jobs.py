@@ -54,6 +54,8 @@ def submit_each(cur: sqlite3.Cursor, now: float, batch: Sequence[Submission]) ->
                 "delay": s.delay,
                 "max_attempts": s.max_attempts,
                 "now": now,
+                "priority": s.priority,
+                "timeout": s.timeout,
             }
             for s in batch
             if s.job_id not in existing

@@ -78,6 +78,7 @@ class Pick(NamedTuple):
     max_attempts: int
     available_at: float
     seq: int
+    priority: int
 
 
 def read_row(cur: sqlite3.Cursor, statement: str, params: dict[str, Any]) -> JobRow | None:

@@ -50,6 +50,8 @@ def _params(s: Submission, now: float) -> dict[str, object]:
         "payload": s.payload,
         "delay": s.delay,
         "max_attempts": s.max_attempts,
+        "priority": s.priority,
+        "timeout": s.timeout,
         "now": now,
         "unique_key": s.unique_key,
         "unique_for": s.unique_for,

@@ -1,36 +1,75 @@
 -- The CTEs of a batch claim (included by claim_next.sql and complete_and_claim.sql, after
--- "clock"): pick up to %(limit)s of the oldest claimable jobs of %(queues)b, lease them to
--- %(owner)s ("claimed"; the i-th, oldest first, gets the i-th of %(secret_hashes)b), and
--- bury those whose expired lease was their last allowed attempt ("buried"). Both return
--- answer rows: status, the job's columns, store time, raced (false), position.
--- Per queue, the pick walks tenure_jobs_claimable from its start (O(log n)) and skips rows
--- other workers are locking right now (SKIP LOCKED), so workers never queue behind each
--- other.
-picked AS MATERIALIZED (
-    SELECT c.job_id, c.available_at, c.seq,
-           c.state = 'leased' AND c.attempts >= c.max_attempts AS buryable
+-- "clock"): pick up to %(limit)s claimable jobs of %(queues)b, the highest priority first,
+-- then the oldest by (available_at, seq); lease them to %(owner)s ("claimed"; the i-th in
+-- that order gets the i-th of %(secret_hashes)b), and bury those whose expired lease was
+-- their last allowed attempt ("buried"). Both return answer rows: status, the job's
+-- columns, store time, raced (false), position.
+--
+-- Issue #18, priorities: the pick has two paths per queue, merged in claim order.
+--   * ready: walks tenure_jobs_queued (queue, priority DESC, run_at, seq) from the queue's
+--     start, O(log n) whatever the backlog. run_at is a ready job's available_at (a
+--     generated column, NULL otherwise): the index holds no column a renewal writes.
+--   * expired leases: walks tenure_jobs_leased (queue, ...), the leases held in the queue:
+--     bounded by how many jobs are held at once, not by the backlog. The lease's end is not
+--     in that index on purpose: renewals change it, and an index on it would make every
+--     renewal a non-HOT update (tests/postgres/test_hot.py measures the ratio).
+-- Each path takes at most %(limit)s rows, so the merge sees every row that can be among
+-- the first %(limit)s. Both skip rows other workers are locking right now (SKIP
+-- LOCKED), so workers never queue behind each other. A paused queue is left out before
+-- either walk: a condition on q alone (one primary-key probe of the small tenure_queues).
+-- Each path is a CTE of its own (PostgreSQL locks rows in neither branch of a UNION).
+ready_picked AS MATERIALIZED (
+    SELECT c.job_id, c.priority, c.available_at, c.seq, false AS buryable
     FROM unnest(%(queues)b::text[]) AS q (queue)
     CROSS JOIN LATERAL (
-        SELECT j.job_id, j.state, j.attempts, j.max_attempts, j.available_at, j.seq
+        SELECT j.job_id, j.priority, j.available_at, j.seq
         FROM {schema}.tenure_jobs AS j
         WHERE j.queue = q.queue
-          AND j.state IN ('ready', 'leased')
-          AND j.available_at <= (SELECT now FROM clock)
+          AND j.state = 'ready'
+          AND j.run_at <= (SELECT now FROM clock)
           AND j.generation < %(max_generation)s::bigint
-        ORDER BY j.available_at, j.seq
+        ORDER BY j.priority DESC, j.run_at, j.seq
         LIMIT %(limit)s
         FOR NO KEY UPDATE SKIP LOCKED
     ) AS c
-    -- A paused queue is left out: a condition on q alone, so it filters the queues before
-    -- their walk (one primary-key probe of the small tenure_queues each), and the pick
-    -- stays on tenure_jobs_claimable.
     WHERE NOT EXISTS (SELECT FROM {schema}.tenure_queues AS p
                       WHERE p.queue = q.queue AND p.paused)
-    ORDER BY c.available_at, c.seq
+    ORDER BY c.priority DESC, c.available_at, c.seq
+    LIMIT %(limit)s
+),
+expired_picked AS MATERIALIZED (
+    SELECT c.job_id, c.priority, c.available_at, c.seq, c.attempts >= c.max_attempts AS buryable
+    FROM unnest(%(queues)b::text[]) AS q (queue)
+    CROSS JOIN LATERAL (
+        SELECT j.job_id, j.priority, j.available_at, j.seq, j.attempts, j.max_attempts
+        FROM {schema}.tenure_jobs AS j
+        WHERE j.queue = q.queue
+          AND j.state = 'leased'
+          AND j.seq > 0  -- the predicate of tenure_jobs_leased (schema.sql says why)
+          AND j.available_at <= (SELECT now FROM clock)
+          AND j.generation < %(max_generation)s::bigint
+        ORDER BY j.priority DESC, j.available_at, j.seq
+        LIMIT %(limit)s
+        FOR NO KEY UPDATE SKIP LOCKED
+    ) AS c
+    WHERE NOT EXISTS (SELECT FROM {schema}.tenure_queues AS p
+                      WHERE p.queue = q.queue AND p.paused)
+    ORDER BY c.priority DESC, c.available_at, c.seq
+    LIMIT %(limit)s
+),
+-- The merge, in claim order. (Rows a path locked that the merge leaves out stay locked
+-- until this statement's transaction ends: other claims skip them meanwhile, as they skip
+-- any row a claim is locking.)
+picked AS MATERIALIZED (
+    SELECT * FROM ready_picked
+    UNION ALL
+    SELECT * FROM expired_picked
+    ORDER BY priority DESC, available_at, seq
     LIMIT %(limit)s
 ),
 numbered AS (
-    SELECT p.job_id, row_number() OVER (ORDER BY p.available_at, p.seq) AS position
+    SELECT p.job_id,
+           row_number() OVER (ORDER BY p.priority DESC, p.available_at, p.seq) AS position
     FROM picked AS p
     WHERE NOT p.buryable
 ),
@@ -52,7 +91,7 @@ claimed AS (
         clock
     WHERE j.job_id = n.job_id
       AND j.attempts < j.max_attempts
-    RETURNING 'applied' AS status, j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at, j.unique_key, clock.now, false AS raced, n.position
+    RETURNING 'applied' AS status, j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at, j.priority, j.timeout, j.unique_key, clock.now, false AS raced, n.position
 ),
 buried AS (
     UPDATE {schema}.tenure_jobs AS j
@@ -63,5 +102,5 @@ buried AS (
         updated_at = clock.now
     FROM picked AS p, clock
     WHERE j.job_id = p.job_id AND p.buryable
-    RETURNING 'buried' AS status, j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at, j.unique_key, clock.now, false AS raced, NULL::bigint AS position
+    RETURNING 'buried' AS status, j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at, j.priority, j.timeout, j.unique_key, clock.now, false AS raced, NULL::bigint AS position
 )

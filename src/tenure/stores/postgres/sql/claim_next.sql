@@ -1,4 +1,4 @@
--- Claim up to %(limit)s of the oldest claimable jobs of some queues in one statement (see
+-- Claim up to %(limit)s claimable jobs of some queues, highest priority then oldest, in one statement (see
 -- _claim_next_ctes.sql). Picked jobs whose expired lease was their last allowed attempt are
 -- buried instead, and reported as such: the driver then runs the statement again for the
 -- leases still wanted.

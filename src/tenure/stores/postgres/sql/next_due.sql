@@ -1,16 +1,36 @@
 -- Store time now, and when the next job of these queues becomes claimable (NULL: none pending).
+-- Per queue, the earliest of: a ready job's run time and a lease's end. tenure_jobs_queued
+-- leads with the priority (the claim's order), so the earliest run time is looked up per
+-- priority present in the queue, stepping from one priority to the next below it (a
+-- recursive loose index scan: O(log n) per priority level, not a walk of the backlog);
+-- the leases are walked through tenure_jobs_leased (as many as are held).
 {include:_read_clock}
 SELECT clock.now, (
-    SELECT min(due.available_at)
+    SELECT min(due.at)
     FROM unnest(%(queues)b::text[]) AS q (queue)
     CROSS JOIN LATERAL (
-        SELECT j.available_at
+        WITH RECURSIVE levels (priority) AS (
+            (SELECT j.priority FROM {schema}.tenure_jobs AS j
+             WHERE j.queue = q.queue AND j.state = 'ready'
+             ORDER BY j.priority DESC LIMIT 1)
+            UNION ALL
+            SELECT (SELECT j.priority FROM {schema}.tenure_jobs AS j
+                    WHERE j.queue = q.queue AND j.state = 'ready' AND j.priority < l.priority
+                    ORDER BY j.priority DESC LIMIT 1)
+            FROM levels AS l
+            WHERE l.priority IS NOT NULL
+        )
+        SELECT (SELECT j.run_at FROM {schema}.tenure_jobs AS j
+                WHERE j.queue = q.queue AND j.state = 'ready' AND j.priority = l.priority
+                  AND j.generation < %(max_generation)s::bigint
+                ORDER BY j.priority DESC, j.run_at LIMIT 1) AS at
+        FROM levels AS l
+        WHERE l.priority IS NOT NULL
+        UNION ALL
+        SELECT min(j.available_at)
         FROM {schema}.tenure_jobs AS j
-        WHERE j.queue = q.queue
-          AND j.state IN ('ready', 'leased')
+        WHERE j.queue = q.queue AND j.state = 'leased' AND j.seq > 0  -- tenure_jobs_leased
           AND j.generation < %(max_generation)s::bigint
-        ORDER BY j.available_at
-        LIMIT 1
     ) AS due
     WHERE NOT EXISTS (SELECT FROM {schema}.tenure_queues AS p
                       WHERE p.queue = q.queue AND p.paused)

@@ -9,8 +9,9 @@ picked AS MATERIALIZED (
     FROM {schema}.tenure_jobs AS j
     WHERE j.state IN ('done', 'dead', 'cancelled')
       AND j.state = ANY (%(states)b::text[])
-      AND j.updated_at <= (SELECT now FROM clock) - %(older_than)s::float8
-    ORDER BY j.updated_at
+      -- finished_at: updated_at while finished (a generated column; tenure_jobs_finished).
+      AND j.finished_at <= (SELECT now FROM clock) - %(older_than)s::float8
+    ORDER BY j.finished_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ),

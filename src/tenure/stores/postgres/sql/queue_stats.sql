@@ -1,7 +1,7 @@
 -- queue_stats: the live jobs (ready, leased) of every queue, counted by state, with the
--- oldest due ready job. WHERE state IN ('ready', 'leased') is the predicate of the partial
--- index tenure_jobs_claimable, so the count walks the backlog (that index), not the
--- finished jobs. One row with NULL columns when no job is live, so the store time comes back.
+-- oldest due ready job. Its two arms are the predicates of the partial indexes
+-- tenure_jobs_queued and tenure_jobs_leased, so the count walks the backlog (those
+-- indexes), not the finished jobs. One row with NULL columns when no job is live, so the store time comes back.
 WITH clock AS MATERIALIZED (
     -- Store time, read once: the server's clock (or the test hook's, floored).
     SELECT coalesce(
@@ -20,8 +20,12 @@ LEFT JOIN LATERAL (
            count(*) FILTER (WHERE state = 'leased' AND lease_until <= clock.now) AS expired,
            min(available_at) FILTER (WHERE state = 'ready' AND available_at <= clock.now)
                AS oldest_ready_at
-    FROM {schema}.tenure_jobs
-    WHERE state IN ('ready', 'leased')
+    -- One arm per state, each the predicate of its partial index.
+    FROM (SELECT queue, state, available_at, lease_until FROM {schema}.tenure_jobs
+          WHERE state = 'ready'
+          UNION ALL
+          SELECT queue, state, available_at, lease_until FROM {schema}.tenure_jobs
+          WHERE state = 'leased' AND seq > 0) AS live
     GROUP BY queue
 ) AS s ON true
 ORDER BY s.queue

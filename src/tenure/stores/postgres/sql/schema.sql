@@ -41,14 +41,37 @@ CREATE TABLE {schema}.tenure_jobs (
     -- submit_unique.sql).
     unique_key    text COLLATE "C",
     unique_for    double precision,
-    unique_holder text COLLATE "C"
-);
+    unique_holder text COLLATE "C",
+    -- Issue #18 (migration 0008): claims take the highest priority first; a job's own
+    -- per-attempt timeout (seconds; NULL: its handler's).
+    priority     integer NOT NULL DEFAULT 0,
+    timeout      double precision CHECK (timeout > 0),
+    -- A ready job's run time and a finished job's end time, NULL otherwise: what the claim
+    -- and purge indexes hold instead of available_at and updated_at, which every renewal
+    -- changes (an update that changes an indexed column cannot be HOT). A renewal runs on a
+    -- leased job only, so it leaves both NULL: unchanged.
+    run_at       double precision
+        GENERATED ALWAYS AS (CASE WHEN state = 'ready' THEN available_at END) STORED,
+    finished_at  double precision
+        GENERATED ALWAYS AS (CASE WHEN state IN ('done', 'dead', 'cancelled') THEN updated_at END)
+        STORED
+) WITH (fillfactor = 85);  -- room on each page for a renewed row's new version (HOT)
 
--- claim_next walks this index from the start of one queue: the pick is O(log n) whatever
--- the backlog, and finished jobs leave it.
-CREATE INDEX tenure_jobs_claimable
-    ON {schema}.tenure_jobs (queue, available_at, seq)
-    WHERE state IN ('ready', 'leased');
+-- The claim pick's two paths (_claim_next_ctes.sql). Ready jobs, highest priority first
+-- then oldest: the pick walks one queue's range from its start, O(log n) whatever the
+-- backlog; a claim moves its job out (it changes state), a renewal touches no column here.
+CREATE INDEX tenure_jobs_queued
+    ON {schema}.tenure_jobs (queue, priority DESC, run_at, seq)
+    WHERE state = 'ready';
+-- Leased jobs by queue: the expired-lease path walks the leases held in a queue (bounded by
+-- how many jobs are held at once, not by the backlog). No lease time in the key, so a
+-- renewal stays HOT. "seq > 0" is always true (seq counts from 1); only statements that
+-- say it too can use the index: a renew or complete of one job (state = 'leased' and its
+-- id) would otherwise take it in a generic plan made while few leases were held, and scan
+-- every lease once many are.
+CREATE INDEX tenure_jobs_leased
+    ON {schema}.tenure_jobs (queue, priority DESC, seq)
+    WHERE state = 'leased' AND seq > 0;
 
 -- The generation floor: the highest generation of any job deleted or purged. A claim takes
 -- greatest(generation, floor) + 1, so a job id submitted again after its job was deleted
@@ -59,11 +82,10 @@ CREATE TABLE {schema}.tenure_floor (
 );
 INSERT INTO {schema}.tenure_floor (id, generation) VALUES (0, 0);
 
--- purge.sql walks this index, oldest finished job first. Its key, updated_at, changes on
--- every claim and renewal, but those updates cannot be HOT anyway: they change available_at
--- (and claims the state), which tenure_jobs_claimable indexes already.
+-- purge.sql walks this index, oldest finished job first. Keyed on finished_at, not
+-- updated_at, which every renewal changes (the update could not be HOT).
 CREATE INDEX tenure_jobs_finished
-    ON {schema}.tenure_jobs (updated_at)
+    ON {schema}.tenure_jobs (finished_at)
     WHERE state IN ('done', 'dead', 'cancelled');
 
 -- Idle workers LISTEN on "tenure_<schema>"; a job that becomes ready (submitted, released,
@@ -81,10 +103,9 @@ CREATE TRIGGER tenure_jobs_ready
     FOR EACH ROW WHEN (NEW.state = 'ready')
     EXECUTE FUNCTION {schema}.tenure_notify_ready();
 
--- Listing pages walk submission order from a cursor (list_page.sql). seq never changes,
--- but every update that moves a job (claim, renew, complete) is already a non-HOT update
--- (it changes available_at, a column of tenure_jobs_claimable), so this index costs one
--- more index entry per such update: measured in docs/benchmarks.md.
+-- Listing pages walk submission order from a cursor (list_page.sql). seq never changes, so
+-- this index costs nothing on a HOT update (a renewal); a claim or a settle, which change
+-- state, add one more index entry here: measured in docs/benchmarks.md.
 CREATE INDEX tenure_jobs_by_seq ON {schema}.tenure_jobs (seq);
 
 -- store.wait registers in tenure_waiters and LISTENs on "tenure_end_<schema>"; a job that
@@ -190,7 +211,7 @@ CREATE TRIGGER tenure_jobs_attempts
 
 -- Paused queues (issue #18). A queue is paused while its row here says so; claim_next and
 -- complete_and_claim leave its jobs alone (a NOT EXISTS on this small table per queue asked,
--- before the walk of tenure_jobs_claimable), claim of a named job still takes it, and
+-- before the walks of tenure_jobs_queued and tenure_jobs_leased), claim of a named job still takes it, and
 -- leases already held go on. No row: not paused.
 CREATE TABLE {schema}.tenure_queues (
     queue  text COLLATE "C" PRIMARY KEY,

@@ -16,7 +16,10 @@ if redis.replicate_commands then
 end
 
 local MAX_GENERATION = '9223372036854775807' -- 2^63-1: HINCRBY's ceiling
-local COLUMNS = { 'id', 'q', 's', 'o', 'g', 'h', 'lu', 'av', 'a', 'm', 'p', 'r', 'e', 'c', 'u', 'uk' }
+-- pr (priority) and to (timeout) came with issue #18: a job written before has neither,
+-- read as priority 0 and no timeout of its own; uk (its unique key) likewise, none.
+local COLUMNS = { 'id', 'q', 's', 'o', 'g', 'h', 'lu', 'av', 'a', 'm', 'p', 'r', 'e', 'c', 'u',
+  'pr', 'to', 'uk' }
 local WAKE_CAP = 256
 
 local function fmt(x)
@@ -52,6 +55,71 @@ end
 
 local function delay_arg(name, text)
   return number_arg(name, text, 0, MAX_DELAY)
+end
+
+-- tenure._validate's priority range (a 32-bit signed integer) and job timeout rule.
+local MIN_PRIORITY = -2147483648
+local MAX_PRIORITY = 2147483647
+
+local function priority_arg(text)
+  local x = number_arg('priority', text, MIN_PRIORITY, MAX_PRIORITY)
+  if math.floor(x) ~= x then
+    refuse('priority', 'must be an integer', text)
+  end
+  return x
+end
+
+local function timeout_arg(text)
+  if text == '' or text == nil or text == cjson.null then
+    return nil
+  end
+  return number_arg('timeout', text, MIN_TTL, MAX_DELAY)
+end
+
+-- Priorities (issue #18). Each (queue, priority) has a candidate set of its own, so FIFO
+-- within a priority stays exact (a set's score is still the job's `av`, ties by submission
+-- number) and every pick stays O(log n) per priority level: priority 0 keeps the queue's
+-- set {P}:q:<queue> (jobs stored before priorities need no change), priority p another one,
+-- {P}:q:<queue>:p:<p> (queue names are percent-encoded, free of ':', so no queue's set can
+-- be named so). {P}:q:<queue>:pri scores the sets of the queue's other priorities by
+-- priority; a set that emptied (Redis deletes an empty sorted set) leaves it at the next
+-- pick that meets it. A job's `z` names its own set, as before.
+local function priority_set(base, priority)
+  if priority == 0 then
+    return base
+  end
+  return base .. ':p:' .. string.format('%d', priority)
+end
+
+local function queue_base(set)
+  return (string.gsub(set, ':p:%-?%d+$', ''))
+end
+
+-- Enter a job's set in its queue's list of priorities (priority 0 is the queue's own set).
+local function register_set(set, priority)
+  if priority ~= 0 then
+    redis.call('ZADD', queue_base(set) .. ':pri', priority, set)
+  end
+end
+
+-- The candidate sets of the queue whose own set is `base`, highest priority first, each
+-- with its priority: {set, priority, set, priority, ...}.
+local function queue_sets(base)
+  local registry = base .. ':pri'
+  local out = {}
+  local above = redis.call('ZREVRANGEBYSCORE', registry, '+inf', '(0', 'WITHSCORES')
+  for i = 1, #above, 2 do
+    out[#out + 1] = above[i]
+    out[#out + 1] = tonumber(above[i + 1])
+  end
+  out[#out + 1] = base
+  out[#out + 1] = 0
+  local below = redis.call('ZREVRANGEBYSCORE', registry, '(0', '-inf', 'WITHSCORES')
+  for i = 1, #below, 2 do
+    out[#out + 1] = below[i]
+    out[#out + 1] = tonumber(below[i + 1])
+  end
+  return out
 end
 
 local function store_now(clock_key, override, write)
@@ -277,22 +345,36 @@ local function complete_each(out, k, count, a, now)
   end
 end
 
--- pick.sql: the due candidate with the lowest (available_at, submission order) across the
--- candidate sets KEYS[k] to KEYS[#KEYS] of the queues not paused (the hash `paused`), the
--- first set winning a tie. Returns its set and member, or nil.
+-- pick.sql: the due candidate with the highest priority, then the lowest (available_at,
+-- submission order), across the queues whose own candidate sets are KEYS[k] to KEYS[#KEYS],
+-- except the paused ones (the hash `paused`), the first queue winning a tie. Per queue its
+-- priority levels are tried from the highest down, and the first due candidate ends that
+-- queue's walk (a lower level cannot beat it), as does a level below the best found in an
+-- earlier queue. Returns its set and member, or nil.
 local function oldest(k, now_s, paused)
-  local best_set, best_member, best_score, best_seq
+  local best_set, best_member, best_priority, best_score, best_seq
   for i = k, #KEYS do
-    local found = {}
-    -- A paused queue's set is left out (its candidate set key is a field of `paused`).
+    -- A paused queue's sets are left out (its own set key is a field of `paused`).
     if redis.call('HEXISTS', paused, KEYS[i]) == 0 then
-      found = redis.call('ZRANGEBYSCORE', KEYS[i], '-inf', now_s, 'WITHSCORES', 'LIMIT', 0, 1)
-    end
-    if found[1] then
-      local score = tonumber(found[2])
-      local seq = tonumber(string.sub(found[1], 1, 16), 16)
-      if best_score == nil or score < best_score or (score == best_score and seq < best_seq) then
-        best_set, best_member, best_score, best_seq = KEYS[i], found[1], score, seq
+      local sets = queue_sets(KEYS[i])
+      for n = 1, #sets, 2 do
+        local set, priority = sets[n], sets[n + 1]
+        if best_priority ~= nil and priority < best_priority then
+          break
+        end
+        local found = redis.call('ZRANGEBYSCORE', set, '-inf', now_s, 'WITHSCORES', 'LIMIT', 0, 1)
+        if found[1] then
+          local score = tonumber(found[2])
+          local seq = tonumber(string.sub(found[1], 1, 16), 16)
+          if best_priority == nil or priority > best_priority
+            or (score < best_score or (score == best_score and seq < best_seq)) then
+            best_set, best_member, best_priority, best_score, best_seq =
+              set, found[1], priority, score, seq
+          end
+          break
+        elseif priority ~= 0 and redis.call('EXISTS', set) == 0 then
+          redis.call('ZREM', KEYS[i] .. ':pri', set) -- emptied: no job of that priority left
+        end
       end
     end
   end
@@ -355,7 +437,7 @@ local function remove_job(job, all_jobs, floor)
     redis.call('DEL', f[4])
   end
   redis.call('ZREM', f[2], f[3])
-  redis.call('ZREM', (string.gsub(f[2], '^(%b{}):q:', '%1:l:')), f[3])
+  redis.call('ZREM', (string.gsub(queue_base(f[2]), '^(%b{}):q:', '%1:l:')), f[3])
   redis.call('ZREM', all_jobs, f[3])
   redis.call('DEL', job, job .. ':att')
 end

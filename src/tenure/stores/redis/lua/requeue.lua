@@ -9,7 +9,7 @@ local now = store_now(KEYS[2], ARGV[1], true)
 if redis.call('EXISTS', job) == 0 then
   return { 'missing', fmt(now) }
 end
-local f = redis.call('HMGET', job, 's', 'a', 'm', 'z', 'k', 'w')
+local f = redis.call('HMGET', job, 's', 'a', 'm', 'z', 'k', 'w', 'pr')
 if not takes(f[1], 4) then
   return answer('missed', now, job)
 end
@@ -22,7 +22,8 @@ if ARGV[3] == '1' then
 elseif tonumber(f[2]) >= tonumber(f[3]) then
   redis.call('HSET', job, 'm', tostring(tonumber(f[2]) + 1))
 end
-redis.call('ZADD', f[4], available_s, f[5])
+redis.call('ZADD', f[4], available_s, f[5]) -- its priority's set: the priority is kept
+register_set(f[4], tonumber(f[7] or '0'))
 if available <= now then
   wake(f[6])
 end

@@ -2,10 +2,15 @@
 -- KEYS: job, candidates, queue listing, all jobs listing, seq, clock, wake, and with a
 --       unique key its pointer ({P}:u:<key>)
 -- ARGV: now override, job id, queue, member suffix, payload, has payload, delay, max
---       attempts, and with a unique key: the key, its window ('' for none)
+--       attempts, priority, timeout ('' for none), and with a unique key: the key, its
+--       window ('' for none)
+-- KEYS[2] is the queue's own candidate set; a job of another priority than 0 goes to the
+-- set of its priority (priority_set), entered in the queue's list of priorities.
 local job = KEYS[1]
 local delay = delay_arg('delay', ARGV[7])
 number_arg('max_attempts', ARGV[8], 1, MAX_ATTEMPTS)
+local priority = priority_arg(ARGV[9])
+local timeout = timeout_arg(ARGV[10])
 local now = store_now(KEYS[6], ARGV[1], true)
 if redis.call('EXISTS', job) == 1 then
   return answer('missed', now, job)
@@ -18,18 +23,24 @@ if ukey then
   end
 end
 local seq = redis.call('INCR', KEYS[5])
+local candidates = priority_set(KEYS[2], priority)
 local member = string.format('%016x', seq) .. ARGV[4]
 local available = now + delay
 local now_s, available_s = fmt(now), fmt(available)
 redis.call('HSET', job, 'id', ARGV[2], 'q', ARGV[3], 's', 'ready', 'g', '0', 'av', available_s,
-  'a', '0', 'm', ARGV[8], 'c', now_s, 'u', now_s, 'z', KEYS[2], 'k', member, 'w', KEYS[7])
+  'a', '0', 'm', ARGV[8], 'c', now_s, 'u', now_s, 'z', candidates, 'k', member, 'w', KEYS[7],
+  'pr', string.format('%d', priority))
 if ARGV[6] == '1' then
   redis.call('HSET', job, 'p', ARGV[5])
 end
-if ukey then
-  unique_take(job, ukey, ARGV[9], ARGV[10])
+if timeout then
+  redis.call('HSET', job, 'to', fmt(timeout))
 end
-redis.call('ZADD', KEYS[2], available_s, member)
+if ukey then
+  unique_take(job, ukey, ARGV[11], ARGV[12])
+end
+redis.call('ZADD', candidates, available_s, member)
+register_set(candidates, priority)
 redis.call('ZADD', KEYS[3], seq, member)
 redis.call('ZADD', KEYS[4], seq, member)
 if available <= now then

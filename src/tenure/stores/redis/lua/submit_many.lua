@@ -5,9 +5,10 @@
 -- ARGV: now override, job key prefix, the queues' names as a JSON array (in the order of
 --       their keys), the batch as one JSON array (one string to send rather than seven
 --       per job), each job [id, encoded id (its key and member suffix), queue number
---       (1: the first queue), payload JSON text or null, delay, max attempts, unique key,
---       its window, its pointer's name (the last three null without a key)] (delay, max
---       attempts and window as decimal strings)
+--       (1: the first queue), payload JSON text or null, delay, max attempts, priority,
+--       timeout or null, unique key, its window, its pointer's name (the last three null
+--       without a key)] (delay, max attempts, priority, timeout and window as decimal
+--       strings); a job of another priority than 0 goes to its priority's set (priority_set)
 -- Reply: one JSON string (see json_row): [now, item, ...], one item per job, in order:
 -- ["applied", <row>] or ["missed", <row as it is>].
 local queues, batch = cjson.decode(ARGV[3]), cjson.decode(ARGV[4])
@@ -15,6 +16,8 @@ local queues, batch = cjson.decode(ARGV[3]), cjson.decode(ARGV[4])
 for _, j in ipairs(batch) do
   delay_arg('delay', j[5])
   number_arg('max_attempts', j[6], 1, MAX_ATTEMPTS)
+  priority_arg(j[7])
+  timeout_arg(j[8])
 end
 local now = store_now(KEYS[1], ARGV[1], true)
 local now_s = fmt(now)
@@ -27,7 +30,7 @@ local new, holders, same, taken = {}, {}, {}, {}
 local count = 0
 for n, j in ipairs(batch) do
   if redis.call('EXISTS', job_prefix .. j[2]) == 0 then
-    local ukey = j[9]
+    local ukey = j[11]
     if ukey == cjson.null then
       new[n] = true
     elseif taken[ukey] then
@@ -56,7 +59,12 @@ for n, j in ipairs(batch) do
   local job = job_prefix .. j[2]
   if new[n] then
     local q = 4 + 3 * (j[3] - 1)
-    local candidates, listing, wake_key = KEYS[q], KEYS[q + 1], KEYS[q + 2]
+    local priority = tonumber(j[7])
+    local candidates, listing, wake_key = priority_set(KEYS[q], priority), KEYS[q + 1], KEYS[q + 2]
+    local priority_s, timeout_s = string.format('%d', priority), cjson.null
+    if j[8] ~= cjson.null then
+      timeout_s = fmt(tonumber(j[8]))
+    end
     seq = seq + 1
     local member = string.format('%016x', seq) .. j[2]
     local available = now + tonumber(j[5])
@@ -65,14 +73,18 @@ for n, j in ipairs(batch) do
     if payload == cjson.null then
       redis.call('HSET', job, 'id', j[1], 'q', queues[j[3]], 's', 'ready', 'g', '0',
         'av', available_s, 'a', '0', 'm', j[6], 'c', now_s, 'u', now_s, 'z', candidates,
-        'k', member, 'w', wake_key)
+        'k', member, 'w', wake_key, 'pr', priority_s)
     else
       redis.call('HSET', job, 'id', j[1], 'q', queues[j[3]], 's', 'ready', 'g', '0',
         'av', available_s, 'a', '0', 'm', j[6], 'c', now_s, 'u', now_s, 'z', candidates,
-        'k', member, 'w', wake_key, 'p', payload)
+        'k', member, 'w', wake_key, 'p', payload, 'pr', priority_s)
     end
-    if j[9] ~= cjson.null then
-      unique_take(job, j[9], j[7], j[8] ~= cjson.null and j[8] or nil)
+    if timeout_s ~= cjson.null then
+      redis.call('HSET', job, 'to', timeout_s)
+    end
+    register_set(candidates, priority)
+    if j[11] ~= cjson.null then
+      unique_take(job, j[11], j[9], j[10] ~= cjson.null and j[10] or nil)
     end
     for _, added in ipairs({ { candidates, available_s }, { listing, seq }, { KEYS[3], seq } }) do
       local set = adds[added[1]]
@@ -88,7 +100,8 @@ for n, j in ipairs(batch) do
     end
     -- The new row as json_row would read it back (COLUMNS order), without reading it.
     reply[#reply + 1] = { 'applied', j[1], queues[j[3]], 'ready', cjson.null, '0', cjson.null,
-      cjson.null, available_s, '0', j[6], payload, cjson.null, cjson.null, now_s, now_s, j[7] }
+      cjson.null, available_s, '0', j[6], payload, cjson.null, cjson.null, now_s, now_s,
+      priority_s, timeout_s, j[9] }
   elseif same[n] then
     local item = { unpack(reply[same[n] + 1]) }
     item[1] = 'missed'

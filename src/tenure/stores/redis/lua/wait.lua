@@ -9,14 +9,16 @@ local now = store_now(KEYS[1], ARGV[1], false)
 local queues = tonumber(ARGV[2])
 local due
 for i = 2, queues + 1 do
-  local first = {}
   if redis.call('HEXISTS', KEYS[2 * queues + 2], KEYS[i]) == 0 then
-    first = redis.call('ZRANGE', KEYS[i], 0, 0, 'WITHSCORES')
-  end
-  if first[1] then
-    local score = tonumber(first[2])
-    if due == nil or score < due then
-      due = score
+    local sets = queue_sets(KEYS[i]) -- every priority's set of the queue
+    for n = 1, #sets, 2 do
+      local first = redis.call('ZRANGE', sets[n], 0, 0, 'WITHSCORES')
+      if first[1] then
+        local score = tonumber(first[2])
+        if due == nil or score < due then
+          due = score
+        end
+      end
     end
   end
   redis.call('DEL', KEYS[i + queues])

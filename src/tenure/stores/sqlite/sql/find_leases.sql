@@ -1,8 +1,9 @@
 -- The running leases of :owner on jobs of the queues :queues (a JSON array) whose secret
 -- hash is one of :secret_hashes (a JSON array): what a claim whose reply was lost took
--- (only that claim knows those hashes), oldest job first. Such a lease ends by :now + :ttl
--- (it was granted at or before :now): only that part of each queue's range is read.
-SELECT job_id, queue, state, owner, generation, secret_hash, lease_until, available_at, attempts, max_attempts, payload, result, error, created_at, updated_at, unique_key
+-- (only that claim knows those hashes), in claim order (highest priority, then oldest).
+-- Such a lease ends by :now + :ttl (it was granted at or before :now). Rarely run (after a
+-- lost reply): the queue's range of tenure_jobs_claimable is filtered, not bounded.
+SELECT job_id, queue, state, owner, generation, secret_hash, lease_until, available_at, attempts, max_attempts, payload, result, error, created_at, updated_at, priority, timeout, unique_key
 FROM tenure_jobs
 WHERE queue IN (SELECT value FROM json_each(:queues))
   AND state IN ('ready', 'leased')
@@ -12,4 +13,4 @@ WHERE queue IN (SELECT value FROM json_each(:queues))
   AND owner = :owner
   AND secret_hash IN (SELECT value FROM json_each(:secret_hashes))
   AND lease_until > :now
-ORDER BY available_at, seq
+ORDER BY priority DESC, available_at, seq

@@ -1,0 +1,84 @@
+"""Renewals are HOT updates on PostgreSQL (issue #18): no index holds a column a renewal
+writes (lease_until, available_at, updated_at), and tenure_jobs keeps room on its pages
+(fillfactor 85), so a renewal writes no index entry and its old row version is pruned in
+place. Measured from pg_stat_user_tables (n_tup_hot_upd / n_tup_upd) over a phase of
+renewals alone, on jobs of mixed priorities.
+
+The server counts a backend's updates when the backend reports its statistics (when it goes
+idle, at most once a second, or when it exits): each phase closes its store, whose
+connections' backends then exit and report, and the test waits (bounded) until the
+counters show every update of the phase.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import tenure
+from tenure.stores.postgres._common import render
+
+JOBS = 120
+CLAIMED = 60
+RENEWALS = 8  # per lease
+
+
+def _counts(admin: Any, schema: str) -> tuple[int, int]:
+    row = admin.execute(
+        "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables"
+        " WHERE schemaname = %s AND relname = 'tenure_jobs'",
+        (schema,),
+    ).fetchone()
+    return int(row[0]), int(row[1])
+
+
+def _settled(admin: Any, schema: str, updates: int) -> tuple[int, int]:
+    """The counters once they show at least ``updates`` updates (within 15 s)."""
+    deadline = time.monotonic() + 15
+    while True:
+        counts = _counts(admin, schema)
+        if counts[0] >= updates or time.monotonic() > deadline:
+            assert counts[0] >= updates, (counts, updates)
+            return counts
+        time.sleep(0.05)  # polling the server's statistics, not a wait for correctness
+
+
+def test_renewals_are_hot_updates(url: str, schema: str, admin: Any) -> None:
+    with tenure.connect(url) as store:
+        store.submit_many(
+            [{"job_id": f"j{i}", "priority": i % 4 - 1, "payload": {"n": i}} for i in range(JOBS)]
+        )
+        leases = store.claim_many("w", 60, CLAIMED)
+    assert len(leases) == CLAIMED
+    claims = _settled(admin, schema, CLAIMED)
+    with tenure.connect(url) as store:
+        for _ in range(RENEWALS):
+            leases = [store.renew(lease) for lease in leases]
+    renewed = _settled(admin, schema, claims[0] + CLAIMED * RENEWALS)
+    with tenure.connect(url) as store:
+        assert store.complete_many(leases) == []
+    _settled(admin, schema, renewed[0] + CLAIMED)
+    updates, hot = renewed[0] - claims[0], renewed[1] - claims[1]
+    ratio = hot / updates
+    print(
+        f"\nrenewals: {hot} of {updates} updates HOT ({ratio:.1%}); "
+        f"claims: {claims[1]} of {claims[0]}"
+    )
+    assert updates == CLAIMED * RENEWALS
+    assert ratio >= 0.9, (hot, updates)
+    # And the indexes say why: none of them holds a column a renewal writes.
+    defs = [
+        row[0]
+        for row in admin.execute(
+            "SELECT indexdef FROM pg_indexes WHERE schemaname = %s AND tablename = 'tenure_jobs'",
+            (schema,),
+        ).fetchall()
+    ]
+    for column in ("lease_until", "available_at", "updated_at"):
+        assert not any(column in text for text in defs), (column, defs)
+    options = admin.execute(
+        render(
+            "SELECT reloptions FROM pg_class WHERE oid = '{schema}.tenure_jobs'::regclass", schema
+        )
+    ).fetchone()[0]
+    assert "fillfactor=85" in options
