@@ -46,6 +46,27 @@ def test_a_second_submit_of_a_held_key_answers_the_holder(store: tenure.Store) -
     assert plain.unique_key is None
 
 
+def test_a_unique_job_keeps_its_priority_and_timeout_and_is_claimed_by_them(
+    store: tenure.Store,
+) -> None:
+    # The keyed submit paths are their own statements: they must store every option.
+    low = store.submit("low", unique_key="lk", priority=-5, timeout=7.5)
+    [high, repeat] = store.submit_many(
+        [
+            {"job_id": "high", "unique_key": "hk", "priority": 9, "timeout": 2.0},
+            {"job_id": "again", "unique_key": "hk", "priority": 50},
+        ]
+    )
+    plain = store.submit("plain", priority=3)
+    assert (low.priority, low.timeout, low.unique_key) == (-5, 7.5, "lk")
+    assert (high.priority, high.timeout, high.unique_key) == (9, 2.0, "hk")
+    assert (repeat.job_id, repeat.created, repeat.priority) == ("high", False, 9)
+    assert (plain.priority, plain.timeout, plain.unique_key) == (3, None, None)
+    order = [store.claim_next("w", ttl=30) for _ in range(3)]
+    assert [lease.job_id for lease in order if lease] == ["high", "plain", "low"]
+    assert store.get("low").unique_key == "lk"
+
+
 def test_an_existing_job_id_is_answered_before_the_key(store: tenure.Store) -> None:
     store.submit("a", unique_key="k1")
     store.submit("b")
