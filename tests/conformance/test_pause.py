@@ -8,6 +8,8 @@ from __future__ import annotations
 import pytest
 
 import tenure
+from tenure.stores import open_driver
+from tests.conformance._support import LosingReplies
 
 QUEUES = ("a", "b")
 
@@ -125,3 +127,21 @@ async def test_async_pause_and_resume(astore: tenure.aio.AsyncStore) -> None:
     lease = await astore.claim_next("W", 30, queues=["a"])
     assert lease is not None
     assert lease.job_id == "A1"
+
+
+def test_a_lost_claim_reply_is_recovered_while_a_queue_is_paused(
+    url: str, clock: tenure.ManualClock
+) -> None:
+    # Regression: Redis's find_leases was sent the paused hash as if it were a candidate
+    # set, and failed (WRONGTYPE) once any queue had been paused.
+    driver = LosingReplies(open_driver(url, clock), "claim_next")
+    store = tenure.Store(driver, clock=clock)
+    try:
+        store.pause_queue("b")
+        store.submit("A1", queue="a")
+        lease = store.claim_next("W", 10, queues=QUEUES)
+        assert lease is not None
+        assert lease.job_id == "A1"
+        assert (driver.calls["claim_next"], driver.calls["find_leases"]) == (1, 1)
+    finally:
+        store.close()

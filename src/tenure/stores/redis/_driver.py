@@ -338,7 +338,7 @@ class RedisDriver(RedisControl, JobsMixin):
         self, owner: str, ttl: float, queues: Sequence[str], secret_hashes: Sequence[str]
     ) -> list[Outcome]:
         k = self.keys
-        keys = [k.clock, k.paused, *(k.candidates(queue) for queue in queues)]
+        keys = [k.clock, *(k.candidates(queue) for queue in queues)]
         args = [self._now_arg(), owner, repr(float(ttl)), k.job_prefix, *secret_hashes]
         now, items = decode_batch(self._eval("find_leases", "find_leases", keys, args))
         return [decode_item(item, now) for item in items]
