@@ -116,6 +116,12 @@ class PassThroughDriver:
     def paused_queues(self) -> list[str]:
         return self._inner.paused_queues()
 
+    def set_queue_limit(self, queue: str, limit: int | None) -> None:
+        self._inner.set_queue_limit(queue, limit)
+
+    def queue_limits(self) -> dict[str, int]:
+        return self._inner.queue_limits()
+
     def close(self) -> None:
         self._inner.close()
 

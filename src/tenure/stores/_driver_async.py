@@ -170,6 +170,17 @@ class AsyncDriver(Protocol):
         """The names of the paused queues, sorted."""
         ...
 
+    async def set_queue_limit(self, queue: str, limit: int | None) -> None:
+        """Set the queue's limit of running leases (None: no limit; idempotent). Every claim
+        (claim, claim_next, complete_and_claim) takes a job of a limited queue only while
+        fewer than ``limit`` of its leases run by store time, decided atomically with the
+        claim itself."""
+        ...
+
+    async def queue_limits(self) -> dict[str, int]:
+        """Each limited queue and its limit, sorted by queue."""
+        ...
+
     async def close(self) -> None: ...
 
 

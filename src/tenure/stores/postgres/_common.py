@@ -384,6 +384,8 @@ class SqlSet:
         "purge",
         "pause_queue",
         "paused_queues",
+        "set_queue_limit",
+        "queue_limits",
         "confirm_replication",
     )
 

@@ -175,6 +175,7 @@ class Keys:
         "job_prefix",
         "jobs",
         "layout1_clock",
+        "limits",
         "meta",
         "paused",
         "prefix",
@@ -197,6 +198,9 @@ class Keys:
         # The paused queues: a hash from each one's candidate set key (what the claim
         # scripts hold) to its name (what paused_queues answers).
         self.paused = self.tag + ":paused"
+        # The queue limits (issue #18): a hash from each limited queue's candidate set key
+        # to "<limit> <name>".
+        self.limits = self.tag + ":limits"
 
     def for_store(self, store_id: str) -> Keys:
         return Keys(self.prefix, store_id)
@@ -262,6 +266,7 @@ SCRIPTS: dict[str, Script] = {
         "delete",
         "purge",
         "pause_queue",
+        "set_queue_limit",
     )
 }
 

@@ -227,7 +227,7 @@ class RedisDriver(RedisControl, JobsMixin):
         return decode_outcome(self._eval("submit", "submit", keys, args))
 
     def claim(self, job_id: str, owner: str, ttl: float, secret_hash: str) -> Outcome:
-        keys = [self.keys.job(job_id), self.keys.clock]
+        keys = [self.keys.job(job_id), self.keys.clock, self.keys.limits]
         args = [self._now_arg(), owner, repr(float(ttl)), secret_hash]
         return decode_outcome(self._eval("claim", "claim", keys, args))
 
@@ -237,7 +237,7 @@ class RedisDriver(RedisControl, JobsMixin):
         if not secret_hashes:
             return []
         k = self.keys
-        keys = [k.clock, k.paused, *(k.candidates(queue) for queue in queues)]
+        keys = [k.clock, k.paused, k.limits, *(k.candidates(queue) for queue in queues)]
         args = [self._now_arg(), owner, repr(float(ttl)), k.job_prefix, *secret_hashes]
         now, items = decode_batch(self._eval("claim_next", "claim_next", keys, args))
         return [decode_item(item, now) for item in items]
@@ -303,7 +303,7 @@ class RedisDriver(RedisControl, JobsMixin):
         if not completions and not secret_hashes:
             return [], []
         k = self.keys
-        keys = [k.clock, k.paused]
+        keys = [k.clock, k.paused, k.limits]
         args = [self._now_arg(), owner, repr(float(ttl)), k.job_prefix, str(len(completions))]
         self._add_completions(keys, args, completions)
         keys += (k.candidates(queue) for queue in queues)

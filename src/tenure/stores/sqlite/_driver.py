@@ -33,6 +33,7 @@ from ...errors import InvalidArgument, StoreLost, StoreUnavailable
 from .. import refuse_fragment
 from ._control import SQLiteControl
 from ._jobs import SQLiteJobsMixin
+from ._limits import job_room, queue_room
 from ._sql import (
     ATTEMPTS,
     BURY,
@@ -310,7 +311,11 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin):
 
     def claim(self, job_id: str, owner: str, ttl: float, secret_hash: str) -> Outcome:
         def body(cur: sqlite3.Cursor, now: float) -> Outcome:
-            claimed = self._claim_one(cur, now, job_id, owner, ttl, secret_hash)
+            # Queue limits: a claim by id respects its queue's as claim_next does.
+            room = job_room(cur, job_id, now)
+            claimed = None
+            if room is None or room > 0:
+                claimed = self._claim_one(cur, now, job_id, owner, ttl, secret_hash)
             if claimed is None:
                 buried = read_row(cur, BURY, {"job_id": job_id, "now": now})
                 if buried is not None:
@@ -336,12 +341,17 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin):
             "now": now,
             "max_generation": MAX_GENERATION,
         }
+        # Queue limits: the room of each limited queue, counted once in this transaction
+        # and spent by each claim below; a full queue is not walked.
+        room = queue_room(cur, queues, now)
         for secret_hash in secret_hashes:
             while True:
                 # The oldest head of the given queues: by (available_at, seq), the first
                 # queue winning a tie.
                 best, best_key = None, (0.0, 0)
                 for queue in queues:
+                    if room.get(queue, 1) < 1:
+                        continue
                     pick_params["queue"] = queue
                     found = cur.execute(PICK, pick_params).fetchone()
                     if found is not None:
@@ -359,6 +369,8 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin):
                 row = self._claim_one(cur, now, best.job_id, owner, ttl, secret_hash)
                 if row is not None:
                     claimed.append(Outcome(Status.APPLIED, row, now))
+                    if row.queue in room:
+                        room[row.queue] -= 1
                 break
         return claimed
 

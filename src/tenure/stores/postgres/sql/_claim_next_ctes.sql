@@ -6,6 +6,10 @@
 -- Per queue, the pick walks tenure_jobs_claimable from its start (O(log n)) and skips rows
 -- other workers are locking right now (SKIP LOCKED), so workers never queue behind each
 -- other.
+-- Fleet-wide queue limits (issue #18): "room" (_queue_room.sql) says how many more jobs
+-- each limited queue may lease; the walk of such a queue stops there (its LIMIT below).
+-- The including statement defines "settled" (the jobs it completes first) before this.
+{include:_queue_room},
 picked AS MATERIALIZED (
     SELECT c.job_id, c.available_at, c.seq,
            c.state = 'leased' AND c.attempts >= c.max_attempts AS buryable
@@ -18,7 +22,9 @@ picked AS MATERIALIZED (
           AND j.available_at <= (SELECT now FROM clock)
           AND j.generation < %(max_generation)s::bigint
         ORDER BY j.available_at, j.seq
-        LIMIT %(limit)s
+        -- Queue limits: no more than the queue's room (no row in "room": unlimited).
+        LIMIT least(%(limit)s, coalesce((SELECT r.room FROM room AS r WHERE r.queue = q.queue),
+                                       %(limit)s))
         FOR NO KEY UPDATE SKIP LOCKED
     ) AS c
     -- A paused queue is left out: a condition on q alone, so it filters the queues before

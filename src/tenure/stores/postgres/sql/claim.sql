@@ -2,6 +2,18 @@
 -- and an attempt. An expired lease on the last allowed attempt is buried instead (state
 -- dead, secret hash cleared so that the late holder's complete/fail cannot pass for a repeat).
 {include:_clock},
+-- Fleet-wide queue limits (issue #18): a claim by id respects its queue's limit as
+-- claim_next does (_queue_room.sql), the queue being the job's. No row: unlimited.
+room AS MATERIALIZED (
+    SELECT r.queue, r.room
+    FROM {schema}.tenure_jobs AS t
+    CROSS JOIN LATERAL {schema}.tenure_queue_room(
+        ARRAY[t.queue], (SELECT now FROM clock), ARRAY[]::text[]
+    ) AS r
+    WHERE t.job_id = %(job_id)s
+      AND EXISTS (SELECT FROM {schema}.tenure_queues AS l
+                  WHERE l.queue = t.queue AND l.max_leased IS NOT NULL)
+),
 applied AS (
     UPDATE {schema}.tenure_jobs AS j
     SET state = 'leased',
@@ -20,6 +32,8 @@ applied AS (
       AND j.available_at <= clock.now
       AND j.attempts < j.max_attempts
       AND j.generation < %(max_generation)s::bigint
+      -- Queue limits: not while the queue is full.
+      AND NOT EXISTS (SELECT FROM room AS r WHERE r.queue = j.queue AND r.room < 1)
     RETURNING j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at
 ),
 buried AS (
@@ -49,7 +63,8 @@ SELECT CASE WHEN j.job_id IS NULL THEN 'missing' ELSE 'missed' END, j.job_id, j.
         j.state IN ('ready', 'leased')
         AND j.available_at <= clock.now
         AND (
-            (j.attempts < j.max_attempts AND j.generation < %(max_generation)s::bigint)
+            (j.attempts < j.max_attempts AND j.generation < %(max_generation)s::bigint
+             AND NOT EXISTS (SELECT FROM room AS r WHERE r.queue = j.queue AND r.room < 1))
             OR (j.state = 'leased' AND j.attempts >= j.max_attempts)
         ),
         false
