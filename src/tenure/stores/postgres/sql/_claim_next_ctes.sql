@@ -11,7 +11,7 @@
 -- The including statement defines "settled" (the jobs it completes first) before this.
 {include:_queue_room},
 picked AS MATERIALIZED (
-    SELECT c.job_id, c.available_at, c.seq,
+    SELECT c.job_id, q.queue, c.available_at, c.seq,
            c.state = 'leased' AND c.attempts >= c.max_attempts AS buryable
     FROM unnest(%(queues)b::text[]) AS q (queue)
     CROSS JOIN LATERAL (
@@ -36,7 +36,7 @@ picked AS MATERIALIZED (
     LIMIT %(limit)s
 ),
 numbered AS (
-    SELECT p.job_id, row_number() OVER (ORDER BY p.available_at, p.seq) AS position
+    SELECT p.job_id, p.queue, row_number() OVER (ORDER BY p.available_at, p.seq) AS position
     FROM picked AS p
     WHERE NOT p.buryable
 ),
@@ -48,13 +48,16 @@ claimed AS (
         -- the next timeline's base (_next_generation.sql): never a reissue, even after a promotion.
         generation = {include:_next_generation},
         secret_hash = h.secret_hash,
-        lease_until = clock.now + %(ttl)s::float8,
-        available_at = clock.now + %(ttl)s::float8,
+        -- A limited queue's leases start at its room's time (read after its lock, see
+        -- tenure_queue_room), the others at the statement's.
+        lease_until = coalesce(r.now, clock.now) + %(ttl)s::float8,
+        available_at = coalesce(r.now, clock.now) + %(ttl)s::float8,
         attempts = j.attempts + 1,
-        updated_at = clock.now
+        updated_at = coalesce(r.now, clock.now)
     FROM numbered AS n
     JOIN unnest(%(secret_hashes)b::text[]) WITH ORDINALITY AS h (secret_hash, position)
-        USING (position),
+        USING (position)
+    LEFT JOIN room AS r ON r.queue = n.queue,
         clock
     WHERE j.job_id = n.job_id
       AND j.attempts < j.max_attempts

@@ -5,14 +5,19 @@
 -- Fleet-wide queue limits (issue #18): a claim by id respects its queue's limit as
 -- claim_next does (_queue_room.sql), the queue being the job's. No row: unlimited.
 room AS MATERIALIZED (
-    SELECT r.queue, r.room
+    SELECT r.queue, r.room, r.now
     FROM {schema}.tenure_jobs AS t
     CROSS JOIN LATERAL {schema}.tenure_queue_room(
-        ARRAY[t.queue], (SELECT now FROM clock), ARRAY[]::text[]
+        ARRAY[t.queue], (SELECT now FROM clock), %(now)s::float8, ARRAY[]::text[]
     ) AS r
     WHERE t.job_id = %(job_id)s
       AND EXISTS (SELECT FROM {schema}.tenure_queues AS l
                   WHERE l.queue = t.queue AND l.max_leased IS NOT NULL)
+),
+-- When the lease starts: the room's time for a limited queue (read after its lock, see
+-- tenure_queue_room), else the statement's.
+started AS MATERIALIZED (
+    SELECT coalesce((SELECT r.now FROM room AS r), c.now) AS now FROM clock AS c
 ),
 applied AS (
     UPDATE {schema}.tenure_jobs AS j
@@ -22,11 +27,11 @@ applied AS (
         -- the next timeline's base (_next_generation.sql): never a reissue, even after a promotion.
         generation = {include:_next_generation},
         secret_hash = %(secret_hash)s,
-        lease_until = clock.now + %(ttl)s::float8,
-        available_at = clock.now + %(ttl)s::float8,
+        lease_until = s.now + %(ttl)s::float8,
+        available_at = s.now + %(ttl)s::float8,
         attempts = j.attempts + 1,
-        updated_at = clock.now
-    FROM clock
+        updated_at = s.now
+    FROM clock, started AS s
     WHERE j.job_id = %(job_id)s
       AND j.state IN ('ready', 'leased')
       AND j.available_at <= clock.now

@@ -194,18 +194,22 @@ CREATE TABLE {schema}.tenure_queues (
     max_leased integer CHECK (max_leased >= 1)
 );
 
--- The room of the limited queues among queues (see _queue_room.sql): for each queue of
--- queues with a max_leased, max_leased minus its leases running at now, never below 0,
--- the jobs of settled not counted. Two statements, on purpose: the first locks the
--- queues' rows (in name order, so claims asking several limited queues cannot deadlock);
--- the second counts in a snapshot of its own, taken after the lock was granted (a VOLATILE
--- SQL function takes one per statement under READ COMMITTED). A single statement would
--- count in the snapshot of its start and miss the leases of a claim it waited for. The
--- count walks the queue's part of tenure_jobs_claimable after now: running leases, and
--- ready jobs due later (which it reads and leaves out).
+-- The room of the limited queues among p_queues (see _queue_room.sql): for each queue
+-- with a max_leased, max_leased minus its leases running at now, never below 0, the jobs
+-- of p_settled not counted; and that now, the time the claim's leases of the queue start.
+-- Two statements, on purpose: the first locks the queues' rows (in name order, so claims
+-- asking several limited queues cannot deadlock); the second counts in a snapshot of its
+-- own, taken after the lock was granted (a VOLATILE SQL function takes one per statement
+-- under READ COMMITTED). Counted in the statement's snapshot instead, the count would miss
+-- the leases of a claim it waited for. The time is read after that snapshot too (the
+-- server's clock, or p_now when the test hook gives the time, p_test_now): the statement's
+-- own time was read before its wait, and a lease ended meanwhile would look running to the
+-- store's history at the start of the new one. The count walks the queue's part of
+-- tenure_jobs_claimable after now: running leases, and ready jobs due later (read and
+-- left out).
 CREATE FUNCTION {schema}.tenure_queue_room(
-    p_queues text[], p_now double precision, p_settled text[]
-) RETURNS TABLE (queue text, room bigint)
+    p_queues text[], p_now double precision, p_test_now double precision, p_settled text[]
+) RETURNS TABLE (queue text, room bigint, now double precision)
 LANGUAGE sql VOLATILE AS $$
     SELECT q.queue FROM {schema}.tenure_queues AS q
     WHERE q.queue = ANY (p_queues) AND q.max_leased IS NOT NULL
@@ -215,11 +219,14 @@ LANGUAGE sql VOLATILE AS $$
         SELECT count(*) FROM {schema}.tenure_jobs AS j
         WHERE j.queue = q.queue
           AND j.state IN ('ready', 'leased')
-          AND j.available_at > p_now
+          AND j.available_at > t.now
           AND j.state = 'leased'
-          AND j.lease_until > p_now
+          AND j.lease_until > t.now
           AND j.job_id <> ALL (p_settled)
-    ), 0)
-    FROM {schema}.tenure_queues AS q
+    ), 0), t.now
+    FROM (SELECT CASE WHEN p_test_now IS NULL
+                      THEN greatest(p_now, extract(epoch FROM clock_timestamp())::float8)
+                      ELSE p_now END AS now) AS t
+    CROSS JOIN {schema}.tenure_queues AS q
     WHERE q.queue = ANY (p_queues) AND q.max_leased IS NOT NULL
 $$;
