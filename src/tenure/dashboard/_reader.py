@@ -76,5 +76,9 @@ class Reader:
         found: list[str] = await self._run("paused_queues")
         return found
 
+    async def queue_limits(self) -> dict[str, int]:
+        found: dict[str, int] = await self._run("queue_limits")
+        return found
+
     async def set_paused(self, queue: str, paused: bool) -> None:
         await self._run("pause_queue" if paused else "resume_queue", queue)
