@@ -7,6 +7,9 @@ test_queue_limit_race.py.)"""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+
 import pytest
 
 import tenure
@@ -165,3 +168,23 @@ async def test_the_async_store_sets_and_honours_limits(astore: tenure.aio.AsyncS
         await astore.set_queue_limit("a", 0)
     await astore.set_queue_limit("a", None)
     assert await astore.claim("a2", "W", 30) is not None
+
+
+def _timed(call: Callable[[], object]) -> float:
+    started = time.monotonic()
+    call()
+    return time.monotonic() - started
+
+
+def test_an_idle_wait_on_a_full_queue_lasts_until_a_lease_ends(real_store: tenure.Store) -> None:
+    # A worker of a full queue must not spin: its due jobs are not claimable, so the wait
+    # runs until the first running lease ends (here the timeout comes first).
+    _submit(real_store, "a", 2)
+    real_store.set_queue_limit("a", 1)
+    assert real_store.claim_next("W", 0.6, queues=["a"]) is not None
+    assert _timed(lambda: real_store.wait_for_jobs(queues=["a"], timeout=0.3)) >= 0.28
+    # Then the lease's end is the due time: the wait ends there, not at the timeout.
+    assert _timed(lambda: real_store.wait_for_jobs(queues=["a"], timeout=5)) < 2
+    assert real_store.claim_next("X", 30, queues=["a"]) is not None
+    real_store.set_queue_limit("a", None)
+    assert _timed(lambda: real_store.wait_for_jobs(queues=["a"], timeout=5)) < 0.2

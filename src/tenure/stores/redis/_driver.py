@@ -364,7 +364,13 @@ class RedisDriver(RedisControl, JobsMixin):
         deadline = time.monotonic() + timeout
         k = self.keys
         wake_keys = [k.wake(queue) for queue in queues]
-        keys = [k.clock, *(k.candidates(queue) for queue in queues), *wake_keys, k.paused]
+        keys = [
+            k.clock,
+            *(k.candidates(queue) for queue in queues),
+            *wake_keys,
+            k.paused,
+            k.limits,
+        ]
         try:
             reply = self._eval("wait_for_jobs", "wait", keys, [self._now_arg(), str(len(queues))])
             now, due = decode_float(reply[0]), decode_float(reply[1])

@@ -374,7 +374,13 @@ class AsyncRedisDriver(AsyncRedisControl, AsyncJobsMixin):
         deadline = time.monotonic() + timeout
         k = self.keys
         wake_keys = [k.wake(queue) for queue in queues]
-        keys = [k.clock, *(k.candidates(queue) for queue in queues), *wake_keys, k.paused]
+        keys = [
+            k.clock,
+            *(k.candidates(queue) for queue in queues),
+            *wake_keys,
+            k.paused,
+            k.limits,
+        ]
         try:
             reply = await self._eval(
                 "wait_for_jobs", "wait", keys, [self._now_arg(), str(len(queues))]

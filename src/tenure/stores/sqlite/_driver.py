@@ -549,7 +549,7 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin):
             now = float(self._conn.execute(READ_CLOCK, self.clock_params()).fetchone()[0])
             for queue in queues:
                 due = self._conn.execute(
-                    NEXT_DUE, {"queue": queue, "max_generation": MAX_GENERATION}
+                    NEXT_DUE, {"queue": queue, "max_generation": MAX_GENERATION, "now": now}
                 ).fetchone()
                 if due is not None:
                     deadline = min(deadline, time.monotonic() + max(0.0, float(due[0]) - now))
