@@ -199,8 +199,8 @@ CREATE TABLE {schema}.tenure_queues (
 -- of p_settled not counted; and that now, the time the claim's leases of the queue start.
 -- Two statements, on purpose: the first locks the queues' rows (in name order, so claims
 -- asking several limited queues cannot deadlock); the second counts in a snapshot of its
--- own, taken after the lock was granted (a VOLATILE SQL function takes one per statement
--- under READ COMMITTED). Counted in the statement's snapshot instead, the count would miss
+-- own, taken after the lock was granted (a VOLATILE function takes one per statement under
+-- READ COMMITTED). PL/pgSQL rather than SQL: its plans are kept across calls. Counted in the statement's snapshot instead, the count would miss
 -- the leases of a claim it waited for. The time is read after that snapshot too (the
 -- server's clock, or p_now when the test hook gives the time, p_test_now): the statement's
 -- own time was read before its wait, and a lease ended meanwhile would look running to the
@@ -210,23 +210,29 @@ CREATE TABLE {schema}.tenure_queues (
 CREATE FUNCTION {schema}.tenure_queue_room(
     p_queues text[], p_now double precision, p_test_now double precision, p_settled text[]
 ) RETURNS TABLE (queue text, room bigint, now double precision)
-LANGUAGE sql VOLATILE AS $$
-    SELECT q.queue FROM {schema}.tenure_queues AS q
+LANGUAGE plpgsql VOLATILE AS $$
+#variable_conflict use_column
+DECLARE
+    t double precision;
+BEGIN
+    PERFORM FROM {schema}.tenure_queues AS q
     WHERE q.queue = ANY (p_queues) AND q.max_leased IS NOT NULL
     ORDER BY q.queue
     FOR NO KEY UPDATE;
+    t := CASE WHEN p_test_now IS NULL
+              THEN greatest(p_now, extract(epoch FROM clock_timestamp())::float8)
+              ELSE p_now END;
+    RETURN QUERY
     SELECT q.queue, greatest(q.max_leased - (
         SELECT count(*) FROM {schema}.tenure_jobs AS j
         WHERE j.queue = q.queue
           AND j.state IN ('ready', 'leased')
-          AND j.available_at > t.now
+          AND j.available_at > t
           AND j.state = 'leased'
-          AND j.lease_until > t.now
+          AND j.lease_until > t
           AND j.job_id <> ALL (p_settled)
-    ), 0), t.now
-    FROM (SELECT CASE WHEN p_test_now IS NULL
-                      THEN greatest(p_now, extract(epoch FROM clock_timestamp())::float8)
-                      ELSE p_now END AS now) AS t
-    CROSS JOIN {schema}.tenure_queues AS q
-    WHERE q.queue = ANY (p_queues) AND q.max_leased IS NOT NULL
+    ), 0), t
+    FROM {schema}.tenure_queues AS q
+    WHERE q.queue = ANY (p_queues) AND q.max_leased IS NOT NULL;
+END
 $$;
