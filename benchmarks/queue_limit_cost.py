@@ -1,11 +1,11 @@
 """What a fleet-wide queue limit costs a claim_next -> complete cycle, on every store: the
 same tenure code on stores open at once, one queue unlimited, one limited (the claim then
-locks and counts, see docs/queues.md), and one limited with ``--held`` leases of the queue
-already running (the count walks them), taking turns in the same run.
+locks and counts: "Queue limits" in docs/reference.md), and one limited with ``--held``
+leases of the queue already running (the count walks them), taking turns in the same run.
 
     python benchmarks/queue_limit_cost.py [--store sqlite,postgres,redis] [--jobs 600]
-        [--repeat 5] [--chunk 50] [--held 50] [--pg postgresql://postgres@127.0.0.1:5432/postgres]
-        [--redis redis://127.0.0.1:6379/0] [--dir DIR]
+        [--repeat 5] [--chunk 50] [--held 50] [--dir DIR]
+        [--pg postgresql://postgres@127.0.0.1:5432/postgres] [--redis redis://127.0.0.1:6379/0]
 
 Each repetition gives each side a fresh store holding ``--jobs`` ready jobs (submitted
 untimed with ``submit_many``), drained by the public sync API (``claim_next`` then
