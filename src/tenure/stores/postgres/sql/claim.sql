@@ -3,14 +3,16 @@
 -- dead, secret hash cleared so that the late holder's complete/fail cannot pass for a repeat).
 {include:_clock},
 -- Fleet-wide queue limits (issue #18): a claim by id respects its queue's limit as
--- claim_next does (_queue_room.sql), the queue being the job's. No row: unlimited.
+-- claim_next does (_queue_room.sql), the queue being the job's. No row: unlimited. While
+-- no queue of the store is limited, nothing but that test runs (a one-time filter).
 room AS MATERIALIZED (
     SELECT r.queue, r.room, r.now
     FROM {schema}.tenure_jobs AS t
     CROSS JOIN LATERAL {schema}.tenure_queue_room(
         ARRAY[t.queue], (SELECT now FROM clock), %(now)s::float8, ARRAY[]::text[]
     ) AS r
-    WHERE t.job_id = %(job_id)s
+    WHERE EXISTS (SELECT FROM {schema}.tenure_queues AS a WHERE a.max_leased IS NOT NULL)
+      AND t.job_id = %(job_id)s
       AND EXISTS (SELECT FROM {schema}.tenure_queues AS l
                   WHERE l.queue = t.queue AND l.max_leased IS NOT NULL)
 ),
