@@ -26,7 +26,7 @@ PROCESSES = 8
 LIMIT = 3
 JOBS = 150
 QUEUE = "limited"
-RUN_SECONDS = 1.0
+RUN_SECONDS = 0.6
 SETTLED = {"completed", "released", "failed"}
 
 

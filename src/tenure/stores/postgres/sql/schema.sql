@@ -212,27 +212,27 @@ CREATE FUNCTION {schema}.tenure_queue_room(
 ) RETURNS TABLE (queue text, room bigint, now double precision)
 LANGUAGE plpgsql VOLATILE AS $$
 #variable_conflict use_column
-DECLARE
-    t double precision;
 BEGIN
     PERFORM FROM {schema}.tenure_queues AS q
     WHERE q.queue = ANY (p_queues) AND q.max_leased IS NOT NULL
     ORDER BY q.queue
     FOR NO KEY UPDATE;
-    t := CASE WHEN p_test_now IS NULL
-              THEN greatest(p_now, extract(epoch FROM clock_timestamp())::float8)
-              ELSE p_now END;
+    -- The time is read inside this query, so after its snapshot: a lease settled before
+    -- the snapshot (and so not counted) ended at a time read before its commit, before it.
     RETURN QUERY
     SELECT q.queue, greatest(q.max_leased - (
         SELECT count(*) FROM {schema}.tenure_jobs AS j
         WHERE j.queue = q.queue
           AND j.state IN ('ready', 'leased')
-          AND j.available_at > t
+          AND j.available_at > t.now
           AND j.state = 'leased'
-          AND j.lease_until > t
+          AND j.lease_until > t.now
           AND j.job_id <> ALL (p_settled)
-    ), 0), t
-    FROM {schema}.tenure_queues AS q
+    ), 0), t.now
+    FROM (SELECT CASE WHEN p_test_now IS NULL
+                      THEN greatest(p_now, extract(epoch FROM clock_timestamp())::float8)
+                      ELSE p_now END AS now) AS t
+    CROSS JOIN {schema}.tenure_queues AS q
     WHERE q.queue = ANY (p_queues) AND q.max_leased IS NOT NULL;
 END
 $$;
