@@ -1,5 +1,5 @@
-"""Job control on the store API, async: cancel, requeue, delete and purge, and pausing a
-queue (a mixin of `AsyncStore`; ``_store_control.py`` is generated from this file).
+"""Job control on the store API, async: cancel, requeue, delete and purge, pausing a
+queue and limiting it (a mixin of `AsyncStore`; ``_store_control.py`` is generated from this file).
 
 Validate, call one driver operation, interpret it (`tenure._protocol.control_verdict`),
 log what was decided. Cancelling a leased job goes through the lease protocol: the store
@@ -26,6 +26,7 @@ from ._validate import (
     validate_flag,
     validate_id,
     validate_limit,
+    validate_queue_limit,
     validate_reason,
 )
 from .models import Job, JobState
@@ -193,3 +194,30 @@ class AsyncStoreControl:
     async def paused_queues(self: _Host) -> list[str]:
         """The names of the paused queues, sorted."""
         return await self._call("paused_queues", self._driver.paused_queues)
+
+    async def set_queue_limit(self: _Host, queue: str, n: int | None) -> None:
+        """Let at most ``n`` jobs of ``queue`` be leased at once, across every client of the
+        store (a fleet-wide limit); ``None`` removes the limit. Enforced inside each claim's
+        own statement or script (`claim`, `claim_next`, `claim_many`,
+        `complete_and_claim`), so no interleaving of claims exceeds it; a batch claim takes
+        at most the room left. A lease counts until it ends or expires by the store's
+        clock. Lowering the limit below the leases held ends none of them: claims wait
+        until fewer are held. Idempotent; stored in the store, so it holds for every
+        client. ``n``: an int from 1 to 1,000,000, or None."""
+        name = validate_id("queue", queue)
+        limit = validate_queue_limit(n)
+
+        async def call() -> None:
+            await self._driver.set_queue_limit(name, limit)
+
+        await self._call("set_queue_limit", call)
+        log.info(
+            "queue %s limit %s",
+            name,
+            "removed" if limit is None else f"set to {limit}",
+            extra={"queue": name, "limit": limit},
+        )
+
+    async def queue_limits(self: _Host) -> dict[str, int]:
+        """Each limited queue and its limit, sorted by queue."""
+        return await self._call("queue_limits", self._driver.queue_limits)

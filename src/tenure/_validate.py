@@ -24,6 +24,7 @@ __all__ = [
     "MAX_ATTEMPTS",
     "MAX_BATCH",
     "MAX_GENERATION",
+    "MAX_QUEUE_LIMIT",
     "MAX_ID_LENGTH",
     "MAX_PRIORITY",
     "MAX_TTL",
@@ -46,6 +47,7 @@ __all__ = [
     "validate_job_timeout",
     "validate_limit",
     "validate_payload_limit",
+    "validate_queue_limit",
     "validate_priority",
     "validate_queues",
     "validate_real",
@@ -73,6 +75,8 @@ MAX_QUEUES = 64
 MAX_BATCH = 1000
 # Signed 64-bit: what PostgreSQL BIGINT, SQLite INTEGER and Redis HINCRBY all hold exactly.
 MAX_GENERATION = 2**63 - 1
+# The largest fleet-wide queue limit (set_queue_limit): more leases than any fleet holds.
+MAX_QUEUE_LIMIT = 1_000_000
 _MAX_DEPTH = 64
 
 
@@ -388,6 +392,18 @@ def validate_finished_states(value: object, argument: str = "states") -> tuple[s
     if len(set(states)) != len(states):
         raise InvalidArgument(argument, "must name each state at most once")
     return tuple(sorted(set(states), key=FINISHED_STATES.index))
+
+
+def validate_queue_limit(value: object, argument: str = "n") -> int | None:
+    """A queue's limit of running leases: an int from 1 to MAX_QUEUE_LIMIT, or None for no
+    limit."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgument(argument, f"must be an int or None, not {type(value).__name__}")
+    if not 1 <= value <= MAX_QUEUE_LIMIT:
+        raise InvalidArgument(argument, f"must be from 1 to {MAX_QUEUE_LIMIT}, got {value}")
+    return value
 
 
 def validate_flag(value: object, argument: str) -> bool:

@@ -4,7 +4,8 @@ The model below is the whole lease protocol in plain Python: store time with its
 claim/claim_next (with burial of poison jobs), renew/complete/release/fail conditioned on
 owner, generation, secret and expiry, complete_many and complete_and_claim (completions
 first, then the claim, at one store time), paused queues (claims skip them), store
-schedules (upserts by name at store time), job control
+schedules (upserts by name at store time), queue limits (claims take a limited queue's
+jobs only while fewer of its leases run), job control
 (cancel, requeue, delete, and the store-wide generation floor every claim stays above), and
 the rule that repeating an operation that already took effect succeeds (the same operation,
 with the same result or error: another settle of an ended lease is refused). Hypothesis
@@ -125,6 +126,7 @@ class Model:
         self.seq = itertools.count()
         self.secrets = itertools.count(1)
         self.paused: set[str] = set()  # claims by queue skip these (issue #18)
+        self.limits: dict[str, int] = {}  # at most so many running leases (issue #18)
         # Store schedules by name: (created_at, updated_at, cron, queue), store time.
         self.schedules: dict[str, tuple[float, float, str, str]] = {}
         self.holders: dict[str, str] = {}  # unique key -> the job id that last took it
@@ -199,12 +201,28 @@ class Model:
             and job.generation < MAX_GENERATION
         )
 
+    def _room(self, queue: str, now: float) -> float:
+        """How many more leases the queue may have at ``now`` (inf: unlimited)."""
+        if queue not in self.limits:
+            return math.inf
+        running = sum(
+            1
+            for j in self.jobs.values()
+            if j.queue == queue
+            and j.state == "leased"
+            and j.lease_until is not None
+            and j.lease_until > now
+        )
+        return self.limits[queue] - running
+
     def claim(self, job_id: str, owner: str, ttl: float) -> ModelLease | None:
         now = self.tick()
         job = self.jobs.get(job_id)
         if job is None:
             raise ModelJobNotFound(job_id)
         if self._due(job, now) and job.attempts < job.max_attempts:
+            if self._room(job.queue, now) < 1:
+                return None  # its queue is full
             return self._grant(job, owner, ttl, now)
         if self._due(job, now) and job.state == "leased":
             self._bury(job, now)  # expired on its last allowed attempt
@@ -221,7 +239,10 @@ class Model:
             due = [
                 j
                 for j in self.jobs.values()
-                if j.queue in queues and j.queue not in self.paused and self._due(j, now)
+                if j.queue in queues
+                and j.queue not in self.paused
+                and self._room(j.queue, now) >= 1  # a full queue is not walked
+                and self._due(j, now)
             ]
             if not due:
                 break
@@ -726,6 +747,19 @@ class LeaseProtocol(RuleBasedStateMachine):
         (self.model.paused.add if paused else self.model.paused.discard)(name)
         mine = [q for q in self.store.paused_queues() if q in self.queues]
         assert mine == sorted(self.model.paused)
+
+    @rule(queue=st.integers(0, 1), n=st.sampled_from([None, 1, 2]))
+    def limit(self, queue: int, n: int | None) -> None:
+        name = self.queues[queue]
+        self.store.set_queue_limit(name, n)
+        if self.model.follows_boot_clock:
+            self.model.tick()  # SQLite: a write transaction, which reads (and floors) the clock
+        if n is None:
+            self.model.limits.pop(name, None)
+        else:
+            self.model.limits[name] = n
+        mine = {q: k for q, k in self.store.queue_limits().items() if q in self.queues}
+        assert mine == self.model.limits
 
     @rule(
         name=st.integers(0, 1),

@@ -79,3 +79,12 @@ def test_read_only_offers_no_pause_and_refuses_it(store: tenure.Store) -> None:
         assert confirm.status_code == 403
         assert _act(client, "mail", "resume", "t").status_code == 403
     assert store.paused_queues() == ["mail"]
+
+
+def test_the_queues_page_shows_limits(client: TestClient, store: tenure.Store) -> None:
+    store.submit("j1", queue="mail")
+    store.set_queue_limit("mail", 4)
+    page = client.get("/queues").text
+    assert "mail: at most 4 leased at once, fleet-wide" in page
+    store.set_queue_limit("mail", None)
+    assert "Limited queues" not in client.get("/queues").text

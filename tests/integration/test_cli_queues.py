@@ -21,9 +21,9 @@ def test_pause_list_resume_with_json(cli: Any, url: str) -> None:
         assert store.paused_queues() == ["a"]
         assert store.claim_next("w", 30, queues=["a"]) is None
         listed = as_json(cli("queues", "list", "--json"))["queues"]
-        assert {"queue": "a", "paused": True} in listed
+        assert {"queue": "a", "paused": True, "limit": None} in listed
         if store.queue_stats() is not None:  # Redis counts no queues
-            assert {"queue": "b", "paused": False} in listed
+            assert {"queue": "b", "paused": False, "limit": None} in listed
         answer = as_json(cli("queues", "resume", "a", "--json"))
         assert (answer["queue"], answer["paused"]) == ("a", False)
         assert store.paused_queues() == []
@@ -52,3 +52,35 @@ def test_a_bad_queue_name_is_one_line_with_an_exit_code(cli: Any, url: str) -> N
     assert "Traceback" not in result.stderr + result.stdout
     with tenure.connect(url) as store:
         assert store.paused_queues() == []
+
+
+@pytest.mark.parametrize("backend", BACKENDS, ids=str)
+def test_limit_list_and_clear_with_json(cli: Any, url: str) -> None:
+    with tenure.connect(url) as store:
+        for job_id in ("a1", "a2"):
+            store.submit(job_id, queue="a")
+        answer = as_json(cli("queues", "limit", "a", "1", "--json"))
+        assert (answer["queue"], answer["limit"]) == ("a", 1)
+        assert store.queue_limits() == {"a": 1}
+        assert len(store.claim_many("w", 30, 10, queues=["a"])) == 1
+        listed = as_json(cli("queues", "list", "--json"))["queues"]
+        assert {"queue": "a", "paused": False, "limit": 1} in listed
+        answer = as_json(cli("queues", "limit", "a", "--clear", "--json"))
+        assert (answer["queue"], answer["limit"]) == ("a", None)
+        assert store.queue_limits() == {}
+        assert len(store.claim_many("w", 30, 10, queues=["a"])) == 1
+
+
+def test_limit_text_output_and_bad_input(cli: Any, url: str) -> None:
+    with tenure.connect(url) as store:
+        store.submit("a1", queue="a")
+    assert "queue a limited to 2 leased at once on" in ok(cli("queues", "limit", "a", "2")).stdout
+    assert ok(cli("queues", "list")).stdout.split("\n")[1].split() == ["a", "running", "2"]
+    for bad in (["a", "0"], ["a", "-3"], ["a", "x"], ["a"], ["a", "2", "--clear"]):
+        result = cli("queues", "limit", *bad)
+        assert result.exit_code == 2, (bad, result.stdout, result.stderr)
+        assert "Traceback" not in result.stderr + result.stdout
+    assert "n: must be from 1" in cli("queues", "limit", "a", "0").stderr
+    assert "queue a has no limit on" in ok(cli("queues", "limit", "a", "--clear")).stdout
+    with tenure.connect(url) as store:
+        assert store.queue_limits() == {}

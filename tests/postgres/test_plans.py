@@ -155,6 +155,50 @@ def test_a_paused_queue_is_left_out_before_its_walk(filled: tuple[Any, dict[int,
     assert buffers(plan) < 40 * 50 + 60
 
 
+def _room_calls(plan: dict[str, Any]) -> list[int]:
+    return [
+        int(n["Actual Loops"])
+        for n in nodes(plan)
+        if n["Node Type"] == "Function Scan" and n.get("Function Name") == "tenure_queue_room"
+    ]
+
+
+def test_an_unlimited_claim_does_not_call_the_limits_function(
+    filled: tuple[Any, dict[int, str]],
+) -> None:
+    # Queue limits (issue #18) cost unlimited queues a probe of tenure_queues per queue: the
+    # function that locks and counts is behind a one-time filter and never runs.
+    conn, schemas = filled
+    plan = explain(
+        conn, SqlSet(schemas[100_000])["claim_next"], _claim_next_params(50, ["default", "other"])
+    )
+    assert _room_calls(plan) == [0]
+    claimed = [n for n in nodes(plan) if n["Node Type"] == "ModifyTable"]
+    assert sum(n["Actual Rows"] for n in claimed) == 50
+
+
+def test_a_limited_claim_takes_the_room_and_stays_on_the_index(
+    filled: tuple[Any, dict[int, str]],
+) -> None:
+    conn, schemas = filled
+    schema = schemas[100_000]
+    limit = render("INSERT INTO {schema}.tenure_queues VALUES ('default', false, 10)", schema)
+    conn.execute(limit.encode())
+    try:
+        plan = explain(
+            conn, SqlSet(schema)["claim_next"], _claim_next_params(50, ["default", "other"])
+        )
+    finally:
+        conn.execute(render("DELETE FROM {schema}.tenure_queues", schema).encode())
+    assert _room_calls(plan) == [1]
+    scans = scans_of_jobs(plan)
+    assert all(n["Node Type"] != "Seq Scan" for n in scans), scans
+    claimed = [n for n in nodes(plan) if n["Node Type"] == "ModifyTable"]
+    # At most 10 of "default" (the rest from "other"), about as cheap as an unlimited pick.
+    assert sum(n["Actual Rows"] for n in claimed) == 50
+    assert buffers(plan) < 40 * 50 + 60
+
+
 @pytest.mark.parametrize("operation", ["get", "claim", "renew", "complete", "release", "fail"])
 def test_single_job_operations_use_the_primary_key(
     filled: tuple[Any, dict[int, str]], operation: str

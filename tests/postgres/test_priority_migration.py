@@ -54,6 +54,7 @@ def test_a_version_5_store_upgrades_to_priorities(version_5: tuple[Any, str]) ->
         "0006_schedules.sql",
         "0007_unique_jobs.sql",
         "0008_priorities.sql",
+        "0009_queue_limits.sql",
     ]
     rows = admin.execute(
         render(

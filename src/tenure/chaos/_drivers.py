@@ -127,6 +127,12 @@ class PassThroughDriver:
     def paused_queues(self) -> list[str]:
         return self._inner.paused_queues()
 
+    def set_queue_limit(self, queue: str, limit: int | None) -> None:
+        self._inner.set_queue_limit(queue, limit)
+
+    def queue_limits(self) -> dict[str, int]:
+        return self._inner.queue_limits()
+
     def put_schedule(self, row: ScheduleRow) -> ScheduleRow:
         return self._inner.put_schedule(row)
 

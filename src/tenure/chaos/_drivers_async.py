@@ -143,6 +143,12 @@ class AsyncPassThroughDriver:
     async def paused_queues(self) -> list[str]:
         return await self._inner.paused_queues()
 
+    async def set_queue_limit(self, queue: str, limit: int | None) -> None:
+        await self._inner.set_queue_limit(queue, limit)
+
+    async def queue_limits(self) -> dict[str, int]:
+        return await self._inner.queue_limits()
+
     async def put_schedule(self, row: ScheduleRow) -> ScheduleRow:
         return await self._inner.put_schedule(row)
 

@@ -1,5 +1,6 @@
-"""``tenure queues pause|resume|list``: paused queues from the command line (the store's
-`pause_queue`, `resume_queue` and `paused_queues`)."""
+"""``tenure queues pause|resume|limit|list``: paused and limited queues from the command
+line (the store's `pause_queue`, `resume_queue`, `paused_queues`, `set_queue_limit` and
+`queue_limits`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ __all__ = ["queues"]
 
 @click.group()
 def queues() -> None:
-    """Pause, resume and list queues: workers claim nothing of a paused queue."""
+    """Pause, resume, limit and list queues: workers claim nothing of a paused queue, and
+    at most N jobs of a limited one at once, fleet-wide."""
 
 
 def _done(state: CliState, queue: str, paused: bool) -> None:
@@ -50,26 +52,61 @@ def resume(state: CliState, queue: str) -> None:
     _done(state, queue, False)
 
 
+@queues.command()
+@click.argument("queue")
+@click.argument("n", type=int, required=False)
+@click.option("--clear", is_flag=True, help="Remove the queue's limit.")
+@common_options
+@click.pass_obj
+def limit(state: CliState, queue: str, n: int | None, clear: bool) -> None:
+    """Let at most N jobs of QUEUE be leased at once, across every worker (--clear: no
+    limit). Leases already held go on; lowering the limit below them makes claims wait.
+
+    --json: {"queue", "limit": N or null, "store"}."""
+    if clear == (n is not None):
+        raise click.UsageError("give either N or --clear")
+    store = state.store(create=False)
+    store.set_queue_limit(queue, n)
+    out = state.output()
+    if out.json_mode:
+        out.json({"queue": queue, "limit": n, "store": store.url})
+    elif n is None:
+        out.line(f"queue {queue} has no limit on {store.url}", "good")
+    else:
+        out.line(f"queue {queue} limited to {n} leased at once on {store.url}", "good")
+
+
 @queues.command(name="list")
 @common_options
 @click.pass_obj
 def list_queues(state: CliState) -> None:
-    """The queues with live jobs (where the store can count them) and the paused ones, each
-    with its paused state.
+    """The queues with live jobs (where the store can count them), the paused ones and the
+    limited ones, each with its paused state and its limit.
 
-    --json: {"queues": [{"queue", "paused"}...], "store"}."""
+    --json: {"queues": [{"queue", "paused", "limit"}...], "store"} (limit null: none)."""
     store = state.store(create=False)
     paused = set(store.paused_queues())
+    limits = store.queue_limits()
     stats = store.queue_stats()
-    names = paused | {found.queue for found in (stats.queues if stats else ())}
-    rows = [{"queue": name, "paused": name in paused} for name in sorted(names)]
+    names = paused | set(limits) | {found.queue for found in (stats.queues if stats else ())}
+    rows = [
+        {"queue": name, "paused": name in paused, "limit": limits.get(name)}
+        for name in sorted(names)
+    ]
     out = state.output()
     if out.json_mode:
         out.json({"queues": rows, "store": store.url})
     elif not rows:
-        out.line(f"no queues with live jobs or paused on {store.url}")
+        out.line(f"no queues with live jobs, paused or limited on {store.url}")
     else:
         out.table(
-            ["queue", "state"],
-            [[str(row["queue"]), "paused" if row["paused"] else "running"] for row in rows],
+            ["queue", "state", "limit"],
+            [
+                [
+                    str(row["queue"]),
+                    "paused" if row["paused"] else "running",
+                    "-" if row["limit"] is None else str(row["limit"]),
+                ]
+                for row in rows
+            ],
         )

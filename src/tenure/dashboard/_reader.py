@@ -76,6 +76,10 @@ class Reader:
         found: list[str] = await self._run("paused_queues")
         return found
 
+    async def queue_limits(self) -> dict[str, int]:
+        found: dict[str, int] = await self._run("queue_limits")
+        return found
+
     async def schedules(self) -> list[StoredSchedule]:
         found: list[StoredSchedule] = await self._run("schedules")
         return found

@@ -146,16 +146,19 @@ class QueuesPage:
     seen: list[str] = field(default_factory=list)
     # The paused queues (claims skip them), sorted.
     paused: list[str] = field(default_factory=list)
+    # The fleet-wide limits of the limited queues (at most so many leased at once).
+    limits: dict[str, int] = field(default_factory=dict)
 
 
 async def queues_page(reader: Reader) -> QueuesPage:
     paused = await reader.paused_queues()
+    limits = await reader.queue_limits()
     stats = await reader.queue_stats()
     if stats is not None:
-        return QueuesPage(stats, stats.as_of, paused=paused)
+        return QueuesPage(stats, stats.as_of, paused=paused, limits=limits)
     found = await reader.jobs(queue=None, state=None, limit=MAX_BATCH)
     as_of = found[0].as_of if found else await reader.now()
-    return QueuesPage(None, as_of, sorted({job.queue for job in found}), paused)
+    return QueuesPage(None, as_of, sorted({job.queue for job in found}), paused, limits)
 
 
 @dataclass(frozen=True)

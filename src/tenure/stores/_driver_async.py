@@ -186,6 +186,17 @@ class AsyncDriver(Protocol):
         """The names of the paused queues, sorted."""
         ...
 
+    async def set_queue_limit(self, queue: str, limit: int | None) -> None:
+        """Set the queue's limit of running leases (None: no limit; idempotent). Every claim
+        (claim, claim_next, complete_and_claim) takes a job of a limited queue only while
+        fewer than ``limit`` of its leases run by store time, decided atomically with the
+        claim itself."""
+        ...
+
+    async def queue_limits(self) -> dict[str, int]:
+        """Each limited queue and its limit, sorted by queue."""
+        ...
+
     async def put_schedule(self, row: ScheduleRow) -> ScheduleRow:
         """Add or replace the schedule named ``row.name`` (one atomic upsert): a new one
         takes store time as its ``created_at`` and ``updated_at``, a replaced one keeps its

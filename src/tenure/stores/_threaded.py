@@ -156,6 +156,12 @@ class ThreadedDriver:
     async def paused_queues(self) -> list[str]:
         return await anyio.to_thread.run_sync(self.sync.paused_queues)
 
+    async def set_queue_limit(self, queue: str, limit: int | None) -> None:
+        await anyio.to_thread.run_sync(self.sync.set_queue_limit, queue, limit)
+
+    async def queue_limits(self) -> dict[str, int]:
+        return await anyio.to_thread.run_sync(self.sync.queue_limits)
+
     async def put_schedule(self, row: ScheduleRow) -> ScheduleRow:
         return await anyio.to_thread.run_sync(self.sync.put_schedule, row)
 

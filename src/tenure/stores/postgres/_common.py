@@ -385,6 +385,8 @@ class SqlSet:
         "purge",
         "pause_queue",
         "paused_queues",
+        "set_queue_limit",
+        "queue_limits",
         "schedule_put",
         "schedule_delete",
         "schedule_list",

@@ -85,3 +85,11 @@ class PostgresControl:
     def paused_queues(self: _Runner) -> list[str]:
         rows = read_rows(self._pool, "paused_queues", self._sql["paused_queues"], {})
         return [str(row[0]) for row in rows]
+
+    def set_queue_limit(self: _Runner, queue: str, limit: int | None) -> None:
+        params = {"queue": queue, "max_leased": limit}
+        read_rows(self._pool, "set_queue_limit", self._sql["set_queue_limit"], params)
+
+    def queue_limits(self: _Runner) -> dict[str, int]:
+        rows = read_rows(self._pool, "queue_limits", self._sql["queue_limits"], {})
+        return {str(row[0]): int(row[1]) for row in rows}

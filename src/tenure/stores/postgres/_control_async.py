@@ -1,7 +1,8 @@
-"""The PostgreSQL driver's job-control operations (cancel, requeue, delete, purge, and a
-queue's paused flag), async (``_control.py`` is generated from this file): a mixin of
+"""The PostgreSQL driver's job-control operations (cancel, requeue, delete, purge, a
+queue's paused flag and its limit), async (``_control.py`` is generated from this file): a mixin of
 `AsyncPostgresDriver`, one statement each (``sql/cancel.sql``, ``requeue.sql``,
-``delete.sql``, ``purge.sql``, ``pause_queue.sql``, ``paused_queues.sql``)."""
+``delete.sql``, ``purge.sql``, ``pause_queue.sql``, ``paused_queues.sql``,
+``set_queue_limit.sql``, ``queue_limits.sql``)."""
 
 from __future__ import annotations
 
@@ -84,3 +85,11 @@ class AsyncPostgresControl:
     async def paused_queues(self: _Runner) -> list[str]:
         rows = await read_rows_async(self._pool, "paused_queues", self._sql["paused_queues"], {})
         return [str(row[0]) for row in rows]
+
+    async def set_queue_limit(self: _Runner, queue: str, limit: int | None) -> None:
+        params = {"queue": queue, "max_leased": limit}
+        await read_rows_async(self._pool, "set_queue_limit", self._sql["set_queue_limit"], params)
+
+    async def queue_limits(self: _Runner) -> dict[str, int]:
+        rows = await read_rows_async(self._pool, "queue_limits", self._sql["queue_limits"], {})
+        return {str(row[0]): int(row[1]) for row in rows}

@@ -176,6 +176,7 @@ class Keys:
         "job_prefix",
         "jobs",
         "layout1_clock",
+        "limits",
         "meta",
         "paused",
         "prefix",
@@ -199,6 +200,9 @@ class Keys:
         # The paused queues: a hash from each one's candidate set key (what the claim
         # scripts hold) to its name (what paused_queues answers).
         self.paused = self.tag + ":paused"
+        # The queue limits (issue #18): a hash from each limited queue's candidate set key
+        # to "<limit> <name>".
+        self.limits = self.tag + ":limits"
         # The store schedules: a hash from each one's name to its times and spec (see
         # _schedules_async.py).
         self.schedules = self.tag + ":schedules"
@@ -271,6 +275,7 @@ SCRIPTS: dict[str, Script] = {
         "delete",
         "purge",
         "pause_queue",
+        "set_queue_limit",
         "schedule_put",
     )
 }

@@ -79,3 +79,14 @@ class RedisControl:
     def paused_queues(self: _Runner) -> list[str]:
         names = self._send("paused_queues", ("HVALS", self.keys.paused))
         return sorted(str(decode_text(name)) for name in names)
+
+    def set_queue_limit(self: _Runner, queue: str, limit: int | None) -> None:
+        k = self.keys
+        keys = [k.limits, k.candidates(queue), k.wake(queue)]
+        args = [queue, "" if limit is None else str(limit)]
+        self._eval("set_queue_limit", "set_queue_limit", keys, args)
+
+    def queue_limits(self: _Runner) -> dict[str, int]:
+        values = self._send("queue_limits", ("HVALS", self.keys.limits))
+        pairs = (str(decode_text(value)).split(" ", 1) for value in values)
+        return {name: int(limit) for limit, name in sorted(pairs, key=lambda pair: pair[1])}

@@ -1,7 +1,8 @@
-"""The Redis driver's job-control operations (cancel, requeue, delete, purge, and a queue's
-paused flag), async (``_control.py`` is generated from this file): a mixin of
+"""The Redis driver's job-control operations (cancel, requeue, delete, purge, a queue's
+paused flag and its limit), async (``_control.py`` is generated from this file): a mixin of
 `AsyncRedisDriver`, one script or command each (``lua/cancel.lua``, ``requeue.lua``,
-``delete.lua``, ``purge.lua``, ``pause_queue.lua``; paused_queues is one HVALS)."""
+``delete.lua``, ``purge.lua``, ``pause_queue.lua``, ``set_queue_limit.lua``; paused_queues
+and queue_limits are one HVALS each)."""
 
 from __future__ import annotations
 
@@ -78,3 +79,14 @@ class AsyncRedisControl:
     async def paused_queues(self: _Runner) -> list[str]:
         names = await self._send("paused_queues", ("HVALS", self.keys.paused))
         return sorted(str(decode_text(name)) for name in names)
+
+    async def set_queue_limit(self: _Runner, queue: str, limit: int | None) -> None:
+        k = self.keys
+        keys = [k.limits, k.candidates(queue), k.wake(queue)]
+        args = [queue, "" if limit is None else str(limit)]
+        await self._eval("set_queue_limit", "set_queue_limit", keys, args)
+
+    async def queue_limits(self: _Runner) -> dict[str, int]:
+        values = await self._send("queue_limits", ("HVALS", self.keys.limits))
+        pairs = (str(decode_text(value)).split(" ", 1) for value in values)
+        return {name: int(limit) for limit, name in sorted(pairs, key=lambda pair: pair[1])}

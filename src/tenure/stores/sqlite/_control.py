@@ -1,5 +1,5 @@
-"""The SQLite driver's job-control operations (cancel, requeue, delete, purge, and a
-queue's paused flag): a mixin of `SQLiteDriver`, each operation one ``BEGIN IMMEDIATE``
+"""The SQLite driver's job-control operations (cancel, requeue, delete, purge, a queue's
+paused flag and its limit): a mixin of `SQLiteDriver`, each operation one ``BEGIN IMMEDIATE``
 transaction (``sql/cancel.sql``, ``requeue.sql``, ``delete.sql`` and ``purge.sql``, the
 last two with ``raise_floor.sql``; ``pause_queue.sql``, ``paused_queues.sql``)."""
 
@@ -19,7 +19,17 @@ __all__ = ["SQLiteControl"]
 
 T = TypeVar("T")
 
-_CANCEL, _REQUEUE, _DELETE, _PURGE, _RAISE_FLOOR, _PAUSE_QUEUE, _PAUSED_QUEUES = (
+(
+    _CANCEL,
+    _REQUEUE,
+    _DELETE,
+    _PURGE,
+    _RAISE_FLOOR,
+    _PAUSE_QUEUE,
+    _PAUSED_QUEUES,
+    _SET_QUEUE_LIMIT,
+    _QUEUE_LIMITS,
+) = (
     load_text(PACKAGE, f"sql/{name}.sql")
     for name in (
         "cancel",
@@ -29,6 +39,8 @@ _CANCEL, _REQUEUE, _DELETE, _PURGE, _RAISE_FLOOR, _PAUSE_QUEUE, _PAUSED_QUEUES =
         "raise_floor",
         "pause_queue",
         "paused_queues",
+        "set_queue_limit",
+        "queue_limits",
     )
 )
 
@@ -115,3 +127,15 @@ class SQLiteControl:
             return [str(row[0]) for row in cur.execute(_PAUSED_QUEUES).fetchall()]
 
         return self._write("paused_queues", body)
+
+    def set_queue_limit(self: _Writer, queue: str, limit: int | None) -> None:
+        def body(cur: sqlite3.Cursor, now: float) -> None:
+            cur.execute(_SET_QUEUE_LIMIT, {"queue": queue, "max_leased": limit})
+
+        self._write("set_queue_limit", body)
+
+    def queue_limits(self: _Writer) -> dict[str, int]:
+        def body(cur: sqlite3.Cursor, now: float) -> dict[str, int]:
+            return {str(q): int(n) for q, n in cur.execute(_QUEUE_LIMITS).fetchall()}
+
+        return self._write("queue_limits", body)

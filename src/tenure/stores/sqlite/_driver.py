@@ -33,9 +33,9 @@ from ...errors import InvalidArgument, StoreLost, StoreUnavailable
 from .. import refuse_fragment
 from ._control import SQLiteControl
 from ._jobs import SQLiteJobsMixin
+from ._limits import job_room, queue_room
 from ._schedules import SQLiteSchedules
 from ._sql import (
-    ATTEMPTS,
     BURY,
     CLAIM,
     CLOCK,
@@ -45,7 +45,6 @@ from ._sql import (
     NEXT_DUE,
     PACKAGE,
     PICK,
-    QUEUE_STATS,
     READ_CLOCK,
     STORE_ID,
     SUBMIT,
@@ -337,7 +336,11 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin, SQLiteSchedules):
 
     def claim(self, job_id: str, owner: str, ttl: float, secret_hash: str) -> Outcome:
         def body(cur: sqlite3.Cursor, now: float) -> Outcome:
-            claimed = self._claim_one(cur, now, job_id, owner, ttl, secret_hash)
+            # Queue limits: a claim by id respects its queue's as claim_next does.
+            room = job_room(cur, job_id, now)
+            claimed = None
+            if room is None or room > 0:
+                claimed = self._claim_one(cur, now, job_id, owner, ttl, secret_hash)
             if claimed is None:
                 buried = read_row(cur, BURY, {"job_id": job_id, "now": now})
                 if buried is not None:
@@ -364,12 +367,17 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin, SQLiteSchedules):
             "now": now,
             "max_generation": MAX_GENERATION,
         }
+        # Queue limits: the room of each limited queue, counted once in this transaction
+        # and spent by each claim below; a full queue is not walked.
+        room = queue_room(cur, queues, now)
         for secret_hash in secret_hashes:
             while True:
                 # The best head of the given queues: the highest priority, then the oldest
                 # by (available_at, seq), the first queue winning a tie.
                 best, best_key = None, (0, 0.0, 0)
                 for queue in queues:
+                    if room.get(queue, 1) < 1:
+                        continue
                     pick_params["queue"] = queue
                     found = cur.execute(PICK, pick_params).fetchone()
                     if found is not None:
@@ -387,6 +395,8 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin, SQLiteSchedules):
                 row = self._claim_one(cur, now, best.job_id, owner, ttl, secret_hash)
                 if row is not None:
                     claimed.append(Outcome(Status.APPLIED, row, now))
+                    if row.queue in room:
+                        room[row.queue] -= 1
                 break
         return claimed
 
@@ -542,20 +552,6 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin, SQLiteSchedules):
             found = self._conn.execute(FIND_LEASES, params).fetchall()
         return [Outcome(Status.APPLIED, JobRow._make(row), as_of) for row in found]
 
-    def attempts(self, job_id: str) -> list[tuple[Any, ...]]:
-        """The job's attempts, oldest first (see `tenure.AsyncStore.attempts`)."""
-        with self._lock:
-            return [tuple(row) for row in self._conn.execute(ATTEMPTS, {"job_id": job_id})]
-
-    def queue_stats(self) -> tuple[float, list[tuple[Any, ...]]]:
-        """The live jobs of each queue (see `tenure._queue_stats`): one statement over the
-        partial index of claimable jobs, at the store time read just before it."""
-        with self._lock:
-            now = self._conn.execute(READ_CLOCK, self.clock_params())
-            as_of = float(now.fetchone()[0])
-            found = self._conn.execute(QUEUE_STATS, {"now": as_of}).fetchall()
-        return as_of, [tuple(row) for row in found]
-
     def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
         # SQLite cannot notify: watch PRAGMA data_version, which changes when another
         # connection commits, and wake up when the earliest pending job falls due.
@@ -565,7 +561,7 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin, SQLiteSchedules):
             now = float(self._conn.execute(READ_CLOCK, self.clock_params()).fetchone()[0])
             for queue in queues:
                 due = self._conn.execute(
-                    NEXT_DUE, {"queue": queue, "max_generation": MAX_GENERATION}
+                    NEXT_DUE, {"queue": queue, "max_generation": MAX_GENERATION, "now": now}
                 ).fetchone()
                 if due is not None:
                     deadline = min(deadline, time.monotonic() + max(0.0, float(due[0]) - now))

@@ -14,11 +14,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..._protocol import UNFINISHED_STATES, JobFilter, JobRow, Outcome, Status, Submission
 from ...errors import InvalidArgument, StoreUnavailable
 from ._sql import (
+    ATTEMPTS,
     BATCH_ROWS,
     CLOCK,
     EXISTING,
     GET,
     LIST_PAGE,
+    QUEUE_STATS,
     READ_CLOCK,
     STORE_ID,
     SUBMIT_MANY,
@@ -69,7 +71,8 @@ def submit_each(cur: sqlite3.Cursor, now: float, batch: Sequence[Submission]) ->
 
 
 class SQLiteJobsMixin:
-    """`submit_many`, `submit_joined`, `wait_job` and `list_jobs` of `SQLiteDriver`."""
+    """`attempts`, `queue_stats`, `submit_many`, `submit_joined`, `wait_job` and `list_jobs`
+    of `SQLiteDriver`."""
 
     if TYPE_CHECKING:
         path: str
@@ -81,6 +84,20 @@ class SQLiteJobsMixin:
         def _write(self, operation: str, body: Callable[[sqlite3.Cursor, float], T]) -> T: ...
 
         def clock_params(self) -> dict[str, Any]: ...
+
+    def attempts(self, job_id: str) -> list[tuple[Any, ...]]:
+        """The job's attempts, oldest first (see `tenure.AsyncStore.attempts`)."""
+        with self._lock:
+            return [tuple(row) for row in self._conn.execute(ATTEMPTS, {"job_id": job_id})]
+
+    def queue_stats(self) -> tuple[float, list[tuple[Any, ...]]]:
+        """The live jobs of each queue (see `tenure._queue_stats`): one statement over the
+        partial index of claimable jobs, at the store time read just before it."""
+        with self._lock:
+            now = self._conn.execute(READ_CLOCK, self.clock_params())
+            as_of = float(now.fetchone()[0])
+            found = self._conn.execute(QUEUE_STATS, {"now": as_of}).fetchall()
+        return as_of, [tuple(row) for row in found]
 
     def submit_many(self, submissions: Sequence[Submission]) -> list[Outcome]:
         # One write transaction for the batch: one lock hand-over and one flush.

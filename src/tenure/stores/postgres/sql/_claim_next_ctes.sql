@@ -18,8 +18,13 @@
 -- LOCKED), so workers never queue behind each other. A paused queue is left out before
 -- either walk: a condition on q alone (one primary-key probe of the small tenure_queues).
 -- Each path is a CTE of its own (PostgreSQL locks rows in neither branch of a UNION).
+-- Fleet-wide queue limits (issue #18): "room" (_queue_room.sql) says how many more jobs
+-- each limited queue may lease; each path's walk of such a queue stops there, and the
+-- merge keeps no more than the room of the two paths together. The including statement
+-- defines "settled" (the jobs it completes first) before this.
+{include:_queue_room},
 ready_picked AS MATERIALIZED (
-    SELECT c.job_id, c.priority, c.available_at, c.seq, false AS buryable
+    SELECT c.job_id, q.queue, c.priority, c.available_at, c.seq, false AS buryable
     FROM unnest(%(queues)b::text[]) AS q (queue)
     CROSS JOIN LATERAL (
         SELECT j.job_id, j.priority, j.available_at, j.seq
@@ -29,7 +34,9 @@ ready_picked AS MATERIALIZED (
           AND j.run_at <= (SELECT now FROM clock)
           AND j.generation < %(max_generation)s::bigint
         ORDER BY j.priority DESC, j.run_at, j.seq
-        LIMIT %(limit)s
+        -- Queue limits: no more than the queue's room (no row in "room": unlimited).
+        LIMIT least(%(limit)s, coalesce((SELECT r.room FROM room AS r WHERE r.queue = q.queue),
+                                       %(limit)s))
         FOR NO KEY UPDATE SKIP LOCKED
     ) AS c
     WHERE NOT EXISTS (SELECT FROM {schema}.tenure_queues AS p
@@ -38,7 +45,8 @@ ready_picked AS MATERIALIZED (
     LIMIT %(limit)s
 ),
 expired_picked AS MATERIALIZED (
-    SELECT c.job_id, c.priority, c.available_at, c.seq, c.attempts >= c.max_attempts AS buryable
+    SELECT c.job_id, q.queue, c.priority, c.available_at, c.seq,
+           c.attempts >= c.max_attempts AS buryable
     FROM unnest(%(queues)b::text[]) AS q (queue)
     CROSS JOIN LATERAL (
         SELECT j.job_id, j.priority, j.available_at, j.seq, j.attempts, j.max_attempts
@@ -49,7 +57,9 @@ expired_picked AS MATERIALIZED (
           AND j.available_at <= (SELECT now FROM clock)
           AND j.generation < %(max_generation)s::bigint
         ORDER BY j.priority DESC, j.available_at, j.seq
-        LIMIT %(limit)s
+        -- Queue limits: no more than the queue's room (no row in "room": unlimited).
+        LIMIT least(%(limit)s, coalesce((SELECT r.room FROM room AS r WHERE r.queue = q.queue),
+                                       %(limit)s))
         FOR NO KEY UPDATE SKIP LOCKED
     ) AS c
     WHERE NOT EXISTS (SELECT FROM {schema}.tenure_queues AS p
@@ -61,14 +71,22 @@ expired_picked AS MATERIALIZED (
 -- until this statement's transaction ends: other claims skip them meanwhile, as they skip
 -- any row a claim is locking.)
 picked AS MATERIALIZED (
-    SELECT * FROM ready_picked
-    UNION ALL
-    SELECT * FROM expired_picked
-    ORDER BY priority DESC, available_at, seq
+    SELECT u.job_id, u.queue, u.priority, u.available_at, u.seq, u.buryable
+    FROM (
+        SELECT b.*,
+               row_number() OVER (PARTITION BY b.queue, b.buryable
+                                  ORDER BY b.priority DESC, b.available_at, b.seq) AS in_queue
+        FROM (SELECT * FROM ready_picked UNION ALL SELECT * FROM expired_picked) AS b
+    ) AS u
+    LEFT JOIN room AS r ON r.queue = u.queue
+    -- Queue limits: the two paths together lease no more than the queue's room (a row to
+    -- bury takes none).
+    WHERE u.buryable OR r.room IS NULL OR u.in_queue <= r.room
+    ORDER BY u.priority DESC, u.available_at, u.seq
     LIMIT %(limit)s
 ),
 numbered AS (
-    SELECT p.job_id,
+    SELECT p.job_id, p.queue,
            row_number() OVER (ORDER BY p.priority DESC, p.available_at, p.seq) AS position
     FROM picked AS p
     WHERE NOT p.buryable
@@ -81,13 +99,16 @@ claimed AS (
         -- the next timeline's base (_next_generation.sql): never a reissue, even after a promotion.
         generation = {include:_next_generation},
         secret_hash = h.secret_hash,
-        lease_until = clock.now + %(ttl)s::float8,
-        available_at = clock.now + %(ttl)s::float8,
+        -- A limited queue's leases start at its room's time (read after its lock, see
+        -- tenure_queue_room), the others at the statement's.
+        lease_until = coalesce(r.now, clock.now) + %(ttl)s::float8,
+        available_at = coalesce(r.now, clock.now) + %(ttl)s::float8,
         attempts = j.attempts + 1,
-        updated_at = clock.now
+        updated_at = coalesce(r.now, clock.now)
     FROM numbered AS n
     JOIN unnest(%(secret_hashes)b::text[]) WITH ORDINALITY AS h (secret_hash, position)
-        USING (position),
+        USING (position)
+    LEFT JOIN room AS r ON r.queue = n.queue,
         clock
     WHERE j.job_id = n.job_id
       AND j.attempts < j.max_attempts

@@ -2,6 +2,25 @@
 -- and an attempt. An expired lease on the last allowed attempt is buried instead (state
 -- dead, secret hash cleared so that the late holder's complete/fail cannot pass for a repeat).
 {include:_clock},
+-- Fleet-wide queue limits (issue #18): a claim by id respects its queue's limit as
+-- claim_next does (_queue_room.sql), the queue being the job's. No row: unlimited. While
+-- no queue of the store is limited, nothing but that test runs (a one-time filter).
+room AS MATERIALIZED (
+    SELECT r.queue, r.room, r.now
+    FROM {schema}.tenure_jobs AS t
+    CROSS JOIN LATERAL {schema}.tenure_queue_room(
+        ARRAY[t.queue], (SELECT now FROM clock), %(now)s::float8, ARRAY[]::text[]
+    ) AS r
+    WHERE EXISTS (SELECT FROM {schema}.tenure_queues AS a WHERE a.max_leased IS NOT NULL)
+      AND t.job_id = %(job_id)s
+      AND EXISTS (SELECT FROM {schema}.tenure_queues AS l
+                  WHERE l.queue = t.queue AND l.max_leased IS NOT NULL)
+),
+-- When the lease starts: the room's time for a limited queue (read after its lock, see
+-- tenure_queue_room), else the statement's.
+started AS MATERIALIZED (
+    SELECT coalesce((SELECT r.now FROM room AS r), c.now) AS now FROM clock AS c
+),
 applied AS (
     UPDATE {schema}.tenure_jobs AS j
     SET state = 'leased',
@@ -10,16 +29,18 @@ applied AS (
         -- the next timeline's base (_next_generation.sql): never a reissue, even after a promotion.
         generation = {include:_next_generation},
         secret_hash = %(secret_hash)s,
-        lease_until = clock.now + %(ttl)s::float8,
-        available_at = clock.now + %(ttl)s::float8,
+        lease_until = s.now + %(ttl)s::float8,
+        available_at = s.now + %(ttl)s::float8,
         attempts = j.attempts + 1,
-        updated_at = clock.now
-    FROM clock
+        updated_at = s.now
+    FROM clock, started AS s
     WHERE j.job_id = %(job_id)s
       AND j.state IN ('ready', 'leased')
       AND j.available_at <= clock.now
       AND j.attempts < j.max_attempts
       AND j.generation < %(max_generation)s::bigint
+      -- Queue limits: not while the queue is full.
+      AND NOT EXISTS (SELECT FROM room AS r WHERE r.queue = j.queue AND r.room < 1)
     RETURNING j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at, j.priority, j.timeout, j.unique_key
 ),
 buried AS (
@@ -49,7 +70,8 @@ SELECT CASE WHEN j.job_id IS NULL THEN 'missing' ELSE 'missed' END, j.job_id, j.
         j.state IN ('ready', 'leased')
         AND j.available_at <= clock.now
         AND (
-            (j.attempts < j.max_attempts AND j.generation < %(max_generation)s::bigint)
+            (j.attempts < j.max_attempts AND j.generation < %(max_generation)s::bigint
+             AND NOT EXISTS (SELECT FROM room AS r WHERE r.queue = j.queue AND r.room < 1))
             OR (j.state = 'leased' AND j.attempts >= j.max_attempts)
         ),
         false

@@ -8,6 +8,8 @@
 -- claim_next.sql orders them); columns as claim_next.sql's, then part.
 {include:_clock},
 {include:_complete_many_ctes},
+-- The jobs completed here free their queues' room for the claim (see _queue_room.sql).
+settled AS (SELECT c.job_id FROM completed AS c),
 {include:_claim_next_ctes}
 SELECT *, 1 AS part FROM (
 {include:_complete_many_answer}

@@ -8,6 +8,18 @@
 SELECT clock.now, (
     SELECT min(due.at)
     FROM unnest(%(queues)b::text[]) AS q (queue)
+    -- Queue limits (issue #18): a limited queue with no room falls due when its first
+    -- running lease ends, not when a job is due (no claim could take it before).
+    CROSS JOIN LATERAL (
+        SELECT EXISTS (
+            SELECT FROM {schema}.tenure_queues AS l
+            WHERE l.queue = q.queue
+              AND l.max_leased <= (SELECT count(*) FROM {schema}.tenure_jobs AS r
+                                   WHERE r.queue = q.queue
+                                     AND r.state = 'leased' AND r.seq > 0  -- tenure_jobs_leased
+                                     AND r.available_at > clock.now)
+        ) AS full
+    ) AS f
     CROSS JOIN LATERAL (
         WITH RECURSIVE levels (priority) AS (
             (SELECT j.priority FROM {schema}.tenure_jobs AS j
@@ -25,12 +37,13 @@ SELECT clock.now, (
                   AND j.generation < %(max_generation)s::bigint
                 ORDER BY j.priority DESC, j.run_at LIMIT 1) AS at
         FROM levels AS l
-        WHERE l.priority IS NOT NULL
+        WHERE l.priority IS NOT NULL AND NOT f.full
         UNION ALL
         SELECT min(j.available_at)
         FROM {schema}.tenure_jobs AS j
         WHERE j.queue = q.queue AND j.state = 'leased' AND j.seq > 0  -- tenure_jobs_leased
           AND j.generation < %(max_generation)s::bigint
+          AND (NOT f.full OR j.available_at > clock.now)
     ) AS due
     WHERE NOT EXISTS (SELECT FROM {schema}.tenure_queues AS p
                       WHERE p.queue = q.queue AND p.paused)

@@ -345,17 +345,58 @@ local function complete_each(out, k, count, a, now)
   end
 end
 
+-- Fleet-wide queue limits (issue #18): how many more jobs the queue of the candidate set
+-- `candidates` (the queue's own set, priority 0) may lease at `now`: its limit (a field of
+-- the hash `limits`, "<n> <name>") minus its running leases, never below 0; nil when the
+-- queue has no limit. Running leases are the members of the queue's sets (every priority's)
+-- scored after now (a leased job's score is its lease's end, and a lease runs at most
+-- MAX_TTL), ready jobs due later left out; the count stops at the limit.
+local ROOM_PAGE = 100
+local function queue_room(limits, candidates, now)
+  local limit = redis.call('HGET', limits, candidates)
+  if not limit then
+    return nil
+  end
+  limit = tonumber(string.match(limit, '^(%d+)'))
+  local job_prefix = string.match(candidates, '^(%b{})') .. ':j:'
+  local count = 0
+  local sets = queue_sets(candidates)
+  for n = 1, #sets, 2 do
+    local offset = 0
+    while true do
+      local members = redis.call('ZRANGEBYSCORE', sets[n], '(' .. fmt(now),
+        fmt(now + MAX_TTL), 'LIMIT', offset, ROOM_PAGE)
+      for _, member in ipairs(members) do
+        local f = redis.call('HMGET', job_prefix .. string.sub(member, 17), 's', 'lu')
+        if f[1] == 'leased' and f[2] and tonumber(f[2]) > now then
+          count = count + 1
+          if count >= limit then
+            return 0
+          end
+        end
+      end
+      if #members < ROOM_PAGE then
+        break
+      end
+      offset = offset + ROOM_PAGE
+    end
+  end
+  return limit - count
+end
+
 -- pick.sql: the due candidate with the highest priority, then the lowest (available_at,
 -- submission order), across the queues whose own candidate sets are KEYS[k] to KEYS[#KEYS],
--- except the paused ones (the hash `paused`), the first queue winning a tie. Per queue its
--- priority levels are tried from the highest down, and the first due candidate ends that
--- queue's walk (a lower level cannot beat it), as does a level below the best found in an
--- earlier queue. Returns its set and member, or nil.
-local function oldest(k, now_s, paused)
+-- except the paused ones (the hash `paused`) and the limited ones without room (`room`,
+-- from queue_room), the first queue winning a tie. Per queue its priority levels are tried
+-- from the highest down, and the first due candidate ends that queue's walk (a lower level
+-- cannot beat it), as does a level below the best found in an earlier queue. Returns its
+-- set and member, or nil.
+local function oldest(k, now_s, paused, room)
   local best_set, best_member, best_priority, best_score, best_seq
   for i = k, #KEYS do
-    -- A paused queue's sets are left out (its own set key is a field of `paused`).
-    if redis.call('HEXISTS', paused, KEYS[i]) == 0 then
+    -- A paused queue's sets are left out (its own set key is a field of `paused`), and so
+    -- are those of a limited queue without room.
+    if redis.call('HEXISTS', paused, KEYS[i]) == 0 and (room[KEYS[i]] or 1) > 0 then
       local sets = queue_sets(KEYS[i])
       for n = 1, #sets, 2 do
         local set, priority = sets[n], sets[n + 1]
@@ -383,14 +424,20 @@ end
 
 -- claim_next's loop: for each secret hash ARGV[a] to ARGV[#ARGV], claim the oldest
 -- claimable job of the candidate sets KEYS[k] to KEYS[#KEYS] (oldest), a paused queue's
--- left out. Expired leases on
+-- left out, a limited queue's (the hash `limits`) only while it has room. Expired leases on
 -- their last attempt met on the way are buried (bury.sql) and the pick goes on. Appends to
 -- `out` one item per lease granted, ["applied", <row>], and per job buried, ["buried", <row>].
-local function claim_each(out, k, a, owner, ttl, job_prefix, now, paused)
+local function claim_each(out, k, a, owner, ttl, job_prefix, now, paused, limits)
   local now_s = fmt(now)
+  -- Queue limits: each limited queue's room, counted once in this script and spent by
+  -- each claim below.
+  local room = {}
+  for i = k, #KEYS do
+    room[KEYS[i]] = queue_room(limits, KEYS[i], now)
+  end
   for i = a, #ARGV do
     while true do
-      local candidates, member = oldest(k, now_s, paused)
+      local candidates, member = oldest(k, now_s, paused, room)
       if candidates == nil then
         return
       end
@@ -407,6 +454,10 @@ local function claim_each(out, k, a, owner, ttl, job_prefix, now, paused)
       else
         if claimable(f, now) then
           take(job, member, candidates, owner, ttl, ARGV[i], now)
+          local base = queue_base(candidates) -- the room is the queue's, whatever the priority
+          if room[base] then
+            room[base] = room[base] - 1
+          end
           local item = json_row(job)
           table.insert(item, 1, 'applied')
           out[#out + 1] = item

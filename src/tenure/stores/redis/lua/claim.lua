@@ -1,6 +1,8 @@
 -- claim: take one job by id when it is free or its lease expired by store time (claim.sql);
 -- an expired lease on the last allowed attempt buries the job instead (bury.sql).
--- KEYS: job, clock
+-- A limited queue's job is taken only while the queue has room (queue_room), as claim_next
+-- does.
+-- KEYS: job, clock, the queue limits (hash)
 -- ARGV: now override, owner, ttl, secret hash
 local job = KEYS[1]
 local ttl = ttl_arg(ARGV[3])
@@ -9,7 +11,7 @@ if redis.call('EXISTS', job) == 0 then
   return { 'missing', fmt(now) }
 end
 local f = redis.call('HMGET', job, 's', 'g', 'av', 'a', 'm', 'z', 'k')
-if claimable(f, now) then
+if claimable(f, now) and (queue_room(KEYS[3], queue_base(f[6]), now) or 1) > 0 then
   take(job, f[7], f[6], ARGV[2], ttl, ARGV[4], now)
   return answer('applied', now, job)
 end
