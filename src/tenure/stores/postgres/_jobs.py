@@ -141,12 +141,17 @@ class JobsMixin:
             "priority": priority,
             "timeout": timeout,
         }
-        rows = self._rows("submit", self._sql["submit"], params)
-        if rows:
-            return rows[0].outcome
-        # A concurrent submit of the same id won after this statement's snapshot was taken.
-        existing = self.get(job_id)
-        return Outcome(Status.MISSED, existing.row, existing.now)
+        for _ in range(RACE_RETRIES):
+            rows = self._rows("submit", self._sql["submit"], params)
+            if rows:
+                return rows[0].outcome
+            # A concurrent submit of the same id won after this statement's snapshot was
+            # taken: answer with its job, unless a purge or delete took that job meanwhile
+            # (then there is none, and the submit runs again to create it).
+            existing = self.get(job_id)
+            if existing.row is not None:
+                return Outcome(Status.MISSED, existing.row, existing.now)
+        raise lost_race("submit")
 
     def _submit_unique(self, keyed: Submission) -> Outcome:
         # submit_unique.sql answers nothing when it lost a race with a concurrent submit of
@@ -176,11 +181,22 @@ class JobsMixin:
         for submission in submissions:
             outcome = found.get(submission.job_id)
             if outcome is None:
-                # A concurrent submit of this id won after the statement's snapshot.
+                # A concurrent submit of this id won after the statement's snapshot: its
+                # job, or (purged or deleted meanwhile) this job submitted again alone.
                 existing = self.get(submission.job_id)
                 outcome = Outcome(Status.MISSED, existing.row, existing.now)
+                if existing.row is None:
+                    outcome = self._submit_alone(submission)
             answers.append(outcome)
         return answers
+
+    def _submit_alone(self, s: Submission) -> Outcome:
+        unique: dict[str, Any] = {}
+        if s.unique_key is not None:
+            unique = {"unique_key": s.unique_key, "unique_for": s.unique_for}
+        return self.submit(
+            s.job_id, s.queue, s.payload, s.delay, s.max_attempts, s.priority, s.timeout, **unique
+        )
 
     def submit_joined(self, conn: Any, submissions: Sequence[Submission]) -> list[Outcome]:
         """``submit_many.sql`` on the caller's psycopg connection (or SQLAlchemy session),
