@@ -19,7 +19,7 @@ import pytest
 
 from tenure.chaos import Fault, make_schedule, store_kind
 from tenure.chaos._lock_mode import LOCK_KINDS
-from tests.backends import REDIS, SQLITE, Backend
+from tests.backends import SQLITE, Backend
 
 pytestmark = pytest.mark.slow
 
@@ -77,7 +77,9 @@ def _seed(url: str) -> int:
     raise AssertionError("no seed found")
 
 
-@pytest.mark.parametrize("backend", [SQLITE, REDIS], ids=str)
+# One store: a lock is a job, and the lock conformance suite and its state machine run on
+# every store; this real-time run (about 11 s a store) is kept to one for CI's time.
+@pytest.mark.parametrize("backend", [SQLITE], ids=str)
 def test_lock_chaos_run_is_valid_and_stale_writes_are_refused(
     backend: Backend, tmp_path: Path
 ) -> None:

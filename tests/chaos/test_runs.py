@@ -23,7 +23,7 @@ from tests.chaos._chromium import MISSING
 
 pytestmark = pytest.mark.slow
 
-WORKERS, TTL, DURATION, INTERVAL = 3, 1.0, 12.0, 0.8
+WORKERS, TTL, DURATION, INTERVAL = 3, 1.0, 9.0, 0.8
 UNSAFE_DURATION = 7.0  # long enough for an unsafe mode to be caught, short for CI's time
 MUST_HAVE = {"pause-complete", "pause-handler", "storm"}
 

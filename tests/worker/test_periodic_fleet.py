@@ -2,8 +2,8 @@
 skewed and sped up by faketime, serve one second-granularity schedule for two simulated
 minutes; every tick of the window exists exactly once in the store.
 
-Each worker runs under ``faketime -f '<offset> x10'`` (FAKETIME_DONT_FAKE_MONOTONIC=1, so
-the worker's timers and the test's bound stay real): 12 s of real time are two minutes of
+Each worker runs under ``faketime -f '<offset> x20'`` (FAKETIME_DONT_FAKE_MONOTONIC=1, so
+the worker's timers and the test's bound stay real): 6 s of real time are two minutes of
 each worker's clock. The stores keep their own time (the servers', or SQLite's boot clock),
 so a worker ahead submits ticks long before the store's time reaches them: they wait, as
 delayed jobs, and are the same jobs the others submit when their clocks get there.
@@ -27,8 +27,8 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 OFFSETS = ("+30s", "+0s", "-20s", "+7s")
-SPEED = 10
-REAL_SECONDS = 12.0
+SPEED = 20
+REAL_SECONDS = 6.0
 
 CHILD = r"""
 import sys, threading, time
