@@ -14,7 +14,7 @@ import hashlib
 import random
 import secrets
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ._clock import LeaseTiming
 from ._validate import (
@@ -158,6 +158,17 @@ class Submission(NamedTuple):
     # seconds after it finishes (None: no key; no window after it finishes).
     unique_key: str | None = None
     unique_for: float | None = None
+
+    def driver_args(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """The positional and keyword arguments of a driver's ``submit`` for this job. The
+        unique ones only with a key: a driver that knows none still works."""
+        args = (
+            self.job_id, self.queue, self.payload, self.delay, self.max_attempts,
+            self.priority, self.timeout,
+        )  # fmt: skip
+        if self.unique_key is None:
+            return args, {}
+        return args, {"unique_key": self.unique_key, "unique_for": self.unique_for}
 
 
 class JobFilter(NamedTuple):

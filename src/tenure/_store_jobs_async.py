@@ -162,23 +162,10 @@ class AsyncJobsMixin:
         driver's submit, retried as any operation."""
         if conn is not None:
             return (await self._submit_joined(conn, [submission]))[0]
-        s = submission
-        # The unique arguments only with a key: a driver that knows none still works.
-        unique: dict[str, Any] = {}
-        if s.unique_key is not None:
-            unique = {"unique_key": s.unique_key, "unique_for": s.unique_for}
+        args, options = submission.driver_args()
 
         async def call() -> Outcome:
-            return await self._driver.submit(
-                s.job_id,
-                s.queue,
-                s.payload,
-                s.delay,
-                s.max_attempts,
-                s.priority,
-                s.timeout,
-                **unique,
-            )
+            return await self._driver.submit(*args, **options)
 
         return await self._call("submit", call)
 

@@ -190,12 +190,8 @@ class AsyncJobsMixin:
         return answers
 
     async def _submit_alone(self, s: Submission) -> Outcome:
-        unique: dict[str, Any] = {}
-        if s.unique_key is not None:
-            unique = {"unique_key": s.unique_key, "unique_for": s.unique_for}
-        return await self.submit(
-            s.job_id, s.queue, s.payload, s.delay, s.max_attempts, s.priority, s.timeout, **unique
-        )
+        args, options = s.driver_args()
+        return await self.submit(*args, **options)
 
     async def submit_joined(self, conn: Any, submissions: Sequence[Submission]) -> list[Outcome]:
         """``submit_many.sql`` on the caller's psycopg connection (or SQLAlchemy session),
