@@ -338,11 +338,16 @@ def check_lease(lease: object, store_id: str, argument: str = "lease") -> Lease:
     return lease
 
 
+# A row's state text to its JobState, without the enum's own lookup (every snapshot reads
+# one); a text not here is still looked up by JobState, which refuses it.
+_STATES = {state.value: state for state in JobState}
+
+
 def job_from_row(row: JobRow, as_of: float, created: bool | None = None) -> Job:
     return Job(
         job_id=row.job_id,
         queue=row.queue,
-        state=JobState(row.state),
+        state=_STATES.get(row.state) or JobState(row.state),
         owner=row.owner,
         generation=row.generation,
         lease_until=None if row.lease_until is None else float(row.lease_until),

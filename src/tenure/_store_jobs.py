@@ -24,6 +24,7 @@ from ._validate import (
     validate_job_timeout,
     validate_limit,
     validate_priority,
+    validate_timeout,
     validate_unique,
     validate_wait_timeout,
 )
@@ -39,6 +40,10 @@ T = TypeVar("T")
 
 _STATES = tuple(JobState)
 _SPEC_KEYS = frozenset(JobSpec.__slots__)
+# The defaults of `submit`'s delay and priority (ints: small ints are one object, so a
+# default given explicitly is recognised by identity too).
+_DEFAULT_DELAY = 0
+_DEFAULT_PRIORITY = 0
 # How long a wait's single driver call may block before the store looks again (and, on
 # the driver's side, how long a blocking read is held): bounded, so that a long wait
 # survives a lost connection as a retried read, not as an error.
@@ -198,11 +203,15 @@ class JobsMixin:
         return batch
 
     def _submission(self, where: str, item: object, queues: dict[object, str]) -> Submission:
+        """One element of a batch, checked as `submit` checks its arguments. A key left out
+        or given its default (``delay`` 0, ``max_attempts`` 5, ``priority`` 0, no timeout
+        or unique key) holds a value known good: nothing to check, and no argument name to
+        build for it (the per-job cost of a large batch)."""
         if isinstance(item, JobSpec):
             fields: Mapping[str, Any] = {name: getattr(item, name) for name in _SPEC_KEYS}
         elif isinstance(item, (dict, Mapping)):  # dict first: the usual case, the fast check
-            unknown = item.keys() - _SPEC_KEYS
-            if unknown:
+            if not _SPEC_KEYS.issuperset(item):
+                unknown = item.keys() - _SPEC_KEYS
                 raise InvalidArgument(
                     where,
                     f"has unknown keys {sorted(map(str, unknown))} "
@@ -215,21 +224,30 @@ class JobsMixin:
             raise InvalidArgument(
                 where, f"must be a tenure.JobSpec or a dict, not {type(item).__name__}"
             )
-        queue_value = fields.get("queue", "default")
+        get = fields.get
+        queue_value = get("queue", "default")
         queue = queues.get(queue_value) if isinstance(queue_value, str) else None
         if queue is None:
             queue = queues[queue_value] = validate_id(f"{where}.queue", queue_value)
+        job_id = validate_id(f"{where}.job_id", fields["job_id"])
+        payload = encode_json(f"{where}.payload", get("payload"), self._payload_limit)
+        delay = get("delay", _DEFAULT_DELAY)
+        if delay is not _DEFAULT_DELAY:
+            delay = validate_delay(delay, f"{where}.delay")
+        max_attempts = get("max_attempts", DEFAULT_MAX_ATTEMPTS)
+        if max_attempts is not DEFAULT_MAX_ATTEMPTS:
+            max_attempts = validate_attempts(max_attempts, f"{where}.max_attempts")
+        priority = get("priority", _DEFAULT_PRIORITY)
+        if priority is not _DEFAULT_PRIORITY:
+            priority = validate_priority(priority, f"{where}.priority")
+        timeout = get("timeout")
+        if timeout is not None:
+            timeout = validate_timeout(timeout, f"{where}.timeout")
+        key, window = get("unique_key"), get("unique_for")
+        if key is not None or window is not None:
+            key, window = validate_unique(key, window, f"{where}.")
         return Submission(
-            validate_id(f"{where}.job_id", fields["job_id"]),
-            queue,
-            encode_json(f"{where}.payload", fields.get("payload"), self._payload_limit),
-            validate_delay(fields.get("delay", 0), f"{where}.delay"),
-            validate_attempts(
-                fields.get("max_attempts", DEFAULT_MAX_ATTEMPTS), f"{where}.max_attempts"
-            ),
-            validate_priority(fields.get("priority", 0), f"{where}.priority"),
-            validate_job_timeout(fields.get("timeout"), f"{where}.timeout"),
-            *validate_unique(fields.get("unique_key"), fields.get("unique_for"), f"{where}."),
+            job_id, queue, payload, float(delay), max_attempts, priority, timeout, key, window
         )
 
     # -- waiting ------------------------------------------------------------------------

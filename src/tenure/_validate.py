@@ -7,10 +7,11 @@ Every public entry point calls these before touching a store, so bad input raise
 from __future__ import annotations
 
 import json
+import json.encoder
 import math
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import timedelta
 from typing import Any
 
@@ -282,30 +283,55 @@ def validate_queues(value: object, argument: str = "queues") -> tuple[str, ...]:
     return tuple(dict.fromkeys(queues))
 
 
+# Leaves `_check_json` accepts without a call of its own (exact types; subclasses and floats
+# take the full check): most payloads are flat objects of these.
+_PLAIN_LEAVES = frozenset((str, int, bool, type(None)))
+
+
 def _check_json(argument: str, value: object, depth: int) -> None:
     if depth > _MAX_DEPTH:
         raise InvalidArgument(argument, f"must not nest deeper than {_MAX_DEPTH} levels")
-    if value is None or isinstance(value, (bool, int)):
-        return
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise InvalidArgument(argument, f"must be JSON: {value!r} has no JSON form")
-        return
-    if isinstance(value, str):
-        return
-    if isinstance(value, (list, tuple)):
-        for item in value:
-            _check_json(argument, item, depth + 1)
-        return
+    # Containers first (a payload is most often an object); an item one level below the
+    # deepest allowed takes the full check, which refuses it.
     if isinstance(value, dict):
         for key, item in value.items():
             if not isinstance(key, str):
                 raise InvalidArgument(
                     argument, f"must be JSON: object keys must be str, got {type(key).__name__}"
                 )
-            _check_json(argument, item, depth + 1)
+            if type(item) not in _PLAIN_LEAVES or depth >= _MAX_DEPTH:
+                _check_json(argument, item, depth + 1)
+        return
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            if type(item) not in _PLAIN_LEAVES or depth >= _MAX_DEPTH:
+                _check_json(argument, item, depth + 1)
+        return
+    if value is None or isinstance(value, (bool, int, str)):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidArgument(argument, f"must be JSON: {value!r} has no JSON form")
         return
     raise InvalidArgument(argument, f"must be JSON-serialisable, got a {type(value).__name__}")
+
+
+# One encoder for every payload and result: what json.dumps(value, ensure_ascii=False,
+# allow_nan=False, separators=(",", ":")) does, with its C encoder made once rather than
+# at every call. Without a cycle check (markers None): `_check_json`, which runs first,
+# refuses a cycle as too deep. It keeps no state between calls.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+_C_ENCODER = getattr(json.encoder, "c_make_encoder", None)
+if _C_ENCODER is not None:
+    _C_ENCODER = _C_ENCODER(
+        None, _ENCODER.default, json.encoder.encode_basestring, None, ":", ",", False, False, False
+    )
+
+
+def _encode(value: Any) -> str:
+    if _C_ENCODER is None:  # a Python without the json module's C part
+        return _ENCODER.encode(value)
+    return "".join(_C_ENCODER(value, 0))
 
 
 def encode_json(argument: str, value: Any, limit: int = DEFAULT_PAYLOAD_LIMIT) -> str | None:
@@ -314,13 +340,16 @@ def encode_json(argument: str, value: Any, limit: int = DEFAULT_PAYLOAD_LIMIT) -
         return None
     _check_json(argument, value, 0)
     try:
-        text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        text = _encode(value)
     except ValueError as exc:  # e.g. an int with more digits than Python will print
         raise InvalidArgument(argument, f"must be JSON-serialisable: {exc}") from None
-    try:
-        size = len(text.encode("utf-8"))
-    except UnicodeEncodeError as exc:
-        raise InvalidArgument(argument, "must be valid Unicode text (lone surrogate)") from exc
+    if text.isascii():  # one byte a character, and no lone surrogate
+        size = len(text)
+    else:
+        try:
+            size = len(text.encode("utf-8"))
+        except UnicodeEncodeError as exc:
+            raise InvalidArgument(argument, "must be valid Unicode text (lone surrogate)") from exc
     if size > limit:
         raise InvalidArgument(
             argument, f"must encode to at most {limit} bytes of JSON, got {size} bytes"
@@ -328,8 +357,22 @@ def encode_json(argument: str, value: Any, limit: int = DEFAULT_PAYLOAD_LIMIT) -
     return text
 
 
+# json.loads's own scanner (the default decoder's), called without loads's checks around it.
+_DECODER: Any = json.JSONDecoder()  # typeshed does not declare its scanner
+_SCAN: Callable[[str, int], tuple[Any, int]] = _DECODER.scan_once
+
+
 def decode_json(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
+    if text is None:
+        return None
+    if type(text) is str:
+        try:
+            value, end = _SCAN(text, 0)
+        except StopIteration:  # not a JSON value at 0 (space before it?): loads says why
+            return json.loads(text)
+        if end == len(text):
+            return value
+    return json.loads(text)  # bytes, or something after the value: loads decides
 
 
 def error_text(error: object) -> str:

@@ -12,7 +12,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..._protocol import UNFINISHED_STATES, JobFilter, JobRow, Outcome, Submission
+from ..._protocol import UNFINISHED_STATES, JobFilter, JobRow, Outcome, Status, Submission
 from ._common import (
     Keys,
     decode_batch,
@@ -30,6 +30,27 @@ __all__ = ["JobsMixin"]
 def _json(value: Any) -> str:
     # ensure_ascii=False: ids and payloads reach Lua as the very UTF-8 they are stored as.
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _answers(submissions: Sequence[Submission], items: list[Any], now: float) -> list[Outcome]:
+    """submit_many.lua's items as Outcomes, in order. A new job's row is built here from its
+    submission and the store time, as the script wrote it (the script does not send it
+    back): ready, generation 0, no attempt, available at now + delay (the same double: the
+    script adds the delay sent as repr() to the `now` it answers with %.17g)."""
+    outcomes: list[Outcome] = []
+    for s, item in zip(submissions, items, strict=True):
+        if item == "applied":
+            row = JobRow(
+                s.job_id, s.queue, "ready", None, 0, None, None, now + s.delay, 0,
+                s.max_attempts, s.payload, None, None, now, now, s.priority, s.timeout,
+                s.unique_key,
+            )  # fmt: skip
+            outcomes.append(Outcome(Status.APPLIED, row, now))
+        elif item[0] == "same":  # its key went to an earlier job of the batch, new
+            outcomes.append(Outcome(Status.MISSED, outcomes[int(item[1]) - 1].row, now))
+        else:
+            outcomes.append(decode_item(item, now))
+    return outcomes
 
 
 # Jobs a list call examines per script run (bounds how long one run holds the server).
@@ -63,22 +84,22 @@ class JobsMixin:
             if number is None:
                 number = queues[s.queue] = len(queues) + 1
                 keys += (k.candidates(s.queue), k.listing(s.queue), k.wake(s.queue))
-            batch.append(
-                (
-                    s.job_id,
-                    encode(s.job_id),
-                    number,
-                    s.payload,
-                    repr(float(s.delay)),
-                    str(s.max_attempts),
-                    str(s.priority),
-                    None if s.timeout is None else repr(float(s.timeout)),
-                    *unique_args(k, s.unique_key, s.unique_for),
-                )
-            )
+            item = [
+                s.job_id,
+                encode(s.job_id),
+                number,
+                s.payload,
+                repr(float(s.delay)),
+                str(s.max_attempts),
+                str(s.priority),
+                None if s.timeout is None else repr(float(s.timeout)),
+            ]
+            if s.unique_key is not None:
+                item += unique_args(k, s.unique_key, s.unique_for)
+            batch.append(item)
         args = [self._now_arg(), k.job_prefix, _json(list(queues)), _json(batch)]
         now, items = decode_batch(self._eval("submit_many", "submit_many", keys, args))
-        return [decode_item(item, now) for item in items]
+        return _answers(submissions, items, now)
 
     def wait_job(self, job_id: str, timeout: float) -> Outcome:
         deadline = time.monotonic() + timeout

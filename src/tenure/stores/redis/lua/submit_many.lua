@@ -6,18 +6,34 @@
 --       their keys), the batch as one JSON array (one string to send rather than seven
 --       per job), each job [id, encoded id (its key and member suffix), queue number
 --       (1: the first queue), payload JSON text or null, delay, max attempts, priority,
---       timeout or null, unique key, its window, its pointer's name (the last three null
---       without a key)] (delay, max attempts, priority, timeout and window as decimal
+--       timeout or null, and with a unique key: the key, its window or null, its pointer's
+--       name (absent without a key)] (delay, max attempts, priority, timeout and window as decimal
 --       strings); a job of another priority than 0 goes to its priority's set (priority_set)
 -- Reply: one JSON string (see json_row): [now, item, ...], one item per job, in order:
--- ["applied", <row>] or ["missed", <row as it is>].
+-- "applied" (the new row is what the job's arguments and `now` make it, which the client
+-- builds itself rather than reading it back), ["same", n] (its unique key was taken by the
+-- n-th job of this batch, 1-based: that job's row, missed) or ["missed", <row as it is>].
 local queues, batch = cjson.decode(ARGV[3]), cjson.decode(ARGV[4])
--- Every argument is checked before the first write (a refused call writes nothing).
+-- Every argument is checked before the first write (a refused call writes nothing); a value
+-- the same as the previous job's (one interned string: the usual batch) was checked with it.
+local last_delay, last_attempts, last_priority, last_timeout
 for _, j in ipairs(batch) do
-  delay_arg('delay', j[5])
-  number_arg('max_attempts', j[6], 1, MAX_ATTEMPTS)
-  priority_arg(j[7])
-  timeout_arg(j[8])
+  if j[5] ~= last_delay then
+    delay_arg('delay', j[5])
+    last_delay = j[5]
+  end
+  if j[6] ~= last_attempts then
+    number_arg('max_attempts', j[6], 1, MAX_ATTEMPTS)
+    last_attempts = j[6]
+  end
+  if j[7] ~= last_priority then
+    priority_arg(j[7])
+    last_priority = j[7]
+  end
+  if j[8] ~= last_timeout then
+    timeout_arg(j[8])
+    last_timeout = j[8]
+  end
 end
 local now = store_now(KEYS[1], ARGV[1], true)
 local now_s = fmt(now)
@@ -26,12 +42,19 @@ local job_prefix = ARGV[2]
 -- A job with a unique key is new only if the key is free (issue #18): held by a job of the
 -- store (holders), or taken by an earlier job of this batch (same), it is answered with that
 -- job instead.
+-- One EXISTS of every job's key first: none there (the usual batch of new ids) spares the
+-- EXISTS of each.
 local new, holders, same, taken = {}, {}, {}, {}
 local count = 0
+local job_keys = {}
 for n, j in ipairs(batch) do
-  if redis.call('EXISTS', job_prefix .. j[2]) == 0 then
+  job_keys[n] = job_prefix .. j[2]
+end
+local any_exist = redis.call('EXISTS', unpack(job_keys)) > 0
+for n, j in ipairs(batch) do
+  if not any_exist or redis.call('EXISTS', job_keys[n]) == 0 then
     local ukey = j[11]
-    if ukey == cjson.null then
+    if not ukey then
       new[n] = true
     elseif taken[ukey] then
       same[n] = taken[ukey]
@@ -53,18 +76,25 @@ if count > 0 then
 end
 -- The sets' additions, one ZADD per set: score, member, score, member...
 local adds = { [KEYS[3]] = {} }
+local all_jobs = adds[KEYS[3]]
+local function add(set, score, member)
+  local pairs_ = adds[set]
+  if not pairs_ then
+    pairs_ = {}
+    adds[set] = pairs_
+  end
+  pairs_[#pairs_ + 1] = score
+  pairs_[#pairs_ + 1] = member
+end
 local reply = { now_s }
 local woken = {}
 for n, j in ipairs(batch) do
-  local job = job_prefix .. j[2]
+  local job = job_keys[n]
   if new[n] then
     local q = 4 + 3 * (j[3] - 1)
     local priority = tonumber(j[7])
-    local candidates, listing, wake_key = priority_set(KEYS[q], priority), KEYS[q + 1], KEYS[q + 2]
-    local priority_s, timeout_s = string.format('%d', priority), cjson.null
-    if j[8] ~= cjson.null then
-      timeout_s = fmt(tonumber(j[8]))
-    end
+    local candidates, wake_key = priority_set(KEYS[q], priority), KEYS[q + 2]
+    local priority_s = string.format('%d', priority)
     seq = seq + 1
     local member = string.format('%016x', seq) .. j[2]
     local available = now + tonumber(j[5])
@@ -79,33 +109,23 @@ for n, j in ipairs(batch) do
         'av', available_s, 'a', '0', 'm', j[6], 'c', now_s, 'u', now_s, 'z', candidates,
         'k', member, 'w', wake_key, 'p', payload, 'pr', priority_s)
     end
-    if timeout_s ~= cjson.null then
-      redis.call('HSET', job, 'to', timeout_s)
+    if j[8] ~= cjson.null then
+      redis.call('HSET', job, 'to', fmt(tonumber(j[8])))
     end
     register_set(candidates, priority)
-    if j[11] ~= cjson.null then
+    if j[11] then
       unique_take(job, j[11], j[9], j[10] ~= cjson.null and j[10] or nil)
     end
-    for _, added in ipairs({ { candidates, available_s }, { listing, seq }, { KEYS[3], seq } }) do
-      local set = adds[added[1]]
-      if not set then
-        set = {}
-        adds[added[1]] = set
-      end
-      set[#set + 1] = added[2]
-      set[#set + 1] = member
-    end
+    add(candidates, available_s, member)
+    add(KEYS[q + 1], seq, member)
+    all_jobs[#all_jobs + 1] = seq
+    all_jobs[#all_jobs + 1] = member
     if available <= now then
       woken[wake_key] = true
     end
-    -- The new row as json_row would read it back (COLUMNS order), without reading it.
-    reply[#reply + 1] = { 'applied', j[1], queues[j[3]], 'ready', cjson.null, '0', cjson.null,
-      cjson.null, available_s, '0', j[6], payload, cjson.null, cjson.null, now_s, now_s,
-      priority_s, timeout_s, j[9] }
+    reply[#reply + 1] = 'applied'
   elseif same[n] then
-    local item = { unpack(reply[same[n] + 1]) }
-    item[1] = 'missed'
-    reply[#reply + 1] = item
+    reply[#reply + 1] = { 'same', same[n] }
   elseif holders[n] then
     local item = json_row(holders[n])
     table.insert(item, 1, 'missed')
