@@ -59,6 +59,27 @@ def test_submit_many_is_submit_in_a_batch(
     assert job_view(many) == expected
 
 
+def test_submit_many_answers_new_jobs_as_stored(store: tenure.Store) -> None:
+    # Redis answers a new job without reading it back (the client builds its row): every
+    # field, a fractional delay's time to the bit, priority, timeout and key included.
+    answers = store.submit_many(
+        [
+            {"job_id": "f", "payload": [1.5, "é"], "delay": 0.1, "priority": -3, "timeout": 2.5},
+            {"job_id": "k", "unique_key": "key", "unique_for": 60, "delay": 1 / 3},
+            {"job_id": "k2", "unique_key": "key"},  # the key taken by "k", in this batch
+            {"job_id": "p", "queue": "other", "max_attempts": 7, "priority": 9},
+        ]
+    )
+    assert [(j.job_id, j.created) for j in answers] == [
+        ("f", True),
+        ("k", True),
+        ("k", False),
+        ("p", True),
+    ]
+    for job in answers:
+        assert job_view(job) == job_view(store.get(job.job_id))
+
+
 def test_a_batch_keeps_its_order_for_claims(store: tenure.Store) -> None:
     ids = [f"j{n:03d}" for n in range(150)]
     store.submit_many([{"job_id": job_id} for job_id in reversed(ids)])
