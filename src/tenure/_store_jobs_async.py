@@ -200,9 +200,12 @@ class AsyncJobsMixin:
         batch = []
         seen: set[str] = set()
         queues: dict[object, str] = {}  # each distinct queue name checked once per batch
-        injected = trace_headers()  # the current trace context, once per batch (issue #20)
+        # The current trace context (issue #20), once per batch, and as the JSON text of a
+        # job without headers of its own (encoded once, not per job).
+        injected = trace_headers()
+        carried = (injected, encode_headers(injected))
         for index, item in enumerate(jobs):
-            submission = self._submission(f"jobs[{index}]", item, queues, injected)
+            submission = self._submission(f"jobs[{index}]", item, queues, carried)
             if submission.job_id in seen:
                 raise InvalidArgument(
                     f"jobs[{index}].job_id",
@@ -213,7 +216,11 @@ class AsyncJobsMixin:
         return batch
 
     def _submission(
-        self, where: str, item: object, queues: dict[object, str], injected: dict[str, str]
+        self,
+        where: str,
+        item: object,
+        queues: dict[object, str],
+        carried: tuple[dict[str, str], str | None],
     ) -> Submission:
         if isinstance(item, JobSpec):
             fields: Mapping[str, Any] = {name: getattr(item, name) for name in _SPEC_KEYS}
@@ -247,7 +254,7 @@ class AsyncJobsMixin:
             validate_priority(fields.get("priority", 0), f"{where}.priority"),
             validate_job_timeout(fields.get("timeout"), f"{where}.timeout"),
             *validate_unique(fields.get("unique_key"), fields.get("unique_for"), f"{where}."),
-            _headers_of(fields.get("headers"), f"{where}.headers", injected),
+            _headers_of(fields.get("headers"), f"{where}.headers", carried),
         )
 
     # -- waiting ------------------------------------------------------------------------
@@ -354,11 +361,14 @@ def _attempt(job_id: str, row: tuple[Any, ...]) -> Attempt:
     )
 
 
-def _headers_of(value: object, argument: str, injected: dict[str, str]) -> str | None:
-    """A batch job's headers as a driver takes them: its own, and the trace context."""
-    if value is None and not injected:
-        return None
-    return encode_headers(job_headers(validate_headers(value, argument), injected))
+def _headers_of(
+    value: object, argument: str, carried: tuple[dict[str, str], str | None]
+) -> str | None:
+    """A batch job's headers as a driver takes them: its own, and the trace context
+    (``carried``: the injected headers and their JSON text)."""
+    if value is None:
+        return carried[1]
+    return encode_headers(job_headers(validate_headers(value, argument), carried[0]))
 
 
 def _state(state: object) -> str | None:
