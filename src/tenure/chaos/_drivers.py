@@ -64,7 +64,7 @@ class PassThroughDriver:
         max_attempts: int,
         priority: int = 0,
         timeout: float | None = None,
-        **unique: Any,  # unique_key, unique_for (issue #18): passed through
+        **unique: Any,  # unique_key, unique_for (issue #18), headers (#20): passed through
     ) -> Outcome:
         return self._inner.submit(
             job_id, queue, payload, delay, max_attempts, priority, timeout, **unique
@@ -178,7 +178,7 @@ class RecordingDriver(PassThroughDriver):
         max_attempts: int,
         priority: int = 0,
         timeout: float | None = None,
-        **unique: Any,  # unique_key, unique_for (issue #18): passed through
+        **unique: Any,  # unique_key, unique_for (issue #18), headers (#20): passed through
     ) -> Outcome:
         op = self._rec.invoke("submit", job=job_id, queue=queue, max_attempts=max_attempts)
         try:

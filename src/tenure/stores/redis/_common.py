@@ -304,15 +304,15 @@ def _float(value: Any) -> float | None:
 
 
 def decode_row(fields: Sequence[Any]) -> JobRow:
-    """A JobRow from the 18 fields a script answers (JOB_COLUMNS order; a job written
+    """A JobRow from the 19 fields a script answers (JOB_COLUMNS order; a job written
     before priorities has no ``pr`` or ``to`` field: priority 0, no timeout; one without a
-    unique key no ``uk``).
+    unique key no ``uk``, one without headers no ``hd``).
 
     The connection decodes bulk strings to str and (RESP2) Lua's false to None; this is
     the hot path of every operation, so it converts the few numeric fields and no more."""
     (job_id, queue, state, owner, generation, secret_hash, lease_until, available_at,
      attempts, max_attempts, payload, result, error, created_at, updated_at, priority,
-     timeout, unique_key) = fields  # fmt: skip
+     timeout, unique_key, headers) = fields  # fmt: skip
     return JobRow(
         job_id,
         queue,
@@ -332,6 +332,7 @@ def decode_row(fields: Sequence[Any]) -> JobRow:
         0 if priority is None else int(priority),
         None if timeout is None else float(timeout),
         unique_key,
+        headers,
     )
 
 

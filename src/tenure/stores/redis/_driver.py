@@ -214,6 +214,7 @@ class RedisDriver(RedisControl, JobsMixin, RedisSchedules):
         *,
         unique_key: str | None = None,
         unique_for: float | None = None,
+        headers: str | None = None,
     ) -> Outcome:
         k = self.keys
         keys = [
@@ -236,6 +237,7 @@ class RedisDriver(RedisControl, JobsMixin, RedisSchedules):
             str(max_attempts),
             str(priority),
             "" if timeout is None else repr(float(timeout)),
+            headers or "",
         ]
         if unique_key is not None:  # issue #18: the key's pointer, the key, its window
             keys.append(k.unique(unique_key))

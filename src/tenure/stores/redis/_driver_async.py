@@ -224,6 +224,7 @@ class AsyncRedisDriver(AsyncRedisControl, AsyncJobsMixin, AsyncRedisSchedules):
         *,
         unique_key: str | None = None,
         unique_for: float | None = None,
+        headers: str | None = None,
     ) -> Outcome:
         k = self.keys
         keys = [
@@ -246,6 +247,7 @@ class AsyncRedisDriver(AsyncRedisControl, AsyncJobsMixin, AsyncRedisSchedules):
             str(max_attempts),
             str(priority),
             "" if timeout is None else repr(float(timeout)),
+            headers or "",
         ]
         if unique_key is not None:  # issue #18: the key's pointer, the key, its window
             keys.append(k.unique(unique_key))

@@ -74,6 +74,7 @@ class JobsMixin:
                     str(s.priority),
                     None if s.timeout is None else repr(float(s.timeout)),
                     *unique_args(k, s.unique_key, s.unique_for),
+                    s.headers,
                 )
             )
         args = [self._now_arg(), k.job_prefix, _json(list(queues)), _json(batch)]

@@ -290,6 +290,7 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin, SQLiteSchedules):
         *,
         unique_key: str | None = None,
         unique_for: float | None = None,
+        headers: str | None = None,
     ) -> Outcome:
         if unique_key is not None:
             keyed = Submission(
@@ -302,6 +303,7 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin, SQLiteSchedules):
                 timeout,
                 unique_key,
                 unique_for,
+                headers,
             )
             return self._write("submit", lambda cur, now: submit_one(cur, now, keyed))
         params: dict[str, Any] = {
@@ -312,6 +314,7 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin, SQLiteSchedules):
             "max_attempts": max_attempts,
             "priority": priority,
             "timeout": timeout,
+            "headers": headers,
         }
 
         def body(cur: sqlite3.Cursor, now: float) -> Outcome:

@@ -17,9 +17,10 @@ end
 
 local MAX_GENERATION = '9223372036854775807' -- 2^63-1: HINCRBY's ceiling
 -- pr (priority) and to (timeout) came with issue #18: a job written before has neither,
--- read as priority 0 and no timeout of its own; uk (its unique key) likewise, none.
+-- read as priority 0 and no timeout of its own; uk (its unique key) likewise, none; hd (its
+-- headers as JSON text, issue #20) likewise, none.
 local COLUMNS = { 'id', 'q', 's', 'o', 'g', 'h', 'lu', 'av', 'a', 'm', 'p', 'r', 'e', 'c', 'u',
-  'pr', 'to', 'uk' }
+  'pr', 'to', 'uk', 'hd' }
 local WAKE_CAP = 256
 
 local function fmt(x)

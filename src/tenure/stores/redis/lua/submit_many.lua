@@ -6,9 +6,10 @@
 --       their keys), the batch as one JSON array (one string to send rather than seven
 --       per job), each job [id, encoded id (its key and member suffix), queue number
 --       (1: the first queue), payload JSON text or null, delay, max attempts, priority,
---       timeout or null, unique key, its window, its pointer's name (the last three null
---       without a key)] (delay, max attempts, priority, timeout and window as decimal
---       strings); a job of another priority than 0 goes to its priority's set (priority_set)
+--       timeout or null, unique key, its window, its pointer's name (the three null
+--       without a key), headers JSON text or null] (delay, max attempts, priority, timeout
+--       and window as decimal strings); a job of another priority than 0 goes to its
+--       priority's set (priority_set)
 -- Reply: one JSON string (see json_row): [now, item, ...], one item per job, in order:
 -- ["applied", <row>] or ["missed", <row as it is>].
 local queues, batch = cjson.decode(ARGV[3]), cjson.decode(ARGV[4])
@@ -82,6 +83,9 @@ for n, j in ipairs(batch) do
     if timeout_s ~= cjson.null then
       redis.call('HSET', job, 'to', timeout_s)
     end
+    if j[12] ~= cjson.null then
+      redis.call('HSET', job, 'hd', j[12])
+    end
     register_set(candidates, priority)
     if j[11] ~= cjson.null then
       unique_take(job, j[11], j[9], j[10] ~= cjson.null and j[10] or nil)
@@ -101,7 +105,7 @@ for n, j in ipairs(batch) do
     -- The new row as json_row would read it back (COLUMNS order), without reading it.
     reply[#reply + 1] = { 'applied', j[1], queues[j[3]], 'ready', cjson.null, '0', cjson.null,
       cjson.null, available_s, '0', j[6], payload, cjson.null, cjson.null, now_s, now_s,
-      priority_s, timeout_s, j[9] }
+      priority_s, timeout_s, j[9], j[12] }
   elseif same[n] then
     local item = { unpack(reply[same[n] + 1]) }
     item[1] = 'missed'
