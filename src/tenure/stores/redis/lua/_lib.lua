@@ -126,8 +126,9 @@ end
 -- (member: its candidate set member) by its lease's end, the same double as its candidate
 -- set's score while it is in one; a leased job its claim dropped from its set (its
 -- generation exhausted) is scored -inf there: expired, in no set. Every script that leases,
--- renews or ends a lease keeps it exact, so a queue's running leases are one ZCOUNT
--- (queue_room, queue_stats.lua). Layout 3; index_leases.lua builds it for an older store.
+-- renews or ends a lease keeps it exact (delete and purge take finished jobs only: none is
+-- in it), so a queue's running leases are one ZCOUNT (queue_room, queue_stats.lua).
+-- Layout 3; index_leases.lua builds it for an older store.
 local function leases_key(candidates)
   return queue_base(candidates) .. ':leased'
 end
@@ -488,11 +489,8 @@ end
 -- Delete a job's hash and its members of the candidate and listing sets; `all_jobs` is the
 -- listing of every job. Raises the floor (at `floor`) to its generation first.
 local function remove_job(job, all_jobs, floor)
-  local f = redis.call('HMGET', job, 'g', 'z', 'k', 'ux', 's')
+  local f = redis.call('HMGET', job, 'g', 'z', 'k', 'ux')
   raise_floor(floor, f[1])
-  if f[5] == 'leased' then
-    lease_clear(f[2], f[3])
-  end
   -- A deleted or purged job gives its unique key up (issue #18): nothing holds it then.
   if f[4] and redis.call('GET', f[4]) == job then
     redis.call('DEL', f[4])

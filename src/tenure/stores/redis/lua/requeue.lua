@@ -24,9 +24,6 @@ elseif tonumber(f[2]) >= tonumber(f[3]) then
 end
 redis.call('ZADD', f[4], available_s, f[5]) -- its priority's set: the priority is kept
 register_set(f[4], tonumber(f[7] or '0'))
-if f[1] == 'leased' then
-  lease_clear(f[4], f[5])
-end
 queue_known(queue_base(f[4]), f[8]) -- live again
 if available <= now then
   wake(f[6])
