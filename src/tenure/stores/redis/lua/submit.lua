@@ -44,6 +44,7 @@ if ukey then
 end
 redis.call('ZADD', candidates, available_s, member)
 register_set(candidates, priority)
+queue_known(KEYS[2], ARGV[3])
 redis.call('ZADD', KEYS[3], seq, member)
 redis.call('ZADD', KEYS[4], seq, member)
 if available <= now then

@@ -125,6 +125,9 @@ for set, pairs_ in pairs(adds) do
     redis.call('ZADD', set, unpack(pairs_))
   end
 end
+for q = 1, #queues do
+  queue_known(KEYS[1 + 3 * q], queues[q]) -- the known queues (issue #20)
+end
 for wake_key in pairs(woken) do
   wake(wake_key) -- one wake-up per queue and batch
 end
