@@ -23,17 +23,21 @@ from tests.backends import SQLITE
 
 pytestmark = pytest.mark.slow
 
-WORKERS, TTL, DURATION, INTERVAL, JOBS = 3, 1.0, 2.5, 0.4, 40
+WORKERS, TTL, DURATION, INTERVAL, JOBS = 3, 1.0, 3.5, 0.4, 40
 FAULTS = ("pause", "pause-handler", "pause-renew", "pause-complete", "kill", "skew")
 
 
 def _bites(fault: Fault, faults: list[Fault]) -> bool:
-    """A stop mid-complete or mid-write that will likely bite: after the workers are up
-    (they take a second or two to start), in the first part of the run, over 1.5 TTL, and
-    its worker not killed meanwhile (a restarting process reaches no point)."""
+    """A stop mid-complete or mid-write that will likely bite: once the workers are up (they
+    take a second or so to start, while the faults already run), for 1.5 TTL or more, and
+    early enough to last that long before the faults stop (the end of the faults resumes
+    every stopped process), its worker not killed meanwhile (a restarting process reaches
+    no point). Its lease then runs out and another worker takes the job over."""
     if fault.kind not in ("pause-complete", "pause-handler"):
         return False
-    if fault.params["duration"] < 1.5 * TTL or not 0.8 <= fault.at < 0.6 * DURATION:
+    if fault.params["duration"] < 1.5 * TTL:
+        return False
+    if not 0.8 <= fault.at <= DURATION - 1.5 * TTL - 0.5:
         return False
     end = fault.at + fault.params["window"] + fault.params["duration"]
     return not any(
