@@ -105,6 +105,7 @@ def _procrastinate_app(url: str, out: Any) -> Any:
 
 def _procrastinate_worker(url: str, out: Any, ready: Any) -> None:
     logging.getLogger("procrastinate").setLevel(logging.ERROR)
+    logging.getLogger("psycopg").setLevel(logging.ERROR)
     app = _procrastinate_app(url, out)
 
     async def main() -> None:
@@ -253,6 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gap", type=float, default=0.05)
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args(argv)
+    logging.getLogger("psycopg").setLevel(logging.ERROR)  # the rivals' cancelled waits
     print(machine_line())
     print(f"{args.jobs} jobs per round, {args.gap * 1000:.0f} ms apart, {args.rounds} rounds")
     for title, systems in (("PostgreSQL", PG_SYSTEMS), ("Redis", REDIS_SYSTEMS)):
