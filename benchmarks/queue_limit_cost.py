@@ -1,7 +1,8 @@
 """What a fleet-wide queue limit costs a claim_next -> complete cycle, on every store: the
 same tenure code on stores open at once, one queue unlimited, one limited (the claim then
 locks and counts: "Queue limits" in docs/reference.md), and one limited with ``--held``
-leases of the queue already running (the count walks them), taking turns in the same run.
+leases of the queue already running (SQLite and PostgreSQL walk them; Redis counts them with
+one ZCOUNT since issue #20), taking turns in the same run.
 
     python benchmarks/queue_limit_cost.py [--store sqlite,postgres,redis] [--jobs 600]
         [--repeat 5] [--chunk 50] [--held 50] [--dir DIR]

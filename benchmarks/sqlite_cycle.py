@@ -125,7 +125,7 @@ class RawCycles:
             if found is None:
                 cur.execute("COMMIT")
                 break
-            job_id, state, attempts, max_attempts, _, _ = found
+            job_id, state, attempts, max_attempts = found[:4]
             if state == "leased" and attempts >= max_attempts:  # never true here
                 cur.execute(bury, {"job_id": job_id, "now": now}).fetchall()
             row = cur.execute(

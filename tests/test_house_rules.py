@@ -176,6 +176,7 @@ FLOORS: list[tuple[str, ...]] = [
         "tenure._queue_stats",
         "tenure._schedule",
         "tenure._seams",
+        "tenure._trace_context",
     ),
     ("tenure._protocol",),
     ("tenure.stores", "tenure._dbapi"),

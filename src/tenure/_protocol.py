@@ -37,7 +37,7 @@ from .errors import (
     LeaseLost,
     StoreUnavailable,
 )
-from .models import Job, JobState, Lease, StrEnum
+from .models import NO_HEADERS, Job, JobHeaders, JobState, Lease, StrEnum
 
 __all__ = [
     "CLAIM_RECOVERY_TRIES",
@@ -90,6 +90,7 @@ JOB_COLUMNS = (
     "priority",
     "timeout",
     "unique_key",
+    "headers",
 )
 
 
@@ -115,6 +116,7 @@ class JobRow(NamedTuple):
     priority: int = 0  # claims take the highest first
     timeout: float | None = None  # the job's own per-attempt timeout, seconds
     unique_key: str | None = None
+    headers: str | None = None  # issue #20: the job's headers as JSON text (None: none)
 
 
 class Status(StrEnum):
@@ -158,17 +160,23 @@ class Submission(NamedTuple):
     # seconds after it finishes (None: no key; no window after it finishes).
     unique_key: str | None = None
     unique_for: float | None = None
+    # The job's headers (issue #20; W3C trace context and the like) as JSON text, None: none.
+    headers: str | None = None
 
     def driver_args(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """The positional and keyword arguments of a driver's ``submit`` for this job. The
-        unique ones only with a key: a driver that knows none still works."""
+        unique ones only with a key, the headers only with some: a driver that knows none
+        still works."""
         args = (
             self.job_id, self.queue, self.payload, self.delay, self.max_attempts,
             self.priority, self.timeout,
         )  # fmt: skip
-        if self.unique_key is None:
-            return args, {}
-        return args, {"unique_key": self.unique_key, "unique_for": self.unique_for}
+        options: dict[str, Any] = {}
+        if self.unique_key is not None:
+            options = {"unique_key": self.unique_key, "unique_for": self.unique_for}
+        if self.headers is not None:
+            options["headers"] = self.headers
+        return args, options
 
 
 class JobFilter(NamedTuple):
@@ -364,6 +372,7 @@ def job_from_row(row: JobRow, as_of: float, created: bool | None = None) -> Job:
         priority=int(row.priority),
         timeout=None if row.timeout is None else float(row.timeout),
         unique_key=row.unique_key,
+        headers=NO_HEADERS if row.headers is None else JobHeaders(decode_json(row.headers)),
     )
 
 

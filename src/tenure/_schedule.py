@@ -23,6 +23,7 @@ from .errors import InvalidArgument
 __all__ = [
     "CATCH_UP",
     "LATE_GRACE",
+    "STALL_GRACE",
     "TICK_PREFIX",
     "Schedule",
     "ScheduleRow",
@@ -39,6 +40,12 @@ CATCH_UP = ("skip", "once")
 # A tick at most this old when a worker looks is submitted whatever the catch-up policy: a
 # loop that looked a few seconds late has missed nothing. Older ticks were missed.
 LATE_GRACE = 10.0
+# A worker that has been submitting all along counts a late look as late, not as missed,
+# when its last submitted tick is at most this old: a loop starved of CPU or held up by a
+# slow store call must not skip the ticks it was running through (the catch-up policy is
+# for when no worker ran). Older (a clock stepped forward, a stop of the world), the ticks
+# count as missed again, with LATE_GRACE.
+STALL_GRACE = 300.0
 TICK_PREFIX = "cron:"
 # Ticks walked at most to find the latest one due: a schedule of every second missed for
 # a long time is looked at from a recent window instead (see _latest_at_or_before).
@@ -156,16 +163,19 @@ def _latest_at_or_before(schedule: Schedule, last: float, now: float) -> float |
     return None
 
 
-def due_ticks(schedule: Schedule, last: float, now: float) -> list[float]:
+def due_ticks(
+    schedule: Schedule, last: float, now: float, *, grace: float = LATE_GRACE
+) -> list[float]:
     """The ticks to submit at ``now`` when ticks up to ``last`` were submitted, oldest
-    first. Every tick of the last `LATE_GRACE` seconds is due (a loop that looked late
-    misses none); older ones were missed, and the catch-up policy decides: ``'skip'``
+    first. Every tick of the last ``grace`` seconds is due (a loop that looked late
+    misses none: `LATE_GRACE`, or `STALL_GRACE` for a worker that has been submitting all
+    along); older ones were missed, and the catch-up policy decides: ``'skip'``
     submits only the latest of them when no recent tick is due, ``'once'`` submits the
     first missed one (one run standing for all of them) besides."""
     if now <= last:
         return []
     recent: list[float] = []
-    for tick in _ticks(schedule, max(last, now - LATE_GRACE)):
+    for tick in _ticks(schedule, max(last, now - grace)):
         if tick > now or len(recent) >= _WALK:
             break
         recent.append(tick)

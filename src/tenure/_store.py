@@ -197,8 +197,9 @@ class Store(
         """The live jobs of every queue, counted by the store in one bounded operation
         (ready and due, scheduled, leased, expired leases not yet claimed again, and the
         oldest due job; see `tenure._queue_stats.QueueStats`): what dashboards and metrics
-        show. Done and dead jobs are not counted. None when the store cannot count without
-        walking every key (Redis, for now)."""
+        show. Done and dead jobs are not counted. Every built-in store counts (Redis from
+        its per-queue bookkeeping, issue #20); None only from a driver without
+        ``queue_stats``."""
         counter = getattr(self._driver, "queue_stats", None)
         if counter is None:
             return None

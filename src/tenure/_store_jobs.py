@@ -12,14 +12,17 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._protocol import UNFINISHED_STATES, JobFilter, Outcome, Status, Submission, job_from_row
+from ._trace_context import job_headers, trace_headers
 from ._validate import (
     DEFAULT_MAX_ATTEMPTS,
     MAX_BATCH,
+    encode_headers,
     encode_json,
     validate_age,
     validate_attempts,
     validate_cursor,
     validate_delay,
+    validate_headers,
     validate_id,
     validate_job_timeout,
     validate_limit,
@@ -88,6 +91,7 @@ class JobsMixin:
         timeout: float | timedelta | None = None,
         unique_key: str | None = None,
         unique_for: float | timedelta | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> Job:
         """Add a job, ready ``delay`` seconds from now. An existing ``job_id`` is left as it is
         and its current snapshot returned (submit is idempotent); ``job.created`` tells the
@@ -113,7 +117,14 @@ class JobsMixin:
         the other job's: compare it with yours), as an existing ``job_id`` does. An
         existing ``job_id`` is answered first. ``unique_for`` (seconds or a timedelta, only
         with a key): how long this job keeps the key after it finishes; None: only while
-        unfinished. Delete, purge, requeue, cancel: docs/reference.md, "Unique jobs"."""
+        unfinished. Delete, purge, requeue, cancel: docs/reference.md, "Unique jobs".
+
+        ``headers``: a small mapping of str to str kept with the job (`Job.headers`; at
+        most 32, 8192 characters in all, no control characters), such as a W3C trace
+        context. While an OpenTelemetry span is current, submit adds the current context
+        (``traceparent``, ``tracestate``, through the application's propagator) to the
+        names not given here, so a worker's handler span continues the trace
+        (docs/worker.md, "Tracing"). An existing job keeps its own."""
         job_id = validate_id("job_id", job_id)
         queue = validate_id("queue", queue)
         delay_s = validate_delay(delay)
@@ -122,9 +133,11 @@ class JobsMixin:
         timeout_s = validate_job_timeout(timeout)
         payload_json = encode_json("payload", payload, self._payload_limit)
         key, window = validate_unique(unique_key, unique_for)
+        carried = encode_headers(job_headers(validate_headers(headers), trace_headers()))
         submission = Submission(
-            job_id, queue, payload_json, delay_s, max_attempts, priority, timeout_s, key, window
-        )
+            job_id, queue, payload_json, delay_s, max_attempts, priority, timeout_s, key, window,
+            carried,
+        )  # fmt: skip
         outcome = self._submit_one(submission, conn)
         assert outcome.row is not None
         return job_from_row(outcome.row, outcome.now, created=outcome.status == Status.APPLIED)
@@ -139,7 +152,8 @@ class JobsMixin:
 
         ``jobs``: `tenure.JobSpec` values or mappings with the same keys (``job_id``
         required; ``payload``, ``queue``, ``delay``, ``max_attempts``, ``priority``,
-        ``timeout``, ``unique_key``, ``unique_for`` as `submit`). At most
+        ``timeout``, ``unique_key``, ``unique_for``, ``headers`` as `submit`, the current
+        trace context added to each job's headers as by `submit`). At most
         1000, each id at most once (a repeated id is refused, like `complete_many`'s rule).
         Every element is checked before anything is sent: `InvalidArgument` names the
         element (``jobs[3].queue``) and nothing is submitted.
@@ -191,8 +205,12 @@ class JobsMixin:
         batch = []
         seen: set[str] = set()
         queues: dict[object, str] = {}  # each distinct queue name checked once per batch
+        # The current trace context (issue #20), once per batch, and as the JSON text of a
+        # job without headers of its own (encoded once, not per job).
+        injected = trace_headers()
+        carried = (injected, encode_headers(injected))
         for index, item in enumerate(jobs):
-            submission = self._submission(f"jobs[{index}]", item, queues)
+            submission = self._submission(f"jobs[{index}]", item, queues, carried)
             if submission.job_id in seen:
                 raise InvalidArgument(
                     f"jobs[{index}].job_id",
@@ -202,7 +220,13 @@ class JobsMixin:
             batch.append(submission)
         return batch
 
-    def _submission(self, where: str, item: object, queues: dict[object, str]) -> Submission:
+    def _submission(
+        self,
+        where: str,
+        item: object,
+        queues: dict[object, str],
+        carried: tuple[dict[str, str], str | None],
+    ) -> Submission:
         """One element of a batch, checked as `submit` checks its arguments. A key left out
         or given its default (``delay`` 0, ``max_attempts`` 5, ``priority`` 0, no timeout
         or unique key) holds a value known good: nothing to check, and no argument name to
@@ -246,8 +270,18 @@ class JobsMixin:
         key, window = get("unique_key"), get("unique_for")
         if key is not None or window is not None:
             key, window = validate_unique(key, window, f"{where}.")
+        headers = get("headers")
         return Submission(
-            job_id, queue, payload, float(delay), max_attempts, priority, timeout, key, window
+            job_id,
+            queue,
+            payload,
+            float(delay),
+            max_attempts,
+            priority,
+            timeout,
+            key,
+            window,
+            carried[1] if headers is None else _headers_of(headers, f"{where}.headers", carried),
         )
 
     # -- waiting ------------------------------------------------------------------------
@@ -352,6 +386,16 @@ def _attempt(job_id: str, row: tuple[Any, ...]) -> Attempt:
         None if ending is None else AttemptEnding(ending),
         None if error is None else str(error),
     )
+
+
+def _headers_of(
+    value: object, argument: str, carried: tuple[dict[str, str], str | None]
+) -> str | None:
+    """A batch job's headers as a driver takes them: its own, and the trace context
+    (``carried``: the injected headers and their JSON text)."""
+    if value is None:
+        return carried[1]
+    return encode_headers(job_headers(validate_headers(value, argument), carried[0]))
 
 
 def _state(state: object) -> str | None:

@@ -11,7 +11,7 @@ import json.encoder
 import math
 import re
 import unicodedata
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -25,6 +25,8 @@ __all__ = [
     "MAX_ATTEMPTS",
     "MAX_BATCH",
     "MAX_GENERATION",
+    "MAX_HEADERS",
+    "MAX_HEADERS_SIZE",
     "MAX_QUEUE_LIMIT",
     "MAX_ID_LENGTH",
     "MAX_PRIORITY",
@@ -35,6 +37,7 @@ __all__ = [
     "PURGE_BATCH",
     "SECRET_LENGTH",
     "decode_json",
+    "encode_headers",
     "encode_json",
     "error_text",
     "validate_age",
@@ -44,6 +47,7 @@ __all__ = [
     "validate_finished_states",
     "validate_flag",
     "validate_generation",
+    "validate_headers",
     "validate_id",
     "validate_job_timeout",
     "validate_limit",
@@ -483,3 +487,64 @@ def validate_unique(
             f"must be above 0 seconds and at most 366 days, or None; got {unique_for!r}",
         )
     return key, seconds
+
+
+# -- a job's headers (issue #20) ----------------------------------------------------------
+
+# Headers carry a trace context (traceparent: 55 characters, tracestate: at most 512, W3C
+# baggage: at most 8192 bytes) and the like, never data: a job's payload is for that.
+MAX_HEADERS = 32
+MAX_HEADERS_SIZE = 8192
+
+
+def validate_headers(value: object, argument: str = "headers") -> dict[str, str]:
+    """A job's ``headers``: None (none), or a mapping of at most 32 names to values, each a
+    str without control characters, names 1-255 characters, all names and values together
+    at most 8192 characters. Answers a copy (a plain dict; empty for None)."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InvalidArgument(
+            argument, f"must be a mapping of str to str or None, not {type(value).__name__}"
+        )
+    if len(value) > MAX_HEADERS:
+        raise InvalidArgument(argument, f"must hold at most {MAX_HEADERS}, got {len(value)}")
+    headers: dict[str, str] = {}
+    size = 0
+    for name, text in value.items():
+        validate_id(f"{argument} name", name)
+        if not isinstance(text, str):
+            raise InvalidArgument(
+                f"{argument}[{name!r}]", f"must be a str, not {type(text).__name__}"
+            )
+        if not (text.isascii() and text.isprintable()):
+            _check_header_text(f"{argument}[{name!r}]", text)
+        size += len(name) + len(text)
+        headers[name] = text
+    if size > MAX_HEADERS_SIZE:
+        raise InvalidArgument(
+            argument,
+            f"must be at most {MAX_HEADERS_SIZE} characters in all (names and values), "
+            f"got {size}: headers carry a trace context, the payload carries data",
+        )
+    return headers
+
+
+def _check_header_text(argument: str, text: str) -> None:
+    for position, char in enumerate(text):
+        category = unicodedata.category(char)
+        if category == "Cc":
+            raise InvalidArgument(
+                argument, f"must not contain control characters ({char!r} at {position})"
+            )
+        if category == "Cs":
+            raise InvalidArgument(
+                argument, f"must be valid Unicode text (lone surrogate at {position})"
+            )
+
+
+def encode_headers(headers: Mapping[str, str]) -> str | None:
+    """Checked headers as the JSON text the stores keep (None: none)."""
+    if not headers:
+        return None
+    return json.dumps(headers, ensure_ascii=False, separators=(",", ":"))

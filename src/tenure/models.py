@@ -1,8 +1,10 @@
-"""Frozen values handed to users: `Lease`, `Job`, `FencingToken`, `Claim`, `Attempt`,
-`StoredSchedule`, and the values users hand in or page through: `JobSpec`, `JobPage`."""
+"""Frozen values handed to users: `Lease`, `Job` (and its `JobHeaders`), `FencingToken`,
+`Claim`, `Attempt`, `StoredSchedule`, and the values users hand in or page through:
+`JobSpec`, `JobPage`."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from enum import Enum
@@ -17,6 +19,7 @@ __all__ = [
     "Claim",
     "FencingToken",
     "Job",
+    "JobHeaders",
     "JobPage",
     "JobSpec",
     "JobState",
@@ -151,6 +154,41 @@ class Lease:
         return self.remaining(clock) <= 0.0
 
 
+class JobHeaders(Mapping[str, str]):
+    """A job's headers (issue #20): an immutable mapping of str to str, stored with the job
+    when it was submitted (`Store.submit`'s ``headers``), such as the W3C trace context
+    (``traceparent``, ``tracestate``) that `submit` adds while an OpenTelemetry span is
+    current. Compares equal to a dict of the same items; pickles (a job goes to a handler's
+    own process)."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: Mapping[str, str] | None = None) -> None:
+        self._items: dict[str, str] = {} if items is None else dict(items)
+
+    def __getitem__(self, key: str) -> str:
+        return self._items[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self._items.items()))
+
+    def __repr__(self) -> str:
+        return f"JobHeaders({self._items!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (JobHeaders, (self._items,))
+
+
+# The headers of a job submitted without any (shared: a JobHeaders never changes).
+NO_HEADERS = JobHeaders()
+
+
 @dataclass(frozen=True, slots=True)
 class Job:
     """A snapshot of one job, read at store time ``as_of``.
@@ -170,6 +208,9 @@ class Job:
 
     ``unique_key`` is the key the job was submitted with (None: none; see `Store.submit`'s
     ``unique_key``). A job with a key keeps it on its snapshots after it stops holding it.
+
+    ``headers``: the job's `JobHeaders` (issue #20), as submitted (empty: none); the trace
+    context a worker's handler span continues (docs/worker.md, "Tracing").
     """
 
     job_id: str
@@ -191,6 +232,7 @@ class Job:
     priority: int = 0
     timeout: float | None = None
     unique_key: str | None = None
+    headers: JobHeaders = NO_HEADERS
 
     @property
     def lease_expired(self) -> bool:
@@ -222,6 +264,7 @@ class Job:
             "priority": self.priority,
             "timeout": self.timeout,
             "unique_key": self.unique_key,
+            "headers": dict(self.headers),
         }
 
 
@@ -251,6 +294,7 @@ class JobSpec:
     timeout: float | timedelta | None = None
     unique_key: str | None = None
     unique_for: float | timedelta | None = None
+    headers: Mapping[str, str] | None = None
 
 
 class JobPage(list[Job]):  # a list: callers of the one-page `jobs()` index and len it

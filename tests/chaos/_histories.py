@@ -28,25 +28,48 @@ class History:
         return event
 
     def op(
-        self, proc: str, f: str, outcome: str, at: float, invoke: dict[str, Any], **done: Any
+        self,
+        proc: str,
+        f: str,
+        outcome: str,
+        at: float,
+        invoke: dict[str, Any],
+        *,
+        answered: float | None = None,
+        **done: Any,
     ) -> str:
+        """An operation sent at ``at``, its answer back a millisecond later (or at
+        ``answered``, seconds after T0 in host time)."""
         op = f"{proc}/{next(self._ops)}"
         self._event(proc, type="invoke", op=op, f=f, t=T0 + at, **invoke)
+        back = T0 + (at + 0.001 if answered is None else answered)
         if outcome != "pending":
-            self._event(proc, type=outcome, op=op, f=f, t=T0 + at + 0.001, **done)
+            self._event(proc, type=outcome, op=op, f=f, t=back, **done)
         return op
 
     # -- store operations (times are seconds after T0, store time = host time) ------------
 
-    def submit(self, job: str) -> str:
-        return self.op("harness", "submit", "ok", 0.0, {"job": job}, status="applied")
+    def submit(self, job: str, queue: str | None = None) -> str:
+        invoke: dict[str, Any] = {"job": job} if queue is None else {"job": job, "queue": queue}
+        return self.op("harness", "submit", "ok", 0.0, invoke, status="applied")
 
-    def claim(self, proc: str, owner: str, job: str, gen: int, at: float) -> str:
+    def claim(
+        self,
+        proc: str,
+        owner: str,
+        job: str,
+        gen: int,
+        at: float,
+        *,
+        lease_from: float | None = None,
+    ) -> str:
+        """A claim_next granting ``job``; its lease starts at ``lease_from`` (default: its
+        store time ``at``; later on PostgreSQL, for a limited queue's claim)."""
         claim = {
             "job": job,
             "gen": gen,
             "store_now": T0 + at,
-            "lease_until": T0 + at + TTL,
+            "lease_until": T0 + (at if lease_from is None else lease_from) + TTL,
             "attempts": gen,
             "max_attempts": 5,
         }
@@ -77,6 +100,7 @@ class History:
         row_gen: int | None = None,
         row_state: str = "leased",
         repeat: bool = False,
+        answered: float | None = None,
     ) -> str:
         done: dict[str, Any] = {
             "job": job,
@@ -89,7 +113,8 @@ class History:
         }
         if repeat:
             done["repeat"] = True
-        return self.op(proc, f, outcome, at, {"job": job, "gen": gen, "owner": owner}, **done)
+        invoke = {"job": job, "gen": gen, "owner": owner}
+        return self.op(proc, f, outcome, at, invoke, answered=answered, **done)
 
     def unreached(
         self, f: str, proc: str, owner: str, job: str, gen: int, at: float, outcome: str = "fail"
@@ -157,6 +182,10 @@ class History:
         return op, record
 
     # -- events -------------------------------------------------------------------------
+
+    def queue_limit(self, queue: str, limit: int) -> None:
+        """The harness set ``queue``'s fleet-wide limit (``--workload flow``)."""
+        self._event("harness", type="event", f="queue-limit", queue=queue, limit=limit)
 
     def config(self, **fields: Any) -> None:
         """The run's configuration (``workload="locks"``: a locks run)."""

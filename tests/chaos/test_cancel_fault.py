@@ -18,7 +18,7 @@ from starlette.testclient import TestClient
 import tenure
 from tenure.chaos import make_schedule, store_kind
 from tenure.dashboard import create_app
-from tests.backends import POSTGRES, SQLITE, Backend
+from tests.backends import POSTGRES, Backend
 
 pytestmark = pytest.mark.slow
 
@@ -44,7 +44,10 @@ def _seed(url: str) -> int:
     raise AssertionError("no seed found")
 
 
-@pytest.mark.parametrize("backend", [SQLITE, POSTGRES], ids=str)
+# One store: the cancel fault goes through the public store API, whose cancel races are
+# proven on every store by the conformance suite (test_control_races.py and kin); a second
+# 16 s run here was CI time without a different path.
+@pytest.mark.parametrize("backend", [POSTGRES], ids=str)
 def test_cancel_fault_run_is_valid(backend: Backend, tmp_path: Path) -> None:
     with backend.isolated_url(tmp_path) as url:
         command = [

@@ -7,7 +7,7 @@ import dataclasses
 import json
 import secrets
 import subprocess
-from collections import Counter
+from collections import Counter, defaultdict
 from typing import Any
 
 import pytest
@@ -115,3 +115,31 @@ def check_one_job_per_key(store: tenure.Store, answers: list[tenure.Job], keys: 
         assert job.job_id == created[job.unique_key], job
     stored = [job.unique_key for job in store.jobs(limit=1000)]
     assert sorted(stored) == sorted(created)
+
+
+def counted_stats(store: tenure.Store) -> dict[str, tuple[Any, ...]]:
+    """What `Store.queue_stats` answers, per queue: (ready, scheduled, leased, expired,
+    oldest_ready_at)."""
+    stats = store.queue_stats()
+    assert stats is not None
+    return {
+        q.queue: (q.ready, q.scheduled, q.leased, q.expired, q.oldest_ready_at)
+        for q in stats.queues
+    }
+
+
+def recomputed_stats(store: tenure.Store) -> dict[str, tuple[Any, ...]]:
+    """The same, recomputed from the jobs themselves (up to 1,000)."""
+    now = store.now()
+    counts: dict[str, list[Any]] = defaultdict(lambda: [0, 0, 0, 0, None])
+    for job in store.jobs(limit=1000):
+        if job.state == "ready":
+            due = job.available_at <= now
+            counts[job.queue][0 if due else 1] += 1
+            oldest = counts[job.queue][4]
+            if due and (oldest is None or job.available_at < oldest):
+                counts[job.queue][4] = job.available_at
+        elif job.state == "leased":
+            assert job.lease_until is not None
+            counts[job.queue][2 if job.lease_until > now else 3] += 1
+    return {queue: tuple(found) for queue, found in counts.items()}

@@ -92,6 +92,29 @@ def test_expired_leases_do_not_count(store: tenure.Store, clock: tenure.ManualCl
     assert again.generation == 2
 
 
+def test_the_room_is_exact_with_many_leases_held(
+    store: tenure.Store, clock: tenure.ManualClock
+) -> None:
+    # More leases than one page of the old walk (100), across priorities, some expired,
+    # with a scheduled backlog beside them (issue #20: Redis counts them with one ZCOUNT).
+    store.submit_many(
+        [{"job_id": f"a{n:03d}", "queue": "a", "priority": n % 3 - 1} for n in range(160)]
+        + [{"job_id": f"later{n}", "queue": "a", "delay": 600} for n in range(20)]
+    )
+    store.set_queue_limit("a", 130)
+    assert len(store.claim_many("W", 30, 110, queues=["a"])) == 110
+    assert len(store.claim_many("X", 1, 20, queues=["a"])) == 20
+    assert store.claim_next("Y", 30, queues=["a"]) is None  # 130 held
+    clock.advance(2)  # X's 20 leases expired: room for 20
+    assert len(store.claim_many("Y", 30, 50, queues=["a"])) == 20
+    assert store.claim_next("Y", 30, queues=["a"]) is None
+    stats = store.queue_stats()
+    assert stats is not None
+    found = stats.queue("a")
+    assert found is not None
+    assert (found.leased, found.scheduled) == (130, 20)
+
+
 def test_the_room_holds_across_priorities_and_claim_paths(
     store: tenure.Store, clock: tenure.ManualClock
 ) -> None:

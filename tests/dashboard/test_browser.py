@@ -67,17 +67,14 @@ def page(served: Running) -> Iterator[Any]:
             browser.close()
 
 
-def test_every_page_in_a_browser(
-    backend: Backend, served: Running, page: Any, real_store: tenure.Store
-) -> None:
+def test_every_page_in_a_browser(served: Running, page: Any, real_store: tenure.Store) -> None:
     base = served.base
     page.goto(f"{base}/queues")
     queues = page.inner_text("main")
     assert "emails" in queues
     assert "reports" in queues
-    if backend.name != "redis":
-        row = page.inner_text("tr.queue-row:has-text('reports')")
-        assert row.split("\t")[:4] == ["reports", "0", "0", "1"], row  # held is leased now
+    row = page.inner_text("tr.queue-row:has-text('reports')")
+    assert row.split("\t")[:4] == ["reports", "0", "0", "1"], row  # held is leased now
 
     page.goto(f"{base}/jobs")
     table = page.inner_text("#jobs-table")
@@ -144,13 +141,11 @@ def test_hostile_values_stay_text_in_the_browser(served: Running, page: Any) -> 
     assert page.evaluate("() => window.__xss") is None
 
 
-def test_metrics_over_http_from_the_server(backend: Backend, served: Running) -> None:
+def test_metrics_over_http_from_the_server(served: Running) -> None:
     answer = httpx.get(f"{served.base}/metrics", timeout=10)
     assert answer.status_code == 200
     families = {f.name: f for f in text_string_to_metric_families(answer.text)}
     assert families["tenure_store_up"].samples[0].value == 1
-    if backend.name == "redis":
-        return
     jobs = {
         (s.labels["queue"], s.labels["state"]): s.value for s in families["tenure_jobs"].samples
     }

@@ -20,7 +20,6 @@ from starlette.testclient import TestClient
 import tenure
 from tenure.dashboard import StoreCollector, create_app
 from tenure.worker import WorkerCollector, serve_metrics
-from tests.backends import Backend
 from tests.servers import free_port
 
 
@@ -43,7 +42,7 @@ def client(store: tenure.Store) -> Iterator[TestClient]:
 
 
 def test_store_metrics_by_queue_and_state(
-    backend: Backend, store: tenure.Store, clock: tenure.ManualClock, client: TestClient
+    store: tenure.Store, clock: tenure.ManualClock, client: TestClient
 ) -> None:
     store.submit("a1", queue="alpha")
     store.submit("a2", queue="alpha")
@@ -61,10 +60,6 @@ def test_store_metrics_by_queue_and_state(
     assert answer.headers["content-type"].startswith("text/plain; version=0.0.4")
     values = _samples(answer.text)
     assert values[("tenure_store_up", ())] == 1
-    if backend.name == "redis":
-        assert values[("tenure_store_stats_supported", ())] == 0
-        assert not any(name == "tenure_jobs" for name, _ in values)
-        return
     assert values[("tenure_store_stats_supported", ())] == 1
     assert _types(answer.text)["tenure_jobs"] == "gauge"
     assert values[("tenure_jobs", (("queue", "alpha"), ("state", "ready")))] == 3

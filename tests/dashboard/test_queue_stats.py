@@ -1,20 +1,16 @@
 """`Store.queue_stats`: the live jobs of each queue, counted by the store (every backend;
-Redis answers None for now, see docs/dashboard.md)."""
+Redis from its per-queue bookkeeping, issue #20)."""
 
 from __future__ import annotations
 
 import pytest
 
 import tenure
-from tests.backends import Backend
 
 
 def test_queue_stats_counts_live_jobs_by_queue_and_state(
-    backend: Backend, store: tenure.Store, clock: tenure.ManualClock
+    store: tenure.Store, clock: tenure.ManualClock
 ) -> None:
-    if backend.name == "redis":
-        assert store.queue_stats() is None
-        return
     for index in range(3):
         store.submit(f"a{index}", queue="alpha")
     store.submit("later", queue="alpha", delay=60)
@@ -48,11 +44,8 @@ def test_queue_stats_counts_live_jobs_by_queue_and_state(
     assert stats.queue("gamma") is None
 
 
-def test_queue_stats_of_an_empty_store(backend: Backend, store: tenure.Store) -> None:
+def test_queue_stats_of_an_empty_store(store: tenure.Store) -> None:
     stats = store.queue_stats()
-    if backend.name == "redis":
-        assert stats is None
-        return
     assert stats is not None
     assert stats.queues == ()
     assert stats.as_of > 0
@@ -64,11 +57,8 @@ def anyio_backend() -> str:
 
 
 @pytest.mark.anyio
-async def test_queue_stats_async(backend: Backend, astore: tenure.aio.AsyncStore) -> None:
+async def test_queue_stats_async(astore: tenure.aio.AsyncStore) -> None:
     await astore.submit("x", queue="q")
     stats = await astore.queue_stats()
-    if backend.name == "redis":
-        assert stats is None
-        return
     assert stats is not None
     assert [(q.queue, q.ready) for q in stats.queues] == [("q", 1)]

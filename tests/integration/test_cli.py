@@ -723,6 +723,22 @@ def test_submit_with_a_unique_key(cli: Any) -> None:
     assert "unique_for" in refused.output
 
 
+def test_submit_with_headers(cli: Any, tmp_path: Path) -> None:
+    job = as_json(
+        cli("jobs", "submit", "a", "--header", "tenant=acme", "--header", "x=1=2", "--json")
+    )
+    assert job["headers"] == {"tenant": "acme", "x": "1=2"}
+    assert "tenant=acme x=1=2" in ok(cli("jobs", "show", "a")).stdout
+    refused = cli("jobs", "submit", "b", "--header", "no-equals-sign")
+    assert refused.exit_code == 2
+    assert "NAME=VALUE" in refused.output
+    source = tmp_path / "jobs.jsonl"
+    source.write_text('{"job_id": "c", "headers": {"own": "c"}}\n{"job_id": "d"}\n')
+    ok(cli("jobs", "submit", "--from-file", str(source), "--header", "tenant=t"))
+    shown = {j["job_id"]: j["headers"] for j in listed(cli("jobs", "list", "--json"))}
+    assert shown == {"a": job["headers"], "c": {"own": "c"}, "d": {"tenant": "t"}}
+
+
 def test_submit_from_a_file_with_unique_keys(cli: Any, tmp_path: Path) -> None:
     source = tmp_path / "jobs.jsonl"
     source.write_text(

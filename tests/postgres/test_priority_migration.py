@@ -55,6 +55,7 @@ def test_a_version_5_store_upgrades_to_priorities(version_5: tuple[Any, str]) ->
         "0007_unique_jobs.sql",
         "0008_priorities.sql",
         "0009_queue_limits.sql",
+        "0010_headers.sql",
     ]
     rows = admin.execute(
         render(
@@ -71,6 +72,7 @@ def test_a_version_5_store_upgrades_to_priorities(version_5: tuple[Any, str]) ->
     ]
     with tenure.connect(postgres_schema_url(schema)) as store:
         assert (store.get("old-ready").priority, store.get("old-ready").timeout) == (0, None)
+        assert store.get("old-ready").headers == {}  # migration 0010: none
         store.submit("new-high", priority=3, timeout=2.0)
         store.submit("new-zero")
         claimed = [lease.job_id for lease in store.claim_many("w2", 30, 10)]

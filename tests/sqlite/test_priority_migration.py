@@ -47,10 +47,10 @@ def test_a_version_5_store_upgrades_to_priorities(
     conn.close()
     store = open_store(url=f"sqlite:///{old}")
     assert store.store_id == "old-store"
-    assert [(job.job_id, job.priority, job.timeout) for job in store.jobs()] == [
-        ("R1", 0, None),
-        ("D", 0, None),
-        ("R2", 0, None),
+    assert [(job.job_id, job.priority, job.timeout, job.headers) for job in store.jobs()] == [
+        ("R1", 0, None, {}),
+        ("D", 0, None, {}),
+        ("R2", 0, None, {}),
     ]
     store.submit("urgent", priority=2, timeout=1.0)
     assert [lease.job_id for lease in store.claim_many("w", 30, 10)] == ["urgent", "R1", "R2"]

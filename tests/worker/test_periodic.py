@@ -12,7 +12,7 @@ import pytest
 import tenure
 import tenure.aio
 from tenure import JobContext
-from tenure._schedule import make_schedule, tick_job_id
+from tenure._schedule import LATE_GRACE, STALL_GRACE, make_schedule, tick_job_id
 from tenure.worker._periodic import Periodic
 from tests.worker._support import running, wait_until
 
@@ -84,6 +84,25 @@ async def test_catch_up_after_an_outage(
         [tick_job_id("skip", latest), tick_job_id("once", first), tick_job_id("once", latest)]
     )
     assert await member.tick() == []  # nothing more due
+
+
+async def test_a_running_worker_stalled_for_a_minute_misses_no_tick(
+    astore: tenure.aio.AsyncStore, clock: tenure.ManualClock
+) -> None:
+    # A look a minute late (a loop starved of CPU, a slow store call) of a worker that was
+    # submitting all along is late, not an outage: every tick it passed is submitted. Only
+    # past STALL_GRACE (a clock stepped forward) does the catch-up policy decide again.
+    schedule = make_schedule("s", "* * * * * *", queue="q", catch_up="skip")
+    member = Periodic(astore, [schedule], clock.time)
+    clock.advance(1 + (-clock.time()) % 1)
+    await member.tick()
+    clock.advance(60)
+    late = await member.tick()
+    assert len(late) == 60
+    assert [job.created for job in late] == [True] * 60
+    clock.advance(STALL_GRACE + 60)
+    stepped = await member.tick()
+    assert len(stepped) == int(LATE_GRACE)  # the last LATE_GRACE seconds' ticks only
 
 
 async def test_a_tick_already_there_is_not_created_again(

@@ -1,9 +1,11 @@
 """OpenTelemetry spans of the worker runtime, recorded by the SDK's in-memory exporter, on
 every store: claim, handler and settle spans with their attributes, ERROR on failures, an
-event when the lease is lost."""
+event when the lease is lost; the trace context a submit puts in its job's headers, and
+the handler span that continues that trace (issue #20)."""
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -16,7 +18,7 @@ from tests.worker._support import run_burst, running, wait_until
 
 pytest.importorskip("opentelemetry.sdk")
 
-from opentelemetry import trace
+from opentelemetry import baggage, context, trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
@@ -181,3 +183,77 @@ def test_without_the_api_nothing_is_traced(
     run_burst(worker)
     assert store.get("J4").state == "done"
     assert spans.get_finished_spans() == ()
+
+
+# -- trace context from submit to handler (issue #20) ------------------------------------
+
+
+def test_the_handler_span_continues_the_trace_of_the_submit(
+    make_worker: MakeWorker, store: tenure.Store, spans: InMemorySpanExporter
+) -> None:
+    worker = make_worker()
+    seen: list[Any] = []
+
+    @worker.handler("q")
+    def handle(ctx: JobContext) -> str:
+        # The worker runs on a thread of its own: what reaches the handler came in the job.
+        seen.append((dict(ctx.job.headers), baggage.get_baggage("tenant")))
+        return "ok"
+
+    with trace.get_tracer("app").start_as_current_span("request") as request:
+        token = context.attach(baggage.set_baggage("tenant", "t1"))
+        try:
+            job = store.submit("J", queue="q")
+        finally:
+            context.detach(token)
+    assert job.headers["traceparent"].split("-")[1] == format(
+        request.get_span_context().trace_id, "032x"
+    )
+    run_burst(worker)
+    assert store.get("J").state == "done"
+
+    submit = _one(spans, "request")
+    process = _one(spans, "process q")
+    assert process.context.trace_id == submit.context.trace_id
+    assert process.parent is not None
+    assert process.parent.span_id == submit.context.span_id
+    assert process.parent.is_remote  # extracted from the job's headers
+    settle = _one(spans, "settle q")
+    assert settle.context.trace_id == submit.context.trace_id
+    [(headers, tenant)] = seen
+    assert headers == dict(job.headers)
+    assert set(headers) == {"traceparent", "baggage"}
+    assert tenant == "t1"  # the submit's baggage is current in the handler
+
+
+def test_submit_injects_the_current_context_unless_given(
+    store: tenure.Store, spans: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert store.submit("none").headers == {}  # no span current: nothing injected
+    mine = "00-11111111111111111111111111111111-2222222222222222-01"
+    with trace.get_tracer("app").start_as_current_span("request") as request:
+        trace_id = format(request.get_span_context().trace_id, "032x")
+        own = store.submit("own", headers={"traceparent": mine, "x-tenant": "t"})
+        [a, b] = store.submit_many([{"job_id": "a"}, {"job_id": "b", "headers": {"x-tenant": "u"}}])
+        # As if opentelemetry were not installed: no module, nothing injected, no error.
+        monkeypatch.setitem(sys.modules, "opentelemetry.trace", None)  # type: ignore[arg-type]
+        without = store.submit("without", headers={"k": "v"})
+        [batch] = store.submit_many([{"job_id": "c"}])
+        monkeypatch.undo()
+    assert own.headers == {"traceparent": mine, "x-tenant": "t"}  # the caller's own wins
+    assert a.headers["traceparent"].split("-")[1] == trace_id
+    assert b.headers["traceparent"] == a.headers["traceparent"]
+    assert b.headers["x-tenant"] == "u"
+    assert (without.headers, batch.headers) == ({"k": "v"}, {})
+    assert store.get("b").headers == b.headers
+
+
+def test_a_job_without_headers_is_a_trace_of_its_own(
+    make_worker: MakeWorker, store: tenure.Store, spans: InMemorySpanExporter
+) -> None:
+    worker = make_worker()
+    worker.register("q", lambda ctx: "ok")
+    store.submit("J", queue="q", headers={"traceparent": "not a trace context"})
+    run_burst(worker)
+    process = _one(spans, "process q")
+    assert process.parent is None

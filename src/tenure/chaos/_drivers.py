@@ -64,7 +64,7 @@ class PassThroughDriver:
         max_attempts: int,
         priority: int = 0,
         timeout: float | None = None,
-        **unique: Any,  # unique_key, unique_for (issue #18): passed through
+        **unique: Any,  # unique_key, unique_for (issue #18), headers (#20): passed through
     ) -> Outcome:
         return self._inner.submit(
             job_id, queue, payload, delay, max_attempts, priority, timeout, **unique
@@ -178,9 +178,16 @@ class RecordingDriver(PassThroughDriver):
         max_attempts: int,
         priority: int = 0,
         timeout: float | None = None,
-        **unique: Any,  # unique_key, unique_for (issue #18): passed through
+        **unique: Any,  # unique_key, unique_for (issue #18), headers (#20): passed through
     ) -> Outcome:
-        op = self._rec.invoke("submit", job=job_id, queue=queue, max_attempts=max_attempts)
+        op = self._rec.invoke(
+            "submit",
+            job=job_id,
+            queue=queue,
+            max_attempts=max_attempts,
+            priority=priority,
+            timeout=timeout,
+        )
         try:
             outcome = self._inner.submit(
                 job_id, queue, payload, delay, max_attempts, priority, timeout, **unique
@@ -408,7 +415,8 @@ class RecordingDriver(PassThroughDriver):
         error: str,
         retry_in: float,
     ) -> Outcome:
-        op = self._rec.invoke("fail", job=job_id, gen=generation, owner=owner)
+        # The reason's start tells a worker's timeout ("timeout: ...") from a handler error.
+        op = self._rec.invoke("fail", job=job_id, gen=generation, owner=owner, reason=error[:60])
         try:
             outcome = self._inner.fail(
                 job_id, owner, generation, secret_hash, receipt, error, retry_in

@@ -80,7 +80,7 @@ class AsyncPassThroughDriver:
         max_attempts: int,
         priority: int = 0,
         timeout: float | None = None,
-        **unique: Any,  # unique_key, unique_for (issue #18): passed through
+        **unique: Any,  # unique_key, unique_for (issue #18), headers (#20): passed through
     ) -> Outcome:
         return await self._inner.submit(
             job_id, queue, payload, delay, max_attempts, priority, timeout, **unique
@@ -196,9 +196,16 @@ class AsyncRecordingDriver(AsyncPassThroughDriver):
         max_attempts: int,
         priority: int = 0,
         timeout: float | None = None,
-        **unique: Any,  # unique_key, unique_for (issue #18): passed through
+        **unique: Any,  # unique_key, unique_for (issue #18), headers (#20): passed through
     ) -> Outcome:
-        op = self._rec.invoke("submit", job=job_id, queue=queue, max_attempts=max_attempts)
+        op = self._rec.invoke(
+            "submit",
+            job=job_id,
+            queue=queue,
+            max_attempts=max_attempts,
+            priority=priority,
+            timeout=timeout,
+        )
         try:
             outcome = await self._inner.submit(
                 job_id, queue, payload, delay, max_attempts, priority, timeout, **unique
@@ -428,7 +435,8 @@ class AsyncRecordingDriver(AsyncPassThroughDriver):
         error: str,
         retry_in: float,
     ) -> Outcome:
-        op = self._rec.invoke("fail", job=job_id, gen=generation, owner=owner)
+        # The reason's start tells a worker's timeout ("timeout: ...") from a handler error.
+        op = self._rec.invoke("fail", job=job_id, gen=generation, owner=owner, reason=error[:60])
         try:
             outcome = await self._inner.fail(
                 job_id, owner, generation, secret_hash, receipt, error, retry_in

@@ -6,7 +6,9 @@
    (PostgreSQL only) adds a streaming replica and a multi-host URL naming both.
 1. Submit the jobs (one queue of the run's own, so the store may hold other work). With
    ``workload="locks"`` there are no jobs: the lock takers take one lock of the run's own
-   (tenure.chaos._lock_mode).
+   (tenure.chaos._lock_mode). With ``workload="flow"`` the jobs carry priorities and some a
+   short timeout of their own, over three queues, two of them limited through the store
+   (tenure.chaos._flow_mode).
 2. Start the reference fenced sink (``tenure sink serve``), a TCP proxy in front of a
    server store, the worker processes (`tenure.Worker`), the storm claimers and, for
    SQLite, the lock holder.
@@ -39,6 +41,7 @@ from ..errors import InvalidArgument, TenureError
 from ..locks import lock_ids
 from ._backend import UNSAFE_MODES, chaos_url, install
 from ._checker import Verdict, check_history
+from ._flow_mode import FlowJob, flow_limits, flow_plan, flow_queues
 from ._history import Recorder, merge_histories, read_history
 from ._ledger import record_sink
 from ._lock_mode import WORKLOADS, check_lock_options, lock_kinds
@@ -79,7 +82,8 @@ class ChaosOptions:
     kinds: tuple[str, ...] | None = None
     png: bool = True
     chromium: str | None = None  # the browser for the PNG (default: found on PATH)
-    workload: str = "jobs"  # or "locks": processes taking one named lock
+    workload: str = "jobs"  # "locks": processes taking one named lock; "flow": priorities,
+    # limits and timeouts (tenure.chaos._flow_mode)
 
     def check(self) -> None:
         if self.workload not in WORKLOADS:
@@ -156,7 +160,7 @@ def schedule_for(options: ChaosOptions) -> list[Fault]:
         ttl=options.ttl,
         duration=options.duration,
         interval=options.fault_interval,
-        kinds=options.kinds if options.workload == "jobs" else lock_kinds(options.kinds),
+        kinds=options.kinds if options.workload != "locks" else lock_kinds(options.kinds),
     )
 
 
@@ -177,6 +181,8 @@ class Harness:
         if self.locks:  # the lock's job is the run's only job, in the lock's own queue
             job_id, self.queue = lock_ids(self.lock)
             self.job_ids = [job_id]
+        self.flow = options.workload == "flow"
+        self.queues = flow_queues(self.queue) if self.flow else [self.queue]
         self.fed = threading.Event()  # every job submitted
         for sub in ("history", "ctl", "logs"):
             (self.out / sub).mkdir(parents=True, exist_ok=True)
@@ -184,6 +190,7 @@ class Harness:
         install(self.rec)
         self.processes = Processes(options, echo, self.kind, self.queue, self.rec)
         self.processes.lock_name = self.lock if self.locks else None
+        self.processes.queues = self.queues
         self.store: Store = connect(chaos_url(options.store_url))
         self.side: Store = connect(options.store_url)  # the nemesis thread's own client
         self.control: Store = connect(chaos_url(options.store_url))  # cancels, requeues
@@ -203,6 +210,22 @@ class Harness:
             work[job_id] = round(seconds, 3)
         return work
 
+    def _plan(self) -> dict[str, FlowJob]:
+        """How each job is submitted: in the run's queue with its work, or (a flow run)
+        over the flow's queues with priorities and timeouts."""
+        work = self._work()
+        if self.flow:
+            return flow_plan(self.o.seed, work, self.queue, self.o.ttl)
+        return {job_id: FlowJob(self.queue, payload={"work": w}) for job_id, w in work.items()}
+
+    def set_limits(self) -> None:
+        """A flow run's queue limits, set through the store and recorded."""
+        if not self.flow:
+            return
+        for queue, limit in flow_limits(self.queue).items():
+            self.store.set_queue_limit(queue, limit)
+            self.rec.event("queue-limit", queue=queue, limit=limit)
+
     def submit(self, over: float) -> None:
         """Submit a first batch now and the rest evenly over ``over`` seconds (on a thread
         with a store of its own), so that the workers have work all through the faults.
@@ -210,10 +233,10 @@ class Harness:
         if self.locks:
             self.fed.set()
             return
-        work = self._work()
+        plan = self._plan()
         first = min(len(self.job_ids), self.o.workers * self.o.concurrency * 3)
         for job_id in self.job_ids[:first]:
-            self.store.submit(job_id, {"work": work[job_id]}, queue=self.queue, max_attempts=50)
+            _submit(self.store, job_id, plan[job_id])
         rest = self.job_ids[first:]
         if not rest:
             self.fed.set()
@@ -231,9 +254,7 @@ class Harness:
                         time.sleep(delay)
                     for _ in range(20):
                         try:
-                            store.submit(
-                                job_id, {"work": work[job_id]}, queue=self.queue, max_attempts=50
-                            )
+                            _submit(store, job_id, plan[job_id])
                             break
                         except TenureError:
                             time.sleep(0.5)  # a store pause: submit is idempotent, retry
@@ -251,7 +272,9 @@ class Harness:
     def counts(self) -> dict[str, int]:
         found = {}
         for state in ("ready", "leased"):
-            found[state] = len(self.store.jobs(queue=self.queue, state=state, limit=1000))
+            found[state] = sum(
+                len(self.store.jobs(queue=queue, state=state, limit=1000)) for queue in self.queues
+            )
         return found
 
     def wait_until_drained(self, timeout: float) -> bool:
@@ -298,6 +321,7 @@ class Harness:
                 owner=job.owner,
                 attempts=job.attempts,
                 max_attempts=job.max_attempts,
+                queue=job.queue,
                 result=job.result,
                 store_now=job.as_of,
             )
@@ -316,6 +340,17 @@ class Harness:
         with contextlib.suppress(Exception):
             self.control.close()
         self.processes.close_logs()
+
+
+def _submit(store: Store, job_id: str, job: FlowJob) -> None:
+    store.submit(
+        job_id,
+        job.payload,
+        queue=job.queue,
+        max_attempts=50,
+        priority=job.priority,
+        timeout=job.timeout,
+    )
 
 
 def run_chaos(options: ChaosOptions, echo: Echo = print) -> ChaosResult:
@@ -440,6 +475,9 @@ def _start(harness: Harness, schedule: list[Fault], nemesis_rec: Recorder) -> Ne
         else f"{options.jobs} jobs on {harness.kind} ({options.store_url}), "
         f"{options.workers} workers x {options.concurrency}"
     )
+    if harness.flow:
+        limits = ", ".join(f"{q} at most {n}" for q, n in flow_limits(harness.queue).items())
+        what += f"; priorities -2..2, some jobs with a timeout of their own; limits: {limits}"
     echo(
         f"chaos: {what}, ttl {options.ttl:g} s, "
         f"seed {options.seed}" + (f", UNSAFE {options.unsafe}" if options.unsafe else "")
@@ -451,6 +489,7 @@ def _start(harness: Harness, schedule: list[Fault], nemesis_rec: Recorder) -> Ne
     if not harness.locks:
         processes.start_storms()
     harness.calibrate()
+    harness.set_limits()
     harness.submit(over=options.duration * 0.8)
     processes.start_workers()
     echo(

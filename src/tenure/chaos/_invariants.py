@@ -7,7 +7,9 @@
   accepted, `repeat_answer` for one it answered as a repeat; then `one_completion` and
   `done_by_its_completion`;
 * I4 `destinations`;
-* I5 `nothing_lost`.
+* I5 `nothing_lost`;
+* I6 `queue_limits` (tenure.chaos._limits), on a history with queue limits (``--workload
+  flow``).
 
 Cancels and requeues (the ``cancel`` fault) enter through the `Context`: a generation an
 accepted cancel took is no I1 gap, the lease a cancel ended is ended for I2 and I3 (so a
@@ -32,6 +34,7 @@ from ._failover import (
     missing_generations,
     on_older_timeline,
 )
+from ._limits import queue_limits
 from ._verdict import Interval, Violation
 
 __all__ = [
@@ -43,6 +46,7 @@ __all__ = [
     "exclusivity",
     "nothing_lost",
     "one_completion",
+    "queue_limits",
     "repeat_answer",
     "stale_rejection",
     "tokens",
@@ -493,7 +497,7 @@ def _cancelled(ctx: Context, job: str) -> list[Violation]:
     return []
 
 
-# In the order a verdict has always listed its violations: I1, I3, I2, I4, I5.
+# In the order a verdict has always listed its violations: I1, I3, I2, I4, I5, then I6.
 UNITS: tuple[Unit, ...] = (
     tokens,
     stale_rejection,
@@ -502,4 +506,5 @@ UNITS: tuple[Unit, ...] = (
     exclusivity,
     destinations,
     nothing_lost,
+    queue_limits,
 )

@@ -24,7 +24,7 @@ from ._nemesis import KINDS, OPT_IN, STORE_FAULTS
 
 __all__ = ["LOCK_KINDS", "WORKLOADS", "check_lock_options", "lock_kinds"]
 
-WORKLOADS = ("jobs", "locks")
+WORKLOADS = ("jobs", "locks", "flow")
 NOT_FOR_LOCKS = ("storm", "cancel", "pause-complete")
 # The default mix of a locks run: the jobs run's, less what does not apply.
 LOCK_KINDS = tuple(k for k in KINDS if k not in OPT_IN and k not in NOT_FOR_LOCKS)

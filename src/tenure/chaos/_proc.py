@@ -49,6 +49,7 @@ from ..stores.sqlite import parse_sqlite_url
 from ..worker import JobContext, Worker, default_owner
 from ._backend import chaos_url, install, named_url
 from ._control import Control
+from ._flow_mode import handler_seconds
 from ._history import Recorder
 from ._workload import SinkClient, work
 
@@ -75,12 +76,14 @@ def run_worker(config: dict[str, Any], name: str) -> None:
     sink = SinkClient(config["sink_url"], recorder, control, unsafe=unsafe)
     url = chaos_url(named_url(config["worker_url"], name))
     own_store = connect(url, clock=control.clock) if unsafe else None
+    queues = list(config.get("queues") or [config["queue"]])
 
     def handle(ctx: JobContext) -> dict[str, Any]:
         payload = ctx.payload if isinstance(ctx.payload, dict) else {}
         token = ctx.token
         check = None if unsafe == "no-fence" else ctx.check
-        work(sink, ctx, token, owner, float(payload.get("work", 0.1)), check=check)
+        # A flow run's timed jobs overrun their timeout on their first attempts.
+        work(sink, ctx, token, owner, handler_seconds(payload, ctx.attempt), check=check)
         result = {"gen": token.generation, "proc": name, "owner": owner}
         if own_store is not None and unsafe == "no-fence":
             # Unsafe: complete whatever the worker knows about the lease.
@@ -97,9 +100,10 @@ def run_worker(config: dict[str, Any], name: str) -> None:
         retry=RetryPolicy(0.1, ttl),
         owner=owner,
         clock=control.clock,
-        queues=[config["queue"]],
+        queues=queues,
     )
-    worker.register(config["queue"], handle)
+    for queue in queues:
+        worker.register(queue, handle)
     recorder.event("proc-start", role="worker", owner=owner)
     try:
         worker.run()

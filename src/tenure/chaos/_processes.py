@@ -82,6 +82,7 @@ class Processes:
         self.kind = kind
         self.out = options.out
         self.queue = queue
+        self.queues = [queue]  # a flow run's are several (tenure.chaos._flow_mode)
         self.rec = rec
         # Held while workers are spawned or looked up; `stopping` is set under it, so no
         # worker is restarted once they are being stopped.
@@ -168,6 +169,7 @@ class Processes:
             "worker_url": self.worker_url,
             "sink_url": self.sink_url,
             "queue": self.queue,
+            "queues": self.queues,
             "ttl": self.o.ttl,
             "concurrency": self.o.concurrency,
             "poll_interval": min(0.25, self.o.ttl / 4),

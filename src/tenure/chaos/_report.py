@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ._history import Event
-from ._verdict import INVARIANTS, Interval, Mark, Verdict
+from ._verdict import Interval, Mark, Verdict
 
 __all__ = ["CHROMIUM_HINT", "chromium", "run_origin", "screenshot", "write_report"]
 
@@ -361,7 +361,7 @@ def render(verdict: Verdict, origin: float | None = None) -> str:
     )
     invariants = []
     grouped = verdict.by_invariant()
-    for key, name in INVARIANTS.items():
+    for key, name in verdict.shown_invariants().items():
         found = grouped[key]
         state = "ok" if not found else f"violated x{len(found)}"
         items = "".join(f"<li>{_e(v.message)}</li>" for v in found[:200])
@@ -370,10 +370,12 @@ def render(verdict: Verdict, origin: float | None = None) -> str:
             + (f"<ul>{items}</ul>" if items else "")
             + "</div>"
         )
-    shown = {k: v for k, v in verdict.info.items() if v is not None}
+    shown = {k: v for k, v in verdict.info.items() if v is not None and k != "limits"}
     if verdict.locks:  # no jobs in a locks run (the option's default is not its shape)
         shown.pop("jobs", None)
     info = ", ".join(f"{k} {v}" for k, v in shown.items())
+    if verdict.limits_line() is not None:  # a flow run's limited queues and their peaks
+        info += f"; {verdict.limits_line()}"
     legend = (
         '<span class="swatch" style="background:hsl(67,65%,55%)"></span>lease (colour = '
         "generation) &nbsp; "

@@ -16,6 +16,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from .._store import Store
 from ..errors import TenureError
+from ..models import Job
 from ._nemesis import is_stopped
 from ._processes import Processes
 
@@ -83,7 +84,7 @@ class FaultTarget:
         targets: list[str] = []
         held = 0
         if stopped:
-            for job in self.side.jobs(queue=self.p.queue, state="leased", limit=1000):
+            for job in self._jobs("leased", 1000):
                 pid = (job.owner or "").split(":")[-2:-1]
                 if pid and pid[0].isdigit() and int(pid[0]) in stopped and len(targets) < jobs:
                     targets.append(job.job_id)
@@ -91,7 +92,7 @@ class FaultTarget:
         for state in ("ready", "leased"):
             if len(targets) >= jobs or holder is not None:
                 break
-            found = [j.job_id for j in self.side.jobs(queue=self.p.queue, state=state, limit=50)]
+            found = [j.job_id for j in self._jobs(state, 50)]
             found = [j for j in found if j not in targets]
             self.p.rng.shuffle(found)
             targets += found[: jobs - len(targets)]
@@ -104,6 +105,11 @@ class FaultTarget:
                     process.stdin.write(command + "\n")
                     process.stdin.flush()
         return {"jobs": targets, "processes": len(storms), "held_by_stopped": held}
+
+    def _jobs(self, state: str, limit: int) -> list[Job]:
+        """Up to ``limit`` jobs in ``state`` of each of the run's queues."""
+        side = self.side
+        return [job for q in self.p.queues for job in side.jobs(queue=q, state=state, limit=limit)]
 
     # -- job control ---------------------------------------------------------------------
 
@@ -118,7 +124,7 @@ class FaultTarget:
             raise RuntimeError("the run has no recorded store client for cancels")
         found: list[tuple[str, str]] = []
         for state in ("leased", "ready"):
-            listed = [j.job_id for j in self.side.jobs(queue=self.p.queue, state=state, limit=50)]
+            listed = [j.job_id for j in self._jobs(state, 50)]
             self.p.rng.shuffle(listed)
             found += [(job, state) for job in listed[: jobs - len(found)]]
         cancelled: list[str] = []
@@ -134,7 +140,7 @@ class FaultTarget:
         # A done job is run again too: its requeue starts a new life, which must end done
         # once more, at a generation above the one that completed it.
         rerun: list[str] = []
-        for done in self.side.jobs(queue=self.p.queue, state="done", limit=1):
+        for done in self._jobs("done", 1)[:1]:
             with contextlib.suppress(TenureError):  # refused or away: in the history
                 control.requeue(done.job_id)
                 rerun.append(done.job_id)

@@ -14,6 +14,7 @@ INVARIANTS = {
     "I3": "stale rejection",
     "I4": "destinations",
     "I5": "nothing lost",
+    "I6": "queue limits",  # only on a history with queue limits (tenure.chaos._limits)
 }
 SHOWN = 25  # violations printed per invariant
 
@@ -86,6 +87,30 @@ class Verdict:
         """A run of ``--workload locks`` (one named lock instead of a queue of jobs)."""
         return self.info.get("workload") == "locks"
 
+    @property
+    def limits(self) -> list[dict[str, Any]]:
+        """The limited queues of the run (``--workload flow``): queue, limit, peak, leases."""
+        found = self.info.get("limits")
+        return list(found) if isinstance(found, list) else []
+
+    def shown_invariants(self) -> dict[str, str]:
+        """The invariants a verdict lists: I1-I5, and I6 when the run had queue limits."""
+        limited = bool(self.limits) or any(v.invariant == "I6" for v in self.violations)
+        return {k: name for k, name in INVARIANTS.items() if k != "I6" or limited}
+
+    def limits_line(self) -> str | None:
+        """Each limited queue's limit and peak, and the timeouts (None without limits)."""
+        if not self.limits:
+            return None
+        queues = ", ".join(
+            f"{q['queue']} at most {q['limit']} (peak {q['peak']} over {q['leases']} leases)"
+            for q in self.limits
+        )
+        return (
+            f"limits: {queues}; timeouts: {self.counts.get('timeouts', 0)} attempts failed "
+            "at their job's timeout"
+        )
+
     def top_token(self) -> int:
         """The greatest generation (token) a recorded claim was granted."""
         return max((i.gen for found in self.intervals.values() for i in found), default=0)
@@ -107,8 +132,9 @@ class Verdict:
                 f"renewals and {c['stale_releases_rejected']} stale releases refused"
             )
         elif self.status == "VALID":
+            held = "I1-I6" if self.limits else "I1-I5"
             line = (
-                f"VALID: I1-I5 held on {c['jobs_submitted']} jobs; faults bit: "
+                f"VALID: {held} held on {c['jobs_submitted']} jobs; faults bit: "
                 f"{c['stale_completions_rejected']} stale completions and "
                 f"{c['stale_writes_rejected']} stale writes rejected"
             )
@@ -187,6 +213,9 @@ class Verdict:
                 f"{c['jobs_dead']} dead, {c['jobs_cancelled']} cancelled, "
                 f"{c['jobs_stranded']} stranded"
             )
+        limits = self.limits_line()
+        if limits is not None:
+            out.append(limits)
         if c["cancels"] or c["requeues"] or c["cancels_unknown"]:
             out.append(
                 f"control: {c['cancels']} cancels accepted ({c['cancels_refused']} refused, "
@@ -225,7 +254,7 @@ class Verdict:
             out.append(store)
         if c["pause_points_missed"]:
             out.append(f"  {c['pause_points_missed']} armed pause points were not reached")
-        for key, name in INVARIANTS.items():
+        for key, name in self.shown_invariants().items():
             found = self.by_invariant()[key]
             label = f"{key} {name}"
             out.append(f"{label:<22} {'ok' if not found else f'VIOLATED x{len(found)}'}")

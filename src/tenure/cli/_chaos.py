@@ -1,5 +1,6 @@
 """``tenure chaos`` (run workers under a seeded nemesis, record a history, check it) and
-``tenure check HISTORY`` (verify I1-I5 on a recorded history). See docs/reliability.md.
+``tenure check HISTORY`` (verify I1-I5, and I6 with queue limits, on a recorded
+history). See docs/reliability.md.
 
 Both print the counts, one line per invariant, and end with two lines: the verdict and the
 report's path (``tenure chaos`` prints the ``tenure dashboard`` command that shows the
@@ -166,11 +167,13 @@ def _finish(
 @click.option("--no-faketime", is_flag=True, help="Do not run workers under faketime.")
 @click.option(
     "--workload",
-    type=click.Choice(["jobs", "locks"]),
+    type=click.Choice(["jobs", "locks", "flow"]),
     default="jobs",
     help="jobs: workers run a queue of jobs. locks: WORKERS processes take one named lock "
     "(tenure.Lock) over and over, each holding writing to the fenced sink with its token; "
-    "no storms, cancels or pause-complete.",
+    "no storms, cancels or pause-complete. flow: the jobs workload with priorities, "
+    "queue limits (two queues limited to 1 and 3 leases; I6 checks them) and jobs with a "
+    "timeout of their own that their handler overruns.",
 )
 @click.option("--no-png", is_flag=True, help=_NO_PNG_HELP)
 @click.option("--chromium", "browser", metavar="PATH", default=None, help=_CHROMIUM_HELP)
@@ -206,7 +209,8 @@ def chaos(
     the output directory. With --faults store-restart / store-kill on PostgreSQL or Redis,
     the store runs on a throwaway server the run starts (initdb + pg_ctl, redis-server)
     and restarts; --store then gives only its kind and options (schema, key prefix).
-    With --workload locks, the processes take one named lock instead (docs/locks.md).
+    With --workload locks, the processes take one named lock instead (docs/locks.md); with
+    --workload flow, the jobs have priorities and timeouts over limited queues.
     """
     from ..chaos import ChaosOptions, run_chaos, schedule_for
 

@@ -10,17 +10,16 @@ from __future__ import annotations
 import json
 import re
 import sys
-from dataclasses import dataclass
 from typing import IO, Any
 
 import click
 
 from .._store import DEFAULT_MAX_ATTEMPTS
-from .._validate import MAX_BATCH
 from ..errors import InvalidArgument, WaitTimeout
 from ..models import Job, JobSpec, JobState
 from . import CliState, common_options
 from ._control import CONTROL_COMMANDS
+from ._jobfile import FileSubmission, batches, parse_headers, read_submissions, refuse_constant
 from ._output import Cell, format_duration, format_time, format_value, relative
 
 _TERMINAL = (JobState.DONE, JobState.DEAD, JobState.CANCELLED)
@@ -37,10 +36,6 @@ _STATE_STYLES = {
 }
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
 def parse_payload(text: str | None) -> Any:
     """``--payload``: JSON text, or ``-`` to read it from stdin."""
     if text is None:
@@ -48,7 +43,7 @@ def parse_payload(text: str | None) -> Any:
     if text == "-":
         text = sys.stdin.read()
     try:
-        return json.loads(text, parse_constant=_refuse_constant)
+        return json.loads(text, parse_constant=refuse_constant)
     except ValueError as exc:
         raise InvalidArgument(
             "--payload", f'must be JSON text (e.g. \'{{"month": "2026-11"}}\'): {exc}'
@@ -80,93 +75,6 @@ def jobs() -> None:
 
 for _command in CONTROL_COMMANDS:
     jobs.add_command(_command)
-
-
-@dataclass(frozen=True)
-class _Submission:
-    line: int  # in the --from-file file (0: the command line)
-    job_id: str
-    payload: Any
-    queue: str
-    delay: float
-    max_attempts: int
-    # Issue #18: checked by the store (its errors name the line, see _submit_many).
-    priority: Any = 0
-    timeout: Any = None
-    unique_key: Any = None  # issue #18; checked by the store (jobs[i].unique_key)
-    unique_for: Any = None
-
-
-_LINE_KEYS = {
-    "job_id",
-    "payload",
-    "queue",
-    "delay",
-    "max_attempts",
-    "priority",
-    "timeout",
-    "unique_key",
-    "unique_for",
-}
-
-
-def _read_submissions(
-    stream: IO[str],
-    name: str,
-    queue: str,
-    delay: float,
-    max_attempts: int,
-    priority: int = 0,
-    timeout: float | None = None,
-) -> list[_Submission]:
-    """``--from-file``: one JSON object per line (blank lines skipped), every line checked
-    before any job is submitted; the options are the defaults of each line."""
-    found: list[_Submission] = []
-    for number, text in enumerate(stream, start=1):
-        if not text.strip():
-            continue
-        where = f"{name} line {number}"
-        try:
-            line = json.loads(text, parse_constant=_refuse_constant)
-        except ValueError as exc:
-            raise InvalidArgument("--from-file", f"{where}: not JSON: {exc}") from None
-        if not isinstance(line, dict):
-            raise InvalidArgument(
-                "--from-file", f'{where}: must be a JSON object like {{"job_id": "a"}}'
-            )
-        unknown = sorted(set(line) - _LINE_KEYS)
-        if unknown:
-            known = ", ".join(sorted(_LINE_KEYS))
-            raise InvalidArgument(
-                "--from-file", f"{where}: unknown key(s) {', '.join(unknown)} (known: {known})"
-            )
-        job_id = line.get("job_id")
-        if not isinstance(job_id, str):
-            raise InvalidArgument("--from-file", f"{where}: job_id must be a string")
-        line_delay = line.get("delay", delay)
-        line_attempts = line.get("max_attempts", max_attempts)
-        if isinstance(line_delay, bool) or not isinstance(line_delay, (int, float)):
-            raise InvalidArgument("--from-file", f"{where}: delay must be a number of seconds")
-        if isinstance(line_attempts, bool) or not isinstance(line_attempts, int):
-            raise InvalidArgument("--from-file", f"{where}: max_attempts must be an integer")
-        line_queue = line.get("queue", queue)
-        if not isinstance(line_queue, str):
-            raise InvalidArgument("--from-file", f"{where}: queue must be a string")
-        found.append(
-            _Submission(
-                number,
-                job_id,
-                line.get("payload"),
-                line_queue,
-                line_delay,
-                line_attempts,
-                line.get("priority", priority),
-                line.get("timeout", timeout),
-                line.get("unique_key"),
-                line.get("unique_for"),
-            )
-        )
-    return found
 
 
 @jobs.command()
@@ -205,8 +113,8 @@ def _read_submissions(
     metavar="JSONL",
     help='Submit many jobs: one JSON object per line, e.g. {"job_id": "a", "payload": {...}, '
     '"queue": "q", "delay": 0, "max_attempts": 5, "priority": 0, "timeout": null, '
-    '"unique_key": "k", "unique_for": 60} (the options give the defaults); '
-    "'-' reads stdin.",
+    '"unique_key": "k", "unique_for": 60, "headers": {"tenant": "acme"}} (the options '
+    "give the defaults); '-' reads stdin.",
 )
 @click.option(
     "--unique-key",
@@ -222,6 +130,15 @@ def _read_submissions(
     metavar="S",
     help="With --unique-key: seconds this job keeps the key after it finishes.",
 )
+@click.option(
+    "--header",
+    "headers",
+    multiple=True,
+    callback=parse_headers,
+    metavar="NAME=VALUE",
+    help="A header kept with the job (Job.headers), e.g. a traceparent; repeat for more. "
+    "With --from-file: the headers of lines without their own.",
+)
 @common_options
 @click.pass_obj
 def submit(
@@ -236,6 +153,7 @@ def submit(
     from_file: IO[str] | None,
     unique_key: str | None,
     unique_for: float | None,
+    headers: dict[str, str] | None,
 ) -> None:
     """Add job JOB_ID (idempotent: an existing job is left unchanged), or every job of
     --from-file."""
@@ -245,7 +163,9 @@ def submit(
                 "--from-file", "give either JOB_ID (and --payload, --unique-key) or a file"
             )
         name = "stdin" if from_file.name == "<stdin>" else from_file.name
-        wanted = _read_submissions(from_file, name, queue, delay, max_attempts, priority, timeout)
+        wanted = read_submissions(
+            from_file, name, queue, delay, max_attempts, priority, timeout, headers
+        )
         _submit_many(state, wanted, name)
         return
     if job_id is None:
@@ -260,6 +180,7 @@ def submit(
         timeout=timeout,
         unique_key=unique_key,
         unique_for=unique_for,
+        headers=headers,
     )
     out = state.output()
     if out.json_mode:
@@ -279,12 +200,12 @@ def submit(
         )
 
 
-def _submit_many(state: CliState, wanted: list[_Submission], name: str) -> None:
+def _submit_many(state: CliState, wanted: list[FileSubmission], name: str) -> None:
     """One store connection, one `submit_many` per 1000 jobs (a new batch where an id
     repeats, so that the repeat is answered as existing, as `submit` would)."""
     store = state.store()
     existing: list[str] = []
-    for batch in _batches(wanted):
+    for batch in batches(wanted):
         try:
             answers = store.submit_many(
                 [
@@ -298,6 +219,7 @@ def _submit_many(state: CliState, wanted: list[_Submission], name: str) -> None:
                         item.timeout,
                         item.unique_key,
                         item.unique_for,
+                        item.headers,
                     )
                     for item in batch
                 ]
@@ -324,18 +246,6 @@ def _submit_many(state: CliState, wanted: list[_Submission], name: str) -> None:
     if existing:
         line += f"; {len(existing)} already existed and were left unchanged"
     out.line(line, "good")
-
-
-def _batches(wanted: list[_Submission]) -> list[list[_Submission]]:
-    batches: list[list[_Submission]] = [[]]
-    seen: set[str] = set()
-    for item in wanted:
-        if item.job_id in seen or len(batches[-1]) == MAX_BATCH:
-            batches.append([])
-            seen = set()
-        seen.add(item.job_id)
-        batches[-1].append(item)
-    return [batch for batch in batches if batch]
 
 
 def _summary(job: Job) -> str:
@@ -543,6 +453,7 @@ def _show_job(state: CliState, job: Job) -> None:
             ("payload", format_value(job.payload)),
             ("result", format_value(job.result)),
             ("error", job.error or "-"),
+            ("headers", " ".join(f"{k}={v}" for k, v in job.headers.items()) or "-"),
             ("created", at(job.created_at)),
             ("updated", at(job.updated_at)),
             ("store time", format_time(job.as_of)),

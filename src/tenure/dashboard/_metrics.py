@@ -12,7 +12,7 @@ name                                 type     what
 ``tenure_oldest_ready_age_seconds``  gauge    how long the oldest due ready job of ``queue`` has
                                               waited (0 when none is due)
 ``tenure_store_up``                  gauge    1 when the store answered this scrape, else 0
-``tenure_store_stats_supported``     gauge    0 when the store cannot count (Redis, for now)
+``tenure_store_stats_supported``     gauge    0 when the driver cannot count (no queue_stats)
 ==================================== ======== ==================================================
 
 Labels carry queue names only (never job ids): as many series as queues.

@@ -142,7 +142,7 @@ async def jobs_page(reader: Reader, filters: Filters) -> JobsPage:
 class QueuesPage:
     stats: StoreStats | None
     as_of: float
-    # Queues seen in the oldest jobs (when the store cannot count: Redis), else empty.
+    # Queues seen in the oldest jobs (when the store cannot count), else empty.
     seen: list[str] = field(default_factory=list)
     # The paused queues (claims skip them), sorted.
     paused: list[str] = field(default_factory=list)

@@ -34,11 +34,14 @@ class Driver(Protocol):
         *,
         unique_key: str | None = None,
         unique_for: float | None = None,
+        headers: str | None = None,
     ) -> Outcome:
         """Insert the job if its id is new (``APPLIED``), else ``MISSED`` with the job as it
         is. With ``unique_key``: also ``MISSED``, with the holder's row, while another job
         holds the key (unfinished, or finished less than its own unique_for ago); else the
-        new job takes the key over, atomically with respect to other submits."""
+        new job takes the key over, atomically with respect to other submits. ``headers``
+        (issue #20): the job's headers as JSON text, kept as they are (the store checked
+        them), answered in the row's ``headers``; passed only when there are some."""
         ...
 
     def claim(self, job_id: str, owner: str, ttl: float, secret_hash: str) -> Outcome: ...

@@ -42,12 +42,15 @@ class ThreadedDriver:
         *,
         unique_key: str | None = None,
         unique_for: float | None = None,
+        headers: str | None = None,
     ) -> Outcome:
         call = partial(
             self.sync.submit, job_id, queue, payload, delay, max_attempts, priority, timeout
         )
         if unique_key is not None:  # only then: a driver without unique keys still works
             call = partial(call, unique_key=unique_key, unique_for=unique_for)
+        if headers is not None:  # likewise, without headers (issue #20)
+            call = partial(call, headers=headers)
         return await anyio.to_thread.run_sync(call)
 
     async def claim(self, job_id: str, owner: str, ttl: float, secret_hash: str) -> Outcome:

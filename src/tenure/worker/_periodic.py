@@ -27,6 +27,8 @@ from collections.abc import Callable, Sequence
 
 from .._concurrency import pause_async
 from .._schedule import (
+    LATE_GRACE,
+    STALL_GRACE,
     Schedule,
     due_ticks,
     make_schedule,
@@ -94,6 +96,9 @@ class Periodic:
         start = wall()
         self._last = {name: start for name in self._code}
         self._to_take_up: set[str] = set()
+        # Schedules whose last look submitted every due tick: their next look's lateness
+        # is a stall of this worker, not ticks missed (`tenure._schedule.STALL_GRACE`).
+        self._steady: set[str] = set()
         self._refused: dict[str, str] = {}  # store schedules not run, and why (said once)
         self._read_failing = False
 
@@ -123,6 +128,7 @@ class Periodic:
         for name in self._stored.keys() - found.keys():
             del self._last[name]
             self._to_take_up.discard(name)
+            self._steady.discard(name)
             log.info(
                 "store schedule %s: no more ticks here (removed, or now of a queue not served)",
                 name,
@@ -224,7 +230,10 @@ class Periodic:
         jobs: list[Job] = []
         store_now: float | None = None
         for schedule in self.schedules:
-            ticks = due_ticks(schedule, self._last[schedule.name], now)
+            name = schedule.name
+            last = self._last[name]
+            stalled = name in self._steady and now - last <= STALL_GRACE
+            ticks = due_ticks(schedule, last, now, grace=STALL_GRACE if stalled else LATE_GRACE)
             for tick in ticks:
                 if store_now is None:
                     store_now = await self._store.now()
@@ -232,7 +241,8 @@ class Periodic:
             if ticks:
                 # Only once every due tick is in the store: after an outage the catch-up
                 # policy decides from the last tick that was.
-                self._last[schedule.name] = ticks[-1]
+                self._last[name] = ticks[-1]
+            self._steady.add(name)
         return jobs
 
     async def _submit(self, schedule: Schedule, tick: float, store_now: float) -> Job:
@@ -275,6 +285,7 @@ class Periodic:
             except StoreLost:
                 raise  # the worker stops: its store is not the one it was
             except StoreUnavailable as exc:
+                self._steady.clear()  # what the outage kept out was missed
                 log.warning(
                     "periodic: ticks not submitted (%s); the next look tries again",
                     exc,

@@ -11,7 +11,10 @@ the way the messaging semantic conventions name them:
   of jobs it took (``messaging.batch.message_count``);
 - ``process <queue>`` (kind CONSUMER) around the handler, current while it runs (spans the
   handler opens are its children), status ERROR when it raised, died, timed out or lost
-  its lease, with an event ``tenure.lease_lost`` when the lease is lost;
+  its lease, with an event ``tenure.lease_lost`` when the lease is lost. It continues the
+  trace of the job's submit (issue #20): its parent is the context extracted from the
+  job's headers (`opentelemetry.propagate.extract`; what `Store.submit` injected while a
+  span was current), and that context (its baggage too) is current while the handler runs;
 - ``settle <queue>`` (kind CLIENT), the handler span's child, around complete, fail or
   release (``tenure.settle.action``).
 
@@ -33,6 +36,7 @@ if TYPE_CHECKING:
     from ._outcome import Outcome
 
 try:
+    from opentelemetry import context as _context
     from opentelemetry import trace as _trace
 except ImportError:  # the otel extra is optional: no spans at all
     _trace = None  # type: ignore[assignment]
@@ -124,6 +128,12 @@ class JobSpans:
         self.queue = job.queue
         self.handler: Any = None
         self.settle: Any = None
+        # The trace of the job's submit, None: the job carries none (a job submitted with no
+        # span current, or before headers existed). The handler span is its child, not a
+        # new trace with a link to it: a trace runs from the request that enqueued to the
+        # work done (issue #20), every attempt a child of the one submit. (A claim takes
+        # jobs of many traces at once, so the claim span stays a trace of its own.)
+        self.parent: Any = _extracted(job) if job.headers else None
 
     @contextlib.contextmanager
     def handling(self) -> Iterator[None]:
@@ -131,9 +141,12 @@ class JobSpans:
         assert _trace is not None
         self.handler = _tracer().start_span(
             f"process {self.queue}",
+            context=self.parent,
             kind=_trace.SpanKind.CONSUMER,
             attributes={**self._attributes, "messaging.operation.type": "process"},
         )
+        # The submit's context is current under the span: its baggage reaches the handler.
+        token = None if self.parent is None else _context.attach(self.parent)
         try:
             with _trace.use_span(self.handler, end_on_exit=False, record_exception=False):
                 yield
@@ -144,6 +157,9 @@ class JobSpans:
             self.handler.end()
             self.handler = None
             raise
+        finally:
+            if token is not None:
+                _context.detach(token)
 
     def handled(self, outcome: Outcome, handle: LeaseHandle) -> None:
         span = self.handler
@@ -201,6 +217,19 @@ class JobSpans:
             if span is not None and span.is_recording():
                 span.add_event("tenure.lease_lost", attributes)
                 return
+
+
+def _extracted(job: Job) -> Any:
+    """The context carried in the job's headers (through the application's propagator,
+    W3C trace context by default), or None when a propagator of its own failed on them."""
+    try:
+        # Imported here: it loads the configured propagators (10-20 ms), which a worker
+        # whose jobs carry no headers never needs.
+        from opentelemetry import propagate
+
+        return propagate.extract(job.headers)
+    except Exception:  # the job runs all the same, in a trace of its own
+        return None
 
 
 def job_spans(job: Job, lease: Lease) -> JobSpans | None:

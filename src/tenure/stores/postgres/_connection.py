@@ -172,6 +172,7 @@ def submission_params(s: Submission, now: float | None) -> dict[str, Any]:
         "timeout": s.timeout,
         "unique_key": s.unique_key,
         "unique_for": s.unique_for,
+        "headers": s.headers,
         "now": now,
     }
 

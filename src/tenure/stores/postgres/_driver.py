@@ -9,7 +9,8 @@ from __future__ import annotations
 import inspect
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
@@ -17,7 +18,7 @@ from psycopg import Connection
 from psycopg_pool import ConnectionPool
 
 from ..._clock import Clock
-from ..._concurrency import pause, thread_lock
+from ..._concurrency import pause, thread_lock, uncancellable
 from ..._protocol import Completion, Outcome, Status
 from ..._validate import MAX_GENERATION
 from ...errors import StoreUnavailable
@@ -486,22 +487,32 @@ class PostgresDriver(PostgresControl, JobsMixin, PostgresSchedules):
         conn = self._listener()
         reusable = False
         self._waiters.add(conn)
+        # The statements are shielded from cancellation and only the wait for a notification
+        # is not: a worker cancels an idle wait whenever it has a reason to look again, and
+        # a cancel landing in a statement makes psycopg close the connection (anyio delivers
+        # it again inside psycopg's own cleanup), which cost a new connection per wake-up.
+        # The statement bound still cancels them in the server past the command timeout.
         try:
             cur = raw_cursor(conn)
-            # LISTEN first, then look: a job submitted in between is seen by one or the other.
-            cur.execute(self._sql["listen"].text)
             params = {"queues": list(queues), "max_generation": MAX_GENERATION, "now": self._now()}
             next_due = self._sql["next_due"]
-            cur.execute(next_due.text, next_due.args(params))
-            found = cur.fetchone()
+            with uncancellable(), self._bounded(conn):
+                # LISTEN first, then look: a job submitted in between is seen by one or the
+                # other.
+                cur.execute(self._sql["listen"].text)
+                cur.execute(next_due.text, next_due.args(params))
+                found = cur.fetchone()
             deadline = self._due_deadline(found, deadline)
             wanted = set(queues)
             woken = False
-            while not (woken or self._closed) and (remaining := deadline - time.monotonic()) > 0:
-                for notify in conn.notifies(timeout=remaining, stop_after=1):
-                    woken = woken or notify.payload in wanted
-            cur.execute(self._sql["unlisten"].text)
-            reusable = True
+            try:
+                while not (woken or self._closed) and (left := deadline - time.monotonic()) > 0:
+                    for notify in conn.notifies(timeout=left, stop_after=1):
+                        woken = woken or notify.payload in wanted
+            finally:
+                with uncancellable(), self._bounded(conn):
+                    cur.execute(self._sql["unlisten"].text)
+                    reusable = True
         except psycopg.Error as exc:
             error = store_unavailable("wait_for_jobs", exc, sent=False)
             if error is None:
@@ -513,6 +524,15 @@ class PostgresDriver(PostgresControl, JobsMixin, PostgresSchedules):
                 self._listeners.append(conn)
             else:
                 conn.close()
+
+    @contextmanager
+    def _bounded(self, conn: Connection[Any]) -> Iterator[None]:
+        """The statement bound (_bound.py) over statements sent on ``conn`` directly."""
+        ticket = self._bound.arm(conn.pgconn, [])
+        try:
+            yield
+        finally:
+            self._bound.disarm(ticket)
 
     def _poll(self, queues: Sequence[str], deadline: float) -> None:
         # Without LISTEN (e.g. behind PgBouncer in transaction mode): sleep until the next

@@ -11,7 +11,8 @@ from __future__ import annotations
 import inspect
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
@@ -19,7 +20,7 @@ from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from ..._clock import Clock
-from ..._concurrency import pause_async, thread_lock_async
+from ..._concurrency import pause_async, thread_lock_async, uncancellable_async
 from ..._protocol import Completion, Outcome, Status
 from ..._validate import MAX_GENERATION
 from ...errors import StoreUnavailable
@@ -496,22 +497,32 @@ class AsyncPostgresDriver(AsyncPostgresControl, AsyncJobsMixin, AsyncPostgresSch
         conn = await self._listener()
         reusable = False
         self._waiters.add(conn)
+        # The statements are shielded from cancellation and only the wait for a notification
+        # is not: a worker cancels an idle wait whenever it has a reason to look again, and
+        # a cancel landing in a statement makes psycopg close the connection (anyio delivers
+        # it again inside psycopg's own cleanup), which cost a new connection per wake-up.
+        # The statement bound still cancels them in the server past the command timeout.
         try:
             cur = raw_cursor_async(conn)
-            # LISTEN first, then look: a job submitted in between is seen by one or the other.
-            await cur.execute(self._sql["listen"].text)
             params = {"queues": list(queues), "max_generation": MAX_GENERATION, "now": self._now()}
             next_due = self._sql["next_due"]
-            await cur.execute(next_due.text, next_due.args(params))
-            found = await cur.fetchone()
+            with uncancellable_async(), self._bounded(conn):
+                # LISTEN first, then look: a job submitted in between is seen by one or the
+                # other.
+                await cur.execute(self._sql["listen"].text)
+                await cur.execute(next_due.text, next_due.args(params))
+                found = await cur.fetchone()
             deadline = self._due_deadline(found, deadline)
             wanted = set(queues)
             woken = False
-            while not (woken or self._closed) and (remaining := deadline - time.monotonic()) > 0:
-                async for notify in conn.notifies(timeout=remaining, stop_after=1):
-                    woken = woken or notify.payload in wanted
-            await cur.execute(self._sql["unlisten"].text)
-            reusable = True
+            try:
+                while not (woken or self._closed) and (left := deadline - time.monotonic()) > 0:
+                    async for notify in conn.notifies(timeout=left, stop_after=1):
+                        woken = woken or notify.payload in wanted
+            finally:
+                with uncancellable_async(), self._bounded(conn):
+                    await cur.execute(self._sql["unlisten"].text)
+                    reusable = True
         except psycopg.Error as exc:
             error = store_unavailable("wait_for_jobs", exc, sent=False)
             if error is None:
@@ -523,6 +534,15 @@ class AsyncPostgresDriver(AsyncPostgresControl, AsyncJobsMixin, AsyncPostgresSch
                 self._listeners.append(conn)
             else:
                 await conn.close()
+
+    @contextmanager
+    def _bounded(self, conn: AsyncConnection[Any]) -> Iterator[None]:
+        """The statement bound (_bound.py) over statements sent on ``conn`` directly."""
+        ticket = self._bound.arm(conn.pgconn, [])
+        try:
+            yield
+        finally:
+            self._bound.disarm(ticket)
 
     async def _poll(self, queues: Sequence[str], deadline: float) -> None:
         # Without LISTEN (e.g. behind PgBouncer in transaction mode): sleep until the next

@@ -49,6 +49,7 @@ def submit_params(batch: Sequence[Submission], now: float | None) -> dict[str, A
         "now": now,
         "priorities": [s.priority for s in batch],
         "timeouts": [s.timeout for s in batch],
+        "headers": [s.headers for s in batch],
     }
 
 
@@ -117,6 +118,7 @@ class JobsMixin:
         *,
         unique_key: str | None = None,
         unique_for: float | None = None,
+        headers: str | None = None,
     ) -> Outcome:
         if unique_key is not None:
             keyed = Submission(
@@ -129,6 +131,7 @@ class JobsMixin:
                 timeout,
                 unique_key,
                 unique_for,
+                headers,
             )
             return self._submit_unique(keyed)
         params = {
@@ -140,6 +143,7 @@ class JobsMixin:
             "now": self._now(),
             "priority": priority,
             "timeout": timeout,
+            "headers": headers,
         }
         for _ in range(RACE_RETRIES):
             rows = self._rows("submit", self._sql["submit"], params)

@@ -48,6 +48,7 @@ def submit_params(batch: Sequence[Submission], now: float | None) -> dict[str, A
         "now": now,
         "priorities": [s.priority for s in batch],
         "timeouts": [s.timeout for s in batch],
+        "headers": [s.headers for s in batch],
     }
 
 
@@ -116,6 +117,7 @@ class AsyncJobsMixin:
         *,
         unique_key: str | None = None,
         unique_for: float | None = None,
+        headers: str | None = None,
     ) -> Outcome:
         if unique_key is not None:
             keyed = Submission(
@@ -128,6 +130,7 @@ class AsyncJobsMixin:
                 timeout,
                 unique_key,
                 unique_for,
+                headers,
             )
             return await self._submit_unique(keyed)
         params = {
@@ -139,6 +142,7 @@ class AsyncJobsMixin:
             "now": self._now(),
             "priority": priority,
             "timeout": timeout,
+            "headers": headers,
         }
         for _ in range(RACE_RETRIES):
             rows = await self._rows("submit", self._sql["submit"], params)

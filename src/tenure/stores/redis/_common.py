@@ -54,7 +54,9 @@ _PACKAGE = __package__ or "tenure.stores.redis"
 # Bumped when the key layout changes incompatibly; stored in {prefix}:meta.
 # 2: the clock key is named by the store id ({prefix}:clock:<id>), so that a client whose
 # store's keys vanished is refused (see _lib.lua's store_now).
-LAYOUT_VERSION = 2
+# 3 (issue #20): each queue's leases set ({prefix}:q:<queue>:leased) and the known queues
+# ({prefix}:queues), built for an older store when a client first opens it (index_leases).
+LAYOUT_VERSION = 3
 DEFAULT_PREFIX = "tenure"
 DEFAULT_TIMEOUT = 5.0
 _PREFIX = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
@@ -180,6 +182,7 @@ class Keys:
         "meta",
         "paused",
         "prefix",
+        "queues",
         "schedules",
         "seq",
         "tag",
@@ -206,6 +209,9 @@ class Keys:
         # The store schedules: a hash from each one's name to its times and spec (see
         # _schedules_async.py).
         self.schedules = self.tag + ":schedules"
+        # The known queues (issue #20): a hash from each one's candidate set key to its
+        # name, kept by the scripts (_lib.lua's queue_known), read by queue_stats.lua.
+        self.queues = self.tag + ":queues"
 
     def for_store(self, store_id: str) -> Keys:
         return Keys(self.prefix, store_id)
@@ -277,6 +283,8 @@ SCRIPTS: dict[str, Script] = {
         "pause_queue",
         "set_queue_limit",
         "schedule_put",
+        "queue_stats",
+        "index_leases",
     )
 }
 
@@ -304,15 +312,15 @@ def _float(value: Any) -> float | None:
 
 
 def decode_row(fields: Sequence[Any]) -> JobRow:
-    """A JobRow from the 18 fields a script answers (JOB_COLUMNS order; a job written
+    """A JobRow from the 19 fields a script answers (JOB_COLUMNS order; a job written
     before priorities has no ``pr`` or ``to`` field: priority 0, no timeout; one without a
-    unique key no ``uk``).
+    unique key no ``uk``, one without headers no ``hd``).
 
     The connection decodes bulk strings to str and (RESP2) Lua's false to None; this is
     the hot path of every operation, so it converts the few numeric fields and no more."""
     (job_id, queue, state, owner, generation, secret_hash, lease_until, available_at,
      attempts, max_attempts, payload, result, error, created_at, updated_at, priority,
-     timeout, unique_key) = fields  # fmt: skip
+     timeout, unique_key, headers) = fields  # fmt: skip
     return JobRow(
         job_id,
         queue,
@@ -332,6 +340,7 @@ def decode_row(fields: Sequence[Any]) -> JobRow:
         0 if priority is None else int(priority),
         None if timeout is None else float(timeout),
         unique_key,
+        headers,
     )
 
 

@@ -6,6 +6,7 @@ Edit it and run ``python tools/async_to_sync.py``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -16,6 +17,8 @@ __all__ = ["RedisControl"]
 
 # Jobs a purge step examines at most: the server is never blocked for long (as list.lua).
 _PURGE_BUDGET = 1000
+# Jobs a step of index_leases examines at most (the same bound).
+_INDEX_BUDGET = 1000
 
 
 class _Runner(Protocol):
@@ -90,3 +93,22 @@ class RedisControl:
         values = self._send("queue_limits", ("HVALS", self.keys.limits))
         pairs = (str(decode_text(value)).split(" ", 1) for value in values)
         return {name: int(limit) for limit, name in sorted(pairs, key=lambda pair: pair[1])}
+
+    def queue_stats(self: _Runner) -> tuple[float, list[tuple[Any, ...]]]:
+        """The live jobs of each queue (see `tenure._queue_stats`): one script run
+        (``queue_stats.lua``), O(log n) per queue and priority level."""
+        k = self.keys
+        reply = self._eval("queue_stats", "queue_stats", [k.clock, k.queues], [self._now_arg()])
+        now, *rows = json.loads(reply)
+        return float(now), [tuple(row) for row in rows]
+
+    def index_leases(self: _Runner) -> None:
+        """Build the layout-3 bookkeeping of a store written by an older tenure (each
+        queue's leases set, the known queues; see ``index_leases.lua``), in bounded steps
+        over the listing of every job. Idempotent: each step is exact for the jobs it reads."""
+        k = self.keys
+        cursor: str | None = ""
+        while cursor is not None:
+            args = [self._now_arg(), cursor, str(_INDEX_BUDGET), k.job_prefix]
+            reply = self._eval("connect", "index_leases", [k.clock, k.jobs], args)
+            cursor = decode_text(reply)

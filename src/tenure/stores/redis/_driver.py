@@ -97,16 +97,21 @@ class RedisDriver(RedisControl, JobsMixin, RedisSchedules):
                 )
             self.store_id = str(store_id)
             self.keys = self.keys.for_store(self.store_id)
-            self._eval(
-                "connect",
-                "identity",
-                [self.keys.meta, self.keys.clock, self.keys.layout1_clock],
-                [str(LAYOUT_VERSION)],
-            )
+            current = int(layout) >= LAYOUT_VERSION
+            # An older store is marked layout 3 only once its leases are indexed (issue
+            # #20): until then every client that opens it builds the index first.
+            self._identity(LAYOUT_VERSION if current else LAYOUT_VERSION - 1)
+            if not current:
+                self.index_leases()
+                self._identity(LAYOUT_VERSION)
             self._check_persistence()
         except BaseException:
             self.close()
             raise
+
+    def _identity(self, layout: int) -> None:
+        keys = [self.keys.meta, self.keys.clock, self.keys.layout1_clock]
+        self._eval("connect", "identity", keys, [str(layout)])
 
     def _check_persistence(self) -> None:
         try:
@@ -214,6 +219,7 @@ class RedisDriver(RedisControl, JobsMixin, RedisSchedules):
         *,
         unique_key: str | None = None,
         unique_for: float | None = None,
+        headers: str | None = None,
     ) -> Outcome:
         k = self.keys
         keys = [
@@ -236,6 +242,7 @@ class RedisDriver(RedisControl, JobsMixin, RedisSchedules):
             str(max_attempts),
             str(priority),
             "" if timeout is None else repr(float(timeout)),
+            headers or "",
         ]
         if unique_key is not None:  # issue #18: the key's pointer, the key, its window
             keys.append(k.unique(unique_key))

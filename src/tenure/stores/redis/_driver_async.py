@@ -105,16 +105,21 @@ class AsyncRedisDriver(AsyncRedisControl, AsyncJobsMixin, AsyncRedisSchedules):
                 )
             self.store_id = str(store_id)
             self.keys = self.keys.for_store(self.store_id)
-            await self._eval(
-                "connect",
-                "identity",
-                [self.keys.meta, self.keys.clock, self.keys.layout1_clock],
-                [str(LAYOUT_VERSION)],
-            )
+            current = int(layout) >= LAYOUT_VERSION
+            # An older store is marked layout 3 only once its leases are indexed (issue
+            # #20): until then every client that opens it builds the index first.
+            await self._identity(LAYOUT_VERSION if current else LAYOUT_VERSION - 1)
+            if not current:
+                await self.index_leases()
+                await self._identity(LAYOUT_VERSION)
             await self._check_persistence()
         except BaseException:
             await self.close()
             raise
+
+    async def _identity(self, layout: int) -> None:
+        keys = [self.keys.meta, self.keys.clock, self.keys.layout1_clock]
+        await self._eval("connect", "identity", keys, [str(layout)])
 
     async def _check_persistence(self) -> None:
         try:
@@ -224,6 +229,7 @@ class AsyncRedisDriver(AsyncRedisControl, AsyncJobsMixin, AsyncRedisSchedules):
         *,
         unique_key: str | None = None,
         unique_for: float | None = None,
+        headers: str | None = None,
     ) -> Outcome:
         k = self.keys
         keys = [
@@ -246,6 +252,7 @@ class AsyncRedisDriver(AsyncRedisControl, AsyncJobsMixin, AsyncRedisSchedules):
             str(max_attempts),
             str(priority),
             "" if timeout is None else repr(float(timeout)),
+            headers or "",
         ]
         if unique_key is not None:  # issue #18: the key's pointer, the key, its window
             keys.append(k.unique(unique_key))

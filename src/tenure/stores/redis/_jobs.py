@@ -43,7 +43,7 @@ def _answers(submissions: Sequence[Submission], items: list[Any], now: float) ->
             row = JobRow(
                 s.job_id, s.queue, "ready", None, 0, None, None, now + s.delay, 0,
                 s.max_attempts, s.payload, None, None, now, now, s.priority, s.timeout,
-                s.unique_key,
+                s.unique_key, s.headers,
             )  # fmt: skip
             outcomes.append(Outcome(Status.APPLIED, row, now))
         elif item[0] == "same":  # its key went to an earlier job of the batch, new
@@ -84,19 +84,20 @@ class JobsMixin:
             if number is None:
                 number = queues[s.queue] = len(queues) + 1
                 keys += (k.candidates(s.queue), k.listing(s.queue), k.wake(s.queue))
-            item = [
-                s.job_id,
-                encode(s.job_id),
-                number,
-                s.payload,
-                repr(float(s.delay)),
-                str(s.max_attempts),
-                str(s.priority),
-                None if s.timeout is None else repr(float(s.timeout)),
-            ]
-            if s.unique_key is not None:
-                item += unique_args(k, s.unique_key, s.unique_for)
-            batch.append(item)
+            batch.append(
+                (
+                    s.job_id,
+                    encode(s.job_id),
+                    number,
+                    s.payload,
+                    repr(float(s.delay)),
+                    str(s.max_attempts),
+                    str(s.priority),
+                    None if s.timeout is None else repr(float(s.timeout)),
+                    *unique_args(k, s.unique_key, s.unique_for),
+                    s.headers,
+                )
+            )
         args = [self._now_arg(), k.job_prefix, _json(list(queues)), _json(batch)]
         now, items = decode_batch(self._eval("submit_many", "submit_many", keys, args))
         return _answers(submissions, items, now)

@@ -33,7 +33,7 @@ from ...errors import InvalidArgument, StoreLost, StoreUnavailable
 from .. import refuse_fragment
 from ._control import SQLiteControl
 from ._jobs import SQLiteJobsMixin
-from ._limits import job_room, queue_room
+from ._limits import job_room
 from ._schedules import SQLiteSchedules
 from ._sql import (
     BURY,
@@ -290,6 +290,7 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin, SQLiteSchedules):
         *,
         unique_key: str | None = None,
         unique_for: float | None = None,
+        headers: str | None = None,
     ) -> Outcome:
         if unique_key is not None:
             keyed = Submission(
@@ -302,6 +303,7 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin, SQLiteSchedules):
                 timeout,
                 unique_key,
                 unique_for,
+                headers,
             )
             return self._write("submit", lambda cur, now: submit_one(cur, now, keyed))
         params: dict[str, Any] = {
@@ -312,6 +314,7 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin, SQLiteSchedules):
             "max_attempts": max_attempts,
             "priority": priority,
             "timeout": timeout,
+            "headers": headers,
         }
 
         def body(cur: sqlite3.Cursor, now: float) -> Outcome:
@@ -367,17 +370,13 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin, SQLiteSchedules):
             "now": now,
             "max_generation": MAX_GENERATION,
         }
-        # Queue limits: the room of each limited queue, counted once in this transaction
-        # and spent by each claim below; a full queue is not walked.
-        room = queue_room(cur, queues, now)
+        # Queue limits: PICK finds nothing in a full queue (pick.sql says how).
         for secret_hash in secret_hashes:
             while True:
                 # The best head of the given queues: the highest priority, then the oldest
                 # by (available_at, seq), the first queue winning a tie.
                 best, best_key = None, (0, 0.0, 0)
                 for queue in queues:
-                    if room.get(queue, 1) < 1:
-                        continue
                     pick_params["queue"] = queue
                     found = cur.execute(PICK, pick_params).fetchone()
                     if found is not None:
@@ -395,8 +394,6 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin, SQLiteSchedules):
                 row = self._claim_one(cur, now, best.job_id, owner, ttl, secret_hash)
                 if row is not None:
                     claimed.append(Outcome(Status.APPLIED, row, now))
-                    if row.queue in room:
-                        room[row.queue] -= 1
                 break
         return claimed
 

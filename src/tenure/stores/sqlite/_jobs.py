@@ -58,6 +58,7 @@ def submit_each(cur: sqlite3.Cursor, now: float, batch: Sequence[Submission]) ->
                 "now": now,
                 "priority": s.priority,
                 "timeout": s.timeout,
+                "headers": s.headers,
             }
             for s in batch
             if s.job_id not in existing

@@ -55,4 +55,5 @@ def _params(s: Submission, now: float) -> dict[str, object]:
         "now": now,
         "unique_key": s.unique_key,
         "unique_for": s.unique_for,
+        "headers": s.headers,
     }

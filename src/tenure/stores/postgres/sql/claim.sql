@@ -41,7 +41,7 @@ applied AS (
       AND j.generation < %(max_generation)s::bigint
       -- Queue limits: not while the queue is full.
       AND NOT EXISTS (SELECT FROM room AS r WHERE r.queue = j.queue AND r.room < 1)
-    RETURNING j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at, j.priority, j.timeout, j.unique_key
+    RETURNING j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at, j.priority, j.timeout, j.unique_key, j.headers
 ),
 buried AS (
     UPDATE {schema}.tenure_jobs AS j
@@ -56,7 +56,7 @@ buried AS (
       AND j.available_at <= clock.now
       AND j.attempts >= j.max_attempts
       AND NOT EXISTS (SELECT FROM applied)
-    RETURNING j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at, j.priority, j.timeout, j.unique_key
+    RETURNING j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at, j.priority, j.timeout, j.unique_key, j.headers
 )
 SELECT 'applied' AS status, a.*, clock.now, false AS raced FROM applied AS a, clock
 UNION ALL
@@ -65,7 +65,7 @@ UNION ALL
 -- Not applied: the job as this statement's snapshot saw it. When that version would have
 -- matched, a concurrent writer changed the job meanwhile (raced): the driver runs the
 -- statement again rather than report a version that is already gone.
-SELECT CASE WHEN j.job_id IS NULL THEN 'missing' ELSE 'missed' END, j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at, j.priority, j.timeout, j.unique_key, clock.now,
+SELECT CASE WHEN j.job_id IS NULL THEN 'missing' ELSE 'missed' END, j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at, j.priority, j.timeout, j.unique_key, j.headers, clock.now,
     coalesce(
         j.state IN ('ready', 'leased')
         AND j.available_at <= clock.now

@@ -16,6 +16,6 @@ applied AS (
       AND j.generation = %(generation)s::bigint
       AND j.secret_hash = %(secret_hash)s
       AND j.lease_until > clock.now
-    RETURNING j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at, j.priority, j.timeout, j.unique_key
+    RETURNING j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at, j.priority, j.timeout, j.unique_key, j.headers
 )
 {include:_holder_answer}

@@ -7,7 +7,7 @@ applied AS (
     DELETE FROM {schema}.tenure_jobs AS j
     WHERE j.job_id = %(job_id)s
       AND j.state = ANY (%(takes)b::text[])
-    RETURNING j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at, j.priority, j.timeout, j.unique_key
+    RETURNING j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at, j.priority, j.timeout, j.unique_key, j.headers
 ),
 floor AS (
     UPDATE {schema}.tenure_floor AS f

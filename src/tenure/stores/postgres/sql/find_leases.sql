@@ -3,7 +3,7 @@
 -- hashes), in claim order (highest priority, then oldest). Changes nothing. Walks the leases held in each queue
 -- (tenure_jobs_leased); such a lease ends by now + ttl (it was granted at or before now).
 {include:_read_clock}
-SELECT 'applied' AS status, j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at, j.priority, j.timeout, j.unique_key, clock.now, false AS raced
+SELECT 'applied' AS status, j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at, j.priority, j.timeout, j.unique_key, j.headers, clock.now, false AS raced
 FROM clock
 JOIN {schema}.tenure_jobs AS j
     ON j.queue = ANY (%(queues)b::text[])

@@ -5,7 +5,7 @@
 -- cursor: a page costs its rows plus the rows it skips, never a sort of the table.
 -- One row with NULL job columns when there are none, so that the store time comes back.
 {include:_read_clock}
-SELECT clock.now, j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at, j.priority, j.timeout, j.unique_key, j.seq
+SELECT clock.now, j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at, j.priority, j.timeout, j.unique_key, j.headers, j.seq
 FROM clock
 LEFT JOIN LATERAL (
     SELECT *

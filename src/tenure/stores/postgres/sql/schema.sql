@@ -54,7 +54,11 @@ CREATE TABLE {schema}.tenure_jobs (
         GENERATED ALWAYS AS (CASE WHEN state = 'ready' THEN available_at END) STORED,
     finished_at  double precision
         GENERATED ALWAYS AS (CASE WHEN state IN ('done', 'dead', 'cancelled') THEN updated_at END)
-        STORED
+        STORED,
+    -- Issue #20 (migration 0010): the job's headers (a JSON object of str to str, such as
+    -- the W3C trace context of its submit; NULL: none). Written once, by the submit; in no
+    -- index, so renewals stay HOT.
+    headers      text
 ) WITH (fillfactor = 85);  -- room on each page for a renewed row's new version (HOT)
 
 -- The claim pick's two paths (_claim_next_ctes.sql). Ready jobs, highest priority first

@@ -32,25 +32,26 @@ applied AS (
     INSERT INTO {schema}.tenure_jobs AS j
         (job_id, queue, state, generation, available_at, attempts, max_attempts, payload,
          created_at, updated_at, priority, timeout,
-         unique_key, unique_for, unique_holder)
+         unique_key, unique_for, unique_holder, headers)
     SELECT %(job_id)s, %(queue)s, 'ready', 0, clock.now + %(delay)s::float8, 0,
            %(max_attempts)s::integer, %(payload)s::text, clock.now, clock.now,
            %(priority)s::integer, %(timeout)s::float8,
-           %(unique_key)s::text, %(unique_for)s::float8, %(unique_key)s::text
+           %(unique_key)s::text, %(unique_for)s::float8, %(unique_key)s::text,
+           %(headers)s::text
     FROM clock
     -- Reading released here also runs its UPDATE before this INSERT.
     WHERE NOT EXISTS (SELECT FROM existing)
       AND NOT EXISTS (SELECT FROM holder WHERE holds)
       AND (NOT EXISTS (SELECT FROM holder) OR EXISTS (SELECT FROM released))
     ON CONFLICT DO NOTHING
-    RETURNING j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at, j.priority, j.timeout, j.unique_key
+    RETURNING j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at, j.priority, j.timeout, j.unique_key, j.headers
 )
 SELECT 'applied' AS status, a.*, clock.now FROM applied AS a, clock
 UNION ALL
-SELECT 'missed', j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at, j.priority, j.timeout, j.unique_key, clock.now
+SELECT 'missed', j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at, j.priority, j.timeout, j.unique_key, j.headers, clock.now
 FROM {schema}.tenure_jobs AS j, clock
 WHERE j.job_id = %(job_id)s AND NOT EXISTS (SELECT FROM applied)
 UNION ALL
-SELECT 'missed', j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at, j.priority, j.timeout, j.unique_key, clock.now
+SELECT 'missed', j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at, j.priority, j.timeout, j.unique_key, j.headers, clock.now
 FROM holder AS h JOIN {schema}.tenure_jobs AS j ON j.job_id = h.job_id, clock
 WHERE h.holds AND NOT EXISTS (SELECT FROM applied)

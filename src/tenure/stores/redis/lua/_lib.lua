@@ -17,9 +17,10 @@ end
 
 local MAX_GENERATION = '9223372036854775807' -- 2^63-1: HINCRBY's ceiling
 -- pr (priority) and to (timeout) came with issue #18: a job written before has neither,
--- read as priority 0 and no timeout of its own; uk (its unique key) likewise, none.
+-- read as priority 0 and no timeout of its own; uk (its unique key) likewise, none; hd (its
+-- headers as JSON text, issue #20) likewise, none.
 local COLUMNS = { 'id', 'q', 's', 'o', 'g', 'h', 'lu', 'av', 'a', 'm', 'p', 'r', 'e', 'c', 'u',
-  'pr', 'to', 'uk' }
+  'pr', 'to', 'uk', 'hd' }
 local WAKE_CAP = 256
 
 local function fmt(x)
@@ -120,6 +121,32 @@ local function queue_sets(base)
     out[#out + 1] = tonumber(below[i + 1])
   end
   return out
+end
+
+-- Per-queue leases (issue #20): {P}:q:<queue>:leased scores each leased job of the queue
+-- (member: its candidate set member) by its lease's end, the same double as its candidate
+-- set's score while it is in one; a leased job its claim dropped from its set (its
+-- generation exhausted) is scored -inf there: expired, in no set. Every script that leases,
+-- renews or ends a lease keeps it exact (delete and purge take finished jobs only: none is
+-- in it), so a queue's running leases are one ZCOUNT (queue_room, queue_stats.lua).
+-- Layout 3; index_leases.lua builds it for an older store.
+local function leases_key(candidates)
+  return queue_base(candidates) .. ':leased'
+end
+
+local function lease_mark(candidates, member, lease_until_s)
+  redis.call('ZADD', leases_key(candidates), lease_until_s, member)
+end
+
+local function lease_clear(candidates, member)
+  redis.call('ZREM', leases_key(candidates), member)
+end
+
+-- The known queues (issue #20): {P}:queues, each queue's own candidate set key to its name,
+-- entered by the scripts that make a job live (submit, submit_many, requeue) and left out by
+-- queue_stats.lua once the queue has no live job.
+local function queue_known(base, name)
+  redis.call('HSET', string.match(base, '^(%b{})') .. ':queues', base, name)
 end
 
 local function store_now(clock_key, override, write)
@@ -258,6 +285,7 @@ local function take(job, member, candidates, owner, ttl, secret_hash, now)
   redis.call('HSET', job, 's', 'leased', 'o', owner, 'h', secret_hash,
     'lu', lease_until, 'av', lease_until, 'u', fmt(now))
   redis.call('ZADD', candidates, lease_until, member)
+  lease_mark(candidates, member, lease_until)
   attempt_start(job, owner, now)
 end
 
@@ -268,6 +296,7 @@ local function bury(job, member, candidates, now)
   redis.call('HDEL', job, 'h', 'lu')
   redis.call('HSETNX', job, 'e', 'lease expired during the last allowed attempt')
   redis.call('ZREM', candidates, member)
+  lease_clear(candidates, member)
   attempt_end(job, 'dead', redis.call('HGET', job, 'e'), now)
   ended(job)
 end
@@ -305,6 +334,7 @@ local function complete_job(job, owner, generation, secret_hash, receipt, result
     redis.call('HDEL', job, 'r')
   end
   redis.call('ZREM', candidates, member)
+  lease_clear(candidates, member)
   attempt_end(job, 'completed', nil, now)
   ended(job)
   return 'applied'
@@ -348,40 +378,16 @@ end
 -- Fleet-wide queue limits (issue #18): how many more jobs the queue of the candidate set
 -- `candidates` (the queue's own set, priority 0) may lease at `now`: its limit (a field of
 -- the hash `limits`, "<n> <name>") minus its running leases, never below 0; nil when the
--- queue has no limit. Running leases are the members of the queue's sets (every priority's)
--- scored after now (a leased job's score is its lease's end, and a lease runs at most
--- MAX_TTL), ready jobs due later left out; the count stops at the limit.
-local ROOM_PAGE = 100
+-- queue has no limit. Running leases are the members of the queue's leases set scored after
+-- now (issue #20: one ZCOUNT, whatever the number held).
 local function queue_room(limits, candidates, now)
   local limit = redis.call('HGET', limits, candidates)
   if not limit then
     return nil
   end
   limit = tonumber(string.match(limit, '^(%d+)'))
-  local job_prefix = string.match(candidates, '^(%b{})') .. ':j:'
-  local count = 0
-  local sets = queue_sets(candidates)
-  for n = 1, #sets, 2 do
-    local offset = 0
-    while true do
-      local members = redis.call('ZRANGEBYSCORE', sets[n], '(' .. fmt(now),
-        fmt(now + MAX_TTL), 'LIMIT', offset, ROOM_PAGE)
-      for _, member in ipairs(members) do
-        local f = redis.call('HMGET', job_prefix .. string.sub(member, 17), 's', 'lu')
-        if f[1] == 'leased' and f[2] and tonumber(f[2]) > now then
-          count = count + 1
-          if count >= limit then
-            return 0
-          end
-        end
-      end
-      if #members < ROOM_PAGE then
-        break
-      end
-      offset = offset + ROOM_PAGE
-    end
-  end
-  return limit - count
+  local count = redis.call('ZCOUNT', leases_key(candidates), '(' .. fmt(now), '+inf')
+  return math.max(limit - count, 0)
 end
 
 -- pick.sql: the due candidate with the highest priority, then the lowest (available_at,
@@ -446,6 +452,9 @@ local function claim_each(out, k, a, owner, ttl, job_prefix, now, paused, limits
       if not f[1] or not below_max(f[2]) then
         -- Never claimable again (pick.sql leaves out exhausted generations).
         redis.call('ZREM', candidates, member)
+        if f[1] == 'leased' then
+          lease_mark(candidates, member, '-inf') -- still leased (expired), in no set now
+        end
       elseif f[1] == 'leased' and tonumber(f[4]) >= tonumber(f[5]) then
         bury(job, member, candidates, now)
         local item = json_row(job)

@@ -21,5 +21,8 @@ local now_s = fmt(now)
 redis.call('HSET', job, 's', 'cancelled', 'e', ARGV[2], 'av', now_s, 'u', now_s)
 redis.call('HDEL', job, 'h', 'lu')
 redis.call('ZREM', f[3], f[4])
+if f[1] == 'leased' then
+  lease_clear(f[3], f[4])
+end
 ended(job) -- wakes its store.wait callers, if any
 return answer('applied', now, job)

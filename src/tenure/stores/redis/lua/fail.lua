@@ -21,6 +21,7 @@ if tonumber(f[1]) >= tonumber(f[2]) then
 end
 redis.call('HSET', job, 's', state, 'h', ARGV[5], 'av', available_s, 'e', ARGV[6], 'u', fmt(now))
 redis.call('HDEL', job, 'lu')
+lease_clear(candidates, member)
 attempt_end(job, 'failed', ARGV[6], now)
 if state == 'dead' then
   redis.call('ZREM', candidates, member)

@@ -14,4 +14,5 @@ end
 local lease_until = fmt(now + ttl)
 redis.call('HSET', job, 'lu', lease_until, 'av', lease_until, 'u', fmt(now))
 redis.call('ZADD', candidates, lease_until, member)
+lease_mark(candidates, member, lease_until)
 return answer('applied', now, job)

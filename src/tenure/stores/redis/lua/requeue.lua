@@ -9,7 +9,7 @@ local now = store_now(KEYS[2], ARGV[1], true)
 if redis.call('EXISTS', job) == 0 then
   return { 'missing', fmt(now) }
 end
-local f = redis.call('HMGET', job, 's', 'a', 'm', 'z', 'k', 'w', 'pr')
+local f = redis.call('HMGET', job, 's', 'a', 'm', 'z', 'k', 'w', 'pr', 'q')
 if not takes(f[1], 4) then
   return answer('missed', now, job)
 end
@@ -24,6 +24,7 @@ elseif tonumber(f[2]) >= tonumber(f[3]) then
 end
 redis.call('ZADD', f[4], available_s, f[5]) -- its priority's set: the priority is kept
 register_set(f[4], tonumber(f[7] or '0'))
+queue_known(queue_base(f[4]), f[8]) -- live again
 if available <= now then
   wake(f[6])
 end

@@ -2,8 +2,8 @@
 -- KEYS: job, candidates, queue listing, all jobs listing, seq, clock, wake, and with a
 --       unique key its pointer ({P}:u:<key>)
 -- ARGV: now override, job id, queue, member suffix, payload, has payload, delay, max
---       attempts, priority, timeout ('' for none), and with a unique key: the key, its
---       window ('' for none)
+--       attempts, priority, timeout ('' for none), headers (JSON text, '' for none), and
+--       with a unique key: the key, its window ('' for none)
 -- KEYS[2] is the queue's own candidate set; a job of another priority than 0 goes to the
 -- set of its priority (priority_set), entered in the queue's list of priorities.
 local job = KEYS[1]
@@ -36,11 +36,15 @@ end
 if timeout then
   redis.call('HSET', job, 'to', fmt(timeout))
 end
+if ARGV[11] ~= '' then
+  redis.call('HSET', job, 'hd', ARGV[11])
+end
 if ukey then
-  unique_take(job, ukey, ARGV[11], ARGV[12])
+  unique_take(job, ukey, ARGV[12], ARGV[13])
 end
 redis.call('ZADD', candidates, available_s, member)
 register_set(candidates, priority)
+queue_known(KEYS[2], ARGV[3])
 redis.call('ZADD', KEYS[3], seq, member)
 redis.call('ZADD', KEYS[4], seq, member)
 if available <= now then

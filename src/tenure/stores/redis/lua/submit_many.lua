@@ -6,9 +6,10 @@
 --       their keys), the batch as one JSON array (one string to send rather than seven
 --       per job), each job [id, encoded id (its key and member suffix), queue number
 --       (1: the first queue), payload JSON text or null, delay, max attempts, priority,
---       timeout or null, and with a unique key: the key, its window or null, its pointer's
---       name (absent without a key)] (delay, max attempts, priority, timeout and window as decimal
---       strings); a job of another priority than 0 goes to its priority's set (priority_set)
+--       timeout or null, unique key, its window, its pointer's name (the three null
+--       without a key), headers JSON text or null] (delay, max attempts, priority, timeout
+--       and window as decimal strings); a job of another priority than 0 goes to its
+--       priority's set (priority_set)
 -- Reply: one JSON string (see json_row): [now, item, ...], one item per job, in order:
 -- "applied" (the new row is what the job's arguments and `now` make it, which the client
 -- builds itself rather than reading it back), ["same", n] (its unique key was taken by the
@@ -54,7 +55,7 @@ local any_exist = redis.call('EXISTS', unpack(job_keys)) > 0
 for n, j in ipairs(batch) do
   if not any_exist or redis.call('EXISTS', job_keys[n]) == 0 then
     local ukey = j[11]
-    if not ukey then
+    if ukey == cjson.null then
       new[n] = true
     elseif taken[ukey] then
       same[n] = taken[ukey]
@@ -112,8 +113,11 @@ for n, j in ipairs(batch) do
     if j[8] ~= cjson.null then
       redis.call('HSET', job, 'to', fmt(tonumber(j[8])))
     end
+    if j[12] ~= cjson.null then
+      redis.call('HSET', job, 'hd', j[12])
+    end
     register_set(candidates, priority)
-    if j[11] then
+    if j[11] ~= cjson.null then
       unique_take(job, j[11], j[9], j[10] ~= cjson.null and j[10] or nil)
     end
     add(candidates, available_s, member)
@@ -140,6 +144,9 @@ for set, pairs_ in pairs(adds) do
   if #pairs_ > 0 then
     redis.call('ZADD', set, unpack(pairs_))
   end
+end
+for q = 1, #queues do
+  queue_known(KEYS[1 + 3 * q], queues[q]) -- the known queues (issue #20)
 end
 for wake_key in pairs(woken) do
   wake(wake_key) -- one wake-up per queue and batch

@@ -10,4 +10,4 @@ WHERE job_id = :job_id
   AND state = 'leased'
   AND available_at <= :now
   AND attempts >= max_attempts
-RETURNING job_id, queue, state, owner, generation, secret_hash, lease_until, available_at, attempts, max_attempts, payload, result, error, created_at, updated_at, priority, timeout, unique_key
+RETURNING job_id, queue, state, owner, generation, secret_hash, lease_until, available_at, attempts, max_attempts, payload, result, error, created_at, updated_at, priority, timeout, unique_key, headers

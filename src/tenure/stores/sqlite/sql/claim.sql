@@ -15,4 +15,4 @@ WHERE job_id = :job_id
   AND available_at <= :now
   AND attempts < max_attempts
   AND generation < :max_generation
-RETURNING job_id, queue, state, owner, generation, secret_hash, lease_until, available_at, attempts, max_attempts, payload, result, error, created_at, updated_at, priority, timeout, unique_key
+RETURNING job_id, queue, state, owner, generation, secret_hash, lease_until, available_at, attempts, max_attempts, payload, result, error, created_at, updated_at, priority, timeout, unique_key, headers

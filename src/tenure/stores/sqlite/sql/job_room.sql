@@ -1,5 +1,6 @@
--- Fleet-wide queue limits, for a claim by id: the room of the job's queue (as in
--- queue_room.sql), or no row when the job is missing or its queue unlimited.
+-- Fleet-wide queue limits, for a claim by id: how many more jobs the job's queue may lease
+-- at :now, max_leased minus its running leases (expired ones do not count; the count as in
+-- pick.sql), never below 0; no row when the job is missing or its queue unlimited.
 SELECT max(q.max_leased - (
     SELECT count(*) FROM tenure_jobs AS j
     WHERE j.queue = q.queue AND j.state = 'leased' AND j.lease_until > :now

@@ -12,4 +12,4 @@ WHERE job_id = :job_id
   AND generation = :generation
   AND secret_hash = :secret_hash
   AND lease_until > :now
-RETURNING job_id, queue, state, owner, generation, secret_hash, lease_until, available_at, attempts, max_attempts, payload, result, error, created_at, updated_at, priority, timeout, unique_key
+RETURNING job_id, queue, state, owner, generation, secret_hash, lease_until, available_at, attempts, max_attempts, payload, result, error, created_at, updated_at, priority, timeout, unique_key, headers

@@ -4,8 +4,8 @@
 -- found existing just before (existing.sql) are exactly those this leaves alone.
 INSERT INTO tenure_jobs
     (job_id, queue, state, generation, available_at, attempts, max_attempts, payload,
-     created_at, updated_at, priority, timeout)
+     created_at, updated_at, priority, timeout, headers)
 VALUES
     (:job_id, :queue, 'ready', 0, :now + :delay, 0, :max_attempts, :payload, :now, :now,
-     :priority, :timeout)
+     :priority, :timeout, :headers)
 ON CONFLICT (job_id) DO NOTHING

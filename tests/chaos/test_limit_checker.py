@@ -1,0 +1,166 @@
+"""I6 queue limits (``tenure chaos --workload flow``) on hand-built histories: what the unit
+accepts (a lease that ended, expired or made room in the same statement; a renewal still in
+flight; a settle whose answer was lost) and what it flags (more leases of a limited queue
+live at once than its limit), and the verdict around it."""
+
+from __future__ import annotations
+
+from tenure.chaos import check_history
+from tenure.chaos._context import Context
+from tenure.chaos._invariants import UNITS
+from tenure.chaos._limits import queue_limits
+from tests.chaos._histories import TTL, A, B, History
+
+C = "host:3:cccccc"
+Q = "chaos-q-limit2"
+
+
+def _limited(limit: int = 2, jobs: int = 3, queue: str = Q) -> History:
+    """``jobs`` jobs in ``queue``, limited to ``limit`` leases, and one in a free queue."""
+    h = History()
+    h.queue_limit(queue, limit)
+    for n in range(1, jobs + 1):
+        h.submit(f"j{n}", queue)
+    h.submit("free", "chaos-q")
+    return h
+
+
+def _done(h: History, jobs: int = 3) -> History:
+    for n in range(1, jobs + 1):
+        h.final(f"j{n}", "done", 1)
+    h.final("free", "done", 1)
+    return h
+
+
+def _check(h: History) -> tuple[list[str], dict[str, object]]:
+    ctx = Context(h.events)
+    found = queue_limits(ctx)
+    assert {v.invariant for v in found} <= {"I6"}
+    return [v.message for v in found], ctx.info
+
+
+def test_i6_is_a_unit() -> None:
+    assert queue_limits in UNITS
+
+
+def test_leases_within_the_limit() -> None:
+    h = _limited()
+    h.claim("w1.1", A, "j1", 1, at=1.0)
+    h.claim("w2.1", B, "j2", 1, at=1.2)
+    h.claim("w3.1", C, "free", 1, at=1.3)  # another queue: not counted
+    h.holder("complete", "w1.1", A, "j1", 1, at=1.5)
+    h.claim("w3.1", C, "j3", 1, at=1.6)  # j1 ended: room for one
+    messages, info = _check(_done(h))
+    assert messages == []
+    assert info["limits"] == [{"queue": Q, "limit": 2, "peak": 2, "leases": 3}]
+
+
+def test_more_leases_than_the_limit_are_flagged() -> None:
+    h = _limited()
+    h.claim("w1.1", A, "j1", 1, at=1.0)
+    h.claim("w2.1", B, "j2", 1, at=1.2)
+    third = h.claim("w3.1", C, "j3", 1, at=1.4)  # j1 and j2 still held: three at once
+    h.holder("complete", "w1.1", A, "j1", 1, at=1.5)
+    [message], info = _check(_done(h))
+    assert f"queue {Q} (at most 2 leased): 3 leases were live" in message
+    for named in (third, "job j1 gen 1", "job j2 gen 1"):
+        assert named in message
+    assert info["limits"] == [{"queue": Q, "limit": 2, "peak": 3, "leases": 3}]
+
+
+def test_an_expired_lease_frees_its_place() -> None:
+    h = _limited(limit=1, jobs=2)
+    h.claim("w1.1", A, "j1", 1, at=1.0)  # until 1.0 + TTL, never renewed
+    h.claim("w2.1", B, "j2", 1, at=1.0 + TTL + 0.01)
+    assert _check(_done(h, 2))[0] == []
+
+
+def test_a_renewed_lease_holds_its_place() -> None:
+    h = _limited(limit=1, jobs=2)
+    h.claim("w1.1", A, "j1", 1, at=1.0)
+    h.holder("renew", "w1.1", A, "j1", 1, at=1.5)  # until 1.5 + TTL, answered at once
+    h.claim("w2.1", B, "j2", 1, at=1.0 + TTL + 0.2)  # past the claim's lease, not the renewal's
+    [message], _ = _check(_done(h, 2))
+    assert "1 leased): 2 leases were live" in message
+
+
+def test_a_renewal_still_in_flight_is_not_counted() -> None:
+    # The renewal read the store's clock before the lease ran out and was answered after
+    # the other claim: it may have committed after it, when the claim saw the lease expired.
+    h = _limited(limit=1, jobs=2)
+    h.claim("w1.1", A, "j1", 1, at=1.0)
+    h.holder("renew", "w1.1", A, "j1", 1, at=2.9, answered=3.5)
+    h.claim("w2.1", B, "j2", 1, at=3.1)
+    assert _check(_done(h, 2))[0] == []
+
+
+def test_completed_and_claimed_in_one_statement() -> None:
+    # complete_and_claim: the completion makes room for the claim, at the same store time.
+    h = _limited(limit=1, jobs=2)
+    h.claim("w1.1", A, "j1", 1, at=1.0)
+    h.holder("complete", "w1.1", A, "j1", 1, at=1.5)
+    h.claim("w1.1", A, "j2", 1, at=1.5)
+    assert _check(_done(h, 2))[0] == []
+
+
+def test_a_settle_whose_answer_was_lost_may_have_made_room() -> None:
+    h = _limited(limit=1, jobs=2)
+    h.claim("w1.1", A, "j1", 1, at=1.0)
+    h.holder("complete", "w1.1", A, "j1", 1, at=1.4, outcome="unknown")
+    h.claim("w2.1", B, "j2", 1, at=1.6)
+    assert _check(_done(h, 2))[0] == []
+
+
+def test_a_lease_starts_when_its_claim_granted_it() -> None:
+    # PostgreSQL: a limited queue's claim reads its time after the queue's lock, so its
+    # lease starts after the statement's clock reading (the claim's store_now); j1's
+    # completion came between the two.
+    h = _limited(limit=1, jobs=2)
+    h.claim("w1.1", A, "j1", 1, at=1.0)
+    h.holder("complete", "w1.1", A, "j1", 1, at=1.5)
+    h.claim("w2.1", B, "j2", 1, at=1.4, lease_from=1.55)
+    assert _check(_done(h, 2))[0] == []
+
+
+def test_a_cancel_ends_the_lease() -> None:
+    h = _limited(limit=1, jobs=2)
+    h.claim("w1.1", A, "j1", 1, at=1.0)
+    h.cancel("j1", at=1.2, row_gen=2)
+    h.claim("w2.1", B, "j2", 1, at=1.3)
+    assert _check(_done(h, 2))[0] == []
+
+
+def test_the_verdict_lists_i6_and_the_peaks() -> None:
+    h = _limited()
+    h.claim("w1.1", A, "j1", 1, at=1.0)
+    h.claim("w2.1", B, "j2", 1, at=1.2)
+    h.claim("w3.1", C, "j3", 1, at=1.4)
+    verdict = check_history(_done(h).events)
+    assert verdict.status == "INVALID"
+    assert "I6 x1" in verdict.headline()
+    lines = verdict.lines()
+    assert any(line.startswith("I6 queue limits") and "VIOLATED x1" in line for line in lines)
+    assert f"limits: {Q} at most 2 (peak 3 over 3 leases)" in "\n".join(lines)
+
+
+def test_no_i6_without_limits() -> None:
+    h = History()
+    h.submit("j1")
+    h.claim("w1.1", A, "j1", 1, at=1.0)
+    h.holder("complete", "w1.1", A, "j1", 1, at=1.2)
+    h.final("j1", "done", 1)
+    verdict = check_history(h.events)
+    assert not any(line.startswith(("I6", "limits:")) for line in verdict.lines())
+    assert "I6" not in verdict.shown_invariants()
+
+
+def test_timed_out_attempts_are_counted_and_must_end_again() -> None:
+    h = _limited(limit=1, jobs=1)
+    h.claim("w1.1", A, "j1", 1, at=1.0)
+    invoke = {"job": "j1", "gen": 1, "owner": A, "reason": "timeout: handler ran longer than 0.4"}
+    h.op("w1.1", "fail", "ok", 1.4, invoke, job="j1", gen=1, store_now=1.4 + 1_700_000_000.0)
+    h.final("j1", "ready", 1)  # the retry never ran: stranded
+    h.final("free", "done", 1)
+    verdict = check_history(h.events)
+    assert verdict.counts["timeouts"] == 1
+    assert any(v.invariant == "I5" and "stranded" in v.message for v in verdict.violations)

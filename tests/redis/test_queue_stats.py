@@ -1,0 +1,81 @@
+"""Redis's per-queue bookkeeping (issue #20): each queue's leases set and the known queues,
+what `queue_stats` and the queue limit read; what an exhausted generation does to them, the
+known queues' upkeep, and the index built for a store of an older layout when it is first
+opened (layout 3)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tenure
+from tenure.stores.redis import Keys
+from tests.backends import REDIS
+from tests.conformance._support import counted_stats, recomputed_stats
+
+MAX = 2**63 - 1
+
+
+def test_an_expired_lease_at_the_top_generation_stays_counted(
+    store: tenure.Store, clock: tenure.ManualClock, url: str
+) -> None:
+    store.submit("J")
+    store.submit("K")
+    REDIS.set_generation(url, "J", MAX - 1)
+    assert store.claim("J", "A", 1) is not None  # generation MAX: never claimable again
+    clock.advance(2)
+    other = store.claim_next("B", 10)  # drops J from its candidate set, takes K
+    assert other is not None
+    assert other.job_id == "K"
+    assert counted_stats(store)["default"][:4] == (0, 0, 1, 1)  # J: leased, expired
+    assert counted_stats(store) == recomputed_stats(store)
+    store.cancel("J")
+    assert counted_stats(store) == recomputed_stats(store)
+
+
+def test_a_queue_without_live_jobs_leaves_the_known_queues(
+    store: tenure.Store, raw: Any, prefix: str
+) -> None:
+    keys = Keys(prefix)
+    store.submit("J", queue="once")
+    lease = store.claim("J", "A", 10)
+    assert lease is not None
+    store.complete(lease)
+    assert raw.hexists(keys.queues, keys.candidates("once"))
+    assert counted_stats(store) == {}
+    assert not raw.hexists(keys.queues, keys.candidates("once"))  # queue_stats left it out
+    store.requeue("J")
+    assert counted_stats(store) == recomputed_stats(store) != {}
+
+
+def test_opening_an_older_store_indexes_its_leases(
+    store: tenure.Store,
+    open_store: Any,
+    clock: tenure.ManualClock,
+    raw: Any,
+    prefix: str,
+) -> None:
+    keys = Keys(prefix)
+    store.set_queue_limit("limited", 3)
+    for n in range(5):
+        store.submit(f"L{n}", queue="limited")
+        store.submit(f"F{n}", queue="free", priority=n - 2)
+    held = [store.claim_next("A", 10, queues=["limited"]) for _ in range(3)]
+    assert all(held)
+    assert store.claim("F0", "A", 1) is not None
+    done = store.claim("F1", "A", 10)
+    assert done is not None
+    store.complete(done)
+    clock.advance(2)  # F0's lease expired
+    expected = recomputed_stats(store)
+    assert counted_stats(store) == expected
+    # What a layout-2 store has: no leases sets, no known queues.
+    raw.delete(keys.queues, *raw.keys("{" + prefix + "}:q:*:leased"))
+    raw.hset(keys.meta, "layout", "2")
+    assert store.claim_next("B", 10, queues=["limited"]) is not None  # counts nothing: over
+
+    newer = open_store()
+    assert raw.hget(keys.meta, "layout") == b"3"
+    expected = recomputed_stats(newer)
+    assert counted_stats(newer) == expected
+    assert expected["limited"][2] == 4
+    assert newer.claim_next("B", 10, queues=["limited"]) is None  # 4 held, limit 3
