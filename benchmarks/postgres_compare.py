@@ -88,7 +88,9 @@ def recreate_database(base: str, name: str) -> str:
 
 def tenure_fill(url: str, jobs: int) -> None:
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(render("TRUNCATE {schema}.tenure_jobs", "public").encode())
+        conn.execute(
+            render("TRUNCATE {schema}.tenure_jobs, {schema}.tenure_attempts", "public").encode()
+        )
         conn.execute(
             render(
                 "INSERT INTO {schema}.tenure_jobs (job_id, queue, state, available_at, "

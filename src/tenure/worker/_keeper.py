@@ -16,6 +16,7 @@ noticed promptly.
 from __future__ import annotations
 
 import logging
+import math
 import random
 import threading
 import time
@@ -67,6 +68,10 @@ class LeaseKeeper:
         self._cond = threading.Condition()
         self._handles: set[LeaseHandle] = set()
         self._stopped = False
+        # When (clock time) each thread wakes at the latest, under the lock (inf: only when
+        # notified): adding a lease notifies them only if it is due before that, so that a
+        # busy worker does not wake both threads (and hand the GIL over) for every job.
+        self._renew_wake = self._watch_wake = math.inf
         self._threads = [
             threading.Thread(target=self._renew_loop, name="tenure-renewer", daemon=True),
             threading.Thread(target=self._watch_loop, name="tenure-lease-watchdog", daemon=True),
@@ -90,7 +95,8 @@ class LeaseKeeper:
         with self._cond:
             handle.next_renew_at = self._clock.monotonic() + self._period(lease)
             self._handles.add(handle)
-            self._cond.notify_all()
+            if handle.next_renew_at < self._renew_wake or handle.decide_at() < self._watch_wake:
+                self._cond.notify_all()
 
     def remove(self, handle: LeaseHandle) -> None:
         with self._cond:
@@ -99,14 +105,25 @@ class LeaseKeeper:
     def _period(self, lease: Lease) -> float:
         return self._renew_every(lease) * self._rng.uniform(*JITTER)
 
-    def _wait(self, until: float | None) -> None:
+    def _wait(self, until: float | None, *, renewer: bool) -> None:
         """Under the lock: sleep until monotonic ``until`` (clock time), at most TICK."""
-        if until is None:
-            self._cond.wait()
-            return
-        delay = until - self._clock.monotonic()
-        if delay > 0:
-            self._cond.wait(min(delay, TICK))
+        wake = math.inf if until is None else until
+        if renewer:
+            self._renew_wake = wake
+        else:
+            self._watch_wake = wake
+        try:
+            if until is None:
+                self._cond.wait()
+                return
+            delay = until - self._clock.monotonic()
+            if delay > 0:
+                self._cond.wait(min(delay, TICK))
+        finally:
+            if renewer:
+                self._renew_wake = -math.inf
+            else:
+                self._watch_wake = -math.inf
 
     # -- renewer -------------------------------------------------------------------------
 
@@ -122,7 +139,7 @@ class LeaseKeeper:
                     key=lambda h: h.lease.local_deadline,
                 )
                 if not due:
-                    self._wait(min((h.next_renew_at for h in active), default=None))
+                    self._wait(min((h.next_renew_at for h in active), default=None), renewer=True)
                     continue
             for handle in due:
                 if self._stopped:
@@ -220,7 +237,7 @@ class LeaseKeeper:
                 deadlines = [(h.decide_at(), h) for h in active]
                 overdue = [h for deadline, h in deadlines if deadline <= now]
                 if not overdue:
-                    self._wait(min((d for d, _ in deadlines), default=None))
+                    self._wait(min((d for d, _ in deadlines), default=None), renewer=False)
                     continue
             for handle in overdue:
                 handle.is_lost()  # decides the loss and runs its callbacks, here
