@@ -48,7 +48,7 @@ class Refill:
 
 
 class _Entry:
-    __slots__ = ("deadline", "error", "event", "judged", "lease", "sent", "value")
+    __slots__ = ("deadline", "error", "judged", "lease", "sent", "value")
 
     def __init__(self, lease: Lease, value: Any, deadline: Callable[[], float], now: float) -> None:
         self.lease = lease
@@ -57,7 +57,6 @@ class _Entry:
         # Past its deadline already when handed in: the store judges it, once. (The worker
         # never hands in such a lease; a caller of the completer may.)
         self.judged = deadline() <= now
-        self.event = anyio.Event()
         self.error: BaseException | None = None
         self.sent = False  # answered: by the store, or given up
 
@@ -67,7 +66,6 @@ class _Entry:
 
     def settle(self, error: BaseException | None) -> None:
         self.error, self.sent = error, True
-        self.event.set()
 
 
 class Completer:
@@ -99,15 +97,30 @@ class Completer:
         self._rule = rule
         self._pending: list[_Entry] = []
         self._sending = False
-        self._quiet: anyio.Event | None = None
+        # One event for everyone waiting (for their answer, their turn to send, or quiet),
+        # set whenever entries are answered or a leader hands over: one per batch, not per
+        # job. Those it wakes look again, and wait on the next one if need be.
+        self._changed: anyio.Event | None = None
         self.calls = 0  # store calls made (for stats and tests)
 
     async def quiet(self) -> None:
         """Return once no completion is queued or on its way to the store."""
         while self._sending or self._pending:
-            if self._quiet is None:
-                self._quiet = anyio.Event()
-            await self._quiet.wait()
+            await self._wait()
+
+    async def _wait(self) -> None:
+        if self._changed is None:
+            self._changed = anyio.Event()
+        await self._changed.wait()
+
+    def _wake(self) -> None:
+        changed, self._changed = self._changed, None
+        if changed is not None:
+            changed.set()
+
+    def _answer(self, entry: _Entry, error: BaseException | None) -> None:
+        entry.settle(error)
+        self._wake()
 
     async def complete(
         self, lease: Lease, value: Any, deadline: Callable[[], float] | None = None
@@ -121,9 +134,8 @@ class Completer:
         self._pending.append(entry)
         while not entry.sent:
             if self._sending:
-                # Woken when our batch is answered, or when it is our turn to send.
-                entry.event = anyio.Event()
-                await entry.event.wait()
+                # Woken when entries are answered (ours?), or when a leader hands over.
+                await self._wait()
                 continue
             # Lead one batch (everything queued, ours included), then hand over: a leader
             # that kept going while others keep finishing would never free its own slot.
@@ -139,11 +151,7 @@ class Completer:
                 await self._lead(batch)
             finally:
                 self._sending = False
-                if self._pending:
-                    self._pending[0].event.set()
-                elif self._quiet is not None:
-                    self._quiet.set()
-                    self._quiet = None
+                self._wake()
         entry.answer()
 
     async def _lead(self, batch: list[_Entry]) -> None:
@@ -179,7 +187,7 @@ class Completer:
                     for entry in batch:
                         if not entry.sent:  # (some may have been answered one by one)
                             final = _gave_up(entry) if self._rule.retryable(error) else error
-                            entry.settle(final)
+                            self._answer(entry, final)
                     return
                 if self._stats is not None:
                     self._stats.incr("settle_retries", len(batch))
@@ -188,14 +196,15 @@ class Completer:
             for entry in batch:
                 if not entry.sent:
                     # Cancelled before the store answered: the outcome is unknown.
-                    entry.settle(
+                    self._answer(
+                        entry,
                         StoreUnavailable(
                             f"complete of job {entry.lease.job_id!r} generation "
                             f"{entry.lease.generation} was interrupted; it may or may not "
                             "have taken effect (repeating it with the same lease is safe)",
                             operation="complete",
                             outcome_unknown=True,
-                        )
+                        ),
                     )
 
     def _expired(self, entry: _Entry, now: float, failures: int) -> bool:
@@ -205,7 +214,7 @@ class Completer:
             return True
         if (entry.judged and not failures) or now + self._rule.attempt_time <= entry.deadline():
             return False
-        entry.settle(_gave_up(entry))
+        self._answer(entry, _gave_up(entry))
         return True
 
     async def _send(self, batch: list[_Entry], claim: bool) -> StoreUnavailable | None:
@@ -233,6 +242,7 @@ class Completer:
         errors = {error.job_id: error for error in lost}
         for entry in batch:
             entry.settle(errors.get(entry.lease.job_id))
+        self._wake()
         return None
 
     async def _complete_many(self, batch: list[_Entry], wanted: int) -> list[LeaseLost]:
@@ -253,9 +263,9 @@ class Completer:
         except StoreUnavailable as exc:
             return exc  # the entry stays unanswered: the leader retries it
         except TenureError as exc:
-            entry.settle(exc)
+            self._answer(entry, exc)
             return None
-        entry.settle(None)
+        self._answer(entry, None)
         return None
 
 

@@ -83,9 +83,9 @@ class LeaseHandle:
 
     @property
     def lease(self) -> Lease:
-        """The most recent lease (renewals replace it; job, owner and generation stay)."""
-        with self._lock:
-            return self._lease
+        """The most recent lease (renewals replace it; job, owner and generation stay).
+        One reference read: atomic, so no lock (writers replace it under the lock)."""
+        return self._lease
 
     @property
     def clock(self) -> Clock:
@@ -133,17 +133,18 @@ class LeaseHandle:
 
     def is_lost(self) -> bool:
         """True once the lease must be assumed gone; checks the local deadline now."""
-        with self._lock:
-            if self._lost_reason is not None:
-                return True
-            if self._finished:
-                return False
-            now = self._clock.monotonic()
-            overdue = now - self._lease.local_deadline
-            timeout_at = self._timeout_at
-            timed_out = timeout_at is not None and not self._settling and now >= timeout_at
-            if overdue < 0 and not timed_out:
-                return False
+        # Without the lock: each field is read once (atomic reads), and the loss itself is
+        # decided under the lock by `mark_lost` (first caller wins, none after `finish`).
+        if self._lost_reason is not None:
+            return True
+        if self._finished:
+            return False
+        now = self._clock.monotonic()
+        overdue = now - self._lease.local_deadline
+        timeout_at = self._timeout_at
+        timed_out = timeout_at is not None and not self._settling and now >= timeout_at
+        if overdue < 0 and not timed_out:
+            return False
         if overdue >= 0:  # the lease itself is gone: nothing may be settled with it
             self.mark_lost(
                 f"the local deadline passed {overdue:.3f} s ago without a confirmed renewal",
@@ -155,7 +156,8 @@ class LeaseHandle:
                 "renewing its lease and fails the attempt",
                 "timed_out",
             )
-        return True
+        # False only if `finish` came first (then no loss was recorded).
+        return self._lost_reason is not None
 
     def decide_at(self) -> float:
         """When the next loss would be decided on its own (watchdog): the local deadline,

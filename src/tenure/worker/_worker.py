@@ -592,9 +592,9 @@ class Worker(Claiming):
         assert self._settler is not None
         handle = running.handle
         lease = handle.lease
-        log.debug(
-            "job started", extra=lease_extra(lease, queue=running.job.queue, attempt=lease.attempt)
-        )
+        if log.isEnabledFor(logging.DEBUG):
+            extra = lease_extra(lease, queue=running.job.queue, attempt=lease.attempt)
+            log.debug("job started", extra=extra)
         set_current(running.context)
         try:
             try:
@@ -613,7 +613,10 @@ class Worker(Claiming):
             if self._keeper is not None:
                 self._keeper.remove(handle)
             self._jobs.pop((lease.job_id, lease.generation), None)
-            if self._slot_freed is not None:
+            # The claim loop waits for a free slot (or, draining, for the last job).
+            if self._slot_freed is not None and (
+                len(self._jobs) < self._config.concurrency or self._stop_requested
+            ):
                 self._slot_freed.set()
             if self._idle_scope is not None and not self._jobs:
                 self._idle_scope.cancel()  # burst mode may be waiting for the last job
