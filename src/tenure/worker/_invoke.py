@@ -15,9 +15,10 @@ and the thread (``Running.straggler``) keeps its concurrency slot until it retur
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -32,6 +33,7 @@ from ._lease import LeaseHandle, lease_extra
 from ._loop import DaemonThread, LoopCaller
 from ._outcome import Outcome, handler_outcome, outcome_of
 from ._process import run_in_process
+from ._slots import in_context
 from ._stats import Stats
 from ._telemetry import JobSpans
 
@@ -100,11 +102,12 @@ class Invoker:
 
     async def _run_async(self, running: Running) -> Outcome:
         context = running.context
-        function: Callable[[JobContext], Awaitable[Any]] = running.handler.function
+        function: Callable[[JobContext], Coroutine[Any, Any, Any]] = running.handler.function
         with anyio.CancelScope() as scope:
             running.handle.on_loss(partial(self._caller.call_soon, scope.cancel))
             try:
-                value = await function(context)
+                # In a context of its own: the slot task runs other jobs after this one.
+                value = await in_context(contextvars.copy_context(), function(context))
             except BaseException as exc:
                 if _propagates(exc):
                     raise

@@ -41,26 +41,23 @@ from .._store import connect
 from .._store_async import AsyncStore
 from ..aio import connect as connect_async
 from ..errors import InvalidArgument, StoreLost
-from ..models import Job, Lease
 from ..stores import resolve_url
 from ._claiming import Claiming
 from ._completer import Completer, Refill
 from ._config import Config, Handler, Isolation, default_owner, make_config, make_handler
 from ._config import start_method as resolve_start_method
-from ._context import JobContext, set_current
-from ._invoke import Invoker, Running, attempt_timeout
+from ._invoke import Invoker, Running
+from ._jobs import Jobs
 from ._keeper import LeaseKeeper
-from ._lease import REGISTRY, LeaseHandle, lease_extra
 from ._loop import LoopCaller
-from ._outcome import Outcome
 from ._periodic import Periodic
 from ._process import prepare_process_handlers
 from ._retention import Retention
 from ._retry import Outage, open_through_outage
-from ._settle import Settler, note_loss
+from ._settle import Settler
 from ._signals import install_handlers
+from ._slots import Slots
 from ._stats import Durations, Progress, Stats
-from ._telemetry import job_spans
 
 __all__ = ["Worker"]
 
@@ -72,7 +69,7 @@ _FINAL_COUNTERS = ("claimed", "completed", "failed", "dead", "retried", "leases_
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class Worker(Claiming):
+class Worker(Claiming, Jobs):
     """Runs registered handlers on the jobs of their queues, under leases.
 
     ::
@@ -179,6 +176,7 @@ class Worker(Claiming):
         self._completer: Completer | None = None
         self._settler: Settler | None = None
         self._invoker: Invoker | None = None
+        self._slots: Slots[Running] | None = None
         self._outage: Outage | None = None
         self._claiming = 0  # slots the claim loop's call in flight asks for
         # Until when (worker clock) leases taken by a claim whose reply was lost may last.
@@ -518,8 +516,10 @@ class Worker(Claiming):
                 partial(self._take_claimed, task_group, clock),
                 partial(self._claim_reply_lost, clock),
             )
+            self._slots = Slots(self._job)
             await self._claim_loop(task_group, store, queues, burst, clock)
             await self._drain()
+            self._slots.close()
             summaries.cancel()
             purges.cancel()
             ticks.cancel()
@@ -559,67 +559,6 @@ class Worker(Claiming):
         if line is not None:
             counters = {name: values[name] for name in (*_FINAL_COUNTERS, "in_flight")}
             log.info(line, extra={"owner": self._owner, "counters": counters})
-
-    # -- one job -----------------------------------------------------------------------
-
-    def _start(self, task_group: anyio.abc.TaskGroup, lease: Lease, job: Job, clock: Clock) -> None:
-        assert self._keeper is not None
-        handler = self._handlers[job.queue]
-        spans = job_spans(job, lease)  # None without OpenTelemetry
-        handle = LeaseHandle(
-            lease,
-            clock,
-            on_lost=partial(note_loss, self._stats, outage=self._outage, spans=spans),
-            timeout=attempt_timeout(job, handler, self._config.timeout),
-        )
-        running = Running(
-            handler=handler,
-            isolation=handler.isolation or self._config.isolation,
-            retry=handler.retry or self._config.retry,
-            job=job,
-            handle=handle,
-            context=JobContext(handle, job),
-            spans=spans,
-        )
-        self._stats.incr("claimed")
-        self._jobs[(lease.job_id, lease.generation)] = running
-        REGISTRY.add(handle)
-        self._keeper.add(handle)
-        task_group.start_soon(self._job, running, name=f"tenure job {lease.job_id!r}")
-
-    async def _job(self, running: Running) -> None:
-        assert self._invoker is not None
-        assert self._settler is not None
-        handle = running.handle
-        lease = handle.lease
-        if log.isEnabledFor(logging.DEBUG):
-            extra = lease_extra(lease, queue=running.job.queue, attempt=lease.attempt)
-            log.debug("job started", extra=extra)
-        set_current(running.context)
-        try:
-            try:
-                outcome = await self._invoker(running)
-            except anyio.get_cancelled_exc_class():
-                # The worker itself is being cancelled from outside: give the job back.
-                handle.mark_lost("the worker was cancelled", "revoked")
-                with anyio.CancelScope(shield=True), anyio.move_on_after(5):
-                    await self._settler.settle(running, Outcome("abandoned"))
-                raise
-            with anyio.CancelScope(shield=True):
-                await self._settler.settle(running, outcome)
-            await self._invoker.outlive(running)  # a timed-out thread keeps its slot
-        finally:
-            handle.finish()
-            if self._keeper is not None:
-                self._keeper.remove(handle)
-            self._jobs.pop((lease.job_id, lease.generation), None)
-            # The claim loop waits for a free slot (or, draining, for the last job).
-            if self._slot_freed is not None and (
-                len(self._jobs) < self._config.concurrency or self._stop_requested
-            ):
-                self._slot_freed.set()
-            if self._idle_scope is not None and not self._jobs:
-                self._idle_scope.cancel()  # burst mode may be waiting for the last job
 
     # -- loss and stopping -------------------------------------------------------------
 

@@ -1,0 +1,111 @@
+"""One job in the worker: started on a slot task once claimed (`Slots`), its handler run
+(`_invoke`), its job settled (`_settle`), then forgotten.
+
+`Jobs` is the part of `Worker` that owns this (the worker mixes it in); the state it shares
+with the rest of the worker is declared here, and set by `Worker.__init__` and
+`Worker._serve`.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import partial
+
+import anyio
+import anyio.abc
+
+from .._clock import Clock
+from ..models import Job, Lease
+from ._config import Config, Handler
+from ._context import JobContext, set_current
+from ._invoke import Invoker, Running, attempt_timeout
+from ._keeper import LeaseKeeper
+from ._lease import REGISTRY, LeaseHandle, lease_extra
+from ._outcome import Outcome
+from ._retry import Outage
+from ._settle import Settler, note_loss
+from ._slots import Slots
+from ._stats import Stats
+from ._telemetry import job_spans
+
+__all__ = ["Jobs"]
+
+log = logging.getLogger("tenure")
+
+
+class Jobs:
+    """Running jobs, for `Worker` (see the module docstring)."""
+
+    _config: Config
+    _stats: Stats
+    _handlers: dict[str, Handler]
+    _jobs: dict[tuple[str, int], Running]
+    _keeper: LeaseKeeper | None
+    _settler: Settler | None
+    _invoker: Invoker | None
+    _slots: Slots[Running] | None
+    _outage: Outage | None
+    _stop_requested: bool
+    _idle_scope: anyio.CancelScope | None
+    _slot_freed: anyio.Event | None
+
+    def _start(self, task_group: anyio.abc.TaskGroup, lease: Lease, job: Job, clock: Clock) -> None:
+        assert self._keeper is not None
+        handler = self._handlers[job.queue]
+        spans = job_spans(job, lease)  # None without OpenTelemetry
+        handle = LeaseHandle(
+            lease,
+            clock,
+            on_lost=partial(note_loss, self._stats, outage=self._outage, spans=spans),
+            timeout=attempt_timeout(job, handler, self._config.timeout),
+        )
+        running = Running(
+            handler=handler,
+            isolation=handler.isolation or self._config.isolation,
+            retry=handler.retry or self._config.retry,
+            job=job,
+            handle=handle,
+            context=JobContext(handle, job),
+            spans=spans,
+        )
+        self._stats.incr("claimed")
+        self._jobs[(lease.job_id, lease.generation)] = running
+        REGISTRY.add(handle)
+        self._keeper.add(handle)
+        assert self._slots is not None
+        self._slots.start(task_group, running)
+
+    async def _job(self, running: Running) -> None:
+        assert self._invoker is not None
+        assert self._settler is not None
+        handle = running.handle
+        lease = handle.lease
+        if log.isEnabledFor(logging.DEBUG):
+            extra = lease_extra(lease, queue=running.job.queue, attempt=lease.attempt)
+            log.debug("job started", extra=extra)
+        set_current(running.context)
+        try:
+            try:
+                outcome = await self._invoker(running)
+            except anyio.get_cancelled_exc_class():
+                # The worker itself is being cancelled from outside: give the job back.
+                handle.mark_lost("the worker was cancelled", "revoked")
+                with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+                    await self._settler.settle(running, Outcome("abandoned"))
+                raise
+            with anyio.CancelScope(shield=True):
+                await self._settler.settle(running, outcome)
+            await self._invoker.outlive(running)  # a timed-out thread keeps its slot
+        finally:
+            handle.finish()
+            if self._keeper is not None:
+                self._keeper.remove(handle)
+            self._jobs.pop((lease.job_id, lease.generation), None)
+            set_current(None)  # the slot task runs other jobs next
+            # The claim loop waits for a free slot (or, draining, for the last job).
+            if self._slot_freed is not None and (
+                len(self._jobs) < self._config.concurrency or self._stop_requested
+            ):
+                self._slot_freed.set()
+            if self._idle_scope is not None and not self._jobs:
+                self._idle_scope.cancel()  # burst mode may be waiting for the last job
