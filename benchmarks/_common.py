@@ -288,6 +288,22 @@ def contend_chunks(
 # -- reporting ---------------------------------------------------------------------------
 
 
+def warm_up_worker(url: str) -> None:
+    """One untimed `tenure.Worker` burst run on a queue with no jobs, in a fresh benchmark
+    process: the imports and first-call costs of a run (about 150 ms of CPU) are paid here,
+    before the barrier, as the hand loops open their stores before it. The timed run still
+    opens its own connections and threads."""
+    import tenure
+
+    worker = tenure.Worker(url, summary_every=0)
+
+    @worker.handler("tenure-bench-warm-up")
+    async def never(ctx: tenure.JobContext) -> None:
+        raise AssertionError("the warm-up queue has no jobs")
+
+    worker.run(burst=True, install_signal_handlers=False)
+
+
 def machine_line() -> str:
     return (
         f"python {platform.python_version()} on {platform.system()} {platform.machine()}, "

@@ -18,7 +18,8 @@ with the system's own worker API and default settings:
   ``complete_and_claim`` of each batch (one statement and one commit per 10 jobs);
   **tenure async**: claim_many + complete_many with the async API (``tenure.aio``, a pool
   of at most 2 connections per process); **tenure Worker**: the runtime,
-  ``tenure.Worker(concurrency=10)`` with an async no-op handler, ``run(burst=True)``;
+  ``tenure.Worker(concurrency=10)`` with an async no-op handler, ``run(burst=True)``
+  (**tenure Worker sync**: a sync no-op handler);
 * **pgqueuer**: ``QueueManager`` with a psycopg ``AsyncConnection``, an async no-op
   entrypoint, ``run(mode=drain)`` (its default batch_size=10: it dequeues 10 at a time and
   logs completions in batches);
@@ -53,7 +54,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
-from _common import machine_line
+from _common import machine_line, warm_up_worker
 
 import tenure
 from tenure.stores.postgres._common import render
@@ -66,6 +67,7 @@ SYSTEMS = (
     "tenure chained",
     "tenure async",
     "tenure Worker",
+    "tenure Worker sync",
     "pgqueuer",
     "procrastinate",
 )
@@ -189,15 +191,26 @@ def tenure_async_worker(index: int, url: str, batch: int) -> Callable[[], int]:
     return run
 
 
-def tenure_runtime_worker(index: int, url: str) -> Callable[[], int]:
+def tenure_runtime_worker(index: int, url: str, sync: bool = False) -> Callable[[], int]:
     """The runtime itself, like pgqueuer's QueueManager: `tenure.Worker` with 10 slots (its
-    batch of 10), an async no-op handler; free slots are filled in one claim, jobs that
-    finish together are completed in one call, leases are renewed from its own thread."""
+    batch of 10), an async no-op handler (``sync``: a plain function, run on a thread);
+    free slots are filled in one claim, jobs that finish together are completed in one
+    call, leases are renewed from its own thread. A first run on an empty queue, untimed,
+    pays the imports (`warm_up_worker`), as the other rows connect before the barrier."""
+    warm_up_worker(url)
     worker = tenure.Worker(url, concurrency=10, ttl=TTL, owner=f"worker-{index}")
 
-    @worker.handler("default")
-    async def noop(ctx: tenure.JobContext) -> None:
-        return None
+    if sync:
+
+        @worker.handler("default")
+        def noop_sync(ctx: tenure.JobContext) -> None:
+            return None
+
+    else:
+
+        @worker.handler("default")
+        async def noop(ctx: tenure.JobContext) -> None:
+            return None
 
     def run() -> int:
         worker.run(burst=True, install_signal_handlers=False)
@@ -525,6 +538,7 @@ def main(argv: list[str]) -> int:
         "tenure chained": (tenure_worker, (urls["tenure"], 10, True), TENURE_DONE),
         "tenure async": (tenure_async_worker, (urls["tenure"], 10), TENURE_DONE),
         "tenure Worker": (tenure_runtime_worker, (urls["tenure"],), TENURE_DONE),
+        "tenure Worker sync": (tenure_runtime_worker, (urls["tenure"], True), TENURE_DONE),
         "pgqueuer": (pgqueuer_worker, (urls["pgqueuer"],), PGQUEUER_DONE),
         "procrastinate": (procrastinate_worker, (urls["procrastinate"],), PROCRASTINATE_DONE),
     }
@@ -557,7 +571,7 @@ def main(argv: list[str]) -> int:
                 total = statistics.median(c[0] for c in costs[system])
                 server = statistics.median(c[1] for c in costs[system])
                 cost = f"{total:5.0f} us ({server:4.0f} server)"
-            print(f"  {system:<15}{medians[system]:>10,.0f}  {spread:<16}{cost}{versus}")
+            print(f"  {system:<19}{medians[system]:>10,.0f}  {spread:<16}{cost}{versus}")
     with psycopg.connect(args.url, autocommit=True) as conn:
         for name in ("bench_tenure", "bench_pgqueuer", "bench_procrastinate"):
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

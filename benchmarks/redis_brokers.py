@@ -56,7 +56,7 @@ from collections.abc import Callable
 from typing import Any
 
 import redis
-from _common import Result, machine_line, print_report, run_children
+from _common import Result, machine_line, print_report, run_children, warm_up_worker
 
 import tenure
 
@@ -143,6 +143,7 @@ def process(system: str, url: str, tag: str, index: int) -> Callable[[], int]:
             # free slots filled in one claim, completions of jobs that finish together sent
             # in one call, leases renewed by its own thread.
             store.close()
+            warm_up_worker(tenure_url(url, tag))
             worker = tenure.Worker(
                 tenure_url(url, tag), concurrency=8, ttl=TTL, owner=owner, poll_interval=0.05
             )
