@@ -4,13 +4,16 @@ its own. No store: the worker-level behaviour is in test_runtime.py."""
 from __future__ import annotations
 
 import contextvars
+import threading
 
 import anyio
 import anyio.lowlevel
 import pytest
 
 import tenure
+from tenure.worker._loop import ThreadPool
 from tenure.worker._slots import Slots, in_context
+from tests.worker._support import wait_until
 
 VAR: contextvars.ContextVar[str] = contextvars.ContextVar("test_slots_var", default="unset")
 
@@ -100,3 +103,25 @@ def test_an_async_handler_does_not_see_the_previous_jobs_variables(url: str) -> 
         assert store.get("a").state == store.get("b").state == "done"
     finally:
         store.close()
+
+
+def test_a_thread_pool_reuses_an_idle_thread_and_ends_it_when_closed() -> None:
+    pool = ThreadPool()
+    ran: list[threading.Thread] = []
+    done = threading.Event()
+
+    def target() -> None:
+        ran.append(threading.current_thread())
+        done.set()
+
+    pool.run(target, "tenure-job-a")
+    assert done.wait(5)
+    wait_until(lambda: ran[0].name == "tenure-job-a" and pool.idle == 1, 5, "an idle thread")
+    done.clear()
+    pool.run(target, "tenure-job-b")
+    assert done.wait(5)
+    assert ran[1] is ran[0]
+    wait_until(lambda: pool.idle == 1, 5, "an idle thread")
+    pool.close()
+    ran[0].join(5)
+    assert not ran[0].is_alive()

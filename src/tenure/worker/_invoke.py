@@ -30,7 +30,7 @@ from ..models import Job
 from ._config import Handler, Isolation
 from ._context import JobContext
 from ._lease import LeaseHandle, lease_extra
-from ._loop import DaemonThread, LoopCaller
+from ._loop import DaemonThread, LoopCaller, ThreadPool
 from ._outcome import Outcome, handler_outcome, outcome_of
 from ._process import run_in_process
 from ._slots import in_context
@@ -73,6 +73,11 @@ class Invoker:
         self._caller = caller
         self._stats = stats
         self._start_method = start_method
+        self._threads = ThreadPool()  # sync handlers' threads, kept for the next job
+
+    def close(self) -> None:
+        """At the end of the run: the idle handler threads end (busy ones once done)."""
+        self._threads.close()
 
     async def __call__(self, running: Running) -> Outcome:
         spans = running.spans
@@ -126,15 +131,21 @@ class Invoker:
     async def _run_thread(self, running: Running) -> Outcome:
         context = running.context
         function = running.handler.function
-        lost = anyio.Event()
-        running.handle.on_loss(partial(self._caller.call_soon, lost.set))
         thread = DaemonThread(
             partial(handler_outcome, context, lambda: function(context)),
             self._caller,
             name=f"tenure-job-{context.job_id}"[:64],
+            pool=self._threads,
         )
         with anyio.CancelScope() as wait_scope:
             running.wait_scope = wait_scope
+            # Until the lease is lost, only the thread is waited for (no helper tasks).
+            with anyio.CancelScope() as until_lost:
+                running.handle.on_loss(partial(self._caller.call_soon, until_lost.cancel))
+                return await thread.wait()
+            # Lost while the thread runs: remind it, and leave it at its timeout.
+            lost = anyio.Event()
+            lost.set()
             async with anyio.create_task_group() as task_group:
                 task_group.start_soon(_nag, running, lost)
                 task_group.start_soon(_leave_at_timeout, running, lost, task_group.cancel_scope)

@@ -11,13 +11,14 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import importlib
+import queue
 import threading
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 import anyio
 
-__all__ = ["DaemonThread", "LoopCaller", "run_in_daemon_thread"]
+__all__ = ["DaemonThread", "LoopCaller", "ThreadPool", "run_in_daemon_thread"]
 
 T = TypeVar("T")
 
@@ -47,13 +48,63 @@ class LoopCaller:
         return True
 
 
+class ThreadPool:
+    """Daemon threads that run functions handed to them (`DaemonThread` with ``pool``) and
+    then wait for the next one: a new thread per sync handler cost its start and more GIL
+    hand-offs than the no-op job itself. A thread busy with a function that never returns
+    stays busy (a new thread is started for the next one); `close` ends the idle threads
+    and the others once their function returns."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle: list[queue.SimpleQueue[tuple[Callable[[], None], str] | None]] = []
+        self._closed = False
+
+    @property
+    def idle(self) -> int:
+        """How many threads wait for a function."""
+        return len(self._idle)
+
+    def run(self, target: Callable[[], None], name: str) -> None:
+        """Run ``target`` on an idle thread of the pool (renamed ``name``), or a new one."""
+        with self._lock:
+            inbox = self._idle.pop() if self._idle else None
+        if inbox is None:
+            inbox = queue.SimpleQueue()
+            threading.Thread(target=self._serve, args=(inbox,), name=name, daemon=True).start()
+        inbox.put((target, name))
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for inbox in idle:
+            inbox.put(None)
+
+    def _serve(self, inbox: queue.SimpleQueue[tuple[Callable[[], None], str] | None]) -> None:
+        thread = threading.current_thread()
+        while (item := inbox.get()) is not None:
+            target, thread.name = item
+            target()  # never raises (DaemonThread's target catches everything)
+            with self._lock:
+                if self._closed:
+                    return
+                self._idle.append(inbox)
+
+
 class DaemonThread(Generic[T]):
     """``function`` running on a new daemon thread (with the starting task's context
-    variables); `wait` for its result from the loop of ``caller``, any number of times.
-    Cancelling a wait abandons nothing: the thread runs on, and can be waited for again."""
+    variables), or on one of ``pool``'s; `wait` for its result from the loop of ``caller``,
+    any number of times. Cancelling a wait abandons nothing: the thread runs on, and can be
+    waited for again."""
 
     def __init__(
-        self, function: Callable[[], T], caller: LoopCaller, *, name: str = "tenure-handler"
+        self,
+        function: Callable[[], T],
+        caller: LoopCaller,
+        *,
+        name: str = "tenure-handler",
+        pool: ThreadPool | None = None,
     ) -> None:
         self._done = anyio.Event()
         self._outcome: list[tuple[bool, Any]] = []
@@ -67,7 +118,10 @@ class DaemonThread(Generic[T]):
             finally:
                 caller.call_soon(self._done.set)
 
-        threading.Thread(target=target, name=name, daemon=True).start()
+        if pool is None:
+            threading.Thread(target=target, name=name, daemon=True).start()
+        else:
+            pool.run(target, name)
 
     @property
     def done(self) -> bool:

@@ -466,6 +466,7 @@ class Worker(Claiming, Jobs):
                 await self._work(store, queues, burst, clock)
             finally:
                 restore()
+                self._invoker.close()
                 await anyio.to_thread.run_sync(keeper.stop)
                 await anyio.to_thread.run_sync(renewer_store.close)
                 self._keeper = None
