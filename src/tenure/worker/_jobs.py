@@ -107,5 +107,9 @@ class Jobs:
                 len(self._jobs) < self._config.concurrency or self._stop_requested
             ):
                 self._slot_freed.set()
+            # The idle claim loop looks again once its last job ended: a burst may be
+            # waiting for it, and a limited queue has room again (no store notifies that;
+            # its wait would last until the first lease's end). On Redis this costs the
+            # wait's connection (a BLPOP cut off mid-reply is not reused).
             if self._idle_scope is not None and not self._jobs:
-                self._idle_scope.cancel()  # burst mode may be waiting for the last job
+                self._idle_scope.cancel()
