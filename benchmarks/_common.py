@@ -40,11 +40,13 @@ from typing import Any, Protocol
 
 __all__ = [
     "Case",
+    "Cycles",
     "Result",
     "Runner",
     "Side",
     "contend",
     "contend_chunks",
+    "fresh_store",
     "interleave",
     "interleave_chunks",
     "machine_line",
@@ -349,3 +351,66 @@ def print_report(
         )
         ratios[result.name] = ratio
     return ratios
+
+
+# -- tenure stores of their own ----------------------------------------------------------
+
+
+class Cycles:
+    """A `Runner` of ``claim_next`` + ``complete`` on one tenure store, ``limit`` cycles a
+    step (``owner``'s leases, 60 s each)."""
+
+    def __init__(self, store: Any, owner: str = "bench-worker") -> None:
+        self.store = store
+        self.owner = owner
+
+    def step(self, limit: int) -> int:
+        for done in range(limit):
+            lease = self.store.claim_next(self.owner, 60)
+            if lease is None:
+                return done
+            self.store.complete(lease)
+        return limit
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def fresh_store(
+    store: str, *, folder: str, pg: str, redis_url: str
+) -> tuple[str, Callable[[], None], Callable[[], None]]:
+    """A tenure URL of a store nobody else uses (``store``: sqlite, postgres or redis: a
+    new file in ``folder``, a new schema on ``pg``, a new key prefix on ``redis_url``), and
+    two calls: ``analyze()`` (PostgreSQL: VACUUM ANALYZE its jobs once filled; a no-op
+    elsewhere) and ``drop()`` (remove the file, schema or keys)."""
+    import uuid
+    from pathlib import Path
+
+    tag = uuid.uuid4().hex[:10]
+    if store == "sqlite":
+        path = Path(folder) / f"{tag}.db"
+        return f"sqlite:///{path}", lambda: None, path.unlink
+    if store == "postgres":
+        import psycopg
+
+        def sql(statement: str) -> None:
+            with psycopg.connect(pg, autocommit=True) as conn:
+                conn.execute(statement)
+
+        url = f"{pg}{'&' if '?' in pg else '?'}schema=bench_{tag}"
+        return (
+            url,
+            lambda: sql(f"VACUUM ANALYZE bench_{tag}.tenure_jobs"),
+            lambda: sql(f"DROP SCHEMA bench_{tag} CASCADE"),
+        )
+    import redis
+
+    def drop() -> None:
+        client = redis.Redis.from_url(redis_url)
+        keys = list(client.scan_iter(match="{bench-" + tag + "}:*", count=1000))
+        if keys:
+            client.delete(*keys)
+        client.close()
+
+    url = f"{redis_url}{'&' if '?' in redis_url else '?'}prefix=bench-{tag}"
+    return url, lambda: None, drop

@@ -27,30 +27,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import psycopg
-from _common import Side, interleave_chunks, machine_line, print_report
+from _common import Cycles, Side, interleave_chunks, machine_line, print_report
 
 import tenure
 
 OWNER = "bench-worker"
 SQLITE_TRIGGERS = ("tenure_attempt_ended",)
-
-
-class Cycles:
-    """claim_next + complete on one store, ``limit`` cycles per step."""
-
-    def __init__(self, store: tenure.Store) -> None:
-        self.store = store
-
-    def step(self, limit: int) -> int:
-        for done in range(limit):
-            lease = self.store.claim_next(OWNER, 60)
-            if lease is None:
-                return done
-            self.store.complete(lease)
-        return limit
-
-    def close(self) -> None:
-        self.store.close()
 
 
 def _fill(store: tenure.Store, jobs: int) -> None:
@@ -82,7 +64,7 @@ def sqlite_side(name: str, directory: Path, jobs: int, history: bool) -> Side:
             _check(url, jobs, done, history)
             path.unlink()
 
-        return Cycles(tenure.connect(url)), verify
+        return Cycles(tenure.connect(url), OWNER), verify
 
     return Side(name, open_side)
 
@@ -103,7 +85,7 @@ def postgres_side(name: str, base: str, jobs: int, history: bool) -> Side:
             with psycopg.connect(base, autocommit=True) as conn:
                 conn.execute(f"DROP SCHEMA {schema} CASCADE")
 
-        return Cycles(tenure.connect(url)), verify
+        return Cycles(tenure.connect(url), OWNER), verify
 
     return Side(name, open_side)
 

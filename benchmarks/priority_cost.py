@@ -26,13 +26,9 @@ import argparse
 import random
 import shutil
 import tempfile
-import uuid
 from collections.abc import Callable
-from pathlib import Path
 
-import psycopg
-import redis
-from _common import Side, interleave_chunks, machine_line, print_report
+from _common import Side, fresh_store, interleave_chunks, machine_line, print_report
 
 import tenure
 
@@ -97,33 +93,14 @@ def side(store: str, name: str, args: argparse.Namespace, levels: int | None) ->
     priorities = _priorities(args.jobs, levels) if levels else None
 
     def open_side() -> tuple[Claims, Callable[[int], None]]:
-        tag = uuid.uuid4().hex[:10]
-        if store == "sqlite":
-            path = Path(args.dir) / f"{tag}.db"
-            url = f"sqlite:///{path}"
-        elif store == "postgres":
-            url = f"{args.pg}{'&' if '?' in args.pg else '?'}schema=bench_{tag}"
-        else:
-            url = f"{args.redis}{'&' if '?' in args.redis else '?'}prefix=bench-{tag}"
+        url, analyze, drop = fresh_store(store, folder=args.dir, pg=args.pg, redis_url=args.redis)
         _prepare(url, priorities, args.jobs)
-        if store == "postgres":
-            with psycopg.connect(args.pg, autocommit=True) as conn:
-                conn.execute(f"VACUUM ANALYZE bench_{tag}.tenure_jobs")
+        analyze()
         claims = Claims(tenure.connect(url), args.mode == "cycle")
 
         def verify(done: int) -> None:
             _check(url, claims, args.jobs, done, priorities)
-            if store == "sqlite":
-                path.unlink()
-            elif store == "postgres":
-                with psycopg.connect(args.pg, autocommit=True) as conn:
-                    conn.execute(f"DROP SCHEMA bench_{tag} CASCADE")
-            else:
-                client = redis.Redis.from_url(args.redis)
-                keys = list(client.scan_iter(match="{bench-" + tag + "}:*", count=1000))
-                if keys:
-                    client.delete(*keys)
-                client.close()
+            drop()
 
         return claims, verify
 

@@ -22,36 +22,14 @@ from __future__ import annotations
 import argparse
 import shutil
 import tempfile
-import uuid
 from collections.abc import Callable
-from pathlib import Path
 
-import psycopg
-import redis
-from _common import Side, interleave_chunks, machine_line, print_report
+from _common import Cycles, Side, fresh_store, interleave_chunks, machine_line, print_report
 
 import tenure
 
 OWNER = "bench-worker"
 QUEUE = "default"
-
-
-class Cycles:
-    """claim_next + complete on one store, ``limit`` cycles per step."""
-
-    def __init__(self, store: tenure.Store) -> None:
-        self.store = store
-
-    def step(self, limit: int) -> int:
-        for done in range(limit):
-            lease = self.store.claim_next(OWNER, 60)
-            if lease is None:
-                return done
-            self.store.complete(lease)
-        return limit
-
-    def close(self) -> None:
-        self.store.close()
 
 
 def _prepare(url: str, jobs: int, limit: int | None, held: int) -> None:
@@ -75,34 +53,15 @@ def _check(url: str, jobs: int, done: int) -> None:
 
 def side(store: str, name: str, args: argparse.Namespace, limit: int | None, held: int) -> Side:
     def open_side() -> tuple[Cycles, Callable[[int], None]]:
-        tag = uuid.uuid4().hex[:10]
-        if store == "sqlite":
-            path = Path(args.dir) / f"{tag}.db"
-            url = f"sqlite:///{path}"
-        elif store == "postgres":
-            url = f"{args.pg}{'&' if '?' in args.pg else '?'}schema=bench_{tag}"
-        else:
-            url = f"{args.redis}{'&' if '?' in args.redis else '?'}prefix=bench-{tag}"
+        url, analyze, drop = fresh_store(store, folder=args.dir, pg=args.pg, redis_url=args.redis)
         _prepare(url, args.jobs, limit, held)
-        if store == "postgres":
-            with psycopg.connect(args.pg, autocommit=True) as conn:
-                conn.execute(f"VACUUM ANALYZE bench_{tag}.tenure_jobs")
+        analyze()
 
         def verify(done: int) -> None:
             _check(url, args.jobs, done)
-            if store == "sqlite":
-                path.unlink()
-            elif store == "postgres":
-                with psycopg.connect(args.pg, autocommit=True) as conn:
-                    conn.execute(f"DROP SCHEMA bench_{tag} CASCADE")
-            else:
-                client = redis.Redis.from_url(args.redis)
-                keys = list(client.scan_iter(match="{bench-" + tag + "}:*", count=1000))
-                if keys:
-                    client.delete(*keys)
-                client.close()
+            drop()
 
-        return Cycles(tenure.connect(url)), verify
+        return Cycles(tenure.connect(url), OWNER), verify
 
     return Side(name, open_side)
 
