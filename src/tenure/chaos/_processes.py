@@ -187,10 +187,28 @@ class Processes:
         self._logs.append(log)
         return log
 
-    def start_workers(self) -> None:
+    def start_workers(self, *, ready_within: float = 30.0) -> None:
+        """Start every worker, and return once each has recorded its start (its imports
+        done), or after ``ready_within`` seconds. The nemesis's schedule starts after
+        this: a worker takes about a second to start, several on a loaded machine, and a
+        fault aimed at one before it is up would miss (a pause point never reached)."""
         for slot in self.slots:
             self._spawn_worker(slot)
         self.in_thread(self._supervise, "tenure-chaos-supervisor")
+        deadline = time.monotonic() + ready_within
+        waiting = [slot.name for slot in self.slots]
+        while waiting and time.monotonic() < deadline:
+            waiting = [name for name in waiting if not self._started(name)]
+            if waiting:
+                time.sleep(0.02)
+
+    def _started(self, name: str) -> bool:
+        """Whether process ``name`` has recorded its ``proc-start`` event."""
+        try:
+            with open(self.out / "history" / f"{name}.jsonl", "rb") as history:
+                return b'"proc-start"' in history.read()
+        except OSError:
+            return False
 
     def _spawn_worker(self, slot: _Slot) -> None:
         slot.incarnation += 1
