@@ -50,6 +50,8 @@ _DEFAULT_DELAY = 0
 _DEFAULT_PRIORITY = 0
 _ZERO = 0.0  # a default delay as submitted: one float object for every such job of a batch
 _MISSING = object()
+# A batch element of only these keys (the usual one) takes every other argument's default.
+_BASIC_KEYS = frozenset(("job_id", "payload", "queue"))
 _tuple = tuple.__new__
 # How long a wait's single driver call may block before the store looks again (and, on
 # the driver's side, how long a blocking read is held): bounded, so that a long wait
@@ -273,6 +275,12 @@ class JobsMixin:
             job_id = validate_id(f"jobs[{index}].job_id", job_id)
         payload = get("payload")
         payload_json = encode_json(f"jobs[{index}].payload", payload, self._payload_limit)
+        if _BASIC_KEYS.issuperset(fields):  # the other arguments left out: their defaults
+            return _tuple(
+                Submission,
+                (job_id, queue, payload_json, _ZERO, DEFAULT_MAX_ATTEMPTS, 0, None, None, None,
+                 carried[1]),
+            )  # fmt: skip
         delay = get("delay", _DEFAULT_DELAY)
         if delay is _DEFAULT_DELAY:
             delay = _ZERO
