@@ -275,43 +275,18 @@ class AsyncJobsMixin:
             job_id = validate_id(f"jobs[{index}].job_id", job_id)
         payload = get("payload")
         payload_json = encode_json(f"jobs[{index}].payload", payload, self._payload_limit)
+        # tuple.__new__: the fields are whole, and the NamedTuple's own __new__ (a Python
+        # function) costs as much as the checks of a default job.
         if _BASIC_KEYS.issuperset(fields):  # the other arguments left out: their defaults
             return _tuple(
                 Submission,
                 (job_id, queue, payload_json, _ZERO, DEFAULT_MAX_ATTEMPTS, 0, None, None, None,
                  carried[1]),
             )  # fmt: skip
-        delay = get("delay", _DEFAULT_DELAY)
-        if delay is _DEFAULT_DELAY:
-            delay = _ZERO
-        else:
-            delay = float(validate_delay(delay, f"jobs[{index}].delay"))
-        max_attempts = get("max_attempts", DEFAULT_MAX_ATTEMPTS)
-        if max_attempts is not DEFAULT_MAX_ATTEMPTS:
-            max_attempts = validate_attempts(max_attempts, f"jobs[{index}].max_attempts")
-        priority = get("priority", _DEFAULT_PRIORITY)
-        if priority is not _DEFAULT_PRIORITY:
-            priority = validate_priority(priority, f"jobs[{index}].priority")
-        timeout = get("timeout")
-        if timeout is not None:
-            timeout = validate_timeout(timeout, f"jobs[{index}].timeout")
-        key, window = get("unique_key"), get("unique_for")
-        if key is not None or window is not None:
-            key, window = validate_unique(key, window, f"jobs[{index}].")
-        headers = get("headers")
-        if headers is None:
-            headers_json = carried[1]
-        else:
-            headers_json = _headers_of(headers, f"jobs[{index}].headers", carried)
-        # tuple.__new__: the fields are whole, and the NamedTuple's own __new__ (a Python
-        # function) costs as much as the checks of a default job.
         return _tuple(
             Submission,
-            (
-                job_id, queue, payload_json, delay, max_attempts, priority, timeout, key,
-                window, headers_json,
-            ),
-        )  # fmt: skip
+            (job_id, queue, payload_json, *_other_arguments(index, fields.get, carried)),
+        )
 
     # -- waiting ------------------------------------------------------------------------
 
@@ -415,6 +390,37 @@ def _attempt(job_id: str, row: tuple[Any, ...]) -> Attempt:
         None if ending is None else AttemptEnding(ending),
         None if error is None else str(error),
     )
+
+
+def _other_arguments(
+    index: int, get: Callable[..., Any], carried: tuple[dict[str, str], str | None]
+) -> tuple[float, int, int, float | None, str | None, float | None, str | None]:
+    """A batch element's arguments after its payload (``get``: its mapping's), checked as
+    `submit` checks them: delay, max attempts, priority, timeout, unique key and window,
+    headers as JSON text (with the trace context ``carried``)."""
+    delay = get("delay", _DEFAULT_DELAY)
+    if delay is _DEFAULT_DELAY:
+        delay = _ZERO
+    else:
+        delay = float(validate_delay(delay, f"jobs[{index}].delay"))
+    max_attempts = get("max_attempts", DEFAULT_MAX_ATTEMPTS)
+    if max_attempts is not DEFAULT_MAX_ATTEMPTS:
+        max_attempts = validate_attempts(max_attempts, f"jobs[{index}].max_attempts")
+    priority = get("priority", _DEFAULT_PRIORITY)
+    if priority is not _DEFAULT_PRIORITY:
+        priority = validate_priority(priority, f"jobs[{index}].priority")
+    timeout = get("timeout")
+    if timeout is not None:
+        timeout = validate_timeout(timeout, f"jobs[{index}].timeout")
+    key, window = get("unique_key"), get("unique_for")
+    if key is not None or window is not None:
+        key, window = validate_unique(key, window, f"jobs[{index}].")
+    headers = get("headers")
+    if headers is None:
+        headers_json = carried[1]
+    else:
+        headers_json = _headers_of(headers, f"jobs[{index}].headers", carried)
+    return delay, max_attempts, priority, timeout, key, window, headers_json
 
 
 def _headers_of(
