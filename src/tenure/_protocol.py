@@ -351,28 +351,82 @@ def check_lease(lease: object, store_id: str, argument: str = "lease") -> Lease:
 _STATES = {state.value: state for state in JobState}
 
 
+# Every snapshot is built here (a batch of 1000 builds 1000), and the frozen dataclass's own
+# __init__ costs twice what filling its slots does: it sets each field through
+# object.__setattr__ by name, which looks the name up again in the type. `_new_job` sets the
+# same twenty slots through their descriptors directly, with the same values in the same
+# order, so the result is the Job that Job(...) makes (test_protocol checks they compare and
+# pickle equal). A field added to Job must be added here: the check below fails at import.
+_JOB_FIELDS = (
+    "job_id", "queue", "state", "owner", "generation", "lease_until", "attempts",
+    "max_attempts", "payload", "result", "error", "available_at", "created_at", "updated_at",
+    "as_of", "created", "priority", "timeout", "unique_key", "headers",
+)  # fmt: skip
+if tuple(f.name for f in dataclasses.fields(Job)) != _JOB_FIELDS:  # pragma: no cover
+    raise ImportError("tenure._protocol._JOB_FIELDS no longer lists Job's fields in order")
+(
+    _set_job_id, _set_queue, _set_state, _set_owner, _set_generation, _set_lease_until,
+    _set_attempts, _set_max_attempts, _set_payload, _set_result, _set_error,
+    _set_available_at, _set_created_at, _set_updated_at, _set_as_of, _set_created,
+    _set_priority, _set_timeout, _set_unique_key, _set_headers,
+) = (vars(Job)[name].__set__ for name in _JOB_FIELDS)  # fmt: skip
+_new = object.__new__
+
+
+def _new_job(
+    job_id: str, queue: str, state: JobState, owner: str | None, generation: int,
+    lease_until: float | None, attempts: int, max_attempts: int, payload: Any, result: Any,
+    error: str | None, available_at: float, created_at: float, updated_at: float,
+    as_of: float, created: bool | None, priority: int, timeout: float | None,
+    unique_key: str | None, headers: JobHeaders,
+) -> Job:  # fmt: skip
+    job: Job = _new(Job)
+    _set_job_id(job, job_id)
+    _set_queue(job, queue)
+    _set_state(job, state)
+    _set_owner(job, owner)
+    _set_generation(job, generation)
+    _set_lease_until(job, lease_until)
+    _set_attempts(job, attempts)
+    _set_max_attempts(job, max_attempts)
+    _set_payload(job, payload)
+    _set_result(job, result)
+    _set_error(job, error)
+    _set_available_at(job, available_at)
+    _set_created_at(job, created_at)
+    _set_updated_at(job, updated_at)
+    _set_as_of(job, as_of)
+    _set_created(job, created)
+    _set_priority(job, priority)
+    _set_timeout(job, timeout)
+    _set_unique_key(job, unique_key)
+    _set_headers(job, headers)
+    return job
+
+
 def job_from_row(row: JobRow, as_of: float, created: bool | None = None) -> Job:
-    return Job(
-        job_id=row.job_id,
-        queue=row.queue,
-        state=_STATES.get(row.state) or JobState(row.state),
-        owner=row.owner,
-        generation=row.generation,
-        lease_until=None if row.lease_until is None else float(row.lease_until),
-        attempts=row.attempts,
-        max_attempts=row.max_attempts,
-        payload=decode_json(row.payload),
-        result=decode_json(row.result),
-        error=row.error,
-        available_at=float(row.available_at),
-        created_at=float(row.created_at),
-        updated_at=float(row.updated_at),
-        as_of=float(as_of),
-        created=created,
-        priority=int(row.priority),
-        timeout=None if row.timeout is None else float(row.timeout),
-        unique_key=row.unique_key,
-        headers=NO_HEADERS if row.headers is None else JobHeaders(decode_json(row.headers)),
+    lease_until, timeout, headers = row.lease_until, row.timeout, row.headers
+    return _new_job(
+        row.job_id,
+        row.queue,
+        _STATES.get(row.state) or JobState(row.state),
+        row.owner,
+        row.generation,
+        None if lease_until is None else float(lease_until),
+        row.attempts,
+        row.max_attempts,
+        decode_json(row.payload),
+        decode_json(row.result),
+        row.error,
+        float(row.available_at),
+        float(row.created_at),
+        float(row.updated_at),
+        float(as_of),
+        created,
+        int(row.priority),
+        None if timeout is None else float(timeout),
+        row.unique_key,
+        NO_HEADERS if headers is None else JobHeaders(decode_json(headers)),
     )
 
 

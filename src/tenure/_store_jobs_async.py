@@ -16,6 +16,7 @@ from ._trace_context import job_headers, trace_headers
 from ._validate import (
     DEFAULT_MAX_ATTEMPTS,
     MAX_BATCH,
+    MAX_ID_LENGTH,
     encode_headers,
     encode_json,
     validate_age,
@@ -47,6 +48,11 @@ _SPEC_KEYS = frozenset(JobSpec.__slots__)
 # default given explicitly is recognised by identity too).
 _DEFAULT_DELAY = 0
 _DEFAULT_PRIORITY = 0
+_ZERO = 0.0  # a default delay as submitted: one float object for every such job of a batch
+_MISSING = object()
+# A batch element of only these keys (the usual one) takes every other argument's default.
+_BASIC_KEYS = frozenset(("job_id", "payload", "queue"))
+_tuple = tuple.__new__
 # How long a wait's single driver call may block before the store looks again (and, on
 # the driver's side, how long a blocking read is held): bounded, so that a long wait
 # survives a lost connection as a retried read, not as an error.
@@ -209,79 +215,77 @@ class AsyncJobsMixin:
         # job without headers of its own (encoded once, not per job).
         injected = trace_headers()
         carried = (injected, encode_headers(injected))
+        submission = self._submission
         for index, item in enumerate(jobs):
-            submission = self._submission(f"jobs[{index}]", item, queues, carried)
-            if submission.job_id in seen:
+            job = submission(index, item, queues, carried)
+            if job.job_id in seen:
                 raise InvalidArgument(
                     f"jobs[{index}].job_id",
-                    f"must name each job at most once in a batch: {submission.job_id!r} repeats",
+                    f"must name each job at most once in a batch: {job.job_id!r} repeats",
                 )
-            seen.add(submission.job_id)
-            batch.append(submission)
+            seen.add(job.job_id)
+            batch.append(job)
         return batch
 
     def _submission(
         self,
-        where: str,
+        index: int,
         item: object,
         queues: dict[object, str],
         carried: tuple[dict[str, str], str | None],
     ) -> Submission:
-        """One element of a batch, checked as `submit` checks its arguments. A key left out
-        or given its default (``delay`` 0, ``max_attempts`` 5, ``priority`` 0, no timeout
-        or unique key) holds a value known good: nothing to check, and no argument name to
-        build for it (the per-job cost of a large batch)."""
-        if isinstance(item, JobSpec):
-            fields: Mapping[str, Any] = {name: getattr(item, name) for name in _SPEC_KEYS}
-        elif isinstance(item, (dict, Mapping)):  # dict first: the usual case, the fast check
-            if not _SPEC_KEYS.issuperset(item):
-                unknown = item.keys() - _SPEC_KEYS
-                raise InvalidArgument(
-                    where,
-                    f"has unknown keys {sorted(map(str, unknown))} "
-                    f"(known: {', '.join(sorted(_SPEC_KEYS))})",
-                )
-            if "job_id" not in item:
-                raise InvalidArgument(f"{where}.job_id", "is required")
+        """One element of a batch (``jobs[index]``), checked as `submit` checks its
+        arguments. A key left out or given its default (``delay`` 0, ``max_attempts`` 5,
+        ``priority`` 0, no timeout or unique key) holds a value known good: nothing to
+        check, and no argument name (``jobs[3].delay``) to build for it: a large batch's
+        per-job cost."""
+        if isinstance(item, dict):  # the usual case, the fast check
+            fields: Mapping[str, Any] = item
+        elif isinstance(item, JobSpec):
+            fields = {name: getattr(item, name) for name in _SPEC_KEYS}
+        elif isinstance(item, Mapping):
             fields = item
         else:
             raise InvalidArgument(
-                where, f"must be a tenure.JobSpec or a dict, not {type(item).__name__}"
+                f"jobs[{index}]",
+                f"must be a tenure.JobSpec or a dict, not {type(item).__name__}",
+            )
+        if not _SPEC_KEYS.issuperset(fields):
+            unknown = fields.keys() - _SPEC_KEYS
+            raise InvalidArgument(
+                f"jobs[{index}]",
+                f"has unknown keys {sorted(map(str, unknown))} "
+                f"(known: {', '.join(sorted(_SPEC_KEYS))})",
             )
         get = fields.get
+        job_id = get("job_id", _MISSING)
+        if job_id is _MISSING:
+            raise InvalidArgument(f"jobs[{index}].job_id", "is required")
         queue_value = get("queue", "default")
         queue = queues.get(queue_value) if isinstance(queue_value, str) else None
         if queue is None:
-            queue = queues[queue_value] = validate_id(f"{where}.queue", queue_value)
-        job_id = validate_id(f"{where}.job_id", fields["job_id"])
-        payload = encode_json(f"{where}.payload", get("payload"), self._payload_limit)
-        delay = get("delay", _DEFAULT_DELAY)
-        if delay is not _DEFAULT_DELAY:
-            delay = validate_delay(delay, f"{where}.delay")
-        max_attempts = get("max_attempts", DEFAULT_MAX_ATTEMPTS)
-        if max_attempts is not DEFAULT_MAX_ATTEMPTS:
-            max_attempts = validate_attempts(max_attempts, f"{where}.max_attempts")
-        priority = get("priority", _DEFAULT_PRIORITY)
-        if priority is not _DEFAULT_PRIORITY:
-            priority = validate_priority(priority, f"{where}.priority")
-        timeout = get("timeout")
-        if timeout is not None:
-            timeout = validate_timeout(timeout, f"{where}.timeout")
-        key, window = get("unique_key"), get("unique_for")
-        if key is not None or window is not None:
-            key, window = validate_unique(key, window, f"{where}.")
-        headers = get("headers")
-        return Submission(
-            job_id,
-            queue,
-            payload,
-            float(delay),
-            max_attempts,
-            priority,
-            timeout,
-            key,
-            window,
-            carried[1] if headers is None else _headers_of(headers, f"{where}.headers", carried),
+            queue = queues[queue_value] = validate_id(f"jobs[{index}].queue", queue_value)
+        # validate_id's own test of a plain ASCII id, inline; anything else takes it whole.
+        if not (
+            type(job_id) is str
+            and 0 < len(job_id) <= MAX_ID_LENGTH
+            and job_id.isascii()
+            and job_id.isprintable()
+        ):
+            job_id = validate_id(f"jobs[{index}].job_id", job_id)
+        payload = get("payload")
+        payload_json = encode_json(f"jobs[{index}].payload", payload, self._payload_limit)
+        # tuple.__new__: the fields are whole, and the NamedTuple's own __new__ (a Python
+        # function) costs as much as the checks of a default job.
+        if _BASIC_KEYS.issuperset(fields):  # the other arguments left out: their defaults
+            return _tuple(
+                Submission,
+                (job_id, queue, payload_json, _ZERO, DEFAULT_MAX_ATTEMPTS, 0, None, None, None,
+                 carried[1]),
+            )  # fmt: skip
+        return _tuple(
+            Submission,
+            (job_id, queue, payload_json, *_other_arguments(index, fields.get, carried)),
         )
 
     # -- waiting ------------------------------------------------------------------------
@@ -386,6 +390,37 @@ def _attempt(job_id: str, row: tuple[Any, ...]) -> Attempt:
         None if ending is None else AttemptEnding(ending),
         None if error is None else str(error),
     )
+
+
+def _other_arguments(
+    index: int, get: Callable[..., Any], carried: tuple[dict[str, str], str | None]
+) -> tuple[float, int, int, float | None, str | None, float | None, str | None]:
+    """A batch element's arguments after its payload (``get``: its mapping's), checked as
+    `submit` checks them: delay, max attempts, priority, timeout, unique key and window,
+    headers as JSON text (with the trace context ``carried``)."""
+    delay = get("delay", _DEFAULT_DELAY)
+    if delay is _DEFAULT_DELAY:
+        delay = _ZERO
+    else:
+        delay = float(validate_delay(delay, f"jobs[{index}].delay"))
+    max_attempts = get("max_attempts", DEFAULT_MAX_ATTEMPTS)
+    if max_attempts is not DEFAULT_MAX_ATTEMPTS:
+        max_attempts = validate_attempts(max_attempts, f"jobs[{index}].max_attempts")
+    priority = get("priority", _DEFAULT_PRIORITY)
+    if priority is not _DEFAULT_PRIORITY:
+        priority = validate_priority(priority, f"jobs[{index}].priority")
+    timeout = get("timeout")
+    if timeout is not None:
+        timeout = validate_timeout(timeout, f"jobs[{index}].timeout")
+    key, window = get("unique_key"), get("unique_for")
+    if key is not None or window is not None:
+        key, window = validate_unique(key, window, f"jobs[{index}].")
+    headers = get("headers")
+    if headers is None:
+        headers_json = carried[1]
+    else:
+        headers_json = _headers_of(headers, f"jobs[{index}].headers", carried)
+    return delay, max_attempts, priority, timeout, key, window, headers_json
 
 
 def _headers_of(

@@ -61,23 +61,43 @@ def test_submit_many_is_submit_in_a_batch(
 
 def test_submit_many_answers_new_jobs_as_stored(store: tenure.Store) -> None:
     # Redis answers a new job without reading it back (the client builds its row): every
-    # field, a fractional delay's time to the bit, priority, timeout and key included.
+    # field, a fractional delay's time to the bit, priority, timeout and key included. The
+    # jobs with only an id, a payload or a queue (the store's and the script's shortcut for
+    # defaults) sit between others, so each one's queue, priority and delay differ from
+    # the previous job's (what submit_many.lua makes once for a run of equal ones).
     answers = store.submit_many(
         [
             {"job_id": "f", "payload": [1.5, "é"], "delay": 0.1, "priority": -3, "timeout": 2.5},
+            {"job_id": "b", "payload": {"x": None}},
             {"job_id": "k", "unique_key": "key", "unique_for": 60, "delay": 1 / 3},
             {"job_id": "k2", "unique_key": "key"},  # the key taken by "k", in this batch
+            {"job_id": "b2", "queue": "other"},
             {"job_id": "p", "queue": "other", "max_attempts": 7, "priority": 9},
+            {"job_id": "b3", "payload": 0, "queue": "default"},
         ]
     )
     assert [(j.job_id, j.created) for j in answers] == [
         ("f", True),
+        ("b", True),
         ("k", True),
         ("k", False),
+        ("b2", True),
         ("p", True),
+        ("b3", True),
+    ]
+    assert [(j.queue, j.priority, j.max_attempts) for j in answers[4:]] == [
+        ("other", 0, 5),
+        ("other", 9, 7),
+        ("default", 0, 5),
     ]
     for job in answers:
         assert job_view(job) == job_view(store.get(job.job_id))
+    # Each in its queue's candidates at its priority: claims find each where it belongs.
+    assert [lease.job_id for lease in store.claim_many("w", 30, 5, queues=["other"])] == [
+        "p",
+        "b2",
+    ]
+    assert [lease.job_id for lease in store.claim_many("w", 30, 2)] == ["b", "b3"]
 
 
 def test_a_batch_keeps_its_order_for_claims(store: tenure.Store) -> None:

@@ -135,3 +135,35 @@ def test_job_to_dict() -> None:
     assert data["payload"] == {"p": 1}
     assert data["lease_expired"] is False
     assert set(data) >= {f.name for f in dataclasses.fields(tenure.Job)}
+
+
+def test_job_from_row_builds_the_job_that_job_init_builds() -> None:
+    # job_from_row fills Job's slots through their descriptors (faster than the frozen
+    # dataclass's __init__): the value must be the very Job the constructor makes.
+    import pickle
+
+    from tenure._protocol import JobRow, job_from_row
+    from tenure.models import JobHeaders
+
+    row = JobRow(
+        "J", "q", "leased", "A", 3, "hash", 105.0, 100.0, 2, 5, '{"p":[1]}', "7", "boom",
+        1.0, 90.0, -4, 30.0, "key", '{"traceparent":"00-x"}',
+    )  # fmt: skip
+    built = job_from_row(row, 99.0, created=False)
+    expected = tenure.Job(
+        job_id="J", queue="q", state=tenure.JobState.LEASED, owner="A", generation=3,
+        lease_until=105.0, attempts=2, max_attempts=5, payload={"p": [1]}, result=7,
+        error="boom", available_at=100.0, created_at=1.0, updated_at=90.0, as_of=99.0,
+        created=False, priority=-4, timeout=30.0, unique_key="key",
+        headers=JobHeaders({"traceparent": "00-x"}),
+    )  # fmt: skip
+    assert type(built) is tenure.Job
+    assert built == expected
+    assert pickle.loads(pickle.dumps(built)) == expected
+    assert dataclasses.astuple(built) == dataclasses.astuple(expected)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        built.generation = 4  # type: ignore[misc]
+    plain = job_from_row(row._replace(lease_until=None, timeout=None, headers=None), 99.0)
+    assert (plain.lease_until, plain.timeout, plain.headers, plain.created) == (
+        None, None, JobHeaders(), None,
+    )  # fmt: skip

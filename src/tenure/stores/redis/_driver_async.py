@@ -153,7 +153,11 @@ class AsyncRedisDriver(AsyncRedisControl, AsyncJobsMixin, AsyncRedisSchedules):
             raise unreachable(operation, self._address, exc, sent=False) from exc
         sent = broken = False
         try:
-            await conn.send_command(*command)
+            # One write: redis-py sends each argument above 6 kB (a batch's JSON) as a chunk
+            # of its own, and a sync connection makes one sendall of each (three writes, and
+            # as many wake-ups of the server, for a submit_many).
+            packed = conn.pack_command(*command)
+            await conn.send_packed_command(packed if len(packed) == 1 else [b"".join(packed)])
             sent = True
             return await conn.read_response()
         except NoScriptError:

@@ -78,37 +78,56 @@ end
 -- The sets' additions, one ZADD per set: score, member, score, member...
 local adds = { [KEYS[3]] = {} }
 local all_jobs = adds[KEYS[3]]
-local function add(set, score, member)
+local function pairs_of(set)
   local pairs_ = adds[set]
   if not pairs_ then
     pairs_ = {}
     adds[set] = pairs_
   end
-  pairs_[#pairs_ + 1] = score
-  pairs_[#pairs_ + 1] = member
+  return pairs_
 end
 local reply = { now_s }
 local woken = {}
+-- What a job's queue, priority and delay make (its candidates set and its additions, its
+-- queue's listing additions and wake key, the priority text, the available time) is made
+-- once for a run of jobs that share them (the usual batch: all of them).
+local last_q, last_priority, last_delay
+local candidates, wake_key, priority, priority_s, available, available_s, to_candidates, to_listing
 for n, j in ipairs(batch) do
   local job = job_keys[n]
   if new[n] then
     local q = 4 + 3 * (j[3] - 1)
-    local priority = tonumber(j[7])
-    local candidates, wake_key = priority_set(KEYS[q], priority), KEYS[q + 2]
-    local priority_s = string.format('%d', priority)
+    if q ~= last_q or j[7] ~= last_priority then
+      last_q, last_priority = q, j[7]
+      priority = tonumber(j[7])
+      candidates, wake_key = priority_set(KEYS[q], priority), KEYS[q + 2]
+      priority_s = string.format('%d', priority)
+      if priority ~= 0 then
+        register_set(candidates, priority)
+      end
+      to_candidates, to_listing = pairs_of(candidates), pairs_of(KEYS[q + 1])
+    end
+    if j[5] ~= last_delay then
+      last_delay = j[5]
+      available = now + tonumber(j[5])
+      available_s = fmt(available)
+    end
     seq = seq + 1
     local member = string.format('%016x', seq) .. j[2]
-    local available = now + tonumber(j[5])
-    local available_s = fmt(available)
     local payload = j[4]
     if payload == cjson.null then
       redis.call('HSET', job, 'id', j[1], 'q', queues[j[3]], 's', 'ready', 'g', '0',
         'av', available_s, 'a', '0', 'm', j[6], 'c', now_s, 'u', now_s, 'z', candidates,
-        'k', member, 'w', wake_key, 'pr', priority_s)
+        'k', member, 'w', wake_key)
     else
       redis.call('HSET', job, 'id', j[1], 'q', queues[j[3]], 's', 'ready', 'g', '0',
         'av', available_s, 'a', '0', 'm', j[6], 'c', now_s, 'u', now_s, 'z', candidates,
-        'k', member, 'w', wake_key, 'p', payload, 'pr', priority_s)
+        'k', member, 'w', wake_key, 'p', payload)
+    end
+    -- No 'pr' at priority 0: every reader takes an absent one as 0 (as for a job written
+    -- before priorities), and a field fewer is a smaller HSET for the usual job.
+    if priority ~= 0 then
+      redis.call('HSET', job, 'pr', priority_s)
     end
     if j[8] ~= cjson.null then
       redis.call('HSET', job, 'to', fmt(tonumber(j[8])))
@@ -116,12 +135,13 @@ for n, j in ipairs(batch) do
     if j[12] ~= cjson.null then
       redis.call('HSET', job, 'hd', j[12])
     end
-    register_set(candidates, priority)
     if j[11] ~= cjson.null then
       unique_take(job, j[11], j[9], j[10] ~= cjson.null and j[10] or nil)
     end
-    add(candidates, available_s, member)
-    add(KEYS[q + 1], seq, member)
+    to_candidates[#to_candidates + 1] = available_s
+    to_candidates[#to_candidates + 1] = member
+    to_listing[#to_listing + 1] = seq
+    to_listing[#to_listing + 1] = member
     all_jobs[#all_jobs + 1] = seq
     all_jobs[#all_jobs + 1] = member
     if available <= now then
