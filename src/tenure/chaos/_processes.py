@@ -188,9 +188,9 @@ class Processes:
         return log
 
     def start_workers(self, *, ready_within: float = 30.0) -> None:
-        """Start every worker, and return once each has recorded its start (its imports
-        done), or after ``ready_within`` seconds. The nemesis's schedule starts after
-        this: a worker takes about a second to start, several on a loaded machine, and a
+        """Start every worker, and return once each has sent its first store call, or
+        after ``ready_within`` seconds. The nemesis's schedule starts after this: a worker
+        takes about a second to import and connect, several on a loaded machine, and a
         fault aimed at one before it is up would miss (a pause point never reached)."""
         for slot in self.slots:
             self._spawn_worker(slot)
@@ -203,10 +203,11 @@ class Processes:
                 time.sleep(0.02)
 
     def _started(self, name: str) -> bool:
-        """Whether process ``name`` has recorded its ``proc-start`` event."""
+        """Whether process ``name`` has recorded a store call (its history's lines are
+        compact JSON: `Recorder.write`)."""
         try:
             with open(self.out / "history" / f"{name}.jsonl", "rb") as history:
-                return b'"proc-start"' in history.read()
+                return b'"type":"invoke"' in history.read()
         except OSError:
             return False
 
