@@ -1,7 +1,7 @@
 """Claim latency on PostgreSQL with 10,000 and 1,000,000 jobs queued: is it flat?
 
     python benchmarks/postgres_latency.py [--url postgresql://postgres@127.0.0.1:5432/postgres]
-        [--sizes 10000,1000000] [--claims 3000] [--chunk 100] [--priorities 5]
+        [--sizes 10000,1000000] [--claims 3000] [--chunk 100] [--priorities 5] [--held 0]
 
 One schema per size is filled untimed (one INSERT ... SELECT with triggers off, then VACUUM
 ANALYZE), the jobs spread over ``--priorities`` priority levels in turn (job g has priority
@@ -14,6 +14,13 @@ p50/p90/p99/max per size and p99(largest)/p99(smallest): the target is at most 1
 pick walks the partial index from its start, whatever the backlog behind it). Every
 claimed job must be a distinct job at generation 1, and (sampled) of a priority no higher
 than the one before it.
+
+``--held 0,1000``: phases, one per number of leases held. Before a phase's claims, another
+owner claims (untimed, ttl one hour) and keeps as many leases as it says, so that the claims
+run while that many live leases sit at the head of the claim order (they were the first
+jobs); each phase reports its own percentiles, and the share of the phase's claim and
+complete updates of tenure_jobs that were HOT (pg_stat_user_tables, read once the
+connections closed; the completes cannot be HOT: they move the job into the purge index).
 """
 
 from __future__ import annotations
@@ -53,6 +60,18 @@ def fill(base: str, jobs: int, priorities: int) -> str:
     return schema
 
 
+def _updates(url: str, schema: str) -> tuple[int, int]:
+    """tenure_jobs' updates and HOT updates so far (pg_stat_user_tables)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables"
+            " WHERE schemaname = %s AND relname = 'tenure_jobs'",
+            (schema,),
+        ).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1])
+
+
 def percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
@@ -65,8 +84,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--claims", type=int, default=3000)
     parser.add_argument("--chunk", type=int, default=100)
     parser.add_argument("--priorities", type=int, default=5)
+    parser.add_argument("--held", default="0")
     args = parser.parse_args(argv)
     sizes = [int(size) for size in args.sizes.split(",")]
+    helds = [int(held) for held in args.held.split(",")]
     print(f"PostgreSQL claim latency by backlog, {args.priorities} priorities; {machine_line()}")
     print(f"command: python benchmarks/postgres_latency.py {' '.join(argv)}".rstrip())
     schemas = {}
@@ -74,54 +95,94 @@ def main(argv: list[str]) -> int:
         started = time.perf_counter()
         schemas[size] = fill(args.url, size, args.priorities)
         print(f"  filled {size:,} jobs in {time.perf_counter() - started:.1f} s")
-    stores = {
-        size: tenure.connect(f"{args.url}{'&' if '?' in args.url else '?'}schema={schema}")
-        for size, schema in schemas.items()
-    }
-    timings: dict[int, list[float]] = {size: [] for size in sizes}
+
+    def url_of(schema: str) -> str:
+        return f"{args.url}{'&' if '?' in args.url else '?'}schema={schema}"
+
+    stores = {size: tenure.connect(url_of(schema)) for size, schema in schemas.items()}
     seen: dict[int, set[str]] = {size: set() for size in sizes}
     for store in stores.values():  # warm up: connections, prepared statements
         for _ in range(20):
             lease = store.claim_next("warm-up", 60)
             assert lease is not None
             store.complete(lease)
-    last = {size: (args.priorities - 1) - args.priorities // 2 for size in sizes}  # the top
-    turn = 0
-    clock = time.perf_counter
-    while any(len(timings[size]) < args.claims for size in sizes):
-        for size in sizes if turn % 2 == 0 else sizes[::-1]:
-            store = stores[size]
-            for _ in range(min(args.chunk, args.claims - len(timings[size]))):
-                start = clock()
-                lease = store.claim_next("bench", 60)
-                timings[size].append(clock() - start)
+    held: dict[int, list[tenure.Lease]] = {size: [] for size in sizes}
+    results: list[tuple[int, int, list[float], tuple[int, int]]] = []
+    for holding in helds:
+        for size in sizes:
+            wanted = holding - len(held[size])
+            with tenure.connect(url_of(schemas[size])) as holder:
+                while wanted > 0:  # untimed: leases another owner keeps through the phase
+                    got = holder.claim_many("holder", 3600, min(wanted, 1000))
+                    held[size].extend(got)
+                    wanted -= len(got)
+        # Every update so far reported: a backend reports its statistics when it exits.
+        for size in sizes:
+            stores[size].close()
+        time.sleep(0.5)
+        before = {size: _updates(args.url, schema) for size, schema in schemas.items()}
+        for size in sizes:
+            stores[size] = tenure.connect(url_of(schemas[size]))
+            for _ in range(20):  # warm up again (counted in the phase's updates)
+                lease = stores[size].claim_next("warm-up", 60)
                 assert lease is not None
-                assert lease.generation == 1
-                assert lease.job_id not in seen[size]
-                seen[size].add(lease.job_id)
-                if len(seen[size]) % 100 == 1:  # untimed: never a higher priority than before
-                    priority = store.get(lease.job_id).priority
-                    assert priority <= last[size], (lease, priority, last[size])
-                    last[size] = priority
-                store.complete(lease)
-        turn += 1
+                stores[size].complete(lease)
+        timings: dict[int, list[float]] = {size: [] for size in sizes}
+        last = {size: (args.priorities - 1) - args.priorities // 2 for size in sizes}  # the top
+        turn = 0
+        clock = time.perf_counter
+        while any(len(timings[size]) < args.claims for size in sizes):
+            for size in sizes if turn % 2 == 0 else sizes[::-1]:
+                store = stores[size]
+                for _ in range(min(args.chunk, args.claims - len(timings[size]))):
+                    start = clock()
+                    lease = store.claim_next("bench", 60)
+                    timings[size].append(clock() - start)
+                    assert lease is not None
+                    assert lease.generation == 1
+                    assert lease.job_id not in seen[size]
+                    seen[size].add(lease.job_id)
+                    if len(seen[size]) % 100 == 1:  # untimed: never a higher priority than before
+                        priority = store.get(lease.job_id).priority
+                        assert priority <= last[size], (lease, priority, last[size])
+                        last[size] = priority
+                    store.complete(lease)
+            turn += 1
+        # The phase's updates, once its backends reported them (on exit).
+        for size in sizes:
+            stores[size].close()
+        time.sleep(0.5)
+        for size, schema in schemas.items():
+            after = _updates(args.url, schema)
+            hot = (after[0] - before[size][0], after[1] - before[size][1])
+            results.append((holding, size, timings[size], hot))
     for store in stores.values():
         store.close()
     with psycopg.connect(args.url, autocommit=True) as conn:
         for schema in schemas.values():
             conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
-    print(f"\n  claim_next latency, {args.claims:,} claims per backlog (ms)")
-    print(f"  {'queued':>10}{'p50':>9}{'p90':>9}{'p99':>9}{'max':>9}{'mean':>9}")
-    for size in sizes:
-        ms = [t * 1000 for t in timings[size]]
+    print(f"\n  claim_next latency, {args.claims:,} claims per backlog and phase (ms)")
+    print(
+        f"  {'held':>6}{'queued':>10}{'p50':>9}{'p90':>9}{'p99':>9}{'max':>9}{'mean':>9}"
+        f"{'claims/s':>10}  HOT updates (claims + completes; no complete can be)"
+    )
+    for holding, size, timing, (updates, hot) in results:
+        ms = [t * 1000 for t in timing]
         print(
-            f"  {size:>10,}{percentile(ms, 0.5):>9.3f}{percentile(ms, 0.9):>9.3f}"
+            f"  {holding:>6,}{size:>10,}{percentile(ms, 0.5):>9.3f}{percentile(ms, 0.9):>9.3f}"
             f"{percentile(ms, 0.99):>9.3f}{max(ms):>9.3f}{statistics.fmean(ms):>9.3f}"
+            f"{1000 / statistics.fmean(ms):>10.0f}  {hot} of {updates}"
         )
     small, large = min(sizes), max(sizes)
-    ratio = percentile(timings[large], 0.99) / percentile(timings[small], 0.99)
-    p50 = percentile(timings[large], 0.5) / percentile(timings[small], 0.5)
-    print(f"\n  p99 at {large:,} / p99 at {small:,}: {ratio:.2f} (target <= 1.5); p50: {p50:.2f}")
+    by = {(holding, size): timing for holding, size, timing, _ in results}
+    print()
+    for holding in helds:
+        ratio = percentile(by[holding, large], 0.99) / percentile(by[holding, small], 0.99)
+        p50 = percentile(by[holding, large], 0.5) / percentile(by[holding, small], 0.5)
+        print(
+            f"  {holding:,} held: p99 at {large:,} / p99 at {small:,}: {ratio:.2f}"
+            f" (target <= 1.5); p50: {p50:.2f}"
+        )
     return 0
 
 
