@@ -13,10 +13,53 @@ counters show every update of the phase.
 from __future__ import annotations
 
 import time
+import uuid
+from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
 
 import tenure
 from tenure.stores.postgres._common import render
+from tests.backends import POSTGRES_URL, postgres_admin
+
+
+@pytest.fixture
+def database() -> Iterator[str]:
+    """A database of the test's own. PostgreSQL prunes a row's old versions only once no
+    transaction of the same database can still see them: an open transaction of another
+    test (or of another pytest-xdist worker) in the shared database would keep renewals
+    from finding room on their page, and the ratio would measure the neighbours."""
+    name = f"tenure_hot_{uuid.uuid4().hex[:10]}"
+    admin = postgres_admin()
+    try:
+        admin.execute(f'CREATE DATABASE "{name}"')
+        yield name
+        admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+    finally:
+        admin.close()
+
+
+def _in(database: str) -> str:
+    """POSTGRES_URL with its database replaced."""
+    parts = urlsplit(POSTGRES_URL)
+    return urlunsplit(parts._replace(path=f"/{database}"))
+
+
+@pytest.fixture
+def url(database: str, schema: str) -> str:
+    base = _in(database)
+    return f"{base}{'&' if urlsplit(base).query else '?'}schema={schema}"
+
+
+@pytest.fixture
+def admin(database: str) -> Iterator[Any]:
+    import psycopg
+
+    with psycopg.connect(_in(database), autocommit=True) as conn:
+        yield conn
+
 
 JOBS = 120
 CLAIMED = 60
