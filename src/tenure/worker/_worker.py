@@ -518,6 +518,8 @@ class Worker(Claiming, Jobs):
                 partial(self._claim_reply_lost, clock),
             )
             self._slots = Slots(self._job)
+            assert self._settler is not None
+            self._settler.spawn = task_group.start_soon
             await self._claim_loop(task_group, store, queues, burst, clock)
             await self._drain()
             self._slots.close()
