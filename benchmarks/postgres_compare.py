@@ -6,7 +6,8 @@ same run: W worker processes drain N queued no-op jobs; jobs done per second.
         [--jobs 2000] [--repeat 3] [--workers 1,4,16]
 
 Each system gets its own database (``bench_tenure``, ``bench_pgqueuer``,
-``bench_procrastinate``, created afresh by this script), installed with its own tooling.
+``bench_procrastinate``, created afresh by this script; ``--prefix`` renames them),
+installed with its own tooling.
 Before each run the queue is refilled untimed (tenure: one INSERT ... SELECT; pgqueuer:
 ``Queries.enqueue`` with lists; Procrastinate: ``Task.batch_defer_async``), then W worker
 processes are released together (setup untimed) and run until the queue is empty, each
@@ -496,7 +497,14 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--workers", default="1,4,16")
     parser.add_argument("--systems", default=",".join(SYSTEMS))
+    parser.add_argument(
+        "--prefix",
+        default="bench",
+        help="names of the databases made and dropped: <prefix>_tenure, <prefix>_pgqueuer, ... "
+        "(one's own, where others run benchmarks on the same server)",
+    )
     args = parser.parse_args(argv)
+    names = {name: f"{args.prefix}_{name}" for name in ("tenure", "pgqueuer", "procrastinate")}
     systems = args.systems.split(",")
     import pgqueuer
     import procrastinate
@@ -509,11 +517,7 @@ def main(argv: list[str]) -> int:
         f"procrastinate {procrastinate.__version__}, psycopg {psycopg.__version__}"
     )
     print(f"command: python benchmarks/postgres_compare.py {' '.join(argv)}".rstrip())
-    urls = {
-        "tenure": recreate_database(args.url, "bench_tenure"),
-        "pgqueuer": recreate_database(args.url, "bench_pgqueuer"),
-        "procrastinate": recreate_database(args.url, "bench_procrastinate"),
-    }
+    urls = {system: recreate_database(args.url, name) for system, name in names.items()}
     # Every tenure row drains the same database, filled and checked the same way.
     variants = [system for system in SYSTEMS if system.startswith("tenure ")]
     urls.update(dict.fromkeys(variants, urls["tenure"]))
@@ -573,7 +577,7 @@ def main(argv: list[str]) -> int:
                 cost = f"{total:5.0f} us ({server:4.0f} server)"
             print(f"  {system:<19}{medians[system]:>10,.0f}  {spread:<16}{cost}{versus}")
     with psycopg.connect(args.url, autocommit=True) as conn:
-        for name in ("bench_tenure", "bench_pgqueuer", "bench_procrastinate"):
+        for name in names.values():
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     return 0
 

@@ -314,9 +314,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="measured runs per system")
     parser.add_argument("--workers", default="1,4", help="worker processes (default 1,4)")
     parser.add_argument("--batch", type=int, default=BATCH, help="tenure claim_many size")
+    parser.add_argument(
+        "--systems",
+        default=",".join(SYSTEMS),
+        help="comma-separated, of: " + ", ".join(SYSTEMS) + " (default all)",
+    )
     args = parser.parse_args(argv)
     globals()["BATCH"] = args.batch
     worker_counts = [int(part) for part in args.workers.split(",") if part]
+    systems = [system for system in args.systems.split(",") if system]
+    unknown = sorted(set(systems) - set(SYSTEMS))
+    if unknown:
+        parser.error(f"unknown system(s): {', '.join(unknown)}")
+    tenure_rows = [system for system in systems if system in TENURE]
     logging.getLogger("dramatiq").setLevel(logging.WARNING)
 
     import dramatiq
@@ -333,10 +343,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{machine_line()}, Redis {version}, redis-py {redis.__version__}")
     summary = []
     for workers in worker_counts:
-        enqueued = {system: Result(system) for system in SYSTEMS}
-        processed = {system: Result(system) for system in SYSTEMS}
+        enqueued = {system: Result(system) for system in systems}
+        processed = {system: Result(system) for system in systems}
         for rep in range(1 + args.repeat):
-            order = list(SYSTEMS) if rep % 2 == 0 else list(reversed(SYSTEMS))
+            order = list(systems) if rep % 2 == 0 else list(reversed(systems))
             for system in order:
                 tag = f"bench-{uuid.uuid4().hex[:10]}"
                 try:
@@ -359,14 +369,14 @@ def main(argv: list[str] | None = None) -> int:
             f"process, {label}", list(processed.values()), "tenure", unit="jobs/s"
         )
         best = max(processed, key=lambda s: statistics.median(processed[s].rates))
-        rivals = [s for s in SYSTEMS if s not in TENURE]
+        rivals = [s for s in systems if s not in tenure_rows]
         rival = max(rivals, key=lambda s: statistics.median(processed[s].rates))
         summary.append(
             f"{workers}w: fastest {best}; "
             + ", ".join(
                 f"{mine} / {rival} (fastest rival) = {ratios[mine] / ratios[rival]:.2f}x "
                 f"(paired {statistics.median(processed[mine].paired(processed[rival])):.2f}x)"
-                for mine in TENURE
+                for mine in tenure_rows
             )
         )
     print("\n" + "\n".join(summary))

@@ -57,7 +57,7 @@ class Claiming:
         def owner(self) -> str | None: ...
 
         def _start(
-            self, task_group: anyio.abc.TaskGroup, lease: Lease, job: Job, clock: Clock
+            self, task_group: anyio.abc.TaskGroup, claimed: list[tuple[Lease, Job]], clock: Clock
         ) -> None: ...
 
     async def _claim_loop(
@@ -167,14 +167,18 @@ class Claiming:
         worker gives it back instead."""
         assert self._settler is not None
         late: list[str] = []
+        runnable: list[tuple[Lease, Job]] = []
+        now = clock.monotonic()
         for lease, job in claimed:
             if self._stop_requested:
                 why = "claimed as the worker was stopping"
                 task_group.start_soon(self._settler.give_back, lease, why)
-            elif lease.local_deadline <= clock.monotonic():
+            elif lease.local_deadline <= now:
                 late.append(lease.job_id)
             else:
-                self._start(task_group, lease, job, clock)
+                runnable.append((lease, job))
+        if runnable:
+            self._start(task_group, runnable, clock)
         if late:
             # A claim that waited out a store outage (for a connection, say) can be answered
             # after its leases' local deadlines: a handler started now would be stopped at

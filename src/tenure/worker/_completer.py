@@ -9,10 +9,16 @@ completes each job as soon as it finishes, exactly as before; a busy one pays on
 round trip (and one commit) per batch instead of per job. Each job still learns its own
 answer: done, `LeaseLost` for its lease alone, or (once retrying is over, see `Completer`)
 `StoreUnavailable` for the batch.
+
+A job need not wait for its answer at all (`enqueue`, then `lead`): its callback is called
+with the answer, and the worker's task that ran the job goes on to the next one meanwhile
+(no event, cancel scope or suspended frames per job; the job keeps its slot and its lease
+until the callback).
 """
 
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,6 +37,8 @@ from ._stats import Stats
 
 __all__ = ["Completer", "Refill"]
 
+log = logging.getLogger("tenure")
+
 
 @dataclass(frozen=True)
 class Refill:
@@ -48,9 +56,16 @@ class Refill:
 
 
 class _Entry:
-    __slots__ = ("deadline", "error", "judged", "lease", "sent", "value")
+    __slots__ = ("deadline", "done", "error", "judged", "lease", "sent", "value")
 
-    def __init__(self, lease: Lease, value: Any, deadline: Callable[[], float], now: float) -> None:
+    def __init__(
+        self,
+        lease: Lease,
+        value: Any,
+        deadline: Callable[[], float],
+        now: float,
+        done: Callable[[BaseException | None], None] | None = None,
+    ) -> None:
         self.lease = lease
         self.value = value
         self.deadline = deadline  # the lease's local deadline (renewals move it)
@@ -59,6 +74,7 @@ class _Entry:
         self.judged = deadline() <= now
         self.error: BaseException | None = None
         self.sent = False  # answered: by the store, or given up
+        self.done = done  # `Completer.enqueue`'s callback (None: a caller awaits it)
 
     def answer(self) -> None:
         if self.error is not None:
@@ -66,6 +82,11 @@ class _Entry:
 
     def settle(self, error: BaseException | None) -> None:
         self.error, self.sent = error, True
+        if self.done is not None:
+            try:
+                self.done(error)
+            except Exception:  # one job's bookkeeping must not cost the others theirs
+                log.exception("tenure: a completion callback failed")
 
 
 class Completer:
@@ -139,20 +160,52 @@ class Completer:
                 continue
             # Lead one batch (everything queued, ours included), then hand over: a leader
             # that kept going while others keep finishing would never free its own slot.
-            self._sending = True
-            try:
-                # One turn of the event loop first (not a timer, and not a cancellation
-                # point): jobs finishing in this same turn, such as a batch claimed
-                # together whose handlers did no I/O, join this call instead of waiting
-                # for the next one.
-                await anyio.lowlevel.cancel_shielded_checkpoint()
-                batch = self._pending[:MAX_BATCH]
-                del self._pending[:MAX_BATCH]
-                await self._lead(batch)
-            finally:
-                self._sending = False
-                self._wake()
+            await self._lead_one()
+        if self._pending and not self._sending and not self._awaited():
+            # Only `enqueue`'s entries are left, and nobody waits to lead them.
+            with anyio.CancelScope(shield=True):
+                await self.lead()
         entry.answer()
+
+    def enqueue(
+        self,
+        lease: Lease,
+        value: Any,
+        deadline: Callable[[], float],
+        done: Callable[[BaseException | None], None],
+    ) -> None:
+        """Queue a completion without waiting for it: ``done(error)`` is called on the
+        event loop once it is answered (``error`` None: completed; else what `complete`
+        would raise). The caller then awaits `lead` so that a batch is on its way."""
+        self._pending.append(_Entry(lease, value, deadline, self._clock.monotonic(), done))
+
+    async def lead(self) -> None:
+        """Send what is queued, batch after batch, unless another caller is at it already
+        (it sends ours too). Shielded: a batch once led is answered whatever happens to the
+        caller, as each of its jobs still waits for that answer to settle."""
+        while self._pending and not self._sending:
+            with anyio.CancelScope(shield=True):
+                await self._lead_one()
+            if self._awaited():
+                return  # their callers take turns leading (they are woken by the handover)
+
+    def _awaited(self) -> bool:
+        """Whether a queued entry has a caller of `complete` waiting for it."""
+        return any(entry.done is None for entry in self._pending)
+
+    async def _lead_one(self) -> None:
+        self._sending = True
+        try:
+            # One turn of the event loop first (not a timer, and not a cancellation
+            # point): jobs finishing in this same turn, such as a batch claimed together
+            # whose handlers did no I/O, join this call instead of waiting for the next one.
+            await anyio.lowlevel.cancel_shielded_checkpoint()
+            batch = self._pending[:MAX_BATCH]
+            del self._pending[:MAX_BATCH]
+            await self._lead(batch)
+        finally:
+            self._sending = False
+            self._wake()
 
     async def _lead(self, batch: list[_Entry]) -> None:
         """Send ``batch`` until every entry of it has its answer."""

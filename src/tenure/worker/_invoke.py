@@ -2,8 +2,8 @@
 
 * ``async def`` handlers run on the worker's event loop, in a cancel scope that the lease's
   loss cancels;
-* sync handlers run on a daemon thread of their own (`DaemonThread`); a thread cannot be
-  stopped, so the handler sees ``ctx.lost`` and is reminded until it returns;
+* sync handlers run on a daemon thread of the invoker's pool (`DaemonThread`); a thread
+  cannot be stopped, so the handler sees ``ctx.lost`` and is reminded until it returns;
 * with ``isolation="process"``, either kind runs in a child process (`_process`).
 
 At a handler's timeout (a loss of kind ``timed_out``) the async handler is cancelled and the
@@ -137,12 +137,16 @@ class Invoker:
             name=f"tenure-job-{context.job_id}"[:64],
             pool=self._threads,
         )
+        # Until the lease is lost, only the thread is waited for (no helper tasks), in one
+        # scope that the loss and the worker's stopping (`Running.abandon`) both cancel.
+        with anyio.CancelScope() as until_lost:
+            running.wait_scope = until_lost
+            running.handle.on_loss(partial(self._caller.call_soon, until_lost.cancel))
+            return await thread.wait()
+        if running.abandoned:
+            return Outcome("abandoned")
         with anyio.CancelScope() as wait_scope:
             running.wait_scope = wait_scope
-            # Until the lease is lost, only the thread is waited for (no helper tasks).
-            with anyio.CancelScope() as until_lost:
-                running.handle.on_loss(partial(self._caller.call_soon, until_lost.cancel))
-                return await thread.wait()
             # Lost while the thread runs: remind it, and leave it at its timeout.
             lost = anyio.Event()
             lost.set()

@@ -16,6 +16,7 @@ import anyio.abc
 
 from .._clock import Clock
 from ..models import Job, Lease
+from ._completer import Completer
 from ._config import Config, Handler
 from ._context import JobContext, set_current
 from ._invoke import Invoker, Running, attempt_timeout
@@ -26,7 +27,7 @@ from ._retry import Outage
 from ._settle import Settler, note_loss
 from ._slots import Slots
 from ._stats import Stats
-from ._telemetry import job_spans
+from ._telemetry import job_spans, tracing
 
 __all__ = ["Jobs"]
 
@@ -42,6 +43,7 @@ class Jobs:
     _jobs: dict[tuple[str, int], Running]
     _keeper: LeaseKeeper | None
     _settler: Settler | None
+    _completer: Completer | None
     _invoker: Invoker | None
     _slots: Slots[Running] | None
     _outage: Outage | None
@@ -49,41 +51,54 @@ class Jobs:
     _idle_scope: anyio.CancelScope | None
     _slot_freed: anyio.Event | None
 
-    def _start(self, task_group: anyio.abc.TaskGroup, lease: Lease, job: Job, clock: Clock) -> None:
+    def _start(
+        self, task_group: anyio.abc.TaskGroup, claimed: list[tuple[Lease, Job]], clock: Clock
+    ) -> None:
+        """Start the jobs of one claim: registered with the registry and the keeper as one
+        batch (one lock each, not one per job), then each on a slot task."""
         assert self._keeper is not None
-        handler = self._handlers[job.queue]
-        spans = job_spans(job, lease)  # None without OpenTelemetry
-        handle = LeaseHandle(
-            lease,
-            clock,
-            on_lost=partial(note_loss, self._stats, outage=self._outage, spans=spans),
-            timeout=attempt_timeout(job, handler, self._config.timeout),
-        )
-        running = Running(
-            handler=handler,
-            isolation=handler.isolation or self._config.isolation,
-            retry=handler.retry or self._config.retry,
-            job=job,
-            handle=handle,
-            context=JobContext(handle, job),
-            spans=spans,
-        )
-        self._stats.incr("claimed")
-        self._jobs[(lease.job_id, lease.generation)] = running
-        REGISTRY.add(handle)
-        self._keeper.add(handle)
         assert self._slots is not None
-        self._slots.start(task_group, running)
+        traced = tracing()  # once per claim: a provider set meanwhile traces the next one
+        handlers, config = self._handlers, self._config
+        on_lost = partial(note_loss, self._stats, outage=self._outage)
+        started: list[Running] = []
+        for lease, job in claimed:
+            handler = handlers[job.queue]
+            spans = job_spans(job, lease) if traced else None
+            handle = LeaseHandle(
+                lease,
+                clock,
+                on_lost=on_lost if spans is None else partial(on_lost, spans=spans),
+                timeout=attempt_timeout(job, handler, config.timeout),
+            )
+            running = Running(
+                handler=handler,
+                isolation=handler.isolation or config.isolation,
+                retry=handler.retry or config.retry,
+                job=job,
+                handle=handle,
+                context=JobContext(handle, job),
+                spans=spans,
+            )
+            self._jobs[(lease.job_id, lease.generation)] = running
+            started.append(running)
+        handles = [running.handle for running in started]
+        self._stats.incr("claimed", len(started))
+        REGISTRY.add_many(handles)
+        self._keeper.add_many(handles)
+        for running in started:
+            self._slots.start(task_group, running)
 
     async def _job(self, running: Running) -> None:
         assert self._invoker is not None
         assert self._settler is not None
+        assert self._completer is not None
         handle = running.handle
-        lease = handle.lease
         if log.isEnabledFor(logging.DEBUG):
-            extra = lease_extra(lease, queue=running.job.queue, attempt=lease.attempt)
+            extra = lease_extra(handle.lease, queue=running.job.queue, attempt=handle.lease.attempt)
             log.debug("job started", extra=extra)
         set_current(running.context)
+        handed_off = False
         try:
             try:
                 outcome = await self._invoker(running)
@@ -93,23 +108,36 @@ class Jobs:
                 with anyio.CancelScope(shield=True), anyio.move_on_after(5):
                     await self._settler.settle(running, Outcome("abandoned"))
                 raise
+            # Most jobs: completed in a batch with no wait here; the completer calls
+            # `_finished` with the store's answer, and this task runs the next job.
+            handed_off = self._settler.hand_off(running, outcome, partial(self._finished, running))
+            if handed_off:
+                await self._completer.lead()
+                return
             with anyio.CancelScope(shield=True):
                 await self._settler.settle(running, outcome)
             await self._invoker.outlive(running)  # a timed-out thread keeps its slot
         finally:
-            handle.finish()
-            if self._keeper is not None:
-                self._keeper.remove(handle)
-            self._jobs.pop((lease.job_id, lease.generation), None)
             set_current(None)  # the slot task runs other jobs next
-            # The claim loop waits for a free slot (or, draining, for the last job).
-            if self._slot_freed is not None and (
-                len(self._jobs) < self._config.concurrency or self._stop_requested
-            ):
-                self._slot_freed.set()
-            # The idle claim loop looks again once its last job ended: a burst may be
-            # waiting for it, and a limited queue has room again (no store notifies that;
-            # its wait would last until the first lease's end). On Redis this costs the
-            # wait's connection (a BLPOP cut off mid-reply is not reused).
-            if self._idle_scope is not None and not self._jobs:
-                self._idle_scope.cancel()
+            if not handed_off:
+                self._finished(running)
+
+    def _finished(self, running: Running) -> None:
+        """On the loop, once the job is settled: forget it and free its slot."""
+        handle = running.handle
+        lease = handle.lease
+        handle.finish()
+        if self._keeper is not None:
+            self._keeper.remove(handle)
+        self._jobs.pop((lease.job_id, lease.generation), None)
+        # The claim loop waits for a free slot (or, draining, for the last job).
+        if self._slot_freed is not None and (
+            len(self._jobs) < self._config.concurrency or self._stop_requested
+        ):
+            self._slot_freed.set()
+        # The idle claim loop looks again once its last job ended: a burst may be
+        # waiting for it, and a limited queue has room again (no store notifies that;
+        # its wait would last until the first lease's end). On Redis this costs the
+        # wait's connection (a BLPOP cut off mid-reply is not reused).
+        if self._idle_scope is not None and not self._jobs:
+            self._idle_scope.cancel()

@@ -91,11 +91,19 @@ class LeaseKeeper:
                 thread.join(max(0.0, deadline - time.monotonic()))
 
     def add(self, handle: LeaseHandle) -> None:
-        lease = handle.lease
+        self.add_many([handle])
+
+    def add_many(self, handles: list[LeaseHandle]) -> None:
+        """Keep ``handles`` alive: a claim's leases are registered under one lock."""
         with self._cond:
-            handle.next_renew_at = self._clock.monotonic() + self._period(lease)
-            self._handles.add(handle)
-            if handle.next_renew_at < self._renew_wake or handle.decide_at() < self._watch_wake:
+            now = self._clock.monotonic()
+            renew_at = watch_at = math.inf
+            for handle in handles:
+                handle.next_renew_at = now + self._period(handle.lease)
+                self._handles.add(handle)
+                renew_at = min(renew_at, handle.next_renew_at)
+                watch_at = min(watch_at, handle.decide_at())
+            if renew_at < self._renew_wake or watch_at < self._watch_wake:
                 self._cond.notify_all()
 
     def remove(self, handle: LeaseHandle) -> None:

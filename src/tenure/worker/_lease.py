@@ -305,9 +305,14 @@ class _Registry:
         self._ended: OrderedDict[tuple[str, str, int], TokenState] = OrderedDict()
 
     def add(self, handle: LeaseHandle) -> None:
-        lease = handle.lease
+        self.add_many([handle])
+
+    def add_many(self, handles: list[LeaseHandle]) -> None:
         with self._lock:
-            self._live.setdefault((lease.job_id, lease.generation), []).append(handle)
+            live = self._live
+            for handle in handles:
+                lease = handle.lease
+                live.setdefault((lease.job_id, lease.generation), []).append(handle)
 
     def end(self, handle: LeaseHandle, state: TokenState) -> None:
         lease = handle.lease

@@ -28,6 +28,10 @@ class LoopCaller:
 
     def __init__(self, schedule: Callable[[Callable[[], object]], object]) -> None:
         self._schedule = schedule
+        # `call_soon_batched`: callbacks waiting for the one loop wake-up scheduled for them.
+        self._lock = threading.Lock()
+        self._batch: list[Callable[[], object]] = []
+        self._scheduled = False
 
     @classmethod
     def current(cls) -> LoopCaller:
@@ -46,6 +50,25 @@ class LoopCaller:
         except Exception:  # loop closed or run finished
             return False
         return True
+
+    def call_soon_batched(self, callback: Callable[[], object]) -> None:
+        """Run ``callback`` on the loop soon, with any others handed in meanwhile: one wake
+        of the loop (a write to its self-pipe, a GIL hand-over) for handler threads that
+        end together, not one each. For callbacks that must not wait behind the loop's
+        other work, such as a lease's loss, use `call_soon`."""
+        with self._lock:
+            self._batch.append(callback)
+            if self._scheduled:
+                return
+            self._scheduled = True
+        self.call_soon(self._run_batch)
+
+    def _run_batch(self) -> None:
+        with self._lock:
+            batch, self._batch = self._batch, []
+            self._scheduled = False
+        for callback in batch:
+            callback()
 
 
 class ThreadPool:
@@ -116,7 +139,7 @@ class DaemonThread(Generic[T]):
             except BaseException as exc:
                 self._outcome.append((False, exc))
             finally:
-                caller.call_soon(self._done.set)
+                caller.call_soon_batched(self._done.set)
 
         if pool is None:
             threading.Thread(target=target, name=name, daemon=True).start()

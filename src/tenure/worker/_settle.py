@@ -102,6 +102,54 @@ class Settler:
         self._stats = stats
         self._rng = rng
         self._outage = outage or Outage(store.clock, stats)
+        # Starts a task in the worker's task group (`hand_off` needs one for a result the
+        # store refused: that job is failed instead).
+        self.spawn: Callable[..., object] | None = None
+
+    def hand_off(self, running: Running, outcome: Outcome, finished: Callable[[], None]) -> bool:
+        """The common settle without waiting: a handler that returned under a lease still
+        held, untraced, is completed through `Completer.enqueue` (the caller then awaits
+        `Completer.lead`), and ``finished()`` is called once the store has answered, as
+        after `settle`. False: nothing was done, `settle` it."""
+        handle = running.handle
+        if (
+            outcome.kind != "ok"
+            or running.spans is not None
+            or self._outage.lost is not None
+            or handle.settling() is not None
+        ):
+            return False
+        REGISTRY.end(handle, "ended")
+
+        def deadline() -> float:
+            # A lease revoked meanwhile (the worker's grace ended) is retried no more.
+            return -math.inf if handle.is_lost() else handle.lease.local_deadline
+
+        def answered(error: BaseException | None) -> None:
+            if error is None:
+                self._stats.incr("completed")
+                if log.isEnabledFor(logging.DEBUG):
+                    log.debug("job completed", extra=_job_extra(running))
+                finished()
+            elif isinstance(error, InvalidArgument) and self.spawn is not None:
+                self.spawn(self._refused, running, error, finished)
+            else:
+                try:
+                    self._call_failed("complete", running, error)
+                finally:
+                    finished()
+
+        self._completer.enqueue(handle.lease, outcome.value, deadline, answered)
+        return True
+
+    async def _refused(
+        self, running: Running, error: InvalidArgument, finished: Callable[[], None]
+    ) -> None:
+        try:
+            with anyio.CancelScope(shield=True):
+                await self.fail(running, f"the handler's result was refused: {error}")
+        finally:
+            finished()
 
     async def settle(self, running: Running, outcome: Outcome) -> None:
         spans = running.spans
@@ -290,20 +338,8 @@ class Settler:
                 # answer (done, or stale) is the truth, and a late one is still taken.
                 await call(handle.lease)
                 break
-            except LeaseLost as exc:
-                self._stats.incr("stale_rejections")
-                log.warning(
-                    "store rejected %s: the lease is no longer current",
-                    operation,
-                    extra={**extra, "error": str(exc)},
-                )
-                return False
-            except StoreLost as exc:
-                self._stats.incr("store_errors")
-                self._outage.store_lost(exc)
-                return False
             except StoreUnavailable as exc:
-                if retry:
+                if retry and not isinstance(exc, StoreLost):
                     self._stats.incr("store_errors")
                     failures += 1
                     self._outage.failed(exc, operation=operation)
@@ -317,11 +353,41 @@ class Settler:
                         self._stats.incr("settle_retries")
                         await anyio.sleep(wait)
                         continue
-                if self._outage.lost is None:
-                    self._gave_up(operation, handle, exc, extra)
+                self._call_failed(operation, running, exc, extra=extra)
+                return False
+            except LeaseLost as exc:
+                self._call_failed(operation, running, exc, extra=extra)
                 return False
         self._outage.ok()
         return True
+
+    def _call_failed(
+        self,
+        operation: str,
+        running: Running,
+        error: BaseException,
+        *,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        """A settle's store call ended in ``error`` (no more retrying): log and count it;
+        raise it if it is none of the store's answers about the lease or its availability."""
+        if extra is None:
+            extra = _job_extra(running)
+        if isinstance(error, LeaseLost):
+            self._stats.incr("stale_rejections")
+            log.warning(
+                "store rejected %s: the lease is no longer current",
+                operation,
+                extra={**extra, "error": str(error)},
+            )
+        elif isinstance(error, StoreLost):
+            self._stats.incr("store_errors")
+            self._outage.store_lost(error)
+        elif isinstance(error, StoreUnavailable):
+            if self._outage.lost is None:
+                self._gave_up(operation, running.handle, error, extra)
+        else:
+            raise error
 
     def _gave_up(
         self, operation: str, handle: LeaseHandle, error: StoreUnavailable, extra: dict[str, Any]

@@ -41,7 +41,7 @@ try:
 except ImportError:  # the otel extra is optional: no spans at all
     _trace = None  # type: ignore[assignment]
 
-__all__ = ["JobSpans", "claim_span", "job_spans", "settle_action"]
+__all__ = ["JobSpans", "claim_span", "job_spans", "settle_action", "tracing"]
 
 SYSTEM = "tenure"
 _NULL = contextlib.nullcontext()
@@ -65,8 +65,8 @@ def _tracer() -> Any:
 
 def _enabled() -> bool:
     """Whether the application set a real `TracerProvider` (the SDK's): until it does, the
-    API's spans record nothing, so none is made at all (checked per job, so a provider
-    set later is used from the next job on)."""
+    API's spans record nothing, so none is made at all (checked per claim, so a
+    provider set later is used from the next claim on)."""
     if _trace is None:
         return False
     provider = _trace.get_tracer_provider()
@@ -230,6 +230,12 @@ def _extracted(job: Job) -> Any:
         return propagate.extract(job.headers)
     except Exception:  # the job runs all the same, in a trace of its own
         return None
+
+
+def tracing() -> bool:
+    """Whether jobs are traced now (OpenTelemetry installed and a tracer provider set):
+    asked once per claim, as finding the provider reads the environment."""
+    return _enabled()
 
 
 def job_spans(job: Job, lease: Lease) -> JobSpans | None:
