@@ -51,6 +51,58 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
+# The suite runs on two pytest-xdist workers (pyproject's addopts: -n 2 --dist loadgroup).
+# Tests of real time with processes of their own (chaos runs, worker processes under pauses
+# and kills, throwaway servers) are one group, run one after another on one worker: beside
+# each other they would share the machine's two cores with their own kind, and their
+# bounds (a pause point reached within 3 s, a loss noticed within 100 ms, no re-execution
+# across a store restart) are about the code, not about a machine loaded twice over.
+# Everything else, mostly round trips to a store, runs on the other worker beside them.
+REAL_TIME_MODULES = (
+    "tests/chaos/test_runs.py",
+    "tests/chaos/test_cancel_fault.py",
+    "tests/chaos/test_lock_runs.py",
+    "tests/chaos/test_flow_runs.py",
+    "tests/chaos/test_report.py",
+    "tests/chaos/test_outages.py",
+    "tests/worker/test_processes.py",
+    "tests/worker/test_periodic_fleet.py",
+    "tests/worker/test_store_outage.py",
+    "tests/worker/test_start_outage.py",
+    "tests/locks/test_processes.py",
+    "tests/postgres/test_failover.py",
+    "tests/postgres/test_chaos.py",
+    "tests/postgres/test_time.py",
+    "tests/postgres/test_restore.py",
+)
+# The group's most load-sensitive runs (a store server of the run's own restarted and
+# killed, a failover under workers) go last: the group takes longest, so by then the other
+# worker has usually finished and they have the machine to themselves.
+REAL_TIME_LAST = (
+    "tests/chaos/test_store_faults.py",
+    "tests/chaos/test_failover_fault.py",
+)
+
+
+def _real_time(module: str) -> bool:
+    return module in REAL_TIME_MODULES or (
+        module.startswith("tests/conformance/test_") and "race" in module
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    last = []
+    for item in list(items):
+        module = item.nodeid.split("::", 1)[0]
+        if module in REAL_TIME_LAST:
+            last.append(item)
+            items.remove(item)
+        elif not _real_time(module):
+            continue
+        item.add_marker(pytest.mark.xdist_group("real-time"))
+    items.extend(last)
+
+
 @pytest.fixture(params=BACKENDS, ids=str)
 def backend(request: pytest.FixtureRequest) -> Backend:
     return request.param  # type: ignore[no-any-return]
