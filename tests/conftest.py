@@ -59,7 +59,7 @@ def pytest_configure(config: pytest.Config) -> None:
 # no re-execution across a store restart) are about the code, not about a machine loaded
 # twice over. Everything else, mostly round trips to a store, runs on the other worker.
 # The README's command (and CI) runs serially: in two full CI=true runs on two workers
-# (631 and 675 s of pytest against about 830-860 s serially), each had a failure that
+# (631 and 675 s of pytest against 993 s serially), each had a failure that
 # load explains (a SQLite lock test's busy timeout, an unsafe chaos run's pauses not
 # reached, the HOT share below), which a serial run has not shown.
 REAL_TIME_MODULES = (
