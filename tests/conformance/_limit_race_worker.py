@@ -44,10 +44,17 @@ def main() -> None:
             )
         return list(taken)
 
+    # The first worker's first settled lease always stalls, so that every run has a lease
+    # that expires (a 10 % chance per lease alone left some runs without one).
+    stall_first: bool = config.get("stall_first", False)
+    stalled = False
+
     def settle(lease: tenure.Lease) -> None:
+        nonlocal stalled
         roll = rng.random()
         try:
-            if roll < 0.1:
+            if roll < 0.1 or (stall_first and not stalled):
+                stalled = True
                 return  # stalled: the lease runs out by itself
             time.sleep(rng.uniform(0, 0.004))
             if roll < 0.2:

@@ -87,6 +87,7 @@ def test_eight_processes_never_exceed_a_queue_limit(url: str, tmp_path: Path) ->
                             "queue": QUEUE,
                             "jobs": job_ids,
                             "ttl": 0.25,
+                            "stall_first": i == 0,
                         }
                     ),
                 ],

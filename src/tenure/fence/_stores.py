@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TypeVar
 
+from .._sqlite import enter_wal
 from .._validate import validate_id
 from ..errors import InvalidArgument, StaleToken
 from ..models import FencingToken
@@ -98,7 +99,7 @@ class SQLiteFenceStore:
             conn = sqlite3.connect(
                 self.path, timeout=timeout, isolation_level=None, check_same_thread=False
             )
-            conn.execute("PRAGMA journal_mode=WAL")
+            enter_wal(conn, timeout)
             conn.execute("PRAGMA synchronous=FULL")  # an accepted generation survives a crash
         except sqlite3.Error as exc:
             raise InvalidArgument("path", f"cannot open SQLite file {self.path!r}: {exc}") from exc

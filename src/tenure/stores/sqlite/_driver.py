@@ -28,6 +28,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from ..._clock import Clock, SystemClock, boot_clock
 from ..._protocol import Completion, JobRow, Outcome, Status, Submission
 from ..._resources import migrations
+from ..._sqlite import enter_wal
 from ..._validate import MAX_GENERATION
 from ...errors import InvalidArgument, StoreLost, StoreUnavailable
 from .. import refuse_fragment
@@ -130,7 +131,7 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin, SQLiteSchedules):
             self._file = _identity(self.path)
             self._file_checked = time.monotonic()
             if self.path != ":memory:":
-                self._conn.execute("PRAGMA journal_mode=WAL")
+                enter_wal(self._conn, busy_timeout)
             # FULL: a committed generation survives power loss. With NORMAL a crash can
             # roll back the last commits and hand out a generation a second time.
             self._conn.execute(f"PRAGMA synchronous={synchronous.upper()}")
