@@ -31,6 +31,7 @@ from hypothesis import HealthCheck, settings
 
 import tenure
 import tenure.aio
+from tests._phases import REAL_TIME_LAST, make_scheduler, module_of
 from tests.backends import BACKENDS, IN_CI, Backend
 
 # The stateful conformance test runs once per backend: keep each run to a few seconds.
@@ -51,63 +52,17 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
-# For a faster run on two cores: `python -m pytest -n 2 --dist loadgroup` (pytest-xdist,
-# in the test extra). Tests of real time with processes of their own (chaos runs, worker
-# processes under pauses and kills, throwaway servers) are one group, run one after another
-# on one worker: beside each other they would share the machine's two cores with their own
-# kind, and their bounds (a pause point reached within 3 s, a loss noticed within 100 ms,
-# no re-execution across a store restart) are about the code, not about a machine loaded
-# twice over. Everything else, mostly round trips to a store, runs on the other worker.
-# The README's command (and CI) runs serially: in two full CI=true runs on two workers
-# (631 and 675 s of pytest against 993 s serially), each had a failure that
-# load explains (a SQLite lock test's busy timeout, an unsafe chaos run's pauses not
-# reached, the HOT share below), which a serial run has not shown.
-REAL_TIME_MODULES = (
-    "tests/chaos/test_runs.py",
-    "tests/chaos/test_cancel_fault.py",
-    "tests/chaos/test_lock_runs.py",
-    "tests/chaos/test_flow_runs.py",
-    "tests/chaos/test_report.py",
-    "tests/chaos/test_outages.py",
-    "tests/worker/test_processes.py",
-    "tests/worker/test_periodic_fleet.py",
-    "tests/worker/test_store_outage.py",
-    "tests/worker/test_start_outage.py",
-    "tests/locks/test_processes.py",
-    "tests/postgres/test_failover.py",
-    "tests/postgres/test_chaos.py",
-    "tests/postgres/test_time.py",
-    "tests/postgres/test_restore.py",
-)
-# The group's most load-sensitive tests go last: the group takes longest, so by then the
-# other worker has finished and they have the machine to themselves. A store server of the
-# run's own restarted and killed, a failover under workers, and the HOT share of
-# renewals (old row versions are pruned only once no snapshot can see them: with the other
-# worker's transactions open on the server, 84 of 480 renewals were HOT, every time).
-REAL_TIME_LAST = (
-    "tests/chaos/test_store_faults.py",
-    "tests/chaos/test_failover_fault.py",
-    "tests/postgres/test_hot.py",
-)
-
-
-def _real_time(module: str) -> bool:
-    return module in REAL_TIME_MODULES or (
-        module.startswith("tests/conformance/test_") and "race" in module
-    )
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    last = []
-    for item in list(items):
-        module = item.nodeid.split("::", 1)[0]
-        if module in REAL_TIME_LAST:
-            last.append(item)
-            items.remove(item)
-        elif not _real_time(module):
-            continue
-        item.add_marker(pytest.mark.xdist_group("real-time"))
-    items.extend(last)
+    last = [item for item in items if module_of(item.nodeid) in REAL_TIME_LAST]
+    items[:] = [item for item in items if module_of(item.nodeid) not in REAL_TIME_LAST] + last
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """The suite's two phases (tests/_phases.py), unless ``--dist each`` asks otherwise."""
+    if config.getoption("dist") == "each":
+        return None
+    return make_scheduler(config, log)
 
 
 @pytest.fixture(params=BACKENDS, ids=str)

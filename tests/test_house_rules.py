@@ -173,6 +173,7 @@ FLOORS: list[tuple[str, ...]] = [
         "tenure._clock",
         "tenure._concurrency",
         "tenure._resources",
+        "tenure._sqlite",
         "tenure._queue_stats",
         "tenure._schedule",
         "tenure._seams",

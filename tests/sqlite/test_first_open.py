@@ -32,9 +32,7 @@ def _open_fence(path: Path) -> Any:
 
 
 @pytest.mark.parametrize("opener", [_open_store, _open_fence], ids=["store", "fence"])
-def test_openers_of_a_new_file_all_succeed(
-    tmp_path: Path, opener: Callable[[Path], Any]
-) -> None:
+def test_openers_of_a_new_file_all_succeed(tmp_path: Path, opener: Callable[[Path], Any]) -> None:
     failures: list[BaseException] = []
     for n in range(FILES):
         path = tmp_path / f"new-{n}.db"
