@@ -10,10 +10,14 @@ import shlex
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import pytest
-from starlette.testclient import TestClient
+
+with warnings.catch_warnings():  # starlette 1.x would rather have httpx2 behind TestClient
+    warnings.simplefilter("ignore")
+    from starlette.testclient import TestClient
 
 import tenure
 from tenure.chaos import make_schedule, store_kind
