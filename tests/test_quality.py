@@ -31,8 +31,8 @@ def test_generated_sync_code_is_current() -> None:
 @pytest.mark.parametrize(
     "command",
     [
-        ("ruff", "check", "src", "tests", "tools", "benchmarks"),
-        ("ruff", "format", "--check", "src", "tests", "tools", "benchmarks"),
+        ("ruff", "check", "."),
+        ("ruff", "format", "--check", "."),
         ("mypy",),
     ],
     ids=["ruff-check", "ruff-format", "mypy-strict"],
