@@ -184,6 +184,30 @@ def test_job_page_shows_lease_owner_generation_and_values(
     assert '"rows": 12' in done
 
 
+def test_job_page_shows_headers_and_unique_key(client: TestClient, store: tenure.Store) -> None:
+    store.submit(
+        "mail-9",
+        headers={
+            "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "tenant": "<acme>",
+        },
+        unique_key="mail:ada",
+    )
+    page = client.get("/job", params={"id": "mail-9"}).text
+    text = _text(page)
+    assert "unique key mail:ada" in text
+    assert "tenant <acme>" in text
+    assert "traceparent 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" in text
+    assert "&lt;acme&gt;" in page  # escaped, as every value the page shows
+    # Sorted by name: tenant before traceparent.
+    assert text.index("tenant") < text.index("traceparent")
+
+    store.submit("plain")
+    plain = _text(client.get("/job", params={"id": "plain"}).text)
+    assert "Headers none" in plain
+    assert "unique key —" in plain
+
+
 def test_job_page_of_a_job_never_claimed(client: TestClient, store: tenure.Store) -> None:
     store.submit("fresh")
     page = client.get("/job", params={"id": "fresh"}).text
