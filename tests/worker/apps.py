@@ -115,6 +115,19 @@ def poison_process(ctx: JobContext) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+def trace_seen(ctx: JobContext) -> dict[str, Any]:
+    """The trace context current in the handler (run with process isolation: the child's)."""
+    from opentelemetry import baggage, trace
+
+    span = trace.get_current_span().get_span_context()
+    return {
+        "trace_id": format(span.trace_id, "032x"),
+        "span_id": format(span.span_id, "016x"),
+        "tenant": baggage.get_baggage("tenant"),
+        "pid": os.getpid(),
+    }
+
+
 def write_pid_and_sleep(ctx: JobContext) -> str:
     """For process isolation with a ManualClock: the first attempt sleeps until killed."""
     if ctx.lease.generation > 1:

@@ -5,6 +5,7 @@ the handler span that continues that trace (issue #20)."""
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -14,6 +15,7 @@ import pytest
 
 import tenure
 from tenure.worker import JobContext
+from tests.worker import apps
 from tests.worker._support import run_burst, running, wait_until
 
 pytest.importorskip("opentelemetry.sdk")
@@ -224,6 +226,30 @@ def test_the_handler_span_continues_the_trace_of_the_submit(
     assert headers == dict(job.headers)
     assert set(headers) == {"traceparent", "baggage"}
     assert tenant == "t1"  # the submit's baggage is current in the handler
+
+
+def test_a_process_handler_continues_the_handler_span(
+    make_worker: MakeWorker, store: tenure.Store, spans: InMemorySpanExporter
+) -> None:
+    # isolation="process": the handler span (and the submit's baggage) is current in the
+    # child too, so spans the child opens join the trace.
+    worker = make_worker()
+    worker.register("q", apps.trace_seen, isolation="process")
+    with trace.get_tracer("app").start_as_current_span("request") as request:
+        token = context.attach(baggage.set_baggage("tenant", "t1"))
+        try:
+            store.submit("J", queue="q")
+        finally:
+            context.detach(token)
+    run_burst(worker)
+    job = store.get("J")
+    assert job.state == "done", job.error
+    process = _one(spans, "process q")
+    assert process.context.trace_id == request.get_span_context().trace_id
+    assert job.result["pid"] != os.getpid()
+    assert job.result["trace_id"] == format(process.context.trace_id, "032x")
+    assert job.result["span_id"] == format(process.context.span_id, "016x")
+    assert job.result["tenant"] == "t1"
 
 
 def test_submit_injects_the_current_context_unless_given(

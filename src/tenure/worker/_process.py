@@ -41,6 +41,7 @@ from ._lease import LeaseHandle, lease_extra
 from ._loop import LoopCaller, run_in_daemon_thread
 from ._outcome import Outcome, handler_outcome
 from ._stats import Stats
+from ._telemetry import continued, current_carrier
 
 __all__ = [
     "EXIT_DEADLINE",
@@ -134,8 +135,10 @@ def child_main(
     job: Job,
     lease: Lease,
     deadline: float | None,
+    trace_carrier: dict[str, str] | None = None,
 ) -> None:
-    """Entry point of a handler's child process."""
+    """Entry point of a handler's child process; ``trace_carrier`` is the worker's handler
+    span as propagator headers (None: no trace)."""
     # The worker decides when this process ends: a Ctrl-C or a SIGTERM sent to the whole
     # process group (terminals, systemd) must not cut the handler short in the middle of
     # the grace period. The worker kills it (SIGKILL) when the lease is lost or given back,
@@ -159,7 +162,8 @@ def child_main(
         def call() -> Any:
             return handler(context)
 
-    outcome = handler_outcome(context, call).portable()
+    with continued(trace_carrier):
+        outcome = handler_outcome(context, call).portable()
     try:
         conn.send(outcome)
     except Exception as exc:
@@ -214,7 +218,14 @@ async def run_in_process(
     on_system_clock = isinstance(handle.clock, SystemClock)
     process = mp.Process(
         target=child_main,
-        args=(child, function, job, lease, lease.local_deadline if on_system_clock else None),
+        args=(
+            child,
+            function,
+            job,
+            lease,
+            lease.local_deadline if on_system_clock else None,
+            current_carrier(),  # the handler span, current here (Invoker.__call__)
+        ),
         name=f"tenure-job-{lease.job_id}"[:64],
     )
     if on_system_clock:

@@ -41,7 +41,15 @@ try:
 except ImportError:  # the otel extra is optional: no spans at all
     _trace = None  # type: ignore[assignment]
 
-__all__ = ["JobSpans", "claim_span", "job_spans", "settle_action", "tracing"]
+__all__ = [
+    "JobSpans",
+    "claim_span",
+    "continued",
+    "current_carrier",
+    "job_spans",
+    "settle_action",
+    "tracing",
+]
 
 SYSTEM = "tenure"
 _NULL = contextlib.nullcontext()
@@ -230,6 +238,43 @@ def _extracted(job: Job) -> Any:
         return propagate.extract(job.headers)
     except Exception:  # the job runs all the same, in a trace of its own
         return None
+
+
+def current_carrier() -> dict[str, str] | None:
+    """The current trace context (its baggage too) as propagator headers, for a handler's
+    child process (`isolation="process"`), or None when no span is current. The child
+    cannot share the worker's context variables, so the context crosses the pipe as the
+    headers a job carries cross the store."""
+    if _trace is None or not _trace.get_current_span().get_span_context().is_valid:
+        return None
+    try:
+        from opentelemetry import propagate
+
+        carrier: dict[str, str] = {}
+        propagate.inject(carrier)
+    except Exception:  # a propagator of the application's own failed: no trace, same job
+        return None
+    return carrier or None
+
+
+@contextlib.contextmanager
+def continued(carrier: dict[str, str] | None) -> Iterator[None]:
+    """In a handler's child process: the worker's handler span (from `current_carrier`)
+    current while the handler runs, so spans it opens are that span's children and the
+    submit's baggage reaches it, as with the other isolation modes."""
+    token = None
+    if carrier and _trace is not None:
+        try:
+            from opentelemetry import propagate
+
+            token = _context.attach(propagate.extract(carrier))
+        except Exception:  # the handler runs all the same, in a trace of its own
+            token = None
+    try:
+        yield
+    finally:
+        if token is not None:
+            _context.detach(token)
 
 
 def tracing() -> bool:
