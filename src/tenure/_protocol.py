@@ -42,6 +42,7 @@ from .models import NO_HEADERS, Job, JobHeaders, JobState, Lease, StrEnum
 __all__ = [
     "CLAIM_RECOVERY_TRIES",
     "JOB_COLUMNS",
+    "UNDECODED",
     "check_lease",
     "claim_not_recovered",
     "claim_recovery_budget",
@@ -353,7 +354,7 @@ _STATES = {state.value: state for state in JobState}
 
 # Every snapshot is built here (a batch of 1000 builds 1000), and the frozen dataclass's own
 # __init__ costs about three times what this does: it sets each field through
-# object.__setattr__ by name, which looks the name up again in the type. `_new_job` fills a
+# object.__setattr__ by name, which looks the name up again in the type. `job_from_row` fills a
 # `_JobDraft`, a plain (mutable) class with exactly Job's slots, by ordinary attribute
 # stores, then makes the object a Job by assigning its class: the same twenty slots with the
 # same values, so the result is the Job that Job(...) makes (test_models checks they compare
@@ -368,7 +369,7 @@ _JOB_FIELDS = (
 
 
 class _JobDraft:
-    """A Job under construction: Job's slots, settable. Never escapes `_new_job`."""
+    """A Job under construction: Job's slots, settable. Never escapes `job_from_row`."""
 
     __slots__ = _JOB_FIELDS
 
@@ -415,56 +416,45 @@ if (
     raise ImportError("tenure._protocol._JobDraft no longer has the layout of tenure.Job")
 
 
-def _new_job(
-    job_id: str, queue: str, state: JobState, owner: str | None, generation: int,
-    lease_until: float | None, attempts: int, max_attempts: int, payload: Any, result: Any,
-    error: str | None, available_at: float, created_at: float, updated_at: float,
-    as_of: float, created: bool | None, priority: int, timeout: float | None,
-    unique_key: str | None, headers: JobHeaders,
-) -> Job:  # fmt: skip
-    draft = _JobDraft(
-        job_id, queue, state, owner, generation, lease_until, attempts, max_attempts, payload,
-        result, error, available_at, created_at, updated_at, as_of, created, priority, timeout,
-        unique_key, headers,
-    )  # fmt: skip
-    draft.__class__ = Job  # type: ignore[assignment]
-    return draft  # type: ignore[return-value]
-
-
 # `job_from_row`'s payload when the caller has not decoded it already.
-_UNDECODED: Any = object()
+UNDECODED: Any = object()
 
 
 def job_from_row(
-    row: JobRow, as_of: float, created: bool | None = None, payload: Any = _UNDECODED
+    row: JobRow, as_of: float, created: bool | None = None, payload: Any = UNDECODED
 ) -> Job:
     """The snapshot of ``row`` at ``as_of``. ``payload``: the row's payload already decoded
     (by a caller that decoded a batch's in one go); left out, decoded here."""
-    lease_until, timeout, headers = row.lease_until, row.timeout, row.headers
-    if payload is _UNDECODED:
-        payload = decode_json(row.payload)
-    return _new_job(
-        row.job_id,
-        row.queue,
-        _STATES.get(row.state) or JobState(row.state),
-        row.owner,
-        row.generation,
+    # One unpacking rather than a NamedTuple attribute lookup a field.
+    (job_id, queue, state, owner, generation, _, lease_until, available_at, attempts,
+     max_attempts, payload_text, result, error, created_at, updated_at, priority, timeout,
+     unique_key, headers) = row  # fmt: skip
+    if payload is UNDECODED:
+        payload = decode_json(payload_text)
+    job = _JobDraft(
+        job_id,
+        queue,
+        _STATES.get(state) or JobState(state),
+        owner,
+        generation,
         None if lease_until is None else float(lease_until),
-        row.attempts,
-        row.max_attempts,
+        attempts,
+        max_attempts,
         payload,
-        decode_json(row.result),
-        row.error,
-        float(row.available_at),
-        float(row.created_at),
-        float(row.updated_at),
+        decode_json(result),
+        error,
+        float(available_at),
+        float(created_at),
+        float(updated_at),
         float(as_of),
         created,
-        int(row.priority),
+        int(priority),
         None if timeout is None else float(timeout),
-        row.unique_key,
+        unique_key,
         NO_HEADERS if headers is None else JobHeaders(decode_json(headers)),
     )
+    job.__class__ = Job  # type: ignore[assignment]
+    return job  # type: ignore[return-value]
 
 
 def claim_verdict(outcome: Outcome, job_id: str, owner: str, secret_hash: str) -> ClaimVerdict:

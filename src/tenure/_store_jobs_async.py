@@ -13,7 +13,15 @@ from datetime import timedelta
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ._protocol import UNFINISHED_STATES, JobFilter, Outcome, Status, Submission, job_from_row
+from ._protocol import (
+    UNDECODED,
+    UNFINISHED_STATES,
+    JobFilter,
+    Outcome,
+    Status,
+    Submission,
+    job_from_row,
+)
 from ._trace_context import job_headers, trace_headers
 from ._validate import (
     DEFAULT_MAX_ATTEMPTS,
@@ -487,26 +495,33 @@ def _state(state: object) -> str | None:
 
 
 def _jobs_of(outcomes: list[Outcome], batch: Sequence[Submission] = ()) -> list[Job]:
-    """The snapshots of a batch's outcomes. A row whose payload is the very text its
-    submission in ``batch`` encoded (a driver that answers a new job from its submission,
-    as Redis does) has its payload decoded with the others of its kind in one
+    """The snapshots of a batch's outcomes (``batch``: its submissions, in order)."""
+    payloads = _own_payloads(outcomes, batch)
+    jobs: list[Job] = []
+    append = jobs.append
+    for (status, row, now), payload in zip(outcomes, payloads, strict=True):
+        assert row is not None
+        append(job_from_row(row, now, status == Status.APPLIED, payload))
+    return jobs
+
+
+def _own_payloads(outcomes: list[Outcome], batch: Sequence[Submission]) -> list[Any]:
+    """Each outcome's payload decoded, or `UNDECODED` (`job_from_row` decodes it). A row
+    whose payload is the very text its submission encoded (a driver that answers a new job
+    from its submission, as Redis does) has it decoded with the others of its kind in one
     `json.loads` of them all: the texts are whole JSON values this process made, so joined
-    by commas they are an array of them. Any other row's is decoded on its own."""
-    own: list[str] = []  # those texts, in order
+    by commas they are an array of them."""
+    payloads: list[Any] = [UNDECODED] * len(outcomes)
+    own: list[int] = []
+    texts: list[str] = []
     # Not strict: a driver answers one outcome a submission, and one that did not is not
     # refused here any more than before.
-    for outcome, submission in zip(outcomes, batch, strict=False):
+    for n, (outcome, submission) in enumerate(zip(outcomes, batch, strict=False)):
         text = submission.payload
         if text is not None and outcome.row is not None and outcome.row.payload is text:
-            own.append(text)
-    decoded = iter(json.loads("[" + ",".join(own) + "]") if own else ())
-    jobs = []
-    for n, outcome in enumerate(outcomes):
-        row = outcome.row
-        assert row is not None
-        created = outcome.status == Status.APPLIED
-        if own and n < len(batch) and row.payload is not None and row.payload is batch[n].payload:
-            jobs.append(job_from_row(row, outcome.now, created, next(decoded)))
-        else:
-            jobs.append(job_from_row(row, outcome.now, created))
-    return jobs
+            own.append(n)
+            texts.append(text)
+    if texts:
+        for n, value in zip(own, json.loads("[" + ",".join(texts) + "]"), strict=True):
+            payloads[n] = value
+    return payloads

@@ -49,10 +49,10 @@ def _answers(
     # __new__ (a Python function) was a third of this loop's time in a batch of new jobs.
     for s, status in zip(submissions, statuses, strict=True):
         if status == "a":
+            job_id, queue, payload, delay, max_attempts, priority, timeout, key, _, headers = s
             row = _tuple(JobRow, (
-                s.job_id, s.queue, "ready", None, 0, None, None, now + s.delay, 0,
-                s.max_attempts, s.payload, None, None, now, now, s.priority, s.timeout,
-                s.unique_key, s.headers,
+                job_id, queue, "ready", None, 0, None, None, now + delay, 0, max_attempts,
+                payload, None, None, now, now, priority, timeout, key, headers,
             ))  # fmt: skip
             append(_tuple(Outcome, (Status.APPLIED, row, now)))
         elif status == "s":  # its key went to an earlier job of the batch, new
