@@ -180,7 +180,9 @@ for n = 1, size do
         -- Only a compact model (a listpack: small values, as the usual job's): a copy of one
         -- holding a large payload would stay a hash table whatever its own payload, where
         -- its full write would have made a listpack.
-        local encoding = redis.call('OBJECT', 'ENCODING', job)
+        -- pcall: past the first write, a command the server refused (an ACL, say) must not
+        -- end the run half done; without an answer there is no model.
+        local encoding = redis.pcall('OBJECT', 'ENCODING', job)
         if encoding == 'listpack' or encoding == 'ziplist' then
           models[has_payload] = job
         end
@@ -214,7 +216,8 @@ end
 for set, pairs_ in pairs(adds) do
   local size_ = #pairs_
   if size_ > 0 then
-    if redis.call('ZCARD', set) < 128 then
+    local members = redis.pcall('ZCARD', set) -- pcall: as OBJECT above
+    if type(members) == 'number' and members < 128 then
       local reversed = {}
       for i = 1, size_, 2 do
         reversed[size_ - i] = pairs_[i]
