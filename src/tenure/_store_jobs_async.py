@@ -6,12 +6,22 @@ are here and in `tenure._validate`, the one store operation each in the drivers.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import timedelta
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ._protocol import UNFINISHED_STATES, JobFilter, Outcome, Status, Submission, job_from_row
+from ._protocol import (
+    UNDECODED,
+    UNFINISHED_STATES,
+    JobFilter,
+    Outcome,
+    Status,
+    Submission,
+    job_from_row,
+)
 from ._trace_context import job_headers, trace_headers
 from ._validate import (
     DEFAULT_MAX_ATTEMPTS,
@@ -173,14 +183,14 @@ class AsyncJobsMixin:
         """
         batch = self._submissions(jobs)
         if conn is not None:  # an empty batch too: the connection is checked all the same
-            return _jobs_of(await self._submit_joined(conn, batch))
+            return _jobs_of(await self._submit_joined(conn, batch), batch)
         if not batch:
             return []
 
         async def call() -> list[Outcome]:
             return await self._driver.submit_many(batch)
 
-        return _jobs_of(await self._call("submit_many", call))
+        return _jobs_of(await self._call("submit_many", call), batch)
 
     async def _submit_one(self, submission: Submission, conn: Any) -> Outcome:
         """`submit`'s store operation: in the caller's transaction (``conn``), or the
@@ -208,23 +218,53 @@ class AsyncJobsMixin:
             raise InvalidArgument("jobs", "must be a list or tuple of tenure.JobSpec or dicts")
         if len(jobs) > MAX_BATCH:
             raise InvalidArgument("jobs", f"must hold at most {MAX_BATCH}, got {len(jobs)}")
-        batch = []
-        seen: set[str] = set()
+        batch: list[Submission] = []
+        append = batch.append
         queues: dict[object, str] = {}  # each distinct queue name checked once per batch
         # The current trace context (issue #20), once per batch, and as the JSON text of a
         # job without headers of its own (encoded once, not per job).
         injected = trace_headers()
         carried = (injected, encode_headers(injected))
+        headers_json = carried[1]
+        limit = self._payload_limit
         submission = self._submission
-        for index, item in enumerate(jobs):
-            job = submission(index, item, queues, carried)
-            if job.job_id in seen:
-                raise InvalidArgument(
-                    f"jobs[{index}].job_id",
-                    f"must name each job at most once in a batch: {job.job_id!r} repeats",
-                )
-            seen.add(job.job_id)
-            batch.append(job)
+        try:
+            for index, item in enumerate(jobs):
+                # The usual element, checked here inline (a batch's per-job cost): a dict of
+                # no other keys than job_id, payload and queue, a plain ASCII id (what
+                # validate_id passes at once) and a queue this batch has checked already.
+                # The payload is encoded under a blank argument name, its element's name
+                # built only to name an error. Anything else takes `_submission`'s checks.
+                if type(item) is dict and _BASIC_KEYS.issuperset(item):
+                    job_id = item.get("job_id")
+                    queue_value = item.get("queue", "default")
+                    queue = queues.get(queue_value) if type(queue_value) is str else None
+                    if (
+                        queue is not None
+                        and type(job_id) is str
+                        and 0 < len(job_id) <= MAX_ID_LENGTH
+                        and job_id.isascii()
+                        and job_id.isprintable()
+                    ):
+                        payload = item.get("payload")
+                        try:
+                            payload_json = encode_json("", payload, limit)
+                        except InvalidArgument:  # the same check again, to name the element
+                            encode_json(f"jobs[{index}].payload", payload, limit)
+                            raise
+                        append(_tuple(Submission, (
+                            job_id, queue, payload_json, _ZERO, DEFAULT_MAX_ATTEMPTS, 0, None,
+                            None, None, headers_json,
+                        )))  # fmt: skip
+                        continue
+                append(submission(index, item, queues, carried))
+        except Exception:
+            # An element refused after a repeated id: the repeat is the first error, as when
+            # each id was looked for as it came.
+            _refuse_repeats(batch)
+            raise
+        if len(set(map(_job_id, batch))) != len(batch):
+            _refuse_repeats(batch)
         return batch
 
     def _submission(
@@ -377,6 +417,21 @@ class AsyncJobsMixin:
         return [_attempt(job_id, row) for row in rows]
 
 
+_job_id = itemgetter(0)  # a Submission's job id
+
+
+def _refuse_repeats(batch: list[Submission]) -> None:
+    """Raise for the first job of ``batch`` whose id an earlier one has."""
+    seen: set[str] = set()
+    for index, job in enumerate(batch):
+        if job.job_id in seen:
+            raise InvalidArgument(
+                f"jobs[{index}].job_id",
+                f"must name each job at most once in a batch: {job.job_id!r} repeats",
+            )
+        seen.add(job.job_id)
+
+
 def _attempt(job_id: str, row: tuple[Any, ...]) -> Attempt:
     """An `Attempt` from a driver's row: (generation, owner, started_at, ended_at,
     ending, error), times as numbers or their text."""
@@ -439,11 +494,34 @@ def _state(state: object) -> str | None:
     return None if state is None else str(state)
 
 
-def _jobs_of(outcomes: list[Outcome]) -> list[Job]:
-    jobs = []
-    for outcome in outcomes:
-        assert outcome.row is not None
-        jobs.append(
-            job_from_row(outcome.row, outcome.now, created=outcome.status == Status.APPLIED)
-        )
+def _jobs_of(outcomes: list[Outcome], batch: Sequence[Submission] = ()) -> list[Job]:
+    """The snapshots of a batch's outcomes (``batch``: its submissions, in order)."""
+    payloads = _own_payloads(outcomes, batch)
+    jobs: list[Job] = []
+    append = jobs.append
+    for (status, row, now), payload in zip(outcomes, payloads, strict=True):
+        assert row is not None
+        append(job_from_row(row, now, status == Status.APPLIED, payload))
     return jobs
+
+
+def _own_payloads(outcomes: list[Outcome], batch: Sequence[Submission]) -> list[Any]:
+    """Each outcome's payload decoded, or `UNDECODED` (`job_from_row` decodes it). A row
+    whose payload is the very text its submission encoded (a driver that answers a new job
+    from its submission, as Redis does) has it decoded with the others of its kind in one
+    `json.loads` of them all: the texts are whole JSON values this process made, so joined
+    by commas they are an array of them."""
+    payloads: list[Any] = [UNDECODED] * len(outcomes)
+    own: list[int] = []
+    texts: list[str] = []
+    # Not strict: a driver answers one outcome a submission, and one that did not is not
+    # refused here any more than before.
+    for n, (outcome, submission) in enumerate(zip(outcomes, batch, strict=False)):
+        text = submission.payload
+        if text is not None and outcome.row is not None and outcome.row.payload is text:
+            own.append(n)
+            texts.append(text)
+    if texts:
+        for n, value in zip(own, json.loads("[" + ",".join(texts) + "]"), strict=True):
+            payloads[n] = value
+    return payloads

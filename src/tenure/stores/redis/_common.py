@@ -30,6 +30,7 @@ __all__ = [
     "Keys",
     "RedisOptions",
     "Script",
+    "all_plain",
     "decode_batch",
     "decode_float",
     "decode_item",
@@ -167,6 +168,12 @@ def encode(name: str) -> str:
     if _PLAIN.fullmatch(name):  # the common case, and what quote() would answer
         return name
     return quote(name, safe="")
+
+
+def all_plain(names: Sequence[str]) -> bool:
+    """Whether `encode` answers each of ``names`` (non-empty strings) with the name itself:
+    one match of them all joined, rather than one a name."""
+    return _PLAIN.fullmatch("".join(names)) is not None
 
 
 class Keys:

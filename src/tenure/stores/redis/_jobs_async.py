@@ -11,13 +11,14 @@ import json
 import math
 import time
 from collections.abc import Sequence
+from itertools import chain
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from ..._protocol import UNFINISHED_STATES, JobFilter, JobRow, Outcome, Status, Submission
 from ._common import (
     Keys,
-    decode_batch,
-    decode_item,
+    all_plain,
     decode_outcome,
     decode_row,
     decode_text,
@@ -33,31 +34,51 @@ def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def _answers(submissions: Sequence[Submission], items: list[Any], now: float) -> list[Outcome]:
-    """submit_many.lua's items as Outcomes, in order. A new job's row is built here from its
-    submission and the store time, as the script wrote it (the script does not send it
+def _answers(
+    submissions: Sequence[Submission], statuses: str, details: list[Any], now: float
+) -> list[Outcome]:
+    """submit_many.lua's answer as Outcomes, in order: ``statuses`` one letter a job,
+    ``details`` an item for each job that is not new. A new job's row is built here from
+    its submission and the store time, as the script wrote it (the script does not send it
     back): ready, generation 0, no attempt, available at now + delay (the same double: the
     script adds the delay sent as repr() to the `now` it answers with %.17g)."""
     outcomes: list[Outcome] = []
     append = outcomes.append
+    detail = iter(details)
     # tuple.__new__ directly: the rows and outcomes are whole, and a NamedTuple's own
     # __new__ (a Python function) was a third of this loop's time in a batch of new jobs.
-    for s, item in zip(submissions, items, strict=True):
-        if item == "applied":
+    for s, status in zip(submissions, statuses, strict=True):
+        if status == "a":
+            job_id, queue, payload, delay, max_attempts, priority, timeout, key, _, headers = s
             row = _tuple(JobRow, (
-                s.job_id, s.queue, "ready", None, 0, None, None, now + s.delay, 0,
-                s.max_attempts, s.payload, None, None, now, now, s.priority, s.timeout,
-                s.unique_key, s.headers,
+                job_id, queue, "ready", None, 0, None, None, now + delay, 0, max_attempts,
+                payload, None, None, now, now, priority, timeout, key, headers,
             ))  # fmt: skip
             append(_tuple(Outcome, (Status.APPLIED, row, now)))
-        elif item[0] == "same":  # its key went to an earlier job of the batch, new
-            append(Outcome(Status.MISSED, outcomes[int(item[1]) - 1].row, now))
-        else:
-            append(decode_item(item, now))
+        elif status == "s":  # its key went to an earlier job of the batch, new
+            append(Outcome(Status.MISSED, outcomes[int(next(detail)) - 1].row, now))
+        else:  # "m": an existing job (or the key's holder), as it is
+            append(Outcome(Status.MISSED, decode_row(next(detail)), now))
     return outcomes
 
 
+def _texts(s: Submission) -> tuple[str, str, str, str | None]:
+    """A submission's delay, max attempts, priority and timeout as the script takes them,
+    which checks them again (str, not int(): a value the store would refuse stays refused)."""
+    timeout = None if s.timeout is None else repr(float(s.timeout))
+    return repr(float(s.delay)), str(s.max_attempts), str(s.priority), timeout
+
+
+def _queue_keys(k: Keys, queue: str) -> tuple[str, str, str]:
+    return k.candidates(queue), k.listing(queue), k.wake(queue)
+
+
 _tuple = tuple.__new__
+# A submission's id and payload, and what else it sends (queue, delay, max attempts,
+# priority, timeout, unique key, window, headers): a job whose rest is the batch's shared
+# spec sends only the first two.
+_id_and_payload = itemgetter(0, 2)
+_rest = itemgetter(1, 3, 4, 5, 6, 7, 8, 9)
 
 
 # Jobs a list call examines per script run (bounds how long one run holds the server).
@@ -83,48 +104,42 @@ class AsyncJobsMixin:
         if not submissions:
             return []
         k = self.keys
-        keys = [k.clock, k.seq, k.jobs]
-        queues: dict[str, int] = {}
-        batch: list[tuple[Any, ...]] = []
-        append = batch.append
-        no_key = (None, None, None)
-        # A value the same object as the previous job's (a batch's defaults are shared
-        # objects) is sent as the text made for that job, not formatted again.
-        delay: object = None
-        attempts: object = None
-        priority: object = None
-        for s in submissions:
-            number = queues.get(s.queue)
-            if number is None:
-                number = queues[s.queue] = len(queues) + 1
-                keys += (k.candidates(s.queue), k.listing(s.queue), k.wake(s.queue))
-            if s.delay is not delay:
-                delay, delay_s = s.delay, repr(float(s.delay))
-            if s.max_attempts is not attempts:
-                attempts, attempts_s = s.max_attempts, str(s.max_attempts)
-            if s.priority is not priority:
-                priority, priority_s = s.priority, str(s.priority)
-            append(
-                (
-                    s.job_id,
-                    encode(s.job_id),
-                    number,
-                    s.payload,
-                    delay_s,
-                    attempts_s,
-                    priority_s,
-                    None if s.timeout is None else repr(float(s.timeout)),
-                    *(
-                        no_key
-                        if s.unique_key is None
-                        else unique_args(k, s.unique_key, s.unique_for)
-                    ),
-                    s.headers,
-                )
-            )
-        args = [self._now_arg(), k.job_prefix, _json(list(queues)), _json(batch)]
-        now, items = decode_batch(await self._eval("submit_many", "submit_many", keys, args))
-        return _answers(submissions, items, now)
+        first = submissions[0]
+        keys = [k.clock, k.seq, k.jobs, *_queue_keys(k, first.queue)]
+        queues = {first.queue: 1}
+        # The shared spec is the first job's, without a unique key (a keyed job always
+        # sends its own); a job of the same values and a plain id sends its id and payload
+        # only (see submit_many.lua), the usual batch all of its jobs.
+        shared = (first.queue, first.delay, first.max_attempts, first.priority, first.timeout,
+                  None, None, first.headers)  # fmt: skip
+        shared_spec = [False, 1, *_texts(first), None, None, None, first.headers]
+        flat = list(chain.from_iterable(map(_id_and_payload, submissions)))
+        others: list[Any] = []
+        if not (all_plain(flat[0::2]) and all(map(shared.__eq__, map(_rest, submissions)))):
+            for n, s in enumerate(submissions, 1):
+                encoded = encode(s.job_id)
+                if encoded is s.job_id and _rest(s) == shared:
+                    continue
+                number = queues.get(s.queue)
+                if number is None:
+                    number = queues[s.queue] = len(queues) + 1
+                    keys += _queue_keys(k, s.queue)
+                others += (
+                    n,
+                    [encoded, number, *_texts(s), *unique_args(k, s.unique_key, s.unique_for),
+                     s.headers],
+                )  # fmt: skip
+        args = [
+            self._now_arg(),
+            k.job_prefix,
+            _json(list(queues)),
+            _json(shared_spec),
+            _json(flat),
+            _json(others),
+        ]
+        reply = await self._eval("submit_many", "submit_many", keys, args)
+        details = json.loads(reply[2]) if len(reply) > 2 else []
+        return _answers(submissions, reply[1], details, float(reply[0]))
 
     async def wait_job(self, job_id: str, timeout: float) -> Outcome:
         deadline = time.monotonic() + timeout
