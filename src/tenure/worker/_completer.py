@@ -189,6 +189,11 @@ class Completer:
             if self._awaited():
                 return  # their callers take turns leading (they are woken by the handover)
 
+    @property
+    def unled(self) -> bool:
+        """Whether completions are queued with no call on its way to send them."""
+        return bool(self._pending) and not self._sending
+
     def _awaited(self) -> bool:
         """Whether a queued entry has a caller of `complete` waiting for it."""
         return any(entry.done is None for entry in self._pending)

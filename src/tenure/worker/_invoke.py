@@ -1,7 +1,7 @@
 """Running one job's handler, the three ways, each ending in an `Outcome`:
 
-* ``async def`` handlers run on the worker's event loop, in a cancel scope that the lease's
-  loss cancels;
+* ``async def`` handlers run on the worker's event loop, in their slot task's cancel scope,
+  which the lease's loss cancels while the handler runs (`_slots.Slot`);
 * sync handlers run on a daemon thread of the invoker's pool (`DaemonThread`); a thread
   cannot be stopped, so the handler sees ``ctx.lost`` and is reminded until it returns;
 * with ``isolation="process"``, either kind runs in a child process (`_process`).
@@ -33,7 +33,7 @@ from ._lease import LeaseHandle, lease_extra
 from ._loop import DaemonThread, LoopCaller, ThreadPool
 from ._outcome import Outcome, handler_outcome, outcome_of
 from ._process import run_in_process
-from ._slots import in_context
+from ._slots import Slot, in_context
 from ._stats import Stats
 from ._telemetry import JobSpans
 
@@ -58,6 +58,7 @@ class Running:
     straggler: DaemonThread[Outcome] | None = None
     abandoned: bool = False  # the worker stopped waiting for this handler (stopping)
     spans: JobSpans | None = None  # its OpenTelemetry spans (None without OpenTelemetry)
+    slot: Slot | None = None  # the slot task it runs on (`Jobs._job`)
 
     def abandon(self) -> None:
         """On the loop: stop waiting for the handler's thread, now and from now on."""
@@ -108,16 +109,36 @@ class Invoker:
     async def _run_async(self, running: Running) -> Outcome:
         context = running.context
         function: Callable[[JobContext], Coroutine[Any, Any, Any]] = running.handler.function
-        with anyio.CancelScope() as scope:
-            running.handle.on_loss(partial(self._caller.call_soon, scope.cancel))
-            try:
-                # In a context of its own: the slot task runs other jobs after this one.
-                value = await in_context(contextvars.copy_context(), function(context))
-            except BaseException as exc:
+        slot = running.slot
+        if slot is None:  # not on a slot task: a scope of its own
+            slot = Slot()
+            with slot.scope:
+                return await self._run_in_slot(running, context, function, slot)
+        return await self._run_in_slot(running, context, function, slot)
+
+    async def _run_in_slot(
+        self,
+        running: Running,
+        context: JobContext,
+        function: Callable[[JobContext], Coroutine[Any, Any, Any]],
+        slot: Slot,
+    ) -> Outcome:
+        # The loss cancels the slot's scope only while this handler runs in it.
+        slot.handling = running
+        running.handle.on_loss(partial(self._caller.call_soon, partial(slot.stop, running)))
+        try:
+            # In a context of its own: the slot task runs other jobs after this one.
+            value = await in_context(contextvars.copy_context(), function(context))
+        except BaseException as exc:
+            slot.handling = None
+            if not (slot.spent and isinstance(exc, anyio.get_cancelled_exc_class())):
                 if _propagates(exc):
                     raise
                 return outcome_of(context, exc)
+        else:
+            slot.handling = None
             return outcome_of(context, None, value)
+        # Stopped by the loss (the slot's task leaves its scope before settling the job).
         kind = running.handle.lost_kind
         if kind not in ("revoked", "timed_out"):
             self._stats.incr("cancelled_on_loss")

@@ -25,7 +25,7 @@ from ._lease import REGISTRY, LeaseHandle, lease_extra
 from ._outcome import Outcome
 from ._retry import Outage
 from ._settle import Settler, note_loss
-from ._slots import Slots
+from ._slots import Slot, Slots
 from ._stats import Stats
 from ._telemetry import job_spans, tracing
 
@@ -89,30 +89,56 @@ class Jobs:
         for running in started:
             self._slots.start(task_group, running)
 
-    async def _job(self, running: Running) -> None:
+    async def _job(self, running: Running, slot: Slot) -> None:
+        """Run one job on ``slot``'s task: its handler, then its end (`_end`)."""
         assert self._invoker is not None
         assert self._settler is not None
-        assert self._completer is not None
         handle = running.handle
         if log.isEnabledFor(logging.DEBUG):
             extra = lease_extra(handle.lease, queue=running.job.queue, attempt=handle.lease.attempt)
             log.debug("job started", extra=extra)
+        running.slot = slot
         set_current(running.context)
-        handed_off = False
         try:
+            outcome = await self._invoker(running)
+        except anyio.get_cancelled_exc_class():
+            # The worker itself is being cancelled from outside: give the job back.
             try:
-                outcome = await self._invoker(running)
-            except anyio.get_cancelled_exc_class():
-                # The worker itself is being cancelled from outside: give the job back.
                 handle.mark_lost("the worker was cancelled", "revoked")
                 with anyio.CancelScope(shield=True), anyio.move_on_after(5):
                     await self._settler.settle(running, Outcome("abandoned"))
-                raise
+            finally:
+                set_current(None)
+                self._finished(running)
+            raise
+        except BaseException:
+            set_current(None)
+            self._finished(running)
+            raise
+        if slot.spent:
+            # Its handler was cancelled in the slot's scope, which stays cancelled: the job
+            # ends once the slot's task has left that scope (`Slots`).
+            slot.then = partial(self._end, running, outcome)
+            return
+        await self._end(running, outcome)
+
+    async def _end(self, running: Running, outcome: Outcome) -> None:
+        """Settle a job whose handler has ended, then forget it (`_finished`)."""
+        assert self._invoker is not None
+        assert self._settler is not None
+        assert self._completer is not None
+        assert self._slots is not None
+        handed_off = False
+        try:
             # Most jobs: completed in a batch with no wait here; the completer calls
             # `_finished` with the store's answer, and this task runs the next job.
             handed_off = self._settler.hand_off(running, outcome, partial(self._finished, running))
             if handed_off:
-                await self._completer.lead()
+                # With jobs waiting for a task, this one takes them first (a batch whose
+                # handlers do not suspend runs on one task) and leads the completions after
+                # the last (`Slots` leads before parking; `_lead_unled` if it suspended).
+                if not self._slots.waiting:
+                    await self._completer.lead()
                 return
             with anyio.CancelScope(shield=True):
                 await self._settler.settle(running, outcome)
@@ -121,6 +147,15 @@ class Jobs:
             set_current(None)  # the slot task runs other jobs next
             if not handed_off:
                 self._finished(running)
+
+    def _lead_unled(self, task_group: anyio.abc.TaskGroup) -> None:
+        """A woken slot task is about to take a job: the task that ran before it suspended,
+        perhaps in a handler, after queuing completions it meant to lead once it had taken
+        the waiting jobs. They leave now, on a task of their own, rather than wait for the
+        handler."""
+        completer = self._completer
+        if completer is not None and completer.unled:
+            task_group.start_soon(completer.lead, name="tenure completions")
 
     def _finished(self, running: Running) -> None:
         """On the loop, once the job is settled: forget it and free its slot."""

@@ -8,9 +8,16 @@
   store stopped answering) therefore cannot delay the decision. It also wakes at each
   handler's per-attempt timeout, which ends renewals and stops the handler the same way.
 
-Both wait on the worker's clock (`Clock.monotonic`), waking at least every `TICK`
-seconds of real time while leases are held, so a `ManualClock` that a test moves is
-noticed promptly.
+Both wait on the worker's clock (`Clock.monotonic`). On the system clock they sleep until
+the next renewal or deadline (adding a lease due earlier wakes them); on any other clock
+they wake at least every `TICK` seconds of real time while leases are held, so a
+`ManualClock` that a test moves is noticed promptly. Waking every `TICK` on the system
+clock too cost a busy worker two thread switches, each taking the GIL from the event
+loop, twenty times a second for nothing.
+
+The renewer's connection (`LazyRenewer`) is opened by the renewer thread when it first
+renews, not at the worker's start: a worker whose jobs end within a third of their TTL
+never opens it, and none waits for it to start.
 """
 
 from __future__ import annotations
@@ -23,14 +30,14 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from .._clock import Clock
+from .._clock import Clock, SystemClock
 from ..errors import LeaseLost, StoreLost, StoreUnavailable
 from ..models import Lease
 from ._lease import LeaseHandle
 from ._retry import RETRY, Outage
 from ._stats import Stats
 
-__all__ = ["TICK", "LeaseKeeper", "Renewer"]
+__all__ = ["TICK", "LazyRenewer", "LeaseKeeper", "Renewer"]
 
 log = logging.getLogger("tenure")
 
@@ -44,6 +51,55 @@ class Renewer(Protocol):
     through its event loop)."""
 
     def renew(self, lease: Lease) -> Lease: ...
+
+
+class _Closable(Renewer, Protocol):
+    def close(self) -> None: ...
+
+
+class LazyRenewer:
+    """A `Renewer` whose connection is opened by ``open`` on the first renewal, on the
+    thread that renews (the keeper's), so the worker's start does not wait for it. An
+    open that fails raises as a renewal would (`StoreUnavailable`: retried under `RETRY`
+    until the local deadline), and is tried again at the next renewal."""
+
+    def __init__(self, open: Callable[[], _Closable]) -> None:
+        self._open = open
+        self._lock = threading.Lock()
+        self._store: _Closable | None = None
+        self._closed = False
+
+    @property
+    def opened(self) -> bool:
+        return self._store is not None
+
+    def renew(self, lease: Lease) -> Lease:
+        store = self._store
+        if store is None:
+            # Not under the lock: a connect can take as long as the store's timeouts, and
+            # `close` must not wait for it.
+            opened: _Closable | None = self._open()
+            with self._lock:
+                if not self._closed and self._store is None:
+                    self._store, opened = opened, None
+                store = self._store
+            if opened is not None:
+                opened.close()  # closed meanwhile (or opened twice: keep the first)
+            if store is None:
+                raise StoreUnavailable(
+                    "the worker stopped: its renewal connection is closed",
+                    operation="renew",
+                    outcome_unknown=False,
+                )
+        return store.renew(lease)
+
+    def close(self) -> None:
+        """Close the connection if it was opened; no renewal opens one afterwards."""
+        with self._lock:
+            self._closed = True
+            store, self._store = self._store, None
+        if store is not None:
+            store.close()
 
 
 class LeaseKeeper:
@@ -64,6 +120,8 @@ class LeaseKeeper:
         self._stats = stats
         self._outage = outage or Outage(clock, stats)
         self._renew_every = renew_every
+        # The system clock's monotonic time is the one `Condition.wait` sleeps on: no TICK.
+        self._tick = math.inf if type(clock) is SystemClock else TICK
         self._rng = rng or random.Random()
         self._cond = threading.Condition()
         self._handles: set[LeaseHandle] = set()
@@ -114,7 +172,8 @@ class LeaseKeeper:
         return self._renew_every(lease) * self._rng.uniform(*JITTER)
 
     def _wait(self, until: float | None, *, renewer: bool) -> None:
-        """Under the lock: sleep until monotonic ``until`` (clock time), at most TICK."""
+        """Under the lock: sleep until monotonic ``until`` (clock time), at most TICK of
+        real time unless the clock is the system's."""
         wake = math.inf if until is None else until
         if renewer:
             self._renew_wake = wake
@@ -126,7 +185,7 @@ class LeaseKeeper:
                 return
             delay = until - self._clock.monotonic()
             if delay > 0:
-                self._cond.wait(min(delay, TICK))
+                self._cond.wait(min(delay, self._tick))
         finally:
             if renewer:
                 self._renew_wake = -math.inf

@@ -2,10 +2,21 @@
 
 A task per job cost more than a no-op job's whole store round trip (anyio's task, its
 cancel scope and names); a slot task runs the jobs handed to it one after the other and,
-with nothing to run, parks until it is given one. A job started while every slot task is
-busy gets a new one, so no job ever waits for another's handler or settle: jobs run at
-once, each in its own task as before, only the task is not new. At the end of a run the
-parked tasks are told to end (`close`).
+with nothing to run, parks until it is given one. At the end of a run the parked tasks are
+told to end (`close`).
+
+No job waits for another's handler: jobs handed in (`start`) wake one slot task (or start
+one), which runs as soon as the task running now suspends, and then wakes a task for each
+job still waiting. Until it runs, the running task takes the waiting jobs itself, one after
+the other: a batch whose handlers do not suspend runs on one task with one wake-up for the
+whole batch (there was one per job), and one whose handlers suspend is spread over the
+tasks one loop turn later.
+
+Each slot task has one cancel scope for its async handlers (one per job cost about as much
+as a no-op job's settle): `Slot.stop` cancels it for a lost job's handler only if that
+handler still runs in it (the loss may be decided after it returned, when the task is on
+the next job). A cancelled scope stays cancelled, so the task then leaves it, ends that
+job outside it (`Slot.then`), and goes on in a new one.
 
 A handler must not see what the job before it left behind in the task: each async
 handler runs in a copy of the slot's context variables (`in_context`), as it would in a
@@ -23,45 +34,124 @@ from typing import Any, Generic, TypeVar
 import anyio
 import anyio.abc
 
-__all__ = ["Slots", "in_context"]
+__all__ = ["Slot", "Slots", "in_context"]
 
 T = TypeVar("T")
 
 
-class Slots(Generic[T]):
-    """Runs ``run(item)`` for each item `start` is given, on reused tasks of a task group."""
+class Slot:
+    """One slot task's state: the cancel scope its async handlers run in, and the job whose
+    async handler runs now."""
 
-    def __init__(self, run: Callable[[T], Awaitable[None]]) -> None:
+    __slots__ = ("handling", "scope", "spent", "then")
+
+    def __init__(self) -> None:
+        self.scope = anyio.CancelScope()
+        self.handling: object = None  # the job whose async handler runs in the scope now
+        self.spent = False  # the scope was cancelled: the task leaves it after this job
+        # The end of the job whose handler was cancelled, run once out of the scope.
+        self.then: Callable[[], Awaitable[None]] | None = None
+
+    def stop(self, job: object) -> None:
+        """On the loop: cancel ``job``'s handler, if it is the one running in this slot."""
+        if self.handling is job:
+            self.spent = True
+            self.scope.cancel()
+
+
+class Slots(Generic[T]):
+    """Runs ``run(item, slot)`` for each item `start` is given, on reused tasks of a task
+    group. ``idle()`` is awaited by a task before it parks, and ``woke()`` called by a
+    woken task about to take a job: the task before it suspended, maybe in a handler,
+    before it did what it meant to do once its jobs were taken (the worker leads the
+    completions that its jobs queued)."""
+
+    def __init__(
+        self,
+        run: Callable[[T, Slot], Awaitable[None]],
+        idle: Callable[[], Awaitable[None]] | None = None,
+        woke: Callable[[], None] | None = None,
+    ) -> None:
         self._run = run
+        self._idle = idle
+        self._woke = woke
         self._ready: deque[T] = deque()
         self._parked: list[anyio.Event] = []
+        self._woken = 0  # tasks woken (or started) that have not run yet
+        self._task_group: anyio.abc.TaskGroup | None = None
         self._closed = False
 
+    @property
+    def waiting(self) -> bool:
+        """Whether jobs handed in wait for a task (the running one may take them)."""
+        return bool(self._ready)
+
     def start(self, task_group: anyio.abc.TaskGroup, item: T) -> None:
-        """Run ``item`` now: on a parked slot task if there is one, else on a new one."""
+        """Run ``item`` at once: on the task running now once its job is done, or on a
+        woken or new one as soon as that task suspends."""
         self._ready.append(item)
-        if self._parked:
-            self._parked.pop().set()
-        else:
-            task_group.start_soon(self._slot, name="tenure job slot")
+        if not self._woken:
+            self._task_group = task_group
+            self._wake(1)
 
     def close(self) -> None:
         """End the parked slot tasks (and the others once they are done)."""
         self._closed = True
         parked, self._parked = self._parked, []
+        self._woken += len(parked)
         for event in parked:
             event.set()
 
+    def _wake(self, count: int) -> None:
+        self._woken += count
+        parked = self._parked
+        while count and parked:
+            parked.pop().set()
+            count -= 1
+        if count:
+            assert self._task_group is not None
+            for _ in range(count):
+                self._task_group.start_soon(self._slot, name="tenure job slot")
+
     async def _slot(self) -> None:
         ready = self._ready
+        self._woken -= 1
+        woken = True
         while True:
-            while ready:
-                await self._run(ready.popleft())
-            if self._closed:
-                return
-            parked = anyio.Event()
-            self._parked.append(parked)
-            await parked.wait()
+            slot = Slot()
+            with slot.scope:
+                while not slot.spent:
+                    if ready:
+                        item = ready.popleft()
+                        if woken:
+                            # The task before this one suspended: every job still waiting
+                            # gets a task now.
+                            woken = False
+                            if self._woke is not None:
+                                self._woke()
+                            if len(ready) > self._woken:
+                                self._wake(len(ready) - self._woken)
+                        elif ready and not self._woken:
+                            # This task may suspend in its handler: the next job must not
+                            # wait for it to end.
+                            self._wake(1)
+                        await self._run(item, slot)
+                        continue
+                    if self._idle is not None:
+                        await self._idle()
+                        if ready:
+                            continue
+                    if self._closed:
+                        return
+                    parked = anyio.Event()
+                    self._parked.append(parked)
+                    await parked.wait()
+                    self._woken -= 1
+                    woken = True
+            # A lost job's handler was cancelled in this slot's scope: its job ends here.
+            then, slot.then = slot.then, None
+            if then is not None:
+                await then()
 
 
 @types.coroutine
