@@ -94,57 +94,33 @@ def test_a_lost_store_is_not_waited_for() -> None:
         anyio.run(lambda: open_through_outage(lost, Outage(tenure.ManualClock()), random.Random()))
 
 
-def test_the_keepers_connection_opens_at_its_first_renewal_and_again_after_failing() -> None:
-    """The keeper's connection (`LazyRenewer`) is opened by the thread that renews, at its
-    first renewal, not at the worker's start; an open that meets an outage fails that
-    renewal (StoreUnavailable, retried by the keeper) and is tried again at the next one;
-    closed, it closes what it opened and opens nothing more."""
+def test_the_keepers_connection_is_opened_again_after_failing_at_start() -> None:
+    """The keeper's connection opens beside the worker's own: if that attempt met the
+    outage the worker's open waited out, it is opened again; a worker that did not start
+    closes it once it is open."""
     from typing import Any
 
-    from tenure.worker._keeper import LazyRenewer
+    import anyio
 
-    events: list[str] = []
-    lease: Any = object()
+    from tenure.worker._loop import DaemonThread, LoopCaller
+    from tenure.worker._worker import _discard, _renewer_store
+
+    closed: list[str] = []
 
     class Opened:
-        def renew(self, lease: Any) -> Any:
-            events.append(f"renewed on {threading.current_thread().name}")
-            return lease
-
         def close(self) -> None:
-            events.append("closed")
+            closed.append("closed")
 
-    attempts: list[str] = []
+    def down() -> Any:
+        raise tenure.StoreUnavailable(
+            "connect: refused", operation="connect", outcome_unknown=False
+        )
 
-    def open_store() -> Any:
-        attempts.append("open")
-        if len(attempts) == 1:
-            raise tenure.StoreUnavailable(
-                "connect: refused", operation="connect", outcome_unknown=False
-            )
-        events.append(f"opened on {threading.current_thread().name}")
-        return Opened()
+    async def main() -> None:
+        caller = LoopCaller.current()
+        reopened: Any = Opened()
+        assert await _renewer_store(DaemonThread(down, caller), lambda: reopened) is reopened
+        await _discard(DaemonThread(Opened, caller))  # type: ignore[arg-type]
+        assert closed == ["closed"]
 
-    renewer = LazyRenewer(open_store)
-    assert not renewer.opened
-    assert events == []
-
-    def renew_twice() -> None:
-        with pytest.raises(tenure.StoreUnavailable, match="refused"):
-            renewer.renew(lease)
-        assert renewer.renew(lease) is lease
-        assert renewer.renew(lease) is lease  # the same connection
-
-    thread = threading.Thread(target=renew_twice, name="tenure-renewer")
-    thread.start()
-    thread.join()
-    assert renewer.opened
-    assert events == ["opened on tenure-renewer", *["renewed on tenure-renewer"] * 2]
-    renewer.close()
-    assert events[-1] == "closed"
-    assert not renewer.opened
-    # A renewal that was opening as the keeper stopped: what it opened is closed at once.
-    with pytest.raises(tenure.StoreUnavailable, match="closed"):
-        renewer.renew(lease)
-    assert events[-3:] == ["closed", "opened on MainThread", "closed"]
-    assert len(attempts) == 3
+    anyio.run(main)

@@ -14,10 +14,6 @@ they wake at least every `TICK` seconds of real time while leases are held, so a
 `ManualClock` that a test moves is noticed promptly. Waking every `TICK` on the system
 clock too cost a busy worker two thread switches, each taking the GIL from the event
 loop, twenty times a second for nothing.
-
-The renewer's connection (`LazyRenewer`) is opened by the renewer thread when it first
-renews, not at the worker's start: a worker whose jobs end within a third of their TTL
-never opens it, and none waits for it to start.
 """
 
 from __future__ import annotations
@@ -37,7 +33,7 @@ from ._lease import LeaseHandle
 from ._retry import RETRY, Outage
 from ._stats import Stats
 
-__all__ = ["TICK", "LazyRenewer", "LeaseKeeper", "Renewer"]
+__all__ = ["TICK", "LeaseKeeper", "Renewer"]
 
 log = logging.getLogger("tenure")
 
@@ -51,55 +47,6 @@ class Renewer(Protocol):
     through its event loop)."""
 
     def renew(self, lease: Lease) -> Lease: ...
-
-
-class _Closable(Renewer, Protocol):
-    def close(self) -> None: ...
-
-
-class LazyRenewer:
-    """A `Renewer` whose connection is opened by ``open`` on the first renewal, on the
-    thread that renews (the keeper's), so the worker's start does not wait for it. An
-    open that fails raises as a renewal would (`StoreUnavailable`: retried under `RETRY`
-    until the local deadline), and is tried again at the next renewal."""
-
-    def __init__(self, open: Callable[[], _Closable]) -> None:
-        self._open = open
-        self._lock = threading.Lock()
-        self._store: _Closable | None = None
-        self._closed = False
-
-    @property
-    def opened(self) -> bool:
-        return self._store is not None
-
-    def renew(self, lease: Lease) -> Lease:
-        store = self._store
-        if store is None:
-            # Not under the lock: a connect can take as long as the store's timeouts, and
-            # `close` must not wait for it.
-            opened: _Closable | None = self._open()
-            with self._lock:
-                if not self._closed and self._store is None:
-                    self._store, opened = opened, None
-                store = self._store
-            if opened is not None:
-                opened.close()  # closed meanwhile (or opened twice: keep the first)
-            if store is None:
-                raise StoreUnavailable(
-                    "the worker stopped: its renewal connection is closed",
-                    operation="renew",
-                    outcome_unknown=False,
-                )
-        return store.renew(lease)
-
-    def close(self) -> None:
-        """Close the connection if it was opened; no renewal opens one afterwards."""
-        with self._lock:
-            self._closed = True
-            store, self._store = self._store, None
-        if store is not None:
-            store.close()
 
 
 class LeaseKeeper:

@@ -37,10 +37,10 @@ import anyio.to_thread
 from .._clock import Clock, LeaseTiming, SystemClock
 from .._protocol import RetryPolicy
 from .._schedule import Schedule, make_schedule
-from .._store import connect
+from .._store import Store, connect
 from .._store_async import AsyncStore
 from ..aio import connect as connect_async
-from ..errors import InvalidArgument, StoreLost
+from ..errors import InvalidArgument, StoreLost, StoreUnavailable
 from ..stores import resolve_url
 from ._claiming import Claiming
 from ._completer import Completer, Refill
@@ -48,8 +48,8 @@ from ._config import Config, Handler, Isolation, default_owner, make_config, mak
 from ._config import start_method as resolve_start_method
 from ._invoke import Invoker, Running
 from ._jobs import Jobs
-from ._keeper import LazyRenewer, LeaseKeeper
-from ._loop import LoopCaller
+from ._keeper import LeaseKeeper
+from ._loop import DaemonThread, LoopCaller
 from ._periodic import Periodic
 from ._process import prepare_process_handlers
 from ._retention import Retention
@@ -430,16 +430,25 @@ class Worker(Claiming, Jobs):
             clock, self._stats, on_lost=lambda error: caller.call_soon(partial(self._lost, error))
         )
         self._outage = outage
-        # The keeper's own connection is opened by its renewer thread when it first renews
-        # (`LazyRenewer`): the start waits for the worker's connection only.
-        renewer_store = LazyRenewer(partial(connect, url, **options))
-        store = await open_through_outage(partial(connect_async, url, **options), outage, self._rng)
+        # The keeper's own connection opens on a thread meanwhile (a start waits for one
+        # connect, not two in a row), and before the first lease exists: a first renewal
+        # that had to connect, perhaps in an outage, would spend the lease's margin on it.
+        open_renewer = partial(connect, url, **options)
+        renewer_opening = DaemonThread(open_renewer, caller, name="tenure-connect")
+        try:
+            store = await open_through_outage(
+                partial(connect_async, url, **options), outage, self._rng
+            )
+        except BaseException:
+            await _discard(renewer_opening)
+            raise
         self._completer = Completer(
             store, clock=clock, outage=outage, stats=self._stats, rng=self._rng
         )
         self._settler = Settler(store, self._completer, self._stats, self._rng, outage)
         self._invoker = Invoker(self._caller, self._stats, method)
         try:
+            renewer_store = await _renewer_store(renewer_opening, open_renewer)
             keeper = LeaseKeeper(
                 renewer_store,
                 clock,
@@ -612,3 +621,26 @@ class Worker(Claiming, Jobs):
                 extra={"owner": self.owner},
             )
             self._revoke_all("the worker's grace period ended")
+
+
+async def _renewer_store(opening: DaemonThread[Store], reopen: Callable[[], Store]) -> Store:
+    """The keeper's connection, opened by ``opening`` while the worker opened its own; if
+    that failed because the store was away (the worker's own open waited the outage out),
+    opened again now."""
+    try:
+        return await opening.wait()
+    except StoreUnavailable:
+        return await anyio.to_thread.run_sync(reopen)
+    except anyio.get_cancelled_exc_class():
+        await _discard(opening)
+        raise
+
+
+async def _discard(opening: DaemonThread[Store]) -> None:
+    """Close the keeper's connection once ``opening`` has it (the worker did not start)."""
+    with anyio.CancelScope(shield=True):
+        try:
+            store = await opening.wait()
+        except Exception:
+            return
+        await anyio.to_thread.run_sync(store.close)
