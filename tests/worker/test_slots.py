@@ -241,3 +241,57 @@ def test_a_thread_pool_reuses_an_idle_thread_and_ends_it_when_closed() -> None:
     pool.close()
     ran[0].join(5)
     assert not ran[0].is_alive()
+
+
+def test_a_thread_pool_never_makes_a_function_wait_for_a_blocked_one() -> None:
+    # Handed in together, as a claimed batch's sync jobs are: each of the first three
+    # blocks until the last has run, which it can only do on a fourth thread.
+    pool = ThreadPool()
+    last_ran = threading.Event()
+    ran: list[threading.Thread] = []
+    lock = threading.Lock()
+
+    def blocked() -> None:
+        with lock:
+            ran.append(threading.current_thread())
+        last_ran.wait(10)
+
+    def last() -> None:
+        with lock:
+            ran.append(threading.current_thread())
+        last_ran.set()
+
+    for name in ("a", "b", "c"):
+        pool.run(blocked, f"tenure-job-{name}")
+    pool.run(last, "tenure-job-d")
+    assert last_ran.wait(5), "a function waited for a blocked one"
+    assert len({id(thread) for thread in ran}) == 4  # no busy thread was given another
+    wait_until(lambda: pool.idle == 4, 5, "four idle threads")
+    pool.close()
+    for thread in ran:
+        thread.join(5)
+        assert not thread.is_alive()
+
+
+def test_a_thread_pool_runs_quick_functions_back_to_back_on_few_threads() -> None:
+    # A batch of functions that return at once is taken from the shared queue by the
+    # threads already awake, not one woken thread each.
+    pool = ThreadPool()
+    names: list[str] = []
+    threads: set[int] = set()
+    all_ran = threading.Event()
+    lock = threading.Lock()
+
+    def quick() -> None:
+        with lock:
+            names.append(threading.current_thread().name)
+            threads.add(threading.get_ident())
+            if len(names) == 100:
+                all_ran.set()
+
+    for index in range(100):
+        pool.run(quick, f"tenure-job-{index}")
+    assert all_ran.wait(5)
+    assert sorted(names) == sorted(f"tenure-job-{index}" for index in range(100))
+    assert len(threads) < 100
+    pool.close()

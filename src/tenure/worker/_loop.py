@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import importlib
-import queue
 import threading
+from collections import deque
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
@@ -73,14 +73,24 @@ class LoopCaller:
 
 class ThreadPool:
     """Daemon threads that run functions handed to them (`DaemonThread` with ``pool``) and
-    then wait for the next one: a new thread per sync handler cost its start and more GIL
-    hand-offs than the no-op job itself. A thread busy with a function that never returns
-    stays busy (a new thread is started for the next one); `close` ends the idle threads
-    and the others once their function returns."""
+    then take the next one: a new thread per sync handler cost its start and more GIL
+    hand-offs than the no-op job itself.
+
+    Functions wait in one queue that every thread of the pool takes from, and a thread is
+    woken only when no other is on its way to the queue (as `_slots.Slots` does for tasks):
+    the jobs of a claimed batch, handed in together, cost one thread wake-up, and one thread
+    runs those whose handlers return at once back to back (a wake-up and a GIL hand-over
+    each cost more than a no-op handler). No function waits for another's: a thread that
+    takes one while others still wait wakes a thread first (or starts one), so that if its
+    handler blocks the next function is taken by that one. A thread busy with a function
+    that never returns stays busy, and is never given another meanwhile; `close` ends the
+    idle threads and the others once their function returns."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._idle: list[queue.SimpleQueue[tuple[Callable[[], None], str] | None]] = []
+        self._ready: deque[tuple[Callable[[], None], str]] = deque()
+        self._idle: list[threading.Lock] = []  # parked threads, each waiting on its lock
+        self._woken = 0  # threads woken (or started) that have not taken a function yet
         self._closed = False
 
     @property
@@ -89,30 +99,64 @@ class ThreadPool:
         return len(self._idle)
 
     def run(self, target: Callable[[], None], name: str) -> None:
-        """Run ``target`` on an idle thread of the pool (renamed ``name``), or a new one."""
+        """Run ``target`` on a thread of the pool (renamed ``name``), waking or starting
+        one unless one is already on its way to the queue."""
         with self._lock:
-            inbox = self._idle.pop() if self._idle else None
-        if inbox is None:
-            inbox = queue.SimpleQueue()
-            threading.Thread(target=self._serve, args=(inbox,), name=name, daemon=True).start()
-        inbox.put((target, name))
+            self._ready.append((target, name))
+            if self._woken:
+                return
+            parked = self._wake_locked()
+        self._start_or_wake(parked)
 
     def close(self) -> None:
         with self._lock:
             self._closed = True
             idle, self._idle = self._idle, []
-        for inbox in idle:
-            inbox.put(None)
+            self._woken += len(idle)
+        for parked in idle:
+            parked.release()
 
-    def _serve(self, inbox: queue.SimpleQueue[tuple[Callable[[], None], str] | None]) -> None:
+    def _wake_locked(self) -> threading.Lock | None:
+        """With the lock held: count one more thread on its way, and return the parked one
+        to release (None: a new thread is to be started)."""
+        self._woken += 1
+        return self._idle.pop() if self._idle else None
+
+    def _start_or_wake(self, parked: threading.Lock | None) -> None:
+        if parked is not None:
+            parked.release()
+        else:
+            threading.Thread(target=self._serve, name="tenure-handler", daemon=True).start()
+
+    def _serve(self) -> None:
         thread = threading.current_thread()
-        while (item := inbox.get()) is not None:
-            target, thread.name = item
-            target()  # never raises (DaemonThread's target catches everything)
+        ready = self._ready
+        woken = True  # started or woken: counted in `_woken` until it takes a function
+        parked = threading.Lock()
+        parked.acquire()
+        while True:
             with self._lock:
-                if self._closed:
-                    return
-                self._idle.append(inbox)
+                if woken:
+                    woken = False
+                    self._woken -= 1
+                if not ready:
+                    if self._closed:
+                        return
+                    self._idle.append(parked)
+                    item = None
+                else:
+                    item = ready.popleft()
+                    # Its handler may block: the next function must not wait for it.
+                    more = bool(ready) and not self._woken
+                    spare = self._wake_locked() if more else None
+            if item is None:
+                parked.acquire()  # released by `run` or `close`, which counted it woken
+                woken = True
+                continue
+            target, thread.name = item
+            if more:
+                self._start_or_wake(spare)
+            target()  # never raises (DaemonThread's target catches everything)
 
 
 class DaemonThread(Generic[T]):
