@@ -34,23 +34,19 @@ _LEASE_FIELDS = (
 
 
 class _LeaseDraft:
-    """A Lease under construction: Lease's slots, settable. Never escapes `new_lease`."""
+    """A Lease under construction: Lease's slots, settable. Never escapes `new_lease`, which
+    fills it (no ``__init__``: one call fewer a lease)."""
 
     __slots__ = _LEASE_FIELDS
-
-    def __init__(
-        self, job_id: str, owner: str, generation: int, lease_until: float, ttl: float,
-        attempt: int, local_deadline: float, secret: str, store_id: str,
-    ) -> None:  # fmt: skip
-        self.job_id = job_id
-        self.owner = owner
-        self.generation = generation
-        self.lease_until = lease_until
-        self.ttl = ttl
-        self.attempt = attempt
-        self.local_deadline = local_deadline
-        self.secret = secret
-        self.store_id = store_id
+    job_id: str
+    owner: str
+    generation: int
+    lease_until: float
+    ttl: float
+    attempt: int
+    local_deadline: float
+    secret: str
+    store_id: str
 
 
 # A row's state text to its JobState, without the enum's own lookup (every snapshot reads
@@ -175,8 +171,15 @@ def new_lease(
 ) -> Lease:
     """``Lease(...)`` of these fields, positional in the class's order (`LeaseMaker.lease`
     makes every lease a store hands out)."""
-    lease = _LeaseDraft(
-        job_id, owner, generation, lease_until, ttl, attempt, local_deadline, secret, store_id
-    )
+    lease = object.__new__(_LeaseDraft)
+    lease.job_id = job_id
+    lease.owner = owner
+    lease.generation = generation
+    lease.lease_until = lease_until
+    lease.ttl = ttl
+    lease.attempt = attempt
+    lease.local_deadline = local_deadline
+    lease.secret = secret
+    lease.store_id = store_id
     lease.__class__ = Lease  # type: ignore[assignment]
     return lease  # type: ignore[return-value]

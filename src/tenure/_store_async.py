@@ -353,8 +353,10 @@ class AsyncStore(
         ttl_s = validate_ttl(ttl)
         limit = validate_limit(limit)
         queue_names = validate_queues(queues)
-        drawn = [new_secret() for _ in range(limit)]
-        secret_of = {secret_hash: secret for secret, secret_hash in drawn}
+        secret_of = {}
+        for _ in range(limit):  # a loop, not comprehensions: each was a call (Python 3.11)
+            secret, secret_hash = new_secret()
+            secret_of[secret_hash] = secret
         return ClaimRequest(owner, ttl_s, queue_names, list(secret_of), secret_of)
 
     def _claimed(

@@ -166,6 +166,8 @@ def _finite(argument: str, value: object, kind: str, finite: str) -> float:
 
 
 def validate_ttl(value: object, argument: str = "ttl") -> float:
+    if type(value) is float and MIN_TTL <= value <= MAX_TTL:
+        return value  # the common case, without the calls below (a NaN fails the test)
     seconds = _seconds(argument, value)
     if not MIN_TTL <= seconds <= MAX_TTL:
         raise InvalidArgument(

@@ -49,6 +49,7 @@ from ._sql import (
     STORE_ID,
     SUBMIT,
     Pick,
+    new_outcome,
     new_pick,
     new_row,
     pick_ahead,
@@ -80,6 +81,9 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin, SQLiteSchedules):
         self.busy_timeout = busy_timeout
         self._clock = clock or SystemClock()
         self._boot = boot_clock(self._clock)
+        # The host's wall clock, read twice a claim -> complete cycle: time.time itself for
+        # the system clock (whose `time` only calls it), a call fewer each.
+        self._wall = time.time if type(self._clock) is SystemClock else self._clock.time
         self._lock = threading.Lock()
         self._closed = False
         self.poll_interval = 0.02
@@ -218,16 +222,19 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin, SQLiteSchedules):
         holds the write lock, so a writer that waited reads them after its predecessor."""
         boot = None if self._boot is None else self._boot()
         boot_id, boot_now = (None, None) if boot is None else boot
-        return {"host_now": self._clock.time(), "boot_id": boot_id, "boot_now": boot_now}
+        return {"host_now": self._wall(), "boot_id": boot_id, "boot_now": boot_now}
 
-    def _write(self, operation: str, body: Callable[[sqlite3.Cursor, float], T]) -> T:
-        # `_transaction` spelled out (and `_commit` in it): this is the hot path, and a
-        # generator-based context manager costs more than the statements' Python side.
+    def _write(self, operation: str, body: Callable[..., T], *args: Any) -> T:
+        """``body(cur, now, *args)`` in a write transaction, at the store time ``now``.
+
+        `_transaction` spelled out (and `_commit` in it): this is the hot path, and a
+        generator-based context manager costs more than the statements' Python side. The
+        ``args`` spare the hot operations a closure each."""
         with self._lock:
             cur = self._begin(operation)
             try:
                 now = cur.execute(CLOCK, self.clock_params()).fetchone()[0]
-                result = body(cur, now)
+                result = body(cur, now, *args)
             except BaseException:
                 self._conn.rollback()
                 raise
@@ -340,7 +347,8 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin, SQLiteSchedules):
 
         The statements' Python side is most of what a claim costs here beyond SQLite's own
         work (issue #19), so this runs them without helper calls: the parameters of each
-        statement are built once and updated, the rows made with `new_pick`/`new_row`."""
+        statement are built once and updated, the rows and answers made by `new_pick`,
+        `new_row` and `new_outcome`."""
         claimed: list[Outcome] = []
         execute = cur.execute
         pick_params: dict[str, Any] = {"queue": None, "now": now, "max_generation": MAX_GENERATION}
@@ -376,17 +384,14 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin, SQLiteSchedules):
                 claim_params["secret_hash"] = secret_hash
                 row = execute(CLAIM, claim_params).fetchone()
                 if row is not None:
-                    claimed.append(Outcome(Status.APPLIED, new_row(row), now))
+                    claimed.append(new_outcome((Status.APPLIED, new_row(row), now)))
                 break
         return claimed
 
     def claim_next(
         self, owner: str, ttl: float, queues: Sequence[str], secret_hashes: Sequence[str]
     ) -> list[Outcome]:
-        def body(cur: sqlite3.Cursor, now: float) -> list[Outcome]:
-            return self._claim_each(cur, now, owner, ttl, queues, secret_hashes)
-
-        return self._write("claim_next", body)
+        return self._write("claim_next", self._claim_each, owner, ttl, queues, secret_hashes)
 
     def _holder_update(
         self,
@@ -450,15 +455,14 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin, SQLiteSchedules):
             "receipt": receipt,
             "result": result,
         }
+        return self._write("complete", self._complete_one, params)
 
-        def body(cur: sqlite3.Cursor, now: float) -> Outcome:
-            params["now"] = now
-            found = cur.execute(COMPLETE, params).fetchone()
-            if found is not None:
-                return Outcome(Status.APPLIED, new_row(found), now)
-            return self._answer(cur, now, job_id, None)
-
-        return self._write("complete", body)
+    def _complete_one(self, cur: sqlite3.Cursor, now: float, params: dict[str, Any]) -> Outcome:
+        params["now"] = now
+        found = cur.execute(COMPLETE, params).fetchone()
+        if found is not None:
+            return new_outcome((Status.APPLIED, new_row(found), now))
+        return self._answer(cur, now, params["job_id"], None)
 
     def _complete_each(
         self, cur: sqlite3.Cursor, now: float, completions: Sequence[Completion]

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from typing import Any, NamedTuple
 
-from ..._protocol import JobRow
+from ..._protocol import JobRow, Outcome
 from ..._resources import load_text
 
 __all__ = [
@@ -35,6 +35,7 @@ __all__ = [
     "UNIQUE_HOLDER",
     "UNIQUE_RELEASE",
     "Pick",
+    "new_outcome",
     "new_pick",
     "new_row",
     "pick_ahead",
@@ -99,6 +100,8 @@ def pick_ahead(pick: Pick, best: Pick) -> bool:
 # RETURNING lists JOB_COLUMNS (tests/sqlite/test_rows.py holds them together).
 new_row: Callable[[Sequence[Any]], JobRow] = partial(tuple.__new__, JobRow)
 new_pick: Callable[[Sequence[Any]], Pick] = partial(tuple.__new__, Pick)
+# ``Outcome(status, row, now)`` of the tuple ``(status, row, now)``, likewise.
+new_outcome: Callable[[tuple[str, JobRow | None, float]], Outcome] = partial(tuple.__new__, Outcome)
 
 
 def read_row(cur: sqlite3.Cursor, statement: str, params: dict[str, Any]) -> JobRow | None:
