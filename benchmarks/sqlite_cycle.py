@@ -24,6 +24,23 @@ aggregate cycles/s while P processes contend for one file. The script prints med
 and tenure/raw for each. After every repetition it checks that every job is done at
 generation 1, so a broken loop cannot pass for a fast one. Exits 0.
 
+Both sides share one process, and so its memory allocator. glibc's ``free`` gives the top of
+the heap back to the system once more than its trim threshold is free there, and the next
+allocations fault the pages back in: with SQLite freeing and allocating its page buffers at
+every transaction, whether a cycle pays that (here up to 24 page faults a cycle, both sides
+slowed, the ratio moved by several points) depended on the heap's layout, which any change
+to either side's allocations reshuffles (issue #19). So the script pins the threshold at
+64 MiB (``mallopt``, and ``MALLOC_TRIM_THRESHOLD_`` for the processes it starts) before it
+measures; ``--malloc-trim default`` leaves glibc's own, as before. The header says which.
+
+``--only SIDE --cycles N`` (``tenure`` or ``raw``) runs one side alone, untimed: 3 warm-up
+cycles, then N, on a fresh copy. For instruction counts, which the load does not move: run
+it under ``valgrind --tool=callgrind`` with two values of N and divide the difference of the
+totals by the difference of the Ns (the setup, the same for both, cancels out)::
+
+    valgrind --tool=callgrind --callgrind-out-file=/dev/null \
+        python benchmarks/sqlite_cycle.py --dir /dev/shm --jobs 2010 --only tenure --cycles 500
+
 `RawCycles` mirrors ``tenure/stores/sqlite/_driver.py``: if the driver's statements
 change, change it with them.
 """
@@ -31,6 +48,9 @@ change, change it with them.
 from __future__ import annotations
 
 import argparse
+import ctypes
+import ctypes.util
+import os
 import shutil
 import sqlite3
 import statistics
@@ -233,6 +253,33 @@ def contending(store_files: Files, processes: int, chunk: int, repeat: int) -> l
     return results
 
 
+def alone(store_files: Files, side: str, cycles: int) -> int:
+    """``--only``: one side, 3 warm-up cycles and then ``cycles``, untimed."""
+    cycler = SIDES["raw sqlite3" if side == "raw" else "tenure"](store_files.fresh(), OWNER)
+    warm = cycler.step(3)
+    done = cycler.step(cycles)
+    cycler.close()
+    print(f"{side}: {done} cycles after {warm} warm-up cycles")
+    return 0 if (warm, done) == (3, cycles) else 1
+
+
+TRIM_THRESHOLD = 64 << 20  # bytes
+_M_TRIM_THRESHOLD = -1  # glibc's mallopt parameter number
+
+
+def pin_malloc_trim() -> str:
+    """Pin glibc's trim threshold for this process and those it starts (see the docstring);
+    says what was done, for the header."""
+    os.environ["MALLOC_TRIM_THRESHOLD_"] = str(TRIM_THRESHOLD)
+    try:
+        mallopt = ctypes.CDLL(ctypes.util.find_library("c")).mallopt
+    except (OSError, AttributeError):
+        return "malloc trim threshold: the allocator's own (no glibc mallopt)"
+    if mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD) != 1:
+        return "malloc trim threshold: the allocator's own (mallopt refused)"
+    return f"glibc malloc trim threshold {TRIM_THRESHOLD >> 20} MiB"
+
+
 def _ratios(results: list[Result]) -> str:
     tenure_, raw = results
     paired = statistics.median(tenure_.paired(raw))
@@ -258,19 +305,42 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="where the database files go (default: a new temporary directory)",
     )
+    parser.add_argument(
+        "--only",
+        choices=("tenure", "raw"),
+        default=None,
+        help="run this side alone for --cycles cycles, untimed (for callgrind)",
+    )
+    parser.add_argument("--cycles", type=int, default=1000, help="cycles for --only")
+    parser.add_argument(
+        "--malloc-trim",
+        choices=("pinned", "default"),
+        default="pinned",
+        help="glibc's trim threshold: pinned at 64 MiB (default) or glibc's own",
+    )
     args = parser.parse_args(argv)
     if min(args.jobs, args.repeat, args.chunk, args.processes) < 1:
         parser.error("--jobs, --repeat, --chunk and --processes must be at least 1")
+    if args.only is not None and not 0 <= args.cycles <= args.jobs - 3:
+        parser.error("--cycles must be from 0 to --jobs minus 3 (the warm-up)")
+    malloc = "glibc's own malloc trim threshold"
+    if args.malloc_trim == "pinned":
+        malloc = pin_malloc_trim()
 
     base = args.dir or Path(tempfile.gettempdir())
     base.mkdir(parents=True, exist_ok=True)
     directory = Path(tempfile.mkdtemp(prefix="tenure-bench-", dir=base))
+    if args.only is not None:
+        try:
+            return alone(Files(directory, args.jobs), args.only, args.cycles)
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
     try:
         print(
             f"sqlite_cycle: claim_next -> complete, {args.jobs} jobs per run, "
             f"{args.repeat} repetitions (+1 warm-up), files in {directory}"
         )
-        print(f"{machine_line()}, SQLite {sqlite3.sqlite_version}, WAL, synchronous=FULL")
+        print(f"{machine_line()}, SQLite {sqlite3.sqlite_version}, WAL, synchronous=FULL, {malloc}")
         store_files = Files(directory, args.jobs)
         results = interleave_chunks(
             [single(store_files, side) for side in SIDES], args.repeat, chunk=args.chunk

@@ -179,7 +179,7 @@ FLOORS: list[tuple[str, ...]] = [
         "tenure._seams",
         "tenure._trace_context",
     ),
-    ("tenure._protocol",),
+    ("tenure._protocol", "tenure._snapshots"),
     ("tenure.stores", "tenure._dbapi"),
     (
         "tenure._store",

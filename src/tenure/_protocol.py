@@ -11,15 +11,22 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
+import os
 import random
-import secrets
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from ._clock import LeaseTiming
+from ._snapshots import UNDECODED, job_from_row, new_lease
 from ._validate import (
+    MAX_ATTEMPTS,
     MAX_GENERATION,
+    MAX_ID_LENGTH,
+    MAX_TTL,
+    MIN_TTL,
     SECRET_LENGTH,
+    SECRET_TEXT,
     decode_json,
     validate_attempts,
     validate_delay,
@@ -37,7 +44,7 @@ from .errors import (
     LeaseLost,
     StoreUnavailable,
 )
-from .models import NO_HEADERS, Job, JobHeaders, JobState, Lease, StrEnum
+from .models import JobState, Lease, StrEnum
 
 __all__ = [
     "CLAIM_RECOVERY_TRIES",
@@ -262,7 +269,8 @@ class Settle(StrEnum):
 
 def new_secret() -> tuple[str, str]:
     """A fresh lease secret and the hash the store keeps instead of it."""
-    secret = secrets.token_hex(SECRET_LENGTH // 2)  # 192 bits from the OS CSPRNG
+    # 192 bits from the OS CSPRNG: what secrets.token_hex does, without its two calls.
+    secret = os.urandom(SECRET_LENGTH // 2).hex()
     return secret, hash_secret(secret)
 
 
@@ -299,21 +307,24 @@ class LeaseMaker:
     timing: LeaseTiming
 
     def lease(self, row: JobRow, owner: str, ttl: float, secret: str, sent_at: float) -> Lease:
-        assert row.lease_until is not None
-        return Lease(
-            job_id=row.job_id,
-            owner=owner,
-            generation=row.generation,
-            lease_until=float(row.lease_until),
-            ttl=ttl,
-            attempt=row.attempts,
-            local_deadline=self.timing.local_deadline(sent_at, ttl),
-            secret=secret,
-            store_id=self.store_id,
+        lease_until = row.lease_until
+        assert lease_until is not None
+        return new_lease(
+            row.job_id,
+            owner,
+            row.generation,
+            float(lease_until),
+            ttl,
+            row.attempts,
+            self.timing.local_deadline(sent_at, ttl),
+            secret,
+            self.store_id,
         )
 
     def check(self, lease: object, argument: str = "lease") -> Lease:
         """Refuse what is not a well-formed lease of this store, before any I/O."""
+        if _plain_lease(lease, self.store_id):  # check_lease's own first test, a call fewer
+            return lease  # type: ignore[return-value]
         return check_lease(lease, self.store_id, argument)
 
 
@@ -326,6 +337,8 @@ def check_lease(lease: object, store_id: str, argument: str = "lease") -> Lease:
     lease, by store time) decides; see docs/design.md, "Decisions", for why there is no seal.
     A lease whose ttl is a `timedelta` comes back with it in seconds.
     """
+    if _plain_lease(lease, store_id):
+        return lease  # type: ignore[return-value]
     if not isinstance(lease, Lease):
         raise InvalidArgument(argument, f"must be a tenure.Lease, not {type(lease).__name__}")
     if not isinstance(lease.store_id, str) or lease.store_id != store_id:
@@ -347,114 +360,52 @@ def check_lease(lease: object, store_id: str, argument: str = "lease") -> Lease:
     return lease
 
 
-# A row's state text to its JobState, without the enum's own lookup (every snapshot reads
-# one); a text not here is still looked up by JobState, which refuses it.
-_STATES = {state.value: state for state in JobState}
+_INF = math.inf
 
 
-# Every snapshot is built here (a batch of 1000 builds 1000), and the frozen dataclass's own
-# __init__ costs about three times what this does: it sets each field through
-# object.__setattr__ by name, which looks the name up again in the type. `job_from_row` fills a
-# `_JobDraft`, a plain (mutable) class with exactly Job's slots, by ordinary attribute
-# stores, then makes the object a Job by assigning its class: the same twenty slots with the
-# same values, so the result is the Job that Job(...) makes (test_models checks they compare
-# and pickle equal). 1.0 against 2.7 us a Job (filling the slots through their descriptors)
-# in one `timeit` run. A field added to or reordered in Job fails the checks below at import,
-# not silently.
-_JOB_FIELDS = (
-    "job_id", "queue", "state", "owner", "generation", "lease_until", "attempts",
-    "max_attempts", "payload", "result", "error", "available_at", "created_at", "updated_at",
-    "as_of", "created", "priority", "timeout", "unique_key", "headers",
-)  # fmt: skip
+def _plain_lease(lease: object, store_id: str) -> bool:
+    """True when ``lease`` passes every rule of `check_lease` and is returned as it is: the
+    case of each lease a store made, tested in one expression of exact types and ranges.
+    False says nothing: `check_lease` then applies the rules one by one (which accept more,
+    e.g. an int ttl or an id with non-ASCII letters, and name the rule a field breaks).
 
-
-class _JobDraft:
-    """A Job under construction: Job's slots, settable. Never escapes `job_from_row`."""
-
-    __slots__ = _JOB_FIELDS
-
-    def __init__(
-        self, job_id: str, queue: str, state: JobState, owner: str | None, generation: int,
-        lease_until: float | None, attempts: int, max_attempts: int, payload: Any,
-        result: Any, error: str | None, available_at: float, created_at: float,
-        updated_at: float, as_of: float, created: bool | None, priority: int,
-        timeout: float | None, unique_key: str | None, headers: JobHeaders,
-    ) -> None:  # fmt: skip
-        self.job_id = job_id
-        self.queue = queue
-        self.state = state
-        self.owner = owner
-        self.generation = generation
-        self.lease_until = lease_until
-        self.attempts = attempts
-        self.max_attempts = max_attempts
-        self.payload = payload
-        self.result = result
-        self.error = error
-        self.available_at = available_at
-        self.created_at = created_at
-        self.updated_at = updated_at
-        self.as_of = as_of
-        self.created = created
-        self.priority = priority
-        self.timeout = timeout
-        self.unique_key = unique_key
-        self.headers = headers
-
-
-# What the class assignment relies on: Job's fields are _JOB_FIELDS in order, its slots are
-# those and nothing else (no __dict__, no __weakref__), and both classes have one layout.
-# (Python refuses an assignment between different layouts too, but only when it happens.)
-if (
-    tuple(f.name for f in dataclasses.fields(Job)) != _JOB_FIELDS
-    or Job.__slots__ != _JOB_FIELDS
-    or Job.__bases__ != (object,)
-    or Job.__basicsize__ != _JobDraft.__basicsize__
-    or (Job.__dictoffset__, Job.__weakrefoffset__) != (0, 0)
-    or (_JobDraft.__dictoffset__, _JobDraft.__weakrefoffset__) != (0, 0)
-):  # pragma: no cover
-    raise ImportError("tenure._protocol._JobDraft no longer has the layout of tenure.Job")
-
-
-# `job_from_row`'s payload when the caller has not decoded it already.
-UNDECODED: Any = object()
-
-
-def job_from_row(
-    row: JobRow, as_of: float, created: bool | None = None, payload: Any = UNDECODED
-) -> Job:
-    """The snapshot of ``row`` at ``as_of``. ``payload``: the row's payload already decoded
-    (by a caller that decoded a batch's in one go); left out, decoded here."""
-    # One unpacking rather than a NamedTuple attribute lookup a field.
-    (job_id, queue, state, owner, generation, _, lease_until, available_at, attempts,
-     max_attempts, payload_text, result, error, created_at, updated_at, priority, timeout,
-     unique_key, headers) = row  # fmt: skip
-    if payload is UNDECODED:
-        payload = decode_json(payload_text)
-    job = _JobDraft(
-        job_id,
-        queue,
-        _STATES.get(state) or JobState(state),
-        owner,
-        generation,
-        None if lease_until is None else float(lease_until),
-        attempts,
-        max_attempts,
-        payload,
-        decode_json(result),
-        error,
-        float(available_at),
-        float(created_at),
-        float(updated_at),
-        float(as_of),
-        created,
-        int(priority),
-        None if timeout is None else float(timeout),
-        unique_key,
-        NO_HEADERS if headers is None else JobHeaders(decode_json(headers)),
+    The rules one by one cost a call each and the text of each field's argument name, about
+    a tenth of the Store's cost per claim -> complete cycle (issue #19). Each clause is the
+    strict form of one rule (tests/unit/test_protocol_leases.py compares the two):
+    `validate_id`'s 1-255 printable ASCII characters, `validate_generation`'s and
+    `validate_attempts`' ranges of non-bool ints, `validate_ttl`'s range of a float (a NaN
+    fails the comparisons), `validate_secret`'s 48 lowercase hex digits, `validate_real`'s
+    finite floats."""
+    if type(lease) is not Lease:
+        return False
+    job_id, owner = lease.job_id, lease.owner
+    generation, attempt = lease.generation, lease.attempt
+    ttl, secret = lease.ttl, lease.secret
+    lease_until, local_deadline = lease.lease_until, lease.local_deadline
+    return (
+        type(lease.store_id) is str
+        and lease.store_id == store_id
+        and type(job_id) is str
+        and 0 < len(job_id) <= MAX_ID_LENGTH
+        and job_id.isascii()
+        and job_id.isprintable()
+        and type(owner) is str
+        and 0 < len(owner) <= MAX_ID_LENGTH
+        and owner.isascii()
+        and owner.isprintable()
+        and type(generation) is int
+        and 1 <= generation <= MAX_GENERATION
+        and type(ttl) is float
+        and MIN_TTL <= ttl <= MAX_TTL
+        and type(secret) is str
+        and SECRET_TEXT.fullmatch(secret) is not None
+        and type(attempt) is int
+        and 1 <= attempt <= MAX_ATTEMPTS
+        and type(lease_until) is float
+        and -_INF < lease_until < _INF
+        and type(local_deadline) is float
+        and -_INF < local_deadline < _INF
     )
-    job.__class__ = Job  # type: ignore[assignment]
-    return job  # type: ignore[return-value]
 
 
 def claim_verdict(outcome: Outcome, job_id: str, owner: str, secret_hash: str) -> ClaimVerdict:

@@ -158,22 +158,34 @@ class Store(
     def _call(self, operation: str, call: Callable[[], T]) -> T:
         # Every operation is safe to repeat (see tenure.errors), so a transient failure is
         # retried a few times before it reaches the caller. (A claim whose reply was lost
-        # is recovered by its callers instead: see _recover_claim.)
-        for attempt in range(self._retries + 1):
+        # is recovered by its callers instead: see _recover_claim.) The first try is made
+        # here and the retries in `_retry`: the loop's set-up was a cost on every call.
+        try:
+            return call()
+        except StoreUnavailable as exc:
+            failed = exc
+        # Out of the except clause, so that an error of a retry is not chained to this one.
+        return self._retry(operation, call, failed)
+
+    def _retry(self, operation: str, call: Callable[[], T], exc: StoreUnavailable) -> T:
+        """`_call`'s retries after the first try failed with ``exc``."""
+        attempt = 0
+        while True:
+            # A claim_next whose reply was lost may have taken a job: repeating it would
+            # take another, so that one error goes to the caller as it is. A store that
+            # lost its data stays lost: no point in asking again.
+            if (
+                attempt == self._retries
+                or (operation in _CLAIMS and exc.outcome_unknown)
+                or isinstance(exc, StoreLost)
+            ):
+                raise exc
+            pause(0.05 * (4**attempt) * (0.5 + self._rng.random()))
+            attempt += 1
             try:
                 return call()
-            except StoreUnavailable as exc:
-                # A claim_next whose reply was lost may have taken a job: repeating it would
-                # take another, so that one error goes to the caller as it is. A store that
-                # lost its data stays lost: no point in asking again.
-                if (
-                    attempt == self._retries
-                    or (operation in _CLAIMS and exc.outcome_unknown)
-                    or isinstance(exc, StoreLost)
-                ):
-                    raise
-                pause(0.05 * (4**attempt) * (0.5 + self._rng.random()))
-        raise AssertionError("unreachable")
+            except StoreUnavailable as again:
+                exc = again
 
     # -- jobs -------------------------------------------------------------------------
 
@@ -338,8 +350,10 @@ class Store(
         ttl_s = validate_ttl(ttl)
         limit = validate_limit(limit)
         queue_names = validate_queues(queues)
-        drawn = [new_secret() for _ in range(limit)]
-        secret_of = {secret_hash: secret for secret, secret_hash in drawn}
+        secret_of = {}
+        for _ in range(limit):  # a loop, not comprehensions: each was a call (Python 3.11)
+            secret, secret_hash = new_secret()
+            secret_of[secret_hash] = secret
         return ClaimRequest(owner, ttl_s, queue_names, list(secret_of), secret_of)
 
     def _claimed(
@@ -401,7 +415,8 @@ class Store(
             )
 
         outcome = self._call("complete", call)
-        self._settled("complete", lease, secret_hash, outcome, result_json)
+        if outcome.status != Status.APPLIED:  # applied: nothing to tell (the hot path)
+            self._settled("complete", lease, secret_hash, outcome, result_json)
 
     def complete_many(
         self, leases: Sequence[Lease], results: Sequence[Any] | None = None

@@ -36,6 +36,7 @@ __all__ = [
     "MIN_TTL",
     "PURGE_BATCH",
     "SECRET_LENGTH",
+    "SECRET_TEXT",
     "decode_json",
     "encode_headers",
     "encode_json",
@@ -120,14 +121,14 @@ def validate_id(argument: str, value: object) -> str:
 
 # What `tenure._protocol.new_secret` draws: 24 bytes from the OS CSPRNG, as lowercase hex.
 SECRET_LENGTH = 48
-_SECRET = re.compile(f"[0-9a-f]{{{SECRET_LENGTH}}}")
+SECRET_TEXT = re.compile(f"[0-9a-f]{{{SECRET_LENGTH}}}")
 
 
 def validate_secret(argument: str, value: object) -> str:
     """A lease secret: the 48 lowercase hex digits a claim drew (never any other text)."""
     if not isinstance(value, str):
         raise InvalidArgument(argument, f"must be a str, not {type(value).__name__}")
-    if _SECRET.fullmatch(value) is None:
+    if SECRET_TEXT.fullmatch(value) is None:
         raise InvalidArgument(
             argument,
             f"must be the {SECRET_LENGTH} lowercase hex digits the claim drew "
@@ -165,6 +166,8 @@ def _finite(argument: str, value: object, kind: str, finite: str) -> float:
 
 
 def validate_ttl(value: object, argument: str = "ttl") -> float:
+    if type(value) is float and MIN_TTL <= value <= MAX_TTL:
+        return value  # the common case, without the calls below (a NaN fails the test)
     seconds = _seconds(argument, value)
     if not MIN_TTL <= seconds <= MAX_TTL:
         raise InvalidArgument(

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from ..._clock import Clock
 from .._threaded import ThreadedDriver
-from ._driver import SQLiteDriver, open_sync, parse_sqlite_url
+from ._driver import SQLiteDriver, open_sync
+from ._url import parse_sqlite_url
 
 __all__ = ["SQLiteDriver", "open_async", "open_sync", "parse_sqlite_url"]
 

@@ -23,15 +23,13 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import parse_qs, unquote, urlsplit
 
 from ..._clock import Clock, SystemClock, boot_clock
 from ..._protocol import Completion, JobRow, Outcome, Status, Submission
 from ..._resources import migrations
 from ..._sqlite import enter_wal
 from ..._validate import MAX_GENERATION
-from ...errors import InvalidArgument, StoreLost, StoreUnavailable
-from .. import refuse_fragment
+from ...errors import StoreLost, StoreUnavailable
 from ._control import SQLiteControl
 from ._jobs import SQLiteJobsMixin
 from ._limits import job_room
@@ -40,6 +38,7 @@ from ._sql import (
     BURY,
     CLAIM,
     CLOCK,
+    COMPLETE,
     FIND_LEASES,
     GET,
     HOLDER_UPDATES,
@@ -50,56 +49,20 @@ from ._sql import (
     STORE_ID,
     SUBMIT,
     Pick,
+    new_outcome,
+    new_pick,
+    new_row,
+    pick_ahead,
     read_row,
     statements,
 )
 from ._transaction import SQLiteTransaction
 from ._unique import submit_one
+from ._url import parse_sqlite_url
 
-__all__ = ["SQLiteDriver", "open_sync", "parse_sqlite_url"]
+__all__ = ["SQLiteDriver", "open_sync"]
 
 T = TypeVar("T")
-_SYNCHRONOUS = ("full", "normal", "extra")
-
-
-def parse_sqlite_url(url: str) -> dict[str, Any]:
-    """``sqlite:///relative.db``, ``sqlite:////absolute.db``, ``sqlite:///:memory:``;
-    query options ``timeout`` (seconds to wait for the write lock, default 30) and
-    ``synchronous`` (``full``, the default, or ``normal``/``extra``)."""
-    parts = urlsplit(url)
-    if parts.scheme != "sqlite":
-        raise InvalidArgument("url", f"must start with sqlite://, got {url!r}")
-    refuse_fragment(url)
-    if parts.netloc:
-        raise InvalidArgument(
-            "url", "a sqlite URL has no host: use sqlite:///relative.db or sqlite:////abs.db"
-        )
-    path = unquote(parts.path[1:] if parts.path.startswith("/") else parts.path)
-    if not path:
-        raise InvalidArgument("url", "must name a database file, e.g. sqlite:///tenure.db")
-    options: dict[str, Any] = {"path": path}
-    for key, values in parse_qs(parts.query, keep_blank_values=True).items():
-        value = values[-1]
-        if key == "timeout":
-            try:
-                options["busy_timeout"] = float(value)
-            except ValueError:
-                raise InvalidArgument(
-                    "url", f"timeout must be a number of seconds, got {value!r}"
-                ) from None
-            if not 0 <= options["busy_timeout"] <= 3600:
-                raise InvalidArgument("url", "timeout must be from 0 to 3600 seconds")
-        elif key == "synchronous":
-            if value.lower() not in _SYNCHRONOUS:
-                raise InvalidArgument(
-                    "url", f"synchronous must be one of {', '.join(_SYNCHRONOUS)}"
-                )
-            options["synchronous"] = value.lower()
-        else:
-            raise InvalidArgument(
-                "url", f"unknown sqlite option {key!r} (known: timeout, synchronous)"
-            )
-    return options
 
 
 class SQLiteDriver(SQLiteControl, SQLiteJobsMixin, SQLiteSchedules):
@@ -118,6 +81,9 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin, SQLiteSchedules):
         self.busy_timeout = busy_timeout
         self._clock = clock or SystemClock()
         self._boot = boot_clock(self._clock)
+        # The host's wall clock, read twice a claim -> complete cycle: time.time itself for
+        # the system clock (whose `time` only calls it), a call fewer each.
+        self._wall = time.time if type(self._clock) is SystemClock else self._clock.time
         self._lock = threading.Lock()
         self._closed = False
         self.poll_interval = 0.02
@@ -127,6 +93,9 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin, SQLiteSchedules):
             self._conn = sqlite3.connect(
                 self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
             )
+            # One cursor for every write transaction (all under self._lock): a new one per
+            # transaction was an allocation and a garbage-collector track on the hot path.
+            self._cur = self._conn.cursor()
             # The file this connection writes to: checked by the writes (see _begin).
             self._file = _identity(self.path)
             self._file_checked = time.monotonic()
@@ -182,7 +151,7 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin, SQLiteSchedules):
             raise StoreUnavailable(
                 f"{operation}: this store was closed", operation=operation, outcome_unknown=False
             )
-        cur = self._conn.cursor()
+        cur = self._cur
         try:
             cur.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
@@ -192,19 +161,21 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin, SQLiteSchedules):
                 operation=operation,
                 outcome_unknown=False,
             ) from exc
-        if self._file is not None and self._replaced():
+        # A stat per write cost 7 % of a claim -> complete cycle (sqlite_cycle.py), so a
+        # write checks only when the last check is FILE_CHECK_EVERY old: at most that long
+        # of this client's writes can land in a file that was replaced meanwhile. (The age
+        # test is here rather than in _replaced: one call fewer per write.)
+        if (
+            self._file is not None
+            and time.monotonic() - self._file_checked >= FILE_CHECK_EVERY
+            and self._replaced()
+        ):
             self._conn.rollback()
             raise self._lost(operation)
         return cur
 
     def _replaced(self) -> bool:
-        # A stat per write cost 7 % of a claim -> complete cycle (sqlite_cycle.py), so a
-        # write checks only when the last check is FILE_CHECK_EVERY old: at most that
-        # long of this client's writes can land in a file that was replaced meanwhile.
-        now = time.monotonic()
-        if now - self._file_checked < FILE_CHECK_EVERY:
-            return False
-        self._file_checked = now
+        self._file_checked = time.monotonic()
         return _identity(self.path) != self._file
 
     def _lost(self, operation: str) -> StoreLost:
@@ -225,12 +196,15 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin, SQLiteSchedules):
         try:
             cur.execute("COMMIT")
         except sqlite3.Error as exc:
-            self._conn.rollback()
-            raise StoreUnavailable(
-                f"{operation}: SQLite commit failed ({exc}); the operation did not take effect",
-                operation=operation,
-                outcome_unknown=False,
-            ) from exc
+            raise self._commit_failed(operation, exc) from exc
+
+    def _commit_failed(self, operation: str, exc: sqlite3.Error) -> StoreUnavailable:
+        self._conn.rollback()
+        return StoreUnavailable(
+            f"{operation}: SQLite commit failed ({exc}); the operation did not take effect",
+            operation=operation,
+            outcome_unknown=False,
+        )
 
     @contextmanager
     def _transaction(self, operation: str) -> Iterator[sqlite3.Cursor]:
@@ -248,20 +222,26 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin, SQLiteSchedules):
         holds the write lock, so a writer that waited reads them after its predecessor."""
         boot = None if self._boot is None else self._boot()
         boot_id, boot_now = (None, None) if boot is None else boot
-        return {"host_now": self._clock.time(), "boot_id": boot_id, "boot_now": boot_now}
+        return {"host_now": self._wall(), "boot_id": boot_id, "boot_now": boot_now}
 
-    def _write(self, operation: str, body: Callable[[sqlite3.Cursor, float], T]) -> T:
-        # `_transaction` spelled out: this is the hot path, and a generator-based context
-        # manager costs more than the statements' Python side.
+    def _write(self, operation: str, body: Callable[..., T], *args: Any) -> T:
+        """``body(cur, now, *args)`` in a write transaction, at the store time ``now``.
+
+        `_transaction` spelled out (and `_commit` in it): this is the hot path, and a
+        generator-based context manager costs more than the statements' Python side. The
+        ``args`` spare the hot operations a closure each."""
         with self._lock:
             cur = self._begin(operation)
             try:
                 now = cur.execute(CLOCK, self.clock_params()).fetchone()[0]
-                result = body(cur, now)
+                result = body(cur, now, *args)
             except BaseException:
                 self._conn.rollback()
                 raise
-            self._commit(cur, operation)
+            try:
+                cur.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise self._commit_failed(operation, exc) from exc
             return result
 
     def _answer(
@@ -363,11 +343,20 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin, SQLiteSchedules):
         secret_hashes: Sequence[str],
     ) -> list[Outcome]:
         """claim_next's body: one claim per secret hash, highest priority then oldest job
-        first, and each job
-        buried on the way (see `Driver.claim_next`)."""
+        first, and each job buried on the way (see `Driver.claim_next`).
+
+        The statements' Python side is most of what a claim costs here beyond SQLite's own
+        work (issue #19), so this runs them without helper calls: the parameters of each
+        statement are built once and updated, the rows and answers made by `new_pick`,
+        `new_row` and `new_outcome`."""
         claimed: list[Outcome] = []
-        pick_params: dict[str, Any] = {
-            "queue": None,
+        execute = cur.execute
+        pick_params: dict[str, Any] = {"queue": None, "now": now, "max_generation": MAX_GENERATION}
+        claim_params: dict[str, Any] = {
+            "job_id": None,
+            "owner": owner,
+            "ttl": ttl,
+            "secret_hash": None,
             "now": now,
             "max_generation": MAX_GENERATION,
         }
@@ -376,15 +365,14 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin, SQLiteSchedules):
             while True:
                 # The best head of the given queues: the highest priority, then the oldest
                 # by (available_at, seq), the first queue winning a tie.
-                best, best_key = None, (0, 0.0, 0)
+                best: Pick | None = None
                 for queue in queues:
                     pick_params["queue"] = queue
-                    found = cur.execute(PICK, pick_params).fetchone()
+                    found = execute(PICK, pick_params).fetchone()
                     if found is not None:
-                        pick = Pick._make(found)
-                        key = (-pick.priority, pick.available_at, pick.seq)
-                        if best is None or key < best_key:
-                            best, best_key = pick, key
+                        pick = new_pick(found)
+                        if best is None or pick_ahead(pick, best):
+                            best = pick
                 if best is None:
                     return claimed
                 if best.state == "leased" and best.attempts >= best.max_attempts:
@@ -392,19 +380,18 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin, SQLiteSchedules):
                     if buried is not None:
                         claimed.append(Outcome(Status.BURIED, buried, now))
                     continue
-                row = self._claim_one(cur, now, best.job_id, owner, ttl, secret_hash)
+                claim_params["job_id"] = best.job_id
+                claim_params["secret_hash"] = secret_hash
+                row = execute(CLAIM, claim_params).fetchone()
                 if row is not None:
-                    claimed.append(Outcome(Status.APPLIED, row, now))
+                    claimed.append(new_outcome((Status.APPLIED, new_row(row), now)))
                 break
         return claimed
 
     def claim_next(
         self, owner: str, ttl: float, queues: Sequence[str], secret_hashes: Sequence[str]
     ) -> list[Outcome]:
-        def body(cur: sqlite3.Cursor, now: float) -> list[Outcome]:
-            return self._claim_each(cur, now, owner, ttl, queues, secret_hashes)
-
-        return self._write("claim_next", body)
+        return self._write("claim_next", self._claim_each, owner, ttl, queues, secret_hashes)
 
     def _holder_update(
         self,
@@ -459,15 +446,29 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin, SQLiteSchedules):
         receipt: str,
         result: str | None,
     ) -> Outcome:
-        return self._holder_update(
-            "complete", job_id, owner, generation, secret_hash, receipt=receipt, result=result
-        )
+        # The hot half of a claim -> complete cycle: `holder_body` spelled out.
+        params = {
+            "job_id": job_id,
+            "owner": owner,
+            "generation": generation,
+            "secret_hash": secret_hash,
+            "receipt": receipt,
+            "result": result,
+        }
+        return self._write("complete", self._complete_one, params)
+
+    def _complete_one(self, cur: sqlite3.Cursor, now: float, params: dict[str, Any]) -> Outcome:
+        params["now"] = now
+        found = cur.execute(COMPLETE, params).fetchone()
+        if found is not None:
+            return new_outcome((Status.APPLIED, new_row(found), now))
+        return self._answer(cur, now, params["job_id"], None)
 
     def _complete_each(
         self, cur: sqlite3.Cursor, now: float, completions: Sequence[Completion]
     ) -> list[Outcome]:
         """complete_many's body: each completion checked on its own, in order."""
-        statement = HOLDER_UPDATES["complete"]
+        statement = COMPLETE
         outcomes = []
         for completion in completions:
             params = completion._asdict()

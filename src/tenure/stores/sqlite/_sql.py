@@ -4,10 +4,11 @@ them: shared by the driver and its transactions."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from typing import Any, NamedTuple
 
-from ..._protocol import JobRow
+from ..._protocol import JobRow, Outcome
 from ..._resources import load_text
 
 __all__ = [
@@ -16,6 +17,7 @@ __all__ = [
     "BURY",
     "CLAIM",
     "CLOCK",
+    "COMPLETE",
     "EXISTING",
     "FIND_LEASES",
     "GET",
@@ -33,6 +35,10 @@ __all__ = [
     "UNIQUE_HOLDER",
     "UNIQUE_RELEASE",
     "Pick",
+    "new_outcome",
+    "new_pick",
+    "new_row",
+    "pick_ahead",
     "read_row",
     "statements",
 ]
@@ -67,6 +73,7 @@ UNIQUE_HOLDER = _load("unique_holder")
 UNIQUE_RELEASE = _load("unique_release")
 SUBMIT_MANY = _load("submit_many")
 HOLDER_UPDATES = {name: _load(name) for name in ("renew", "complete", "release", "fail")}
+COMPLETE = HOLDER_UPDATES["complete"]
 
 
 class Pick(NamedTuple):
@@ -79,6 +86,22 @@ class Pick(NamedTuple):
     available_at: float
     seq: int
     priority: int
+
+
+def pick_ahead(pick: Pick, best: Pick) -> bool:
+    """Whether ``pick`` is claimed before ``best``: higher priority, then older."""
+    ahead = (-pick.priority, pick.available_at, pick.seq)
+    return ahead < (-best.priority, best.available_at, best.seq)
+
+
+# A fetched row as a JobRow (a Pick) on the hot path (a claim's pick and claim, a complete):
+# what ``JobRow._make`` does, without its Python frame and its length check. The statements
+# fix the rows' length: pick.sql answers Pick's fields, claim.sql's and complete.sql's
+# RETURNING lists JOB_COLUMNS (tests/sqlite/test_rows.py holds them together).
+new_row: Callable[[Sequence[Any]], JobRow] = partial(tuple.__new__, JobRow)
+new_pick: Callable[[Sequence[Any]], Pick] = partial(tuple.__new__, Pick)
+# ``Outcome(status, row, now)`` of the tuple ``(status, row, now)``, likewise.
+new_outcome: Callable[[tuple[str, JobRow | None, float]], Outcome] = partial(tuple.__new__, Outcome)
 
 
 def read_row(cur: sqlite3.Cursor, statement: str, params: dict[str, Any]) -> JobRow | None:
