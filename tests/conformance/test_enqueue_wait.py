@@ -100,6 +100,34 @@ def test_submit_many_answers_new_jobs_as_stored(store: tenure.Store) -> None:
     assert [lease.job_id for lease in store.claim_many("w", 30, 2)] == ["b", "b3"]
 
 
+def test_submit_many_without_keys_answers_new_jobs_as_stored(store: tenure.Store) -> None:
+    # A batch with no unique key takes the stores' shortcut (SQLite and Redis build a new
+    # job's row from its submission instead of reading it back): every field as stored, to
+    # the bit and the type (a whole-number timeout is stored as a REAL), an existing job as
+    # it is, in input order.
+    store.submit("old", {"v": 1}, queue="q0", priority=4)
+    answers = store.submit_many(
+        [
+            {"job_id": "a", "payload": [1.5, "é"], "delay": 1 / 3, "priority": -3, "timeout": 2},
+            {"job_id": "old", "payload": {"v": 2}},
+            {"job_id": "b", "queue": "other", "max_attempts": 7, "headers": {"h": "v"}},
+            {"job_id": "c", "delay": timedelta(seconds=0.1), "timeout": 2.5},
+        ]
+    )
+    assert [(j.job_id, j.created) for j in answers] == [
+        ("a", True),
+        ("old", False),
+        ("b", True),
+        ("c", True),
+    ]
+    assert answers[1].payload == {"v": 1}  # the existing job, unchanged
+    for job in answers:
+        stored = store.get(job.job_id)
+        assert job_view(job) == job_view(stored)
+        assert type(job.timeout) is type(stored.timeout)
+        assert job.available_at == stored.available_at
+
+
 def test_a_batch_keeps_its_order_for_claims(store: tenure.Store) -> None:
     ids = [f"j{n:03d}" for n in range(150)]
     store.submit_many([{"job_id": job_id} for job_id in reversed(ids)])

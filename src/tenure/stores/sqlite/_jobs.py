@@ -39,36 +39,50 @@ _SAVEPOINT = "tenure_submit"
 
 def submit_each(cur: sqlite3.Cursor, now: float, batch: Sequence[Submission]) -> list[Outcome]:
     """submit.sql for each submission, in order, at store time ``now``, inside a write
-    transaction: the new row, or the existing job as it is. Three statements whatever the
-    batch's size (the inserts in one executemany), not two per job; a batch with unique
-    keys goes job by job instead (`submit_each_keyed`)."""
+    transaction: the new row, or the existing job as it is. Three statements at most
+    whatever the batch's size (the inserts in one executemany), not two per job; a batch
+    with unique keys goes job by job instead (`submit_each_keyed`).
+
+    A new job's row is built here from its submission, as the insert wrote it (ready,
+    generation 0, no attempt, available at ``now`` + delay: the same double SQLite adds),
+    rather than read back; only the jobs that existed already are read, as they are. The
+    store refuses a batch that names an id twice, so each id is one row."""
     if any(s.unique_key is not None for s in batch):
         return submit_each_keyed(cur, now, batch)
     ids = json.dumps([s.job_id for s in batch], ensure_ascii=False)
     existing = {row[0] for row in cur.execute(EXISTING, {"ids": ids})}
+    new = [s for s in batch if s.job_id not in existing] if existing else batch
     cur.executemany(
         SUBMIT_MANY,
         [
-            {
-                "job_id": s.job_id,
-                "queue": s.queue,
-                "payload": s.payload,
-                "delay": s.delay,
-                "max_attempts": s.max_attempts,
-                "now": now,
-                "priority": s.priority,
-                "timeout": s.timeout,
-                "headers": s.headers,
-            }
-            for s in batch
-            if s.job_id not in existing
+            (s.job_id, s.queue, now, s.delay, s.max_attempts, s.payload, s.priority, s.timeout,
+             s.headers)
+            for s in new
         ],
-    )
-    rows = [JobRow._make(row) for row in cur.execute(BATCH_ROWS, {"ids": ids})]
-    return [
-        Outcome(Status.MISSED if row.job_id in existing else Status.APPLIED, row, now)
-        for row in rows
-    ]
+    )  # fmt: skip
+    found: dict[str, JobRow] = {}
+    if existing:
+        known = json.dumps(sorted(existing), ensure_ascii=False)
+        found = {row[0]: JobRow._make(row) for row in cur.execute(BATCH_ROWS, {"ids": known})}
+    outcomes: list[Outcome] = []
+    append = outcomes.append
+    for s in batch:
+        row = found.get(s.job_id)
+        if row is not None:
+            append(Outcome(Status.MISSED, row, now))
+            continue
+        timeout = None if s.timeout is None else float(s.timeout)  # a REAL column
+        row = _tuple(JobRow, (
+            s.job_id, s.queue, "ready", None, 0, None, None, now + s.delay, 0, s.max_attempts,
+            s.payload, None, None, now, now, s.priority, timeout, None, s.headers,
+        ))  # fmt: skip
+        append(_tuple(Outcome, (Status.APPLIED, row, now)))
+    return outcomes
+
+
+# tuple.__new__ directly: the rows and outcomes are whole, and a NamedTuple's own __new__
+# (a Python function) is a large share of a batch of new jobs' client time.
+_tuple = tuple.__new__
 
 
 class SQLiteJobsMixin:
