@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import anyio
+import psycopg
 import pytest
 
 import tenure
@@ -45,6 +46,25 @@ def test_woken_by_a_submit_from_another_client(
     thread.join()
     assert 0.15 < waited < 2
     assert waiter.claim_next("A", 30) is not None
+
+
+def test_woken_by_a_batch_submit_once_per_queue(
+    open_real_store: Callable[..., tenure.Store], admin: Any, schema: str
+) -> None:
+    # A batch of jobs of two queues wakes a waiter of the second, and each queue is told
+    # once (PostgreSQL folds a transaction's equal notifications into one).
+    waiter, other = open_real_store(), open_real_store()
+    batch = [{"job_id": f"J{n}", "queue": "q1" if n % 2 else "q2"} for n in range(20)]
+    thread = _later(0.2, lambda: other.submit_many(batch))
+    waited = _timed_wait(waiter, 10, queues=("q2",))
+    thread.join()
+    assert 0.15 < waited < 2
+    channel = f"tenure_{schema}"
+    with psycopg.connect(admin.info.dsn, autocommit=True) as listener:
+        listener.execute(f'LISTEN "{channel}"')
+        other.submit_many([{"job_id": f"K{n}", "queue": f"q{n % 2}"} for n in range(20)])
+        payloads = sorted(n.payload for n in listener.notifies(timeout=0.5, stop_after=10))
+    assert payloads == ["q0", "q1"]
 
 
 def test_woken_by_a_release_and_a_fail(open_real_store: Callable[..., tenure.Store]) -> None:
