@@ -71,18 +71,12 @@ def submit_each(cur: sqlite3.Cursor, now: float, batch: Sequence[Submission]) ->
         if row is not None:
             append(Outcome(Status.MISSED, row, now))
             continue
-        timeout = None if s.timeout is None else float(s.timeout)  # a REAL column
-        row = _tuple(JobRow, (
-            s.job_id, s.queue, "ready", None, 0, None, None, now + s.delay, 0, s.max_attempts,
-            s.payload, None, None, now, now, s.priority, timeout, None, s.headers,
-        ))  # fmt: skip
+        row = s.new_row(now)
         append(_tuple(Outcome, (Status.APPLIED, row, now)))
     return outcomes
 
 
-# tuple.__new__ directly: the rows and outcomes are whole, and a NamedTuple's own __new__
-# (a Python function) is a large share of a batch of new jobs' client time.
-_tuple = tuple.__new__
+_tuple = tuple.__new__  # an Outcome without NamedTuple's Python __new__
 
 
 class SQLiteJobsMixin:
