@@ -44,6 +44,13 @@ DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 def fill(base: str, jobs: int, priorities: int) -> str:
     schema = f"bench_{uuid.uuid4().hex[:10]}"
     tenure.connect(f"{base}{'&' if '?' in base else '?'}schema={schema}").close()
+    insert_ready_jobs(base, schema, jobs, priorities)
+    return schema
+
+
+def insert_ready_jobs(base: str, schema: str, jobs: int, priorities: int) -> None:
+    """``jobs`` ready jobs in ``schema``'s tenure_jobs in one statement (job g at priority
+    g mod ``priorities`` - ``priorities`` // 2), then VACUUM ANALYZE."""
     with psycopg.connect(base, autocommit=True) as conn:
         conn.execute("SET session_replication_role = replica")  # no NOTIFY trigger per row
         conn.execute(
@@ -57,7 +64,6 @@ def fill(base: str, jobs: int, priorities: int) -> str:
             (priorities, priorities // 2, jobs),
         )
         conn.execute(render("VACUUM ANALYZE {schema}.tenure_jobs", schema).encode())
-    return schema
 
 
 def _updates(url: str, schema: str) -> tuple[int, int]:

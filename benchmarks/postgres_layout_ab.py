@@ -8,8 +8,8 @@ on a large backlog, with the server CPU each side's backend spent.
 For comparing a schema change (issue #18: HOT claims) with the layout it would replace, in
 the same run. Each side gets a schema created by its own tree (``tenure.connect`` in a child
 process with that tree first on ``PYTHONPATH``), ``--jobs`` ready jobs over ``--priorities``
-levels (one INSERT ... SELECT with triggers off, as benchmarks/postgres_latency.py; a side
-table named ``tenure_ready``, if that layout has one, filled from them), ``--held`` leases
+levels (one INSERT ... SELECT with triggers off: postgres_latency.py's
+`insert_ready_jobs`), ``--held`` leases
 claimed and kept by another owner (ttl one hour), and one plain psycopg connection
 executing that tree's own ``claim_next.sql`` and ``complete.sql`` (raw cycles, as
 benchmarks/postgres_cycle.py's raw side: the SQL's cost, not the client's). The sides take
@@ -32,10 +32,11 @@ from typing import Any, TypeVar
 
 import psycopg
 from _common import machine_line
+from postgres_latency import insert_ready_jobs
 
 import tenure.stores.postgres._common as common
 from tenure._validate import MAX_GENERATION
-from tenure.stores.postgres._common import SqlSet, binary_lists, render, sql_text
+from tenure.stores.postgres._common import SqlSet, binary_lists, sql_text
 
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 SECRET_HASH = "0" * 64
@@ -71,31 +72,7 @@ def make_schema(base: str, tree: str, jobs: int, priorities: int) -> str:
     subprocess.run(
         [sys.executable, "-c", create], env={**os.environ, "PYTHONPATH": tree}, check=True
     )
-    with psycopg.connect(base, autocommit=True) as conn:
-        conn.execute("SET session_replication_role = replica")  # no trigger per row
-        conn.execute(
-            render(
-                "INSERT INTO {schema}.tenure_jobs (job_id, queue, state, available_at, "
-                "max_attempts, payload, created_at, updated_at, priority) "
-                "SELECT 'job-' || g, 'default', 'ready', 1000 + g, 5, '{\"n\": ' || g || '}', "
-                "1000, 1000, g %% %s - %s FROM generate_series(1, %s) g",
-                schema,
-            ).encode(),
-            (priorities, priorities // 2, jobs),
-        )
-        side = conn.execute("SELECT to_regclass(%s)", (f"{schema}.tenure_ready",)).fetchone()
-        if side is not None and side[0] is not None:
-            conn.execute(
-                render(
-                    "INSERT INTO {schema}.tenure_ready (job_id, queue, priority, run_at, seq) "
-                    "SELECT job_id, queue, priority, available_at, seq FROM {schema}.tenure_jobs",
-                    schema,
-                ).encode()
-            )
-        for table in ("tenure_jobs", "tenure_ready", "tenure_leased"):
-            exists = conn.execute("SELECT to_regclass(%s)", (f"{schema}.{table}",)).fetchone()
-            if exists is not None and exists[0] is not None:
-                conn.execute(render("VACUUM ANALYZE {schema}." + table, schema).encode())
+    insert_ready_jobs(base, schema, jobs, priorities)
     return schema
 
 

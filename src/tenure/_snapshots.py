@@ -112,9 +112,9 @@ def _same_layout(cls: type, draft: type, fields: tuple[str, ...]) -> bool:
 
 
 if not _same_layout(Job, _JobDraft, _JOB_FIELDS):  # pragma: no cover
-    raise ImportError("tenure._protocol._JobDraft no longer has the layout of tenure.Job")
+    raise ImportError("tenure._snapshots._JobDraft no longer has the layout of tenure.Job")
 if not _same_layout(Lease, _LeaseDraft, _LEASE_FIELDS):  # pragma: no cover
-    raise ImportError("tenure._protocol._LeaseDraft no longer has the layout of tenure.Lease")
+    raise ImportError("tenure._snapshots._LeaseDraft no longer has the layout of tenure.Lease")
 
 
 # `job_from_row`'s payload when the caller has not decoded it already.

@@ -101,19 +101,16 @@ class Jobs:
         set_current(running.context)
         try:
             outcome = await self._invoker(running)
-        except anyio.get_cancelled_exc_class():
-            # The worker itself is being cancelled from outside: give the job back.
+        except BaseException as exc:
             try:
-                handle.mark_lost("the worker was cancelled", "revoked")
-                with anyio.CancelScope(shield=True), anyio.move_on_after(5):
-                    await self._settler.settle(running, Outcome("abandoned"))
+                if isinstance(exc, anyio.get_cancelled_exc_class()):
+                    # The worker itself is being cancelled from outside: give the job back.
+                    handle.mark_lost("the worker was cancelled", "revoked")
+                    with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+                        await self._settler.settle(running, Outcome("abandoned"))
             finally:
                 set_current(None)
                 self._finished(running)
-            raise
-        except BaseException:
-            set_current(None)
-            self._finished(running)
             raise
         if slot.spent:
             # Its handler was cancelled in the slot's scope, which stays cancelled: the job

@@ -26,7 +26,7 @@ Attributes: ``messaging.system`` ``tenure``, ``messaging.destination.name`` the 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..models import Job, Lease
@@ -141,7 +141,7 @@ class JobSpans:
         # new trace with a link to it: a trace runs from the request that enqueued to the
         # work done (issue #20), every attempt a child of the one submit. (A claim takes
         # jobs of many traces at once, so the claim span stays a trace of its own.)
-        self.parent: Any = _extracted(job) if job.headers else None
+        self.parent: Any = _extracted(job.headers) if job.headers else None
 
     @contextlib.contextmanager
     def handling(self) -> Iterator[None]:
@@ -227,15 +227,16 @@ class JobSpans:
                 return
 
 
-def _extracted(job: Job) -> Any:
-    """The context carried in the job's headers (through the application's propagator,
-    W3C trace context by default), or None when a propagator of its own failed on them."""
+def _extracted(headers: Mapping[str, str]) -> Any:
+    """The context carried in ``headers`` (a job's, or `current_carrier`'s) through the
+    application's propagator (W3C trace context by default), or None when a propagator of
+    its own failed on them."""
     try:
         # Imported here: it loads the configured propagators (10-20 ms), which a worker
         # whose jobs carry no headers never needs.
         from opentelemetry import propagate
 
-        return propagate.extract(job.headers)
+        return propagate.extract(headers)
     except Exception:  # the job runs all the same, in a trace of its own
         return None
 
@@ -262,14 +263,9 @@ def continued(carrier: dict[str, str] | None) -> Iterator[None]:
     """In a handler's child process: the worker's handler span (from `current_carrier`)
     current while the handler runs, so spans it opens are that span's children and the
     submit's baggage reaches it, as with the other isolation modes."""
-    token = None
-    if carrier and _trace is not None:
-        try:
-            from opentelemetry import propagate
-
-            token = _context.attach(propagate.extract(carrier))
-        except Exception:  # the handler runs all the same, in a trace of its own
-            token = None
+    extracted = _extracted(carrier) if carrier and _trace is not None else None
+    # None: the handler runs all the same, in a trace of its own.
+    token = None if extracted is None else _context.attach(extracted)
     try:
         yield
     finally:

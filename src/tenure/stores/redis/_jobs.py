@@ -38,22 +38,17 @@ def _answers(
 ) -> list[Outcome]:
     """submit_many.lua's answer as Outcomes, in order: ``statuses`` one letter a job,
     ``details`` an item for each job that is not new. A new job's row is built here from
-    its submission and the store time, as the script wrote it (the script does not send it
-    back): ready, generation 0, no attempt, available at now + delay (the same double: the
-    script adds the delay sent as repr() to the `now` it answers with %.17g)."""
+    its submission and the store time, as the script wrote it (`Submission.new_row`; the
+    script does not send it back, and adds the delay sent as repr() to the `now` it answers
+    with %.17g: the same double)."""
     outcomes: list[Outcome] = []
     append = outcomes.append
     detail = iter(details)
-    # tuple.__new__ directly: the rows and outcomes are whole, and a NamedTuple's own
-    # __new__ (a Python function) was a third of this loop's time in a batch of new jobs.
+    # tuple.__new__ directly: the outcomes are whole, and a NamedTuple's own __new__ (a
+    # Python function) was a third of this loop's time in a batch of new jobs.
     for s, status in zip(submissions, statuses, strict=True):
         if status == "a":
-            job_id, queue, payload, delay, max_attempts, priority, timeout, key, _, headers = s
-            row = _tuple(JobRow, (
-                job_id, queue, "ready", None, 0, None, None, now + delay, 0, max_attempts,
-                payload, None, None, now, now, priority, timeout, key, headers,
-            ))  # fmt: skip
-            append(_tuple(Outcome, (Status.APPLIED, row, now)))
+            append(_tuple(Outcome, (Status.APPLIED, s.new_row(now), now)))
         elif status == "s":  # its key went to an earlier job of the batch, new
             append(Outcome(Status.MISSED, outcomes[int(next(detail)) - 1].row, now))
         else:  # "m": an existing job (or the key's holder), as it is

@@ -24,6 +24,7 @@ from ._sql import (
     READ_CLOCK,
     STORE_ID,
     SUBMIT_MANY,
+    new_outcome,
     read_row,
 )
 from ._unique import submit_each_keyed
@@ -72,11 +73,8 @@ def submit_each(cur: sqlite3.Cursor, now: float, batch: Sequence[Submission]) ->
             append(Outcome(Status.MISSED, row, now))
             continue
         row = s.new_row(now)
-        append(_tuple(Outcome, (Status.APPLIED, row, now)))
+        append(new_outcome((Status.APPLIED, row, now)))
     return outcomes
-
-
-_tuple = tuple.__new__  # an Outcome without NamedTuple's Python __new__
 
 
 class SQLiteJobsMixin:
