@@ -53,6 +53,27 @@ def test_no_stale_rejection_means_unproven() -> None:
     assert not verdict.violations
 
 
+@pytest.mark.parametrize("ending", ["fail", "release"])
+def test_a_refused_stale_fail_or_release_bites(ending: str) -> None:
+    """A's lease ran out while it was stopped; B took the job over and completed it; A's
+    fail (a timeout, say) or release is refused: the same bite as a stale completion."""
+    h = History()
+    h.submit("j1")
+    h.claim("w1.1", A, "j1", 1, at=1.0)
+    h.fault("pause-handler", at=1.2)
+    h.claim("w2.1", B, "j1", 2, at=4.0)
+    h.holder("complete", "w2.1", B, "j1", 2, at=4.3)
+    h.holder(ending, "w1.1", A, "j1", 1, at=4.7, outcome="fail", row_gen=2, row_state="done")
+    h.final("j1", "done", 2)
+    verdict = _check(h)
+    assert verdict.status == "VALID", verdict.lines()
+    assert verdict.counts[f"stale_{ending}s_rejected"] == 1
+    assert verdict.headline().endswith(", 1 stale fails or releases refused")
+    # Without A's refused call nothing bit.
+    h.events = [e for e in h.events if e.get("f") != ending]
+    assert _check(h).status == "UNPROVEN"
+
+
 def test_i1_a_generation_granted_twice() -> None:
     h = clean()
     # Generation 2 granted again, to someone else, after B's lease had ended.

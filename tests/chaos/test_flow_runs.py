@@ -24,6 +24,7 @@ from tests.backends import SQLITE
 pytestmark = pytest.mark.slow
 
 WORKERS, TTL, DURATION, INTERVAL, JOBS = 3, 1.0, 3.5, 0.4, 40
+RUNS = 3  # seeds to try before a run that proved nothing fails the test
 FAULTS = ("pause", "pause-handler", "pause-renew", "pause-complete", "kill", "skew")
 
 
@@ -46,7 +47,9 @@ def _bites(fault: Fault, faults: list[Fault]) -> bool:
     )
 
 
-def _seed() -> int:
+def _seeds() -> list[int]:
+    """The first seeds whose schedule has two stops that will likely bite."""
+    found = []
     for seed in range(1, 2000):
         faults = make_schedule(
             seed,
@@ -58,41 +61,56 @@ def _seed() -> int:
             kinds=FAULTS,
         )
         if sum(_bites(f, faults) for f in faults) >= 2:
-            return seed
+            found.append(seed)
+            if len(found) == RUNS:
+                return found
     raise AssertionError("no seed found")
 
 
-def test_flow_chaos_run_keeps_i1_to_i6(tmp_path: Path) -> None:
-    with SQLITE.isolated_url(tmp_path) as url:
-        out = tmp_path / "run"
+def _run(tmp_path: Path, seed: int) -> tuple[int, list[str]]:
+    with SQLITE.isolated_url(tmp_path / str(seed)) as url:
+        out = tmp_path / str(seed) / "run"
         command = [
             *(sys.executable, "-m", "tenure", "--store", url, "chaos", "--workload", "flow"),
             *("--workers", str(WORKERS), "--ttl", str(TTL), "--duration", str(DURATION)),
-            *("--jobs", str(JOBS), "--fault-interval", str(INTERVAL), "--seed", str(_seed())),
+            *("--jobs", str(JOBS), "--fault-interval", str(INTERVAL), "--seed", str(seed)),
             *("--faults", ",".join(FAULTS), "--storm", "0", "--drain-timeout", "30"),
             *("--out", str(out), "--no-png"),
         ]
         done = subprocess.run(command, capture_output=True, text=True, timeout=90)
         lines = done.stdout.strip().splitlines()
-        output = "\n".join(lines)
         assert lines, done.stderr[-3000:]
-        assert done.returncode == 0, output
-        assert lines[-2].startswith(f"verdict: VALID: I1-I6 held on {JOBS} jobs"), output
-        for line in lines:
-            if line.startswith(("I1 ", "I2 ", "I3 ", "I4 ", "I5 ", "I6 ")):
-                assert line.endswith(" ok"), output
-        assert any(line.startswith("I6 queue limits") for line in lines), output
-        assert f"{JOBS} done" in output, output
-        assert "0 stranded" in output, output
-        # Both limits were in force and used: the queue limited to 1 held one at a time;
-        # the timeouts fired (and their jobs ended done all the same).
-        limits = next(line for line in lines if line.startswith("limits: "))
-        found = re.search(r"-limit1 at most 1 \(peak (\d+) over (\d+) leases\)", limits)
-        assert found is not None, limits
-        assert found[1] == "1", limits
-        assert int(found[2]) >= 2, limits
-        assert re.search(r"-limit3 at most 3 \(peak [1-3] over \d+ leases\)", limits), limits
-        timeouts = re.search(r"timeouts: (\d+) attempts", limits)
-        assert timeouts is not None, limits
-        assert int(timeouts[1]) >= 1, limits
-        print(output)  # the counts, for whoever runs it with -s
+        return done.returncode, lines
+
+
+def test_flow_chaos_run_keeps_i1_to_i6(tmp_path: Path) -> None:
+    """A run whose faults did not bite (UNPROVEN, exit 3: a loaded machine can start the
+    workers too late for the stops to meet them) violated nothing but proved nothing; the
+    next seed runs then. Any violation fails at once."""
+    for seed in _seeds():
+        (tmp_path / str(seed)).mkdir()
+        code, lines = _run(tmp_path, seed)
+        output = "\n".join(lines)
+        assert code in (0, 3), output
+        if code == 0:
+            break
+    assert code == 0, f"{RUNS} runs, none of whose faults bit; the last:\n{output}"
+    assert lines[-2].startswith(f"verdict: VALID: I1-I6 held on {JOBS} jobs"), output
+    for line in lines:
+        if line.startswith(("I1 ", "I2 ", "I3 ", "I4 ", "I5 ", "I6 ")):
+            assert line.endswith(" ok"), output
+    assert any(line.startswith("I6 queue limits") for line in lines), output
+    assert f"{JOBS} done" in output, output
+    assert "0 stranded" in output, output
+    # Both limits were in force and used: the queue limited to 1 held one at a time;
+    # the timeouts fired (and their jobs ended done all the same).
+    limits = next(line for line in lines if line.startswith("limits: "))
+    found = re.search(r"-limit1 at most 1 \(peak (\d+) over (\d+) leases\)", limits)
+    assert found is not None, limits
+    assert found[1] == "1", limits
+    assert int(found[2]) >= 2, limits
+    assert re.search(r"-limit3 at most 3 \(peak [1-3] over \d+ leases\)", limits), limits
+    timeouts = re.search(r"timeouts: (\d+) attempts", limits)
+    assert timeouts is not None, limits
+    assert int(timeouts[1]) >= 1, limits
+    print(output)  # the counts, for whoever runs it with -s

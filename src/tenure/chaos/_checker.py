@@ -26,7 +26,7 @@ Cancels and requeues (the ``cancel`` fault): an accepted cancel ends the lease i
 requeue starts a new life of the job, which may be completed once more.
 
 The run proves something only if its faults bit: the verdict is ``VALID`` when no invariant
-was violated *and* some stale completion or stale write was rejected, or a store fault
+was violated *and* some stale completion, fail, release or write was rejected, or a store fault
 (``store-restart``, ``store-kill``, ``failover``) caught store calls in flight and the run
 rode it out,
 or a cancelled holder's renew / complete / release / fail was refused (``cancel``);
@@ -122,6 +122,9 @@ def check_history(events: Iterable[Event]) -> Verdict:
     for key in COUNTS:
         counts.setdefault(key, 0)
     bit = counts["stale_completions_rejected"] + counts["stale_writes_rejected"] > 0
+    # A stale holder's fail or release refused is the same bite as a stale completion: it
+    # tried to end an attempt whose lease another worker had taken over (I3 at work).
+    bit = bit or counts["stale_fails_rejected"] + counts["stale_releases_rejected"] > 0
     bit = bit or counts["store_outage_calls"] > 0  # the store went away under the workers
     bit = bit or counts["holder_calls_refused_cancelled"] > 0  # a cancelled holder refused
     if ctx.info.get("workload") == "locks":  # a lock is never completed: its stale holder's

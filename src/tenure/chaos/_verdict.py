@@ -138,6 +138,9 @@ class Verdict:
                 f"{c['stale_completions_rejected']} stale completions and "
                 f"{c['stale_writes_rejected']} stale writes rejected"
             )
+            ends = c.get("stale_fails_rejected", 0) + c.get("stale_releases_rejected", 0)
+            if ends:
+                line += f", {ends} stale fails or releases refused"
         elif self.status == "UNPROVEN" and self.locks:
             line = (
                 "UNPROVEN: no invariant was violated, but no stale write, renewal or release "
@@ -145,8 +148,9 @@ class Verdict:
             )
         elif self.status == "UNPROVEN":
             line = (
-                "UNPROVEN: no invariant was violated, but no stale completion or stale write "
-                "was rejected either: the faults did not bite, so this run proves nothing"
+                "UNPROVEN: no invariant was violated, but no stale completion, fail, release "
+                "or write was rejected either: the faults did not bite, so this run proves "
+                "nothing"
             )
         else:
             kinds = ", ".join(f"{key} x{len(v)}" for key, v in self.by_invariant().items() if v)
