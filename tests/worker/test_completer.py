@@ -107,6 +107,44 @@ async def test_jobs_finishing_in_the_same_turn_go_in_the_first_call(
     assert {(await store.get(lease.job_id)).state for lease in leases} == {"done"}
 
 
+async def test_sync_jobs_reaching_the_loop_turns_apart_share_one_call(
+    gated: tuple[tenure.aio.AsyncStore, GatedDriver],
+) -> None:
+    # Sync handlers' completions reach the loop one thread report at a time, turns apart:
+    # while the threads are busy, the leader waits for them (not a single turn), and the
+    # batch leaves as soon as the last report finds the threads idle.
+    store, driver = gated
+    driver.gate.set()
+    leases = await claimed(store, 5)
+    threads_busy = True
+    completer = Completer(store, busy=lambda: threads_busy, linger=30.0)
+    with anyio.fail_after(10):  # not the linger: the last arrival finds the threads idle
+        async with anyio.create_task_group() as tg:
+            for index, lease in enumerate(leases):
+                if index == len(leases) - 1:
+                    threads_busy = False  # the last thread returned before reporting
+                tg.start_soon(completer.complete, lease, None)
+                for _ in range(3):  # its report comes a few turns after the one before
+                    await anyio.lowlevel.checkpoint()
+    assert driver.sizes == [5]
+    assert {(await store.get(lease.job_id)).state for lease in leases} == {"done"}
+
+
+async def test_a_blocked_sync_handler_holds_a_batch_up_for_the_linger_only(
+    gated: tuple[tenure.aio.AsyncStore, GatedDriver],
+) -> None:
+    store, driver = gated
+    driver.gate.set()
+    (lease,) = await claimed(store, 1)
+    completer = Completer(store, busy=lambda: True, linger=0.05)  # a thread never returns
+    started = anyio.current_time()
+    with anyio.fail_after(10):
+        await completer.complete(lease, None)
+    assert anyio.current_time() - started >= 0.05
+    assert driver.sizes == [1]
+    assert (await store.get(lease.job_id)).state == "done"
+
+
 async def test_each_job_gets_its_own_answer(
     gated: tuple[tenure.aio.AsyncStore, GatedDriver], clock: tenure.ManualClock
 ) -> None:

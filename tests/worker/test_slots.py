@@ -221,6 +221,10 @@ def test_an_async_handler_does_not_see_the_previous_jobs_variables(url: str) -> 
         store.close()
 
 
+def _nothing() -> None:
+    pass
+
+
 def test_a_thread_pool_reuses_an_idle_thread_and_ends_it_when_closed() -> None:
     pool = ThreadPool()
     ran: list[threading.Thread] = []
@@ -230,11 +234,11 @@ def test_a_thread_pool_reuses_an_idle_thread_and_ends_it_when_closed() -> None:
         ran.append(threading.current_thread())
         done.set()
 
-    pool.run(target, "tenure-job-a")
+    pool.run(target, _nothing, "tenure-job-a")
     assert done.wait(5)
     wait_until(lambda: ran[0].name == "tenure-job-a" and pool.idle == 1, 5, "an idle thread")
     done.clear()
-    pool.run(target, "tenure-job-b")
+    pool.run(target, _nothing, "tenure-job-b")
     assert done.wait(5)
     assert ran[1] is ran[0]
     wait_until(lambda: pool.idle == 1, 5, "an idle thread")
@@ -262,8 +266,8 @@ def test_a_thread_pool_never_makes_a_function_wait_for_a_blocked_one() -> None:
         last_ran.set()
 
     for name in ("a", "b", "c"):
-        pool.run(blocked, f"tenure-job-{name}")
-    pool.run(last, "tenure-job-d")
+        pool.run(blocked, _nothing, f"tenure-job-{name}")
+    pool.run(last, _nothing, "tenure-job-d")
     assert last_ran.wait(5), "a function waited for a blocked one"
     assert len({id(thread) for thread in ran}) == 4  # no busy thread was given another
     wait_until(lambda: pool.idle == 4, 5, "four idle threads")
@@ -290,7 +294,7 @@ def test_a_thread_pool_runs_quick_functions_back_to_back_on_few_threads() -> Non
                 all_ran.set()
 
     for index in range(100):
-        pool.run(quick, f"tenure-job-{index}")
+        pool.run(quick, _nothing, f"tenure-job-{index}")
     assert all_ran.wait(5)
     assert sorted(names) == sorted(f"tenure-job-{index}" for index in range(100))
     assert len(threads) < 100

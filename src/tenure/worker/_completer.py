@@ -35,7 +35,11 @@ from ..models import Claim, Lease
 from ._retry import RETRY, DeadlinePassed, Outage, RetryRule
 from ._stats import Stats
 
-__all__ = ["Completer", "Refill"]
+__all__ = ["LINGER", "Completer", "Refill"]
+
+# How long a batch waits for the next sync job's completion while handler threads still
+# run (`Completer._gather`): about ten no-op sync jobs' worth of a thread's time.
+LINGER = 0.0005
 
 log = logging.getLogger("tenure")
 
@@ -108,8 +112,15 @@ class Completer:
         stats: Stats | None = None,
         rng: random.Random | None = None,
         rule: RetryRule = RETRY,
+        busy: Callable[[], bool] | None = None,
+        linger: float = LINGER,
     ) -> None:
         self._store = store
+        # Whether sync handlers' threads still run jobs (`ThreadPool.busy`): their
+        # completions reach the loop one report at a time (see `_gather`).
+        self._busy = busy
+        self._linger = linger
+        self._arrived: anyio.Event | None = None
         self.refill = refill
         self._clock = clock or store.clock
         self._outage = outage
@@ -152,7 +163,7 @@ class Completer:
         entry = _Entry(
             lease, value, deadline or (lambda: lease.local_deadline), self._clock.monotonic()
         )
-        self._pending.append(entry)
+        self._append(entry)
         while not entry.sent:
             if self._sending:
                 # Woken when entries are answered (ours?), or when a leader hands over.
@@ -177,7 +188,13 @@ class Completer:
         """Queue a completion without waiting for it: ``done(error)`` is called on the
         event loop once it is answered (``error`` None: completed; else what `complete`
         would raise). The caller then awaits `lead` so that a batch is on its way."""
-        self._pending.append(_Entry(lease, value, deadline, self._clock.monotonic(), done))
+        self._append(_Entry(lease, value, deadline, self._clock.monotonic(), done))
+
+    def _append(self, entry: _Entry) -> None:
+        self._pending.append(entry)
+        arrived, self._arrived = self._arrived, None
+        if arrived is not None:
+            arrived.set()
 
     async def lead(self) -> None:
         """Send what is queued, batch after batch, unless another caller is at it already
@@ -205,12 +222,33 @@ class Completer:
             # point): jobs finishing in this same turn, such as a batch claimed together
             # whose handlers did no I/O, join this call instead of waiting for the next one.
             await anyio.lowlevel.cancel_shielded_checkpoint()
+            if self._busy is not None and self._busy():
+                await self._gather()
             batch = self._pending[:MAX_BATCH]
             del self._pending[:MAX_BATCH]
             await self._lead(batch)
         finally:
             self._sending = False
             self._wake()
+
+    async def _gather(self) -> None:
+        """While sync handlers' threads still run jobs, wait for their completions to
+        join this batch: each reaches the loop with its thread's report, over several
+        loop turns, where async jobs that end together join in one turn. Each arrival
+        restarts a short wait (``linger``, `LINGER` by default); the batch leaves once the
+        threads are idle, the wait runs out (a handler that blocks holds no completion up
+        longer than that), four lingers have passed in all, or the batch is full.
+        Shielded: it is bounded, and a batch once led must leave."""
+        busy = self._busy
+        # Arrivals a little under ``linger`` apart must not hold the first of them up for
+        # ever: a few lingers in all.
+        with anyio.CancelScope(shield=True, deadline=anyio.current_time() + 4 * self._linger):
+            while busy is not None and busy() and len(self._pending) < MAX_BATCH:
+                arrived = self._arrived = anyio.Event()
+                with anyio.move_on_after(self._linger):
+                    await arrived.wait()
+                if not arrived.is_set():
+                    return
 
     async def _lead(self, batch: list[_Entry]) -> None:
         """Send ``batch`` until every entry of it has its answer."""

@@ -76,6 +76,11 @@ class Invoker:
         self._start_method = start_method
         self._threads = ThreadPool()  # sync handlers' threads, kept for the next job
 
+    @property
+    def threads_busy(self) -> bool:
+        """Whether sync handlers run, or wait for a thread."""
+        return self._threads.busy
+
     def close(self) -> None:
         """At the end of the run: the idle handler threads end (busy ones once done)."""
         self._threads.close()

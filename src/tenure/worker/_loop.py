@@ -88,9 +88,10 @@ class ThreadPool:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._ready: deque[tuple[Callable[[], None], str]] = deque()
+        self._ready: deque[tuple[Callable[[], None], Callable[[], None], str]] = deque()
         self._idle: list[threading.Lock] = []  # parked threads, each waiting on its lock
         self._woken = 0  # threads woken (or started) that have not taken a function yet
+        self._running = 0  # functions taken by a thread and not yet returned
         self._closed = False
 
     @property
@@ -98,11 +99,17 @@ class ThreadPool:
         """How many threads wait for a function."""
         return len(self._idle)
 
-    def run(self, target: Callable[[], None], name: str) -> None:
-        """Run ``target`` on a thread of the pool (renamed ``name``), waking or starting
-        one unless one is already on its way to the queue."""
+    @property
+    def busy(self) -> bool:
+        """Whether functions are queued or running (read without the lock: a hint)."""
+        return bool(self._running or self._ready)
+
+    def run(self, target: Callable[[], None], report: Callable[[], None], name: str) -> None:
+        """Run ``target`` then ``report`` on a thread of the pool (renamed ``name``),
+        waking or starting one unless one is already on its way to the queue. Neither may
+        raise."""
         with self._lock:
-            self._ready.append((target, name))
+            self._ready.append((target, report, name))
             if self._woken:
                 return
             parked = self._wake_locked()
@@ -146,6 +153,7 @@ class ThreadPool:
                     item = None
                 else:
                     item = ready.popleft()
+                    self._running += 1
                     # Its handler may block: the next function must not wait for it.
                     more = bool(ready) and not self._woken
                     spare = self._wake_locked() if more else None
@@ -153,10 +161,15 @@ class ThreadPool:
                 parked.acquire()  # released by `run` or `close`, which counted it woken
                 woken = True
                 continue
-            target, thread.name = item
+            target, report, thread.name = item
             if more:
                 self._start_or_wake(spare)
             target()  # never raises (DaemonThread's target catches everything)
+            with self._lock:
+                self._running -= 1
+            # Reported once no longer counted running: the loop, woken by the report,
+            # must not see this function as still busy (`busy`).
+            report()
 
 
 class DaemonThread(Generic[T]):
@@ -182,13 +195,21 @@ class DaemonThread(Generic[T]):
                 self._outcome.append((True, context.run(function)))
             except BaseException as exc:
                 self._outcome.append((False, exc))
-            finally:
-                caller.call_soon_batched(self._done.set)
+
+        def report() -> None:
+            caller.call_soon_batched(self._done.set)
 
         if pool is None:
-            threading.Thread(target=target, name=name, daemon=True).start()
+
+            def alone() -> None:
+                try:
+                    target()
+                finally:
+                    report()
+
+            threading.Thread(target=alone, name=name, daemon=True).start()
         else:
-            pool.run(target, name)
+            pool.run(target, report, name)
 
     @property
     def done(self) -> bool:

@@ -442,11 +442,16 @@ class Worker(Claiming, Jobs):
         except BaseException:
             await _discard(renewer_opening)
             raise
+        self._invoker = invoker = Invoker(self._caller, self._stats, method)
         self._completer = Completer(
-            store, clock=clock, outage=outage, stats=self._stats, rng=self._rng
+            store,
+            clock=clock,
+            outage=outage,
+            stats=self._stats,
+            rng=self._rng,
+            busy=lambda: invoker.threads_busy,
         )
         self._settler = Settler(store, self._completer, self._stats, self._rng, outage)
-        self._invoker = Invoker(self._caller, self._stats, method)
         try:
             renewer_store = await _renewer_store(renewer_opening, open_renewer)
             keeper = LeaseKeeper(
