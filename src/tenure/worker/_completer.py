@@ -6,7 +6,9 @@ No timer and no background task: the first job to finish sends its completion at
 "leads"); jobs finishing meanwhile queue up and the leader, when its call returns, sends
 everything queued in one call, and so on until the queue is empty. An idle worker thus
 completes each job as soon as it finishes, exactly as before; a busy one pays one store
-round trip (and one commit) per batch instead of per job. Each job still learns its own
+round trip (and one commit) per batch instead of per job. The one wait: while sync
+handlers' threads still run, a batch lingers briefly for their completions, which reach
+the loop one thread report at a time (`Completer._gather`). Each job still learns its own
 answer: done, `LeaseLost` for its lease alone, or (once retrying is over, see `Completer`)
 `StoreUnavailable` for the batch.
 
