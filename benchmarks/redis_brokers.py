@@ -372,6 +372,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         best = max(processed, key=lambda s: statistics.median(processed[s].rates))
         rivals = [s for s in systems if s not in tenure_rows]
+        if not rivals:  # tenure's rows only: the report above is the whole answer
+            summary.append(f"{workers}w: fastest {best}; no rival in --systems")
+            continue
         rival = max(rivals, key=lambda s: statistics.median(processed[s].rates))
         summary.append(
             f"{workers}w: fastest {best}; "
