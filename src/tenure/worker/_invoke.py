@@ -76,8 +76,7 @@ class Invoker:
         self._start_method = start_method
         self._threads = ThreadPool()  # sync handlers' threads, kept for the next job
 
-    @property
-    def threads_busy(self) -> bool:
+    def busy(self) -> bool:
         """Whether sync handlers run, or wait for a thread."""
         return self._threads.busy
 

@@ -444,12 +444,7 @@ class Worker(Claiming, Jobs):
             raise
         self._invoker = invoker = Invoker(self._caller, self._stats, method)
         self._completer = Completer(
-            store,
-            clock=clock,
-            outage=outage,
-            stats=self._stats,
-            rng=self._rng,
-            busy=lambda: invoker.threads_busy,
+            store, clock=clock, outage=outage, stats=self._stats, rng=self._rng, busy=invoker.busy
         )
         self._settler = Settler(store, self._completer, self._stats, self._rng, outage)
         try:
