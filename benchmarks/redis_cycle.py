@@ -52,7 +52,7 @@ import redis
 from _common import Result, Side, contend_chunks, interleave_chunks, machine_line, print_report
 
 import tenure
-from tenure.stores.redis import Keys, encode, parse_redis_url
+from tenure.stores.redis import Keys, parse_redis_url
 from tenure.stores.redis._common import SCRIPTS
 
 OWNER = "bench-worker"
@@ -107,6 +107,11 @@ class TenureCycles:
         self.store.close()
 
 
+def claim_keys(keys: Keys) -> list[str]:
+    """claim_next.lua's KEYS for one queue, as the driver passes them."""
+    return [keys.clock, keys.paused, keys.limits, keys.candidates(QUEUE)]
+
+
 class RawCycles:
     """A redis-py client running the driver's scripts through ``register_script`` objects
     (EVALSHA, reloaded on NOSCRIPT) with the driver's KEYS and ARGV: the ceiling (no
@@ -118,7 +123,7 @@ class RawCycles:
         self.keys = keys
         self.claim_next = self.r.register_script(SCRIPTS["claim_next"].text)
         self.complete = self.r.register_script(SCRIPTS["complete"].text)
-        self.claim_keys = [keys.clock, keys.candidates(QUEUE)]
+        self.claim_keys = claim_keys(keys)
         self.claim_args = ["", owner, repr(TTL), keys.job_prefix, RAW_SECRET_HASH]
         self.owner = owner
         self.cpu = 0.0
@@ -164,7 +169,7 @@ class RawConnectionCycles:
         lookup.close()
         self.keys = keys
         self.owner = owner
-        self.claim_call = (2, keys.clock, keys.candidates(QUEUE))
+        self.claim_call = (len(claim_keys(keys)), *claim_keys(keys))
         self.claim_call += ("", owner, repr(TTL), keys.job_prefix, RAW_SECRET_HASH)
         self.cpu = 0.0
 
@@ -271,35 +276,20 @@ class Stores:
 
     def fresh(self) -> str:
         prefix = f"bench-{uuid.uuid4().hex[:10]}"
-        tenure.connect(store_url(self.base, prefix)).close()  # makes the store: id, clock
-        keys = store_keys(self.r, store_url(self.base, prefix))
-        submit = SCRIPTS["submit"]
-        self.r.script_load(submit.text)
-        pipe = self.r.pipeline(transaction=False)
-        for number in range(self.jobs):
-            job_id = f"job-{number:07d}"
-            pipe.eval(
-                submit.text,
-                7,
-                keys.job(job_id),
-                keys.candidates(QUEUE),
-                keys.listing(QUEUE),
-                keys.jobs,
-                keys.seq,
-                keys.clock,
-                keys.wake(QUEUE),
-                "",
-                job_id,
-                QUEUE,
-                encode(job_id),
-                f'{{"n": {number}}}',
-                "1",
-                "0.0",
-                "5",
-            )
-            if len(pipe) >= 500:
-                pipe.execute()
-        pipe.execute()
+        url = store_url(self.base, prefix)
+        # Untimed: the store made and filled through tenure's public batch submit.
+        store = tenure.connect(url)
+        try:
+            for first in range(0, self.jobs, 1000):
+                numbers = range(first, min(self.jobs, first + 1000))
+                store.submit_many(
+                    [
+                        {"job_id": f"job-{n:07d}", "queue": QUEUE, "payload": {"n": n}}
+                        for n in numbers
+                    ]
+                )
+        finally:
+            store.close()
         return store_url(self.base, prefix)
 
     def check_and_remove(self, url: str, claimed: int, state: str = "done") -> None:
