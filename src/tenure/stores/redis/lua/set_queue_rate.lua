@@ -7,12 +7,12 @@
 -- KEYS: clock, the queue rates (hash), the queue's candidate set, its wake list
 -- ARGV: now override, the queue's name, per_second and burst ('' and '' to clear)
 if ARGV[3] == '' then
-  store_now(KEYS[1], ARGV[1], true)
+  store_now(KEYS[1], ARGV[1], false)
   redis.call('HDEL', KEYS[2], KEYS[3])
 else
   local rate = number_arg('per_second', ARGV[3], 1e-300, 1000000)
   local burst = number_arg('burst', ARGV[4], 1, 1000000)
-  local now = store_now(KEYS[1], ARGV[1], true)
+  local now = store_now(KEYS[1], ARGV[1], false)
   local b = bucket(KEYS[2], KEYS[3], now)
   if not (b and b.rate == rate and b.burst == burst) then
     redis.call('HSET', KEYS[2], KEYS[3],
