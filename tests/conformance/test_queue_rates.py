@@ -224,3 +224,25 @@ def test_an_idle_wait_on_an_empty_bucket_lasts_until_the_next_token(
     # ...and no longer: the token's due time ends it, not the timeout.
     assert _timed(lambda: real_store.wait_for_jobs(queues=["a"], timeout=5)) < 2
     assert real_store.claim_next("X", 30, queues=["a"]) is not None
+
+
+def test_the_bucket_holds_across_priorities_and_claim_paths(
+    store: tenure.Store, clock: tenure.ManualClock
+) -> None:
+    # Leases of every priority spend the queue's one bucket (Redis keeps a set per
+    # priority), by claim_next, by id and by claim_many alike.
+    store.submit("hi", queue="a", priority=5)
+    store.submit("lo", queue="a", priority=-5)
+    _submit(store, "a", 3)
+    store.set_queue_rate("a", 1, burst=3)
+    first = store.claim_next("W", 30, queues=["a"])
+    assert first is not None
+    assert first.job_id == "hi"
+    assert store.claim("lo", "W", 30) is not None
+    assert [lease.job_id for lease in store.claim_many("W", 30, 10, queues=["a"])] == ["a0"]
+    assert store.claim("a1", "W", 30) is None
+    clock.advance(2)
+    assert [lease.job_id for lease in store.claim_many("W", 30, 10, queues=["a"])] == [
+        "a1",
+        "a2",
+    ]
