@@ -1,8 +1,10 @@
-"""What a fleet-wide queue limit costs a claim_next -> complete cycle, on every store: the
-same tenure code on stores open at once, one queue unlimited, one limited (the claim then
-locks and counts: "Queue limits" in docs/reference.md), and one limited with ``--held``
-leases of the queue already running (SQLite and PostgreSQL walk them; Redis counts them with
-one ZCOUNT since issue #20), taking turns in the same run.
+"""What a fleet-wide queue limit or rate costs a claim_next -> complete cycle, on every
+store: the same tenure code on stores open at once, one queue unlimited, one limited (the
+claim then locks and counts: "Queue limits" in docs/reference.md), one limited with
+``--held`` leases of the queue already running (SQLite and PostgreSQL walk them; Redis
+counts them with one ZCOUNT since issue #20), and one rate-limited at 1,000,000 a second
+(the claim then locks, reads and debits the bucket: "Queue rates"), taking turns in the
+same run.
 
     python benchmarks/queue_limit_cost.py [--store sqlite,postgres,redis] [--jobs 600]
         [--repeat 5] [--chunk 50] [--held 50] [--dir DIR]
@@ -12,7 +14,8 @@ Each repetition gives each side a fresh store holding ``--jobs`` ready jobs (sub
 untimed with ``submit_many``), drained by the public sync API (``claim_next`` then
 ``complete``) in turns of ``--chunk`` cycles (A B, B A, ...: benchmarks/_common.py), so a
 noise burst on the machine hits every side alike. The limited sides allow ``--held`` + 10
-leases, so the cycle is never refused. Prints median cycles/s and the paired ratios to the
+leases and the rate-limited one's bucket never runs dry, so the cycle is never refused.
+Prints median cycles/s and the paired ratios to the
 unlimited side. After every repetition it checks that every job but the held ones is done.
 Exits 0.
 """
@@ -32,7 +35,7 @@ OWNER = "bench-worker"
 QUEUE = "default"
 
 
-def _prepare(url: str, jobs: int, limit: int | None, held: int) -> None:
+def _prepare(url: str, jobs: int, limit: int | None, held: int, rate: bool) -> None:
     with tenure.connect(url) as store:
         # The held leases are claimed first, by another owner, with a long lease: they run
         # for the whole repetition and the limited claim counts them each time.
@@ -43,6 +46,8 @@ def _prepare(url: str, jobs: int, limit: int | None, held: int) -> None:
             store.submit_many([{"job_id": f"j{i:06d}"} for i in batch])
         if limit is not None:
             store.set_queue_limit(QUEUE, limit)
+        if rate:
+            store.set_queue_rate(QUEUE, 1_000_000)
 
 
 def _check(url: str, jobs: int, done: int) -> None:
@@ -51,10 +56,17 @@ def _check(url: str, jobs: int, done: int) -> None:
         assert store.get(f"j{jobs - 1:06d}").state == "done"
 
 
-def side(store: str, name: str, args: argparse.Namespace, limit: int | None, held: int) -> Side:
+def side(
+    store: str,
+    name: str,
+    args: argparse.Namespace,
+    limit: int | None,
+    held: int,
+    rate: bool = False,
+) -> Side:
     def open_side() -> tuple[Cycles, Callable[[int], None]]:
         url, analyze, drop = fresh_store(store, folder=args.dir, pg=args.pg, redis_url=args.redis)
-        _prepare(url, args.jobs, limit, held)
+        _prepare(url, args.jobs, limit, held, rate)
         analyze()
 
         def verify(done: int) -> None:
@@ -77,7 +89,7 @@ def main() -> None:
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/0")
     parser.add_argument("--dir", default=None)
     args = parser.parse_args()
-    print(f"queue limit cost, claim_next + complete cycles; {machine_line()}")
+    print(f"queue limit and rate cost, claim_next + complete cycles; {machine_line()}")
     directory = args.dir or tempfile.mkdtemp(prefix="tenure-limits-")
     args.dir = directory
     held_name = f"limited, {args.held} held"
@@ -87,6 +99,7 @@ def main() -> None:
                 side(store, "unlimited", args, None, 0),
                 side(store, "limited", args, 10, 0),
                 side(store, held_name, args, args.held + 10, args.held),
+                side(store, "rate-limited", args, None, 0, rate=True),
             ]
             results = interleave_chunks(sides, args.repeat, chunk=args.chunk)
             print_report(f"{store}: cycles/s", results, "unlimited", unit="cycles/s")

@@ -109,7 +109,7 @@ class TenureCycles:
 
 def claim_keys(keys: Keys) -> list[str]:
     """claim_next.lua's KEYS for one queue, as the driver passes them."""
-    return [keys.clock, keys.paused, keys.limits, keys.candidates(QUEUE)]
+    return [keys.clock, keys.paused, keys.limits, keys.rates, keys.candidates(QUEUE)]
 
 
 class RawCycles:

@@ -42,6 +42,7 @@ from .models import (
     JobSpec,
     JobState,
     Lease,
+    QueueRate,
     StoredSchedule,
 )
 
@@ -110,6 +111,7 @@ __all__ = [
     "LockNotAcquired",
     "LeaseTiming",
     "ManualClock",
+    "QueueRate",
     "RetryPolicy",
     "StaleToken",
     "Store",

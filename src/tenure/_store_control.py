@@ -22,9 +22,10 @@ from ._validate import (
     validate_id,
     validate_limit,
     validate_queue_limit,
+    validate_queue_rate,
     validate_reason,
 )
-from .models import Job, JobState
+from .models import Job, JobState, QueueRate
 from .stores.abc import Driver
 
 __all__ = ["StoreControl"]
@@ -216,3 +217,41 @@ class StoreControl:
     def queue_limits(self: _Host) -> dict[str, int]:
         """Each limited queue and its limit, sorted by queue."""
         return self._call("queue_limits", self._driver.queue_limits)
+
+    def set_queue_rate(
+        self: _Host, queue: str, per_second: float | None, *, burst: int | None = None
+    ) -> None:
+        """Let at most ``per_second`` jobs of ``queue`` start a second, across every client
+        of the store (a fleet-wide rate limit); ``None`` removes it. A token bucket by the
+        store's clock: it holds at most ``burst`` tokens (default ``max(1,
+        ceil(per_second))``) and refills at ``per_second`` tokens a second; each lease
+        granted in the queue (`claim`, `claim_next`, `claim_many`, `complete_and_claim`)
+        takes one, a job buried takes none. A claim takes at most the whole tokens held (and
+        at most the room a queue limit leaves), decided inside its own statement or script,
+        so no interleaving of claims exceeds the bucket; `claim` of a named job without a
+        token answers as at a full queue limit. A new or changed rate starts the bucket
+        full; setting the same rate again changes nothing (idempotent). Stored in the store,
+        so it holds for every client. ``per_second``: a finite number above 0, at most
+        1,000,000, or None; ``burst``: an int from 1 to 1,000,000, or None."""
+        name = validate_id("queue", queue)
+        rate = validate_queue_rate(per_second, burst)
+
+        def call() -> None:
+            self._driver.set_queue_rate(name, rate)
+
+        self._call("set_queue_rate", call)
+        log.info(
+            "queue %s rate %s",
+            name,
+            "removed" if rate is None else f"set to {rate[0]:g}/s, burst {rate[1]}",
+            extra={
+                "queue": name,
+                "per_second": None if rate is None else rate[0],
+                "burst": None if rate is None else rate[1],
+            },
+        )
+
+    def queue_rates(self: _Host) -> dict[str, QueueRate]:
+        """Each rate-limited queue and its `QueueRate` (per_second, burst), sorted by queue."""
+        found = self._call("queue_rates", self._driver.queue_rates)
+        return {queue: QueueRate(float(rate), int(burst)) for queue, (rate, burst) in found.items()}

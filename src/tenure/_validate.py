@@ -54,6 +54,7 @@ __all__ = [
     "validate_limit",
     "validate_payload_limit",
     "validate_queue_limit",
+    "validate_queue_rate",
     "validate_priority",
     "validate_queues",
     "validate_real",
@@ -83,6 +84,8 @@ MAX_BATCH = 1000
 MAX_GENERATION = 2**63 - 1
 # The largest fleet-wide queue limit (set_queue_limit): more leases than any fleet holds.
 MAX_QUEUE_LIMIT = 1_000_000
+# The largest fleet-wide queue rate (set_queue_rate), in jobs a second, and bucket size.
+MAX_QUEUE_RATE = 1_000_000
 _MAX_DEPTH = 64
 
 
@@ -454,6 +457,32 @@ def validate_queue_limit(value: object, argument: str = "n") -> int | None:
     if not 1 <= value <= MAX_QUEUE_LIMIT:
         raise InvalidArgument(argument, f"must be from 1 to {MAX_QUEUE_LIMIT}, got {value}")
     return value
+
+
+def validate_queue_rate(per_second: object, burst: object) -> tuple[float, int] | None:
+    """A queue's rate: ``per_second`` a finite number above 0 and at most MAX_QUEUE_RATE,
+    ``burst`` an int from 1 to MAX_QUEUE_RATE or None for max(1, ceil(per_second)); None
+    (with no burst) for no rate. Answers (per_second, burst)."""
+    if per_second is None:
+        if burst is not None:
+            raise InvalidArgument("burst", "must be None when per_second is None (no rate)")
+        return None
+    if isinstance(per_second, bool) or not isinstance(per_second, (int, float)):
+        raise InvalidArgument(
+            "per_second", f"must be a number or None, not {type(per_second).__name__}"
+        )
+    rate = float(per_second)
+    if not (math.isfinite(rate) and 0 < rate <= MAX_QUEUE_RATE):
+        raise InvalidArgument(
+            "per_second", f"must be a finite number above 0, at most {MAX_QUEUE_RATE}, got {rate!r}"
+        )
+    if burst is None:
+        return rate, max(1, math.ceil(rate))
+    if isinstance(burst, bool) or not isinstance(burst, int):
+        raise InvalidArgument("burst", f"must be an int or None, not {type(burst).__name__}")
+    if not 1 <= burst <= MAX_QUEUE_RATE:
+        raise InvalidArgument("burst", f"must be from 1 to {MAX_QUEUE_RATE}, got {burst}")
+    return rate, burst
 
 
 def validate_flag(value: object, argument: str) -> bool:

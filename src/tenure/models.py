@@ -1,5 +1,5 @@
 """Frozen values handed to users: `Lease`, `Job` (and its `JobHeaders`), `FencingToken`,
-`Claim`, `Attempt`, `StoredSchedule`, and the values users hand in or page through:
+`Claim`, `Attempt`, `StoredSchedule`, `QueueRate`, and the values users hand in or page through:
 `JobSpec`, `JobPage`."""
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ __all__ = [
     "JobSpec",
     "JobState",
     "Lease",
+    "QueueRate",
     "StoredSchedule",
 ]
 
@@ -375,3 +376,12 @@ class StoredSchedule:
             "created_at": self.created_at,
             "updated_at": self.updated_at,
         }
+
+
+class QueueRate(NamedTuple):
+    """A queue's fleet-wide rate limit (`Store.set_queue_rate`, `Store.queue_rates`): a
+    token bucket by the store's clock holding at most ``burst`` tokens, refilled at
+    ``per_second`` tokens a second; each lease granted in the queue takes one."""
+
+    per_second: float
+    burst: int

@@ -5,7 +5,8 @@ claim/claim_next (with burial of poison jobs), renew/complete/release/fail condi
 owner, generation, secret and expiry, complete_many and complete_and_claim (completions
 first, then the claim, at one store time), paused queues (claims skip them), store
 schedules (upserts by name at store time), queue limits (claims take a limited queue's
-jobs only while fewer of its leases run), job control
+jobs only while fewer of its leases run), queue rates (a token bucket by store time, one
+token per lease granted), job control
 (cancel, requeue, delete, and the store-wide generation floor every claim stays above), and
 the rule that repeating an operation that already took effect succeeds (the same operation,
 with the same result or error: another settle of an ended lease is refused). Hypothesis
@@ -128,6 +129,9 @@ class Model:
         self.secrets = itertools.count(1)
         self.paused: set[str] = set()  # claims by queue skip these (issue #18)
         self.limits: dict[str, int] = {}  # at most so many running leases (issue #18)
+        # Token buckets (issue #18): queue -> [per_second, burst, tokens, at]; tokens were
+        # held at store time at (-inf: full, as a rate just set starts).
+        self.rates: dict[str, list[float]] = {}
         # Store schedules by name: (created_at, updated_at, cron, queue), store time.
         self.schedules: dict[str, tuple[float, float, str, str]] = {}
         self.holders: dict[str, str] = {}  # unique key -> the job id that last took it
@@ -203,18 +207,40 @@ class Model:
         )
 
     def _room(self, queue: str, now: float) -> float:
-        """How many more leases the queue may have at ``now`` (inf: unlimited)."""
-        if queue not in self.limits:
-            return math.inf
-        running = sum(
-            1
-            for j in self.jobs.values()
-            if j.queue == queue
-            and j.state == "leased"
-            and j.lease_until is not None
-            and j.lease_until > now
-        )
-        return self.limits[queue] - running
+        """How many more leases the queue may have at ``now`` (inf: unlimited): its limit's
+        room and its bucket's whole tokens, the smaller."""
+        room = math.inf
+        if queue in self.limits:
+            running = sum(
+                1
+                for j in self.jobs.values()
+                if j.queue == queue
+                and j.state == "leased"
+                and j.lease_until is not None
+                and j.lease_until > now
+            )
+            room = self.limits[queue] - running
+        if queue in self.rates:
+            # A token due within 1e-5 s counts as there (the stores' rounding allowance).
+            room = min(room, math.floor(self._tokens(queue, now) + 1e-5 * self.rates[queue][0]))
+        return room
+
+    def _tokens(self, queue: str, now: float) -> float:
+        rate, burst, tokens, at = self.rates[queue]
+        return min(burst, tokens + max(0.0, now - at) * rate)
+
+    def _spend(self, queue: str, now: float) -> None:
+        """A lease granted in a rate-limited queue takes a token."""
+        if queue in self.rates:
+            bucket = self.rates[queue]
+            bucket[2], bucket[3] = self._tokens(queue, now) - 1, max(bucket[3], now)
+
+    def set_rate(self, queue: str, rate: tuple[float, int] | None) -> None:
+        """A new or changed rate starts full; the same one again keeps the bucket."""
+        if rate is None:
+            self.rates.pop(queue, None)
+        elif self.rates.get(queue, [0.0, 0.0])[:2] != [rate[0], rate[1]]:
+            self.rates[queue] = [rate[0], rate[1], rate[1], -math.inf]
 
     def claim(self, job_id: str, owner: str, ttl: float) -> ModelLease | None:
         now = self.tick()
@@ -223,7 +249,8 @@ class Model:
             raise ModelJobNotFound(job_id)
         if self._due(job, now) and job.attempts < job.max_attempts:
             if self._room(job.queue, now) < 1:
-                return None  # its queue is full
+                return None  # its queue is full, or has no token
+            self._spend(job.queue, now)
             return self._grant(job, owner, ttl, now)
         if self._due(job, now) and job.state == "leased":
             self._bury(job, now)  # expired on its last allowed attempt
@@ -252,6 +279,7 @@ class Model:
             if job.state == "leased" and job.attempts >= job.max_attempts:
                 self._bury(job, now)
                 continue
+            self._spend(job.queue, now)
             granted.append(self._grant(job, owner, ttl, now))
         return granted
 
@@ -774,6 +802,25 @@ class LeaseProtocol(RuleBasedStateMachine):
             self.model.limits[name] = n
         mine = {q: k for q, k in self.store.queue_limits().items() if q in self.queues}
         assert mine == self.model.limits
+
+    @rule(
+        queue=st.integers(0, 1),
+        # 2/s: a token per clock step (0.5 s), exactly; 0.5/s: a quarter of one.
+        rate=st.sampled_from([None, (2.0, 1), (0.5, 2), (1.0, None)]),
+    )
+    def rate(self, queue: int, rate: tuple[float, int | None] | None) -> None:
+        """Issue #18: a queue's token bucket; claims take a token per lease granted."""
+        name = self.queues[queue]
+        per_second, burst = (None, None) if rate is None else rate
+        self.store.set_queue_rate(name, per_second, burst=burst)
+        if self.model.follows_boot_clock:
+            self.model.tick()  # SQLite: a write transaction, which reads (and floors) the clock
+        if per_second is None:
+            self.model.set_rate(name, None)
+        else:
+            self.model.set_rate(name, (per_second, burst or max(1, math.ceil(per_second))))
+        mine = {q: tuple(r) for q, r in self.store.queue_rates().items() if q in self.queues}
+        assert mine == {q: (r[0], int(r[1])) for q, r in self.model.rates.items()}
 
     @rule(
         name=st.integers(0, 1),

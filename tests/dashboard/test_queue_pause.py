@@ -88,3 +88,12 @@ def test_the_queues_page_shows_limits(client: TestClient, store: tenure.Store) -
     assert "mail: at most 4 leased at once, fleet-wide" in page
     store.set_queue_limit("mail", None)
     assert "Limited queues" not in client.get("/queues").text
+
+
+def test_the_queues_page_shows_rates(client: TestClient, store: tenure.Store) -> None:
+    store.submit("j1", queue="mail")
+    store.set_queue_rate("mail", 2.5, burst=5)
+    page = client.get("/queues").text
+    assert "mail: at most 2.5 started a second (burst 5), fleet-wide" in page
+    store.set_queue_rate("mail", None)
+    assert "Rate-limited queues" not in client.get("/queues").text

@@ -56,6 +56,7 @@ def test_a_version_5_store_upgrades_to_priorities(version_5: tuple[Any, str]) ->
         "0008_priorities.sql",
         "0009_queue_limits.sql",
         "0010_headers.sql",
+        "0011_queue_rates.sql",
     ]
     rows = admin.execute(
         render(

@@ -24,7 +24,8 @@ def test_one_script_run_for_completions_and_claims(
     lost, claimed = real_store.complete_and_claim(leases, "A", 10, 10, results=list(range(10)))
     assert lost == []
     assert [command[0] for command in sent] == ["EVALSHA"]
-    assert sent[0][2] == 14  # clock, paused and limits hashes, the 10 job keys, the queue's set
+    # clock, the paused, limits and rates hashes, the 10 job keys, the queue's set
+    assert sent[0][2] == 15
     assert [lease.job_id for lease in claimed] == [f"job-{n:02}" for n in range(10, 20)]
     assert {lease.generation for lease in claimed} == {1}
     assert [real_store.get(f"job-{n:02}").result for n in range(10)] == list(range(10))

@@ -133,6 +133,12 @@ class PassThroughDriver:
     def queue_limits(self) -> dict[str, int]:
         return self._inner.queue_limits()
 
+    def set_queue_rate(self, queue: str, rate: tuple[float, int] | None) -> None:
+        self._inner.set_queue_rate(queue, rate)
+
+    def queue_rates(self) -> dict[str, tuple[float, int]]:
+        return self._inner.queue_rates()
+
     def put_schedule(self, row: ScheduleRow) -> ScheduleRow:
         return self._inner.put_schedule(row)
 

@@ -149,6 +149,12 @@ class AsyncPassThroughDriver:
     async def queue_limits(self) -> dict[str, int]:
         return await self._inner.queue_limits()
 
+    async def set_queue_rate(self, queue: str, rate: tuple[float, int] | None) -> None:
+        await self._inner.set_queue_rate(queue, rate)
+
+    async def queue_rates(self) -> dict[str, tuple[float, int]]:
+        return await self._inner.queue_rates()
+
     async def put_schedule(self, row: ScheduleRow) -> ScheduleRow:
         return await self._inner.put_schedule(row)
 

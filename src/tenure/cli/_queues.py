@@ -1,11 +1,12 @@
-"""``tenure queues pause|resume|limit|list``: paused and limited queues from the command
-line (the store's `pause_queue`, `resume_queue`, `paused_queues`, `set_queue_limit` and
-`queue_limits`)."""
+"""``tenure queues pause|resume|limit|rate|list``: paused, limited and rate-limited queues
+from the command line (the store's `pause_queue`, `resume_queue`, `paused_queues`,
+`set_queue_limit`, `queue_limits`, `set_queue_rate` and `queue_rates`)."""
 
 from __future__ import annotations
 
 import click
 
+from ..models import QueueRate
 from . import CliState, common_options
 
 __all__ = ["queues"]
@@ -13,8 +14,9 @@ __all__ = ["queues"]
 
 @click.group()
 def queues() -> None:
-    """Pause, resume, limit and list queues: workers claim nothing of a paused queue, and
-    at most N jobs of a limited one at once, fleet-wide."""
+    """Pause, resume, limit and list queues: workers claim nothing of a paused queue, at
+    most N jobs of a limited one at once, and start at most R a second of a rate-limited
+    one, fleet-wide."""
 
 
 def _done(state: CliState, queue: str, paused: bool) -> None:
@@ -76,37 +78,97 @@ def limit(state: CliState, queue: str, n: int | None, clear: bool) -> None:
         out.line(f"queue {queue} limited to {n} leased at once on {store.url}", "good")
 
 
+@queues.command()
+@click.argument("queue")
+@click.argument("per_second", type=float, required=False)
+@click.option(
+    "--burst",
+    type=int,
+    default=None,
+    help="The most jobs started at once after an idle spell (default: PER_SECOND rounded up).",
+)
+@click.option("--clear", is_flag=True, help="Remove the queue's rate.")
+@common_options
+@click.pass_obj
+def rate(
+    state: CliState, queue: str, per_second: float | None, burst: int | None, clear: bool
+) -> None:
+    """Let workers start at most PER_SECOND jobs of QUEUE a second, across every worker: a
+    token bucket by the store's clock of --burst tokens (--clear: no rate). A new rate
+    starts with a full bucket; jobs running go on.
+
+    --json: {"queue", "rate": {"per_second", "burst"} or null, "store"}."""
+    if clear == (per_second is not None):
+        raise click.UsageError("give either PER_SECOND or --clear")
+    if clear and burst is not None:
+        raise click.UsageError("--burst goes with PER_SECOND, not --clear")
+    store = state.store(create=False)
+    store.set_queue_rate(queue, per_second, burst=burst)
+    found = store.queue_rates().get(queue)
+    out = state.output()
+    if out.json_mode:
+        out.json({"queue": queue, "rate": _rate(found), "store": store.url})
+    elif found is None:
+        out.line(f"queue {queue} has no rate on {store.url}", "good")
+    else:
+        out.line(
+            f"queue {queue} starts at most {found.per_second:g} jobs a second "
+            f"(burst {found.burst}) on {store.url}",
+            "good",
+        )
+
+
+def _rate(found: QueueRate | None) -> dict[str, float | int] | None:
+    return None if found is None else {"per_second": found.per_second, "burst": found.burst}
+
+
 @queues.command(name="list")
 @common_options
 @click.pass_obj
 def list_queues(state: CliState) -> None:
-    """The queues with live jobs (where the store can count them), the paused ones and the
-    limited ones, each with its paused state and its limit.
+    """The queues with live jobs (where the store can count them), the paused ones, the
+    limited ones and the rate-limited ones, each with its paused state, its limit and its
+    rate.
 
-    --json: {"queues": [{"queue", "paused", "limit"}...], "store"} (limit null: none)."""
+    --json: {"queues": [{"queue", "paused", "limit", "rate"}...], "store"} (limit null:
+    none; rate {"per_second", "burst"}, null: none)."""
     store = state.store(create=False)
     paused = set(store.paused_queues())
     limits = store.queue_limits()
+    rates = store.queue_rates()
     stats = store.queue_stats()
-    names = paused | set(limits) | {found.queue for found in (stats.queues if stats else ())}
+    names = paused | set(limits) | set(rates)
+    names |= {found.queue for found in (stats.queues if stats else ())}
     rows = [
-        {"queue": name, "paused": name in paused, "limit": limits.get(name)}
+        {
+            "queue": name,
+            "paused": name in paused,
+            "limit": limits.get(name),
+            "rate": _rate(rates.get(name)),
+        }
         for name in sorted(names)
     ]
     out = state.output()
     if out.json_mode:
         out.json({"queues": rows, "store": store.url})
     elif not rows:
-        out.line(f"no queues with live jobs, paused or limited on {store.url}")
+        out.line(f"no queues with live jobs, paused, limited or rate-limited on {store.url}")
     else:
         out.table(
-            ["queue", "state", "limit"],
-            [
-                [
-                    str(row["queue"]),
-                    "paused" if row["paused"] else "running",
-                    "-" if row["limit"] is None else str(row["limit"]),
-                ]
-                for row in rows
-            ],
+            ["queue", "state", "limit", "rate/s", "burst"],
+            [_cells(name, paused, limits, rates) for name in sorted(names)],
         )
+
+
+def _cells(
+    name: str, paused: set[str], limits: dict[str, int], rates: dict[str, QueueRate]
+) -> list[str]:
+    """A row of the queue table; "-": no limit, no rate."""
+    limit, found = limits.get(name), rates.get(name)
+    return [
+        name,
+        "paused" if name in paused else "running",
+        "-" if limit is None else str(limit),
+        "-" if found is None else f"{found.per_second:g}",
+        "-" if found is None else str(found.burst),
+    ]

@@ -14,7 +14,7 @@ from .._queue_stats import StoreStats
 from .._store import Store
 from .._store_async import AsyncStore
 from ..errors import InvalidArgument
-from ..models import Attempt, Job, JobPage, StoredSchedule
+from ..models import Attempt, Job, JobPage, QueueRate, StoredSchedule
 
 __all__ = ["Reader"]
 
@@ -78,6 +78,10 @@ class Reader:
 
     async def queue_limits(self) -> dict[str, int]:
         found: dict[str, int] = await self._run("queue_limits")
+        return found
+
+    async def queue_rates(self) -> dict[str, QueueRate]:
+        found: dict[str, QueueRate] = await self._run("queue_rates")
         return found
 
     async def schedules(self) -> list[StoredSchedule]:

@@ -13,7 +13,7 @@ from .._queue_stats import StoreStats
 from .._schedule import upcoming
 from .._validate import MAX_BATCH
 from ..errors import InvalidArgument
-from ..models import Attempt, Job, JobState, StoredSchedule
+from ..models import Attempt, Job, JobState, QueueRate, StoredSchedule
 from ._reader import Reader
 
 __all__ = [
@@ -148,17 +148,21 @@ class QueuesPage:
     paused: list[str] = field(default_factory=list)
     # The fleet-wide limits of the limited queues (at most so many leased at once).
     limits: dict[str, int] = field(default_factory=dict)
+    # The fleet-wide rates of the rate-limited queues (jobs started a second, burst).
+    rates: dict[str, QueueRate] = field(default_factory=dict)
 
 
 async def queues_page(reader: Reader) -> QueuesPage:
     paused = await reader.paused_queues()
     limits = await reader.queue_limits()
+    rates = await reader.queue_rates()
     stats = await reader.queue_stats()
     if stats is not None:
-        return QueuesPage(stats, stats.as_of, paused=paused, limits=limits)
+        return QueuesPage(stats, stats.as_of, paused=paused, limits=limits, rates=rates)
     found = await reader.jobs(queue=None, state=None, limit=MAX_BATCH)
     as_of = found[0].as_of if found else await reader.now()
-    return QueuesPage(None, as_of, sorted({job.queue for job in found}), paused, limits)
+    seen = sorted({job.queue for job in found})
+    return QueuesPage(None, as_of, seen, paused, limits, rates)
 
 
 @dataclass(frozen=True)

@@ -200,6 +200,17 @@ class AsyncDriver(Protocol):
         """Each limited queue and its limit, sorted by queue."""
         ...
 
+    async def set_queue_rate(self, queue: str, rate: tuple[float, int] | None) -> None:
+        """Set the queue's token bucket, (per_second, burst), or remove it (None). A new or
+        changed rate starts the bucket full; setting the same one again keeps it
+        (idempotent). Every claim takes at most the whole tokens the bucket holds at store
+        time and spends one per lease granted, decided atomically with the claim itself."""
+        ...
+
+    async def queue_rates(self) -> dict[str, tuple[float, int]]:
+        """Each rate-limited queue and its (per_second, burst), sorted by queue."""
+        ...
+
     async def put_schedule(self, row: ScheduleRow) -> ScheduleRow:
         """Add or replace the schedule named ``row.name`` (one atomic upsert): a new one
         takes store time as its ``created_at`` and ``updated_at``, a replaced one keeps its

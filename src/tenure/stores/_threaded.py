@@ -165,6 +165,12 @@ class ThreadedDriver:
     async def queue_limits(self) -> dict[str, int]:
         return await anyio.to_thread.run_sync(self.sync.queue_limits)
 
+    async def set_queue_rate(self, queue: str, rate: tuple[float, int] | None) -> None:
+        await anyio.to_thread.run_sync(self.sync.set_queue_rate, queue, rate)
+
+    async def queue_rates(self) -> dict[str, tuple[float, int]]:
+        return await anyio.to_thread.run_sync(self.sync.queue_rates)
+
     async def put_schedule(self, row: ScheduleRow) -> ScheduleRow:
         return await anyio.to_thread.run_sync(self.sync.put_schedule, row)
 

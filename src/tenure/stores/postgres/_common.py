@@ -387,6 +387,8 @@ class SqlSet:
         "paused_queues",
         "set_queue_limit",
         "queue_limits",
+        "set_queue_rate",
+        "queue_rates",
         "schedule_put",
         "schedule_delete",
         "schedule_list",

@@ -93,3 +93,12 @@ class PostgresControl:
     def queue_limits(self: _Runner) -> dict[str, int]:
         rows = read_rows(self._pool, "queue_limits", self._sql["queue_limits"], {})
         return {str(row[0]): int(row[1]) for row in rows}
+
+    def set_queue_rate(self: _Runner, queue: str, rate: tuple[float, int] | None) -> None:
+        per_second, burst = (None, None) if rate is None else rate
+        params = {"queue": queue, "per_second": per_second, "burst": burst}
+        read_rows(self._pool, "set_queue_rate", self._sql["set_queue_rate"], params)
+
+    def queue_rates(self: _Runner) -> dict[str, tuple[float, int]]:
+        rows = read_rows(self._pool, "queue_rates", self._sql["queue_rates"], {})
+        return {str(row[0]): (float(row[1]), int(row[2])) for row in rows}

@@ -1,8 +1,9 @@
 """The PostgreSQL driver's job-control operations (cancel, requeue, delete, purge, a
-queue's paused flag and its limit), async (``_control.py`` is generated from this file): a mixin of
-`AsyncPostgresDriver`, one statement each (``sql/cancel.sql``, ``requeue.sql``,
-``delete.sql``, ``purge.sql``, ``pause_queue.sql``, ``paused_queues.sql``,
-``set_queue_limit.sql``, ``queue_limits.sql``)."""
+queue's paused flag, its limit and its rate), async (``_control.py`` is generated from
+this file): a mixin of `AsyncPostgresDriver`, one statement each (``sql/cancel.sql``,
+``requeue.sql``, ``delete.sql``, ``purge.sql``, ``pause_queue.sql``, ``paused_queues.sql``,
+``set_queue_limit.sql``, ``queue_limits.sql``, ``set_queue_rate.sql``,
+``queue_rates.sql``)."""
 
 from __future__ import annotations
 
@@ -93,3 +94,12 @@ class AsyncPostgresControl:
     async def queue_limits(self: _Runner) -> dict[str, int]:
         rows = await read_rows_async(self._pool, "queue_limits", self._sql["queue_limits"], {})
         return {str(row[0]): int(row[1]) for row in rows}
+
+    async def set_queue_rate(self: _Runner, queue: str, rate: tuple[float, int] | None) -> None:
+        per_second, burst = (None, None) if rate is None else rate
+        params = {"queue": queue, "per_second": per_second, "burst": burst}
+        await read_rows_async(self._pool, "set_queue_rate", self._sql["set_queue_rate"], params)
+
+    async def queue_rates(self: _Runner) -> dict[str, tuple[float, int]]:
+        rows = await read_rows_async(self._pool, "queue_rates", self._sql["queue_rates"], {})
+        return {str(row[0]): (float(row[1]), int(row[2])) for row in rows}

@@ -190,6 +190,7 @@ class Keys:
         "paused",
         "prefix",
         "queues",
+        "rates",
         "schedules",
         "seq",
         "tag",
@@ -213,6 +214,9 @@ class Keys:
         # The queue limits (issue #18): a hash from each limited queue's candidate set key
         # to "<limit> <name>".
         self.limits = self.tag + ":limits"
+        # The queue rates (issue #18): a hash from each rate-limited queue's candidate set
+        # key to its token bucket, "<per_second> <burst> <tokens> <at> <name>" (_lib.lua).
+        self.rates = self.tag + ":rates"
         # The store schedules: a hash from each one's name to its times and spec (see
         # _schedules_async.py).
         self.schedules = self.tag + ":schedules"
@@ -289,6 +293,7 @@ SCRIPTS: dict[str, Script] = {
         "purge",
         "pause_queue",
         "set_queue_limit",
+        "set_queue_rate",
         "schedule_put",
         "queue_stats",
         "index_leases",

@@ -94,6 +94,22 @@ class RedisControl:
         pairs = (str(decode_text(value)).split(" ", 1) for value in values)
         return {name: int(limit) for limit, name in sorted(pairs, key=lambda pair: pair[1])}
 
+    def set_queue_rate(self: _Runner, queue: str, rate: tuple[float, int] | None) -> None:
+        k = self.keys
+        keys = [k.clock, k.rates, k.candidates(queue), k.wake(queue)]
+        per_second, burst = ("", "") if rate is None else (repr(float(rate[0])), str(rate[1]))
+        args = [self._now_arg(), queue, per_second, burst]
+        self._eval("set_queue_rate", "set_queue_rate", keys, args)
+
+    def queue_rates(self: _Runner) -> dict[str, tuple[float, int]]:
+        values = self._send("queue_rates", ("HVALS", self.keys.rates))
+        # "<per_second> <burst> <tokens> <at> <name>": the name last, as it may hold spaces.
+        rows = (str(decode_text(value)).split(" ", 4) for value in values)
+        return {
+            name: (float(rate), int(burst))
+            for rate, burst, _, _, name in sorted(rows, key=lambda row: row[4])
+        }
+
     def queue_stats(self: _Runner) -> tuple[float, list[tuple[Any, ...]]]:
         """The live jobs of each queue (see `tenure._queue_stats`): one script run
         (``queue_stats.lua``), O(log n) per queue and priority level."""

@@ -1,8 +1,8 @@
 """The Redis driver's job-control operations (cancel, requeue, delete, purge, a queue's
-paused flag and its limit), async (``_control.py`` is generated from this file): a mixin of
-`AsyncRedisDriver`, one script or command each (``lua/cancel.lua``, ``requeue.lua``,
-``delete.lua``, ``purge.lua``, ``pause_queue.lua``, ``set_queue_limit.lua``; paused_queues
-and queue_limits are one HVALS each)."""
+paused flag, its limit and its rate), async (``_control.py`` is generated from this file): a
+mixin of `AsyncRedisDriver`, one script or command each (``lua/cancel.lua``,
+``requeue.lua``, ``delete.lua``, ``purge.lua``, ``pause_queue.lua``, ``set_queue_limit.lua``,
+``set_queue_rate.lua``; paused_queues, queue_limits and queue_rates are one HVALS each)."""
 
 from __future__ import annotations
 
@@ -93,6 +93,22 @@ class AsyncRedisControl:
         values = await self._send("queue_limits", ("HVALS", self.keys.limits))
         pairs = (str(decode_text(value)).split(" ", 1) for value in values)
         return {name: int(limit) for limit, name in sorted(pairs, key=lambda pair: pair[1])}
+
+    async def set_queue_rate(self: _Runner, queue: str, rate: tuple[float, int] | None) -> None:
+        k = self.keys
+        keys = [k.clock, k.rates, k.candidates(queue), k.wake(queue)]
+        per_second, burst = ("", "") if rate is None else (repr(float(rate[0])), str(rate[1]))
+        args = [self._now_arg(), queue, per_second, burst]
+        await self._eval("set_queue_rate", "set_queue_rate", keys, args)
+
+    async def queue_rates(self: _Runner) -> dict[str, tuple[float, int]]:
+        values = await self._send("queue_rates", ("HVALS", self.keys.rates))
+        # "<per_second> <burst> <tokens> <at> <name>": the name last, as it may hold spaces.
+        rows = (str(decode_text(value)).split(" ", 4) for value in values)
+        return {
+            name: (float(rate), int(burst))
+            for rate, burst, _, _, name in sorted(rows, key=lambda row: row[4])
+        }
 
     async def queue_stats(self: _Runner) -> tuple[float, list[tuple[Any, ...]]]:
         """The live jobs of each queue (see `tenure._queue_stats`): one script run

@@ -254,7 +254,7 @@ class RedisDriver(RedisControl, JobsMixin, RedisSchedules):
         return decode_outcome(self._eval("submit", "submit", keys, args))
 
     def claim(self, job_id: str, owner: str, ttl: float, secret_hash: str) -> Outcome:
-        keys = [self.keys.job(job_id), self.keys.clock, self.keys.limits]
+        keys = [self.keys.job(job_id), self.keys.clock, self.keys.limits, self.keys.rates]
         args = [self._now_arg(), owner, repr(float(ttl)), secret_hash]
         return decode_outcome(self._eval("claim", "claim", keys, args))
 
@@ -264,7 +264,7 @@ class RedisDriver(RedisControl, JobsMixin, RedisSchedules):
         if not secret_hashes:
             return []
         k = self.keys
-        keys = [k.clock, k.paused, k.limits, *(k.candidates(queue) for queue in queues)]
+        keys = [k.clock, k.paused, k.limits, k.rates, *(k.candidates(queue) for queue in queues)]
         args = [self._now_arg(), owner, repr(float(ttl)), k.job_prefix, *secret_hashes]
         now, items = decode_batch(self._eval("claim_next", "claim_next", keys, args))
         return [decode_item(item, now) for item in items]
@@ -330,7 +330,7 @@ class RedisDriver(RedisControl, JobsMixin, RedisSchedules):
         if not completions and not secret_hashes:
             return [], []
         k = self.keys
-        keys = [k.clock, k.paused, k.limits]
+        keys = [k.clock, k.paused, k.limits, k.rates]
         args = [self._now_arg(), owner, repr(float(ttl)), k.job_prefix, str(len(completions))]
         self._add_completions(keys, args, completions)
         keys += (k.candidates(queue) for queue in queues)
@@ -397,6 +397,7 @@ class RedisDriver(RedisControl, JobsMixin, RedisSchedules):
             *wake_keys,
             k.paused,
             k.limits,
+            k.rates,
         ]
         try:
             reply = self._eval("wait_for_jobs", "wait", keys, [self._now_arg(), str(len(queues))])

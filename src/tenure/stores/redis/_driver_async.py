@@ -264,7 +264,7 @@ class AsyncRedisDriver(AsyncRedisControl, AsyncJobsMixin, AsyncRedisSchedules):
         return decode_outcome(await self._eval("submit", "submit", keys, args))
 
     async def claim(self, job_id: str, owner: str, ttl: float, secret_hash: str) -> Outcome:
-        keys = [self.keys.job(job_id), self.keys.clock, self.keys.limits]
+        keys = [self.keys.job(job_id), self.keys.clock, self.keys.limits, self.keys.rates]
         args = [self._now_arg(), owner, repr(float(ttl)), secret_hash]
         return decode_outcome(await self._eval("claim", "claim", keys, args))
 
@@ -274,7 +274,7 @@ class AsyncRedisDriver(AsyncRedisControl, AsyncJobsMixin, AsyncRedisSchedules):
         if not secret_hashes:
             return []
         k = self.keys
-        keys = [k.clock, k.paused, k.limits, *(k.candidates(queue) for queue in queues)]
+        keys = [k.clock, k.paused, k.limits, k.rates, *(k.candidates(queue) for queue in queues)]
         args = [self._now_arg(), owner, repr(float(ttl)), k.job_prefix, *secret_hashes]
         now, items = decode_batch(await self._eval("claim_next", "claim_next", keys, args))
         return [decode_item(item, now) for item in items]
@@ -340,7 +340,7 @@ class AsyncRedisDriver(AsyncRedisControl, AsyncJobsMixin, AsyncRedisSchedules):
         if not completions and not secret_hashes:
             return [], []
         k = self.keys
-        keys = [k.clock, k.paused, k.limits]
+        keys = [k.clock, k.paused, k.limits, k.rates]
         args = [self._now_arg(), owner, repr(float(ttl)), k.job_prefix, str(len(completions))]
         self._add_completions(keys, args, completions)
         keys += (k.candidates(queue) for queue in queues)
@@ -407,6 +407,7 @@ class AsyncRedisDriver(AsyncRedisControl, AsyncJobsMixin, AsyncRedisSchedules):
             *wake_keys,
             k.paused,
             k.limits,
+            k.rates,
         ]
         try:
             reply = await self._eval(

@@ -1,7 +1,8 @@
 """The SQLite driver's job-control operations (cancel, requeue, delete, purge, a queue's
-paused flag and its limit): a mixin of `SQLiteDriver`, each operation one ``BEGIN IMMEDIATE``
-transaction (``sql/cancel.sql``, ``requeue.sql``, ``delete.sql`` and ``purge.sql``, the
-last two with ``raise_floor.sql``; ``pause_queue.sql``, ``paused_queues.sql``)."""
+paused flag, its limit and its rate): a mixin of `SQLiteDriver`, each operation one
+``BEGIN IMMEDIATE`` transaction (``sql/cancel.sql``, ``requeue.sql``, ``delete.sql`` and
+``purge.sql``, the last two with ``raise_floor.sql``; ``pause_queue.sql``,
+``paused_queues.sql``, ``set_queue_limit.sql``, ``set_queue_rate.sql`` and the readers)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ T = TypeVar("T")
     _PAUSED_QUEUES,
     _SET_QUEUE_LIMIT,
     _QUEUE_LIMITS,
+    _SET_QUEUE_RATE,
+    _QUEUE_RATES,
 ) = (
     load_text(PACKAGE, f"sql/{name}.sql")
     for name in (
@@ -41,6 +44,8 @@ T = TypeVar("T")
         "paused_queues",
         "set_queue_limit",
         "queue_limits",
+        "set_queue_rate",
+        "queue_rates",
     )
 )
 
@@ -139,3 +144,19 @@ class SQLiteControl:
             return {str(q): int(n) for q, n in cur.execute(_QUEUE_LIMITS).fetchall()}
 
         return self._write("queue_limits", body)
+
+    def set_queue_rate(self: _Writer, queue: str, rate: tuple[float, int] | None) -> None:
+        per_second, burst = (None, None) if rate is None else rate
+
+        def body(cur: sqlite3.Cursor, now: float) -> None:
+            params = {"queue": queue, "per_second": per_second, "burst": burst, "now": now}
+            cur.execute(_SET_QUEUE_RATE, params)
+
+        self._write("set_queue_rate", body)
+
+    def queue_rates(self: _Writer) -> dict[str, tuple[float, int]]:
+        def body(cur: sqlite3.Cursor, now: float) -> dict[str, tuple[float, int]]:
+            rows = cur.execute(_QUEUE_RATES).fetchall()
+            return {str(q): (float(r), int(b)) for q, r, b in rows}
+
+        return self._write("queue_rates", body)

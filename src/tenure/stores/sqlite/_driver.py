@@ -32,7 +32,7 @@ from ..._validate import MAX_GENERATION
 from ...errors import StoreLost, StoreUnavailable
 from ._control import SQLiteControl
 from ._jobs import SQLiteJobsMixin
-from ._limits import job_room
+from ._limits import job_room, spend_token
 from ._schedules import SQLiteSchedules
 from ._sql import (
     BURY,
@@ -320,11 +320,13 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin, SQLiteSchedules):
 
     def claim(self, job_id: str, owner: str, ttl: float, secret_hash: str) -> Outcome:
         def body(cur: sqlite3.Cursor, now: float) -> Outcome:
-            # Queue limits: a claim by id respects its queue's as claim_next does.
-            room = job_room(cur, job_id, now)
+            # Queue limits and rates: a claim by id respects its queue's as claim_next does.
+            room, rated = job_room(cur, job_id, now)
             claimed = None
-            if room is None or room > 0:
+            if room:
                 claimed = self._claim_one(cur, now, job_id, owner, ttl, secret_hash)
+                if claimed is not None and rated:
+                    spend_token(cur, claimed.queue, now)
             if claimed is None:
                 buried = read_row(cur, BURY, {"job_id": job_id, "now": now})
                 if buried is not None:
@@ -385,6 +387,8 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin, SQLiteSchedules):
                 row = execute(CLAIM, claim_params).fetchone()
                 if row is not None:
                     claimed.append(new_outcome((Status.APPLIED, new_row(row), now)))
+                    if best.rated:  # queue rates: the lease takes a token (pick.sql)
+                        spend_token(cur, row[1], now)
                 break
         return claimed
 

@@ -86,6 +86,7 @@ class Pick(NamedTuple):
     available_at: float
     seq: int
     priority: int
+    rated: int | None  # the queue is rate-limited: a lease granted spends a token
 
 
 def pick_ahead(pick: Pick, best: Pick) -> bool:

@@ -114,6 +114,19 @@ claimed AS (
       AND j.attempts < j.max_attempts
     RETURNING 'applied' AS status, j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at, j.priority, j.timeout, j.unique_key, j.headers, clock.now, false AS raced, n.position
 ),
+-- Fleet-wide queue rates: each rate-limited queue's bucket gives up one token per lease
+-- granted here (a job buried takes none), from its tokens at the room's time. Its row is
+-- locked by tenure_queue_room until the transaction ends, so no claim reads the bucket
+-- between the room and this debit. Written only when the claim leased some of its jobs.
+spent AS (
+    UPDATE {schema}.tenure_queues AS q
+    SET rate_tokens = r.tokens - (SELECT count(*) FROM claimed AS c WHERE c.queue = r.queue),
+        rate_at = greatest(q.rate_at, r.now)
+    FROM room AS r
+    WHERE q.queue = r.queue
+      AND r.tokens IS NOT NULL
+      AND EXISTS (SELECT FROM claimed AS c WHERE c.queue = r.queue)
+),
 buried AS (
     UPDATE {schema}.tenure_jobs AS j
     SET state = 'dead',

@@ -2,19 +2,22 @@
 -- and an attempt. An expired lease on the last allowed attempt is buried instead (state
 -- dead, secret hash cleared so that the late holder's complete/fail cannot pass for a repeat).
 {include:_clock},
--- Fleet-wide queue limits (issue #18): a claim by id respects its queue's limit as
--- claim_next does (_queue_room.sql), the queue being the job's. No row: unlimited. While
--- no queue of the store is limited, nothing but that test runs (a one-time filter).
+-- Fleet-wide queue limits and rates (issue #18): a claim by id respects its queue's limit
+-- and rate as claim_next does (_queue_room.sql), the queue being the job's. No row:
+-- neither. While no queue of the store has either, nothing but that test runs (a one-time
+-- filter).
 room AS MATERIALIZED (
-    SELECT r.queue, r.room, r.now
+    SELECT r.queue, r.room, r.now, r.tokens
     FROM {schema}.tenure_jobs AS t
     CROSS JOIN LATERAL {schema}.tenure_queue_room(
         ARRAY[t.queue], (SELECT now FROM clock), %(now)s::float8, ARRAY[]::text[]
     ) AS r
-    WHERE EXISTS (SELECT FROM {schema}.tenure_queues AS a WHERE a.max_leased IS NOT NULL)
+    WHERE EXISTS (SELECT FROM {schema}.tenure_queues AS a
+                  WHERE a.max_leased IS NOT NULL OR a.rate_per_second IS NOT NULL)
       AND t.job_id = %(job_id)s
       AND EXISTS (SELECT FROM {schema}.tenure_queues AS l
-                  WHERE l.queue = t.queue AND l.max_leased IS NOT NULL)
+                  WHERE l.queue = t.queue
+                    AND (l.max_leased IS NOT NULL OR l.rate_per_second IS NOT NULL))
 ),
 -- When the lease starts: the room's time for a limited queue (read after its lock, see
 -- tenure_queue_room), else the statement's.
@@ -39,9 +42,16 @@ applied AS (
       AND j.available_at <= clock.now
       AND j.attempts < j.max_attempts
       AND j.generation < %(max_generation)s::bigint
-      -- Queue limits: not while the queue is full.
+      -- Queue limits and rates: not while the queue is full or has no whole token.
       AND NOT EXISTS (SELECT FROM room AS r WHERE r.queue = j.queue AND r.room < 1)
     RETURNING j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at, j.priority, j.timeout, j.unique_key, j.headers
+),
+-- Queue rates: the lease granted takes a token (_claim_next_ctes.sql's "spent").
+spent AS (
+    UPDATE {schema}.tenure_queues AS q
+    SET rate_tokens = r.tokens - 1, rate_at = greatest(q.rate_at, r.now)
+    FROM room AS r
+    WHERE q.queue = r.queue AND r.tokens IS NOT NULL AND EXISTS (SELECT FROM applied)
 ),
 buried AS (
     UPDATE {schema}.tenure_jobs AS j

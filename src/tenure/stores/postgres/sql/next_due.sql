@@ -6,12 +6,20 @@
 -- the leases are walked through tenure_jobs_leased (as many as are held).
 {include:_read_clock}
 SELECT clock.now, (
-    SELECT min(due.at)
+    SELECT min(CASE WHEN due.at IS NOT NULL THEN greatest(due.at, f.token) END)
     FROM unnest(%(queues)b::text[]) AS q (queue)
     -- Queue limits (issue #18): a limited queue with no room falls due when its first
-    -- running lease ends, not when a job is due (no claim could take it before).
+    -- running lease ends, not when a job is due (no claim could take it before). Queue
+    -- rates (migration 0011): a rate-limited queue without a whole token falls due no
+    -- sooner than its next token ("token"), when rate_tokens reaches 1.
     CROSS JOIN LATERAL (
-        SELECT EXISTS (
+        SELECT (SELECT b.rate_at + (1 - b.rate_tokens) / b.rate_per_second
+                FROM {schema}.tenure_queues AS b
+                WHERE b.queue = q.queue AND b.rate_per_second IS NOT NULL
+                  AND b.rate_tokens
+                      + (greatest(clock.now - b.rate_at, 0) + 1e-5) * b.rate_per_second
+                      < 1) AS token,
+               EXISTS (
             SELECT FROM {schema}.tenure_queues AS l
             WHERE l.queue = q.queue
               AND l.max_leased <= (SELECT count(*) FROM {schema}.tenure_jobs AS r

@@ -390,6 +390,36 @@ local function queue_room(limits, candidates, now)
   return math.max(limit - count, 0)
 end
 
+-- Fleet-wide queue rates (issue #18): the token bucket of the queue of the candidate set
+-- `candidates` (a field of the hash `rates`, "<per_second> <burst> <tokens> <at> <name>":
+-- it held <tokens> at store time <at>), refilled to `now` (at most <burst>); nil when the
+-- queue has no rate.
+local function bucket(rates, candidates, now)
+  local value = redis.call('HGET', rates, candidates)
+  if not value then
+    return nil
+  end
+  local rate, burst, tokens, at, name = string.match(value, '^(%S+) (%S+) (%S+) (%S+) (.*)$')
+  rate, burst, tokens, at = tonumber(rate), tonumber(burst), tonumber(tokens), tonumber(at)
+  return { rate = rate, burst = burst, name = name, at = math.max(at, now),
+    tokens = math.min(burst, tokens + math.max(now - at, 0) * rate) }
+end
+
+-- The whole tokens of a bucket: a token due within 1e-5 s counts as there, forgiving the
+-- rounding of store times (doubles of epoch seconds step by 2.4e-7 s), so a client whose
+-- wait ends when the next token is due (wait.lua) finds it.
+local function bucket_room(b)
+  return math.floor(b.tokens + 1e-5 * b.rate)
+end
+
+-- A lease granted in a rate-limited queue takes one token of its bucket `b` (from
+-- `bucket`), written back at once.
+local function spend_token(rates, candidates, b)
+  b.tokens = b.tokens - 1
+  redis.call('HSET', rates, candidates,
+    fmt(b.rate) .. ' ' .. b.burst .. ' ' .. fmt(b.tokens) .. ' ' .. fmt(b.at) .. ' ' .. b.name)
+end
+
 -- pick.sql: the due candidate with the highest priority, then the lowest (available_at,
 -- submission order), across the queues whose own candidate sets are KEYS[k] to KEYS[#KEYS],
 -- except the paused ones (the hash `paused`) and the limited ones without room (`room`,
@@ -430,16 +460,22 @@ end
 
 -- claim_next's loop: for each secret hash ARGV[a] to ARGV[#ARGV], claim the oldest
 -- claimable job of the candidate sets KEYS[k] to KEYS[#KEYS] (oldest), a paused queue's
--- left out, a limited queue's (the hash `limits`) only while it has room. Expired leases on
+-- left out, a limited queue's (the hash `limits`) only while it has room, a rate-limited
+-- one's (the hash `rates`) only while its bucket holds a whole token. Expired leases on
 -- their last attempt met on the way are buried (bury.sql) and the pick goes on. Appends to
 -- `out` one item per lease granted, ["applied", <row>], and per job buried, ["buried", <row>].
-local function claim_each(out, k, a, owner, ttl, job_prefix, now, paused, limits)
+local function claim_each(out, k, a, owner, ttl, job_prefix, now, paused, limits, rates)
   local now_s = fmt(now)
-  -- Queue limits: each limited queue's room, counted once in this script and spent by
-  -- each claim below.
-  local room = {}
+  -- Queue limits and rates: each limited queue's room (the smaller of its places and its
+  -- bucket's whole tokens), counted once in this script and spent by each claim below.
+  local room, buckets = {}, {}
   for i = k, #KEYS do
     room[KEYS[i]] = queue_room(limits, KEYS[i], now)
+    local b = bucket(rates, KEYS[i], now)
+    if b then
+      buckets[KEYS[i]] = b
+      room[KEYS[i]] = math.min(room[KEYS[i]] or math.huge, bucket_room(b))
+    end
   end
   for i = a, #ARGV do
     while true do
@@ -466,6 +502,9 @@ local function claim_each(out, k, a, owner, ttl, job_prefix, now, paused, limits
           local base = queue_base(candidates) -- the room is the queue's, whatever the priority
           if room[base] then
             room[base] = room[base] - 1
+          end
+          if buckets[base] then -- a job buried above takes no token
+            spend_token(rates, base, buckets[base])
           end
           local item = json_row(job)
           table.insert(item, 1, 'applied')
