@@ -229,3 +229,26 @@ def test_an_idle_wait_on_a_full_queue_lasts_until_a_lease_ends(real_store: tenur
     assert real_store.claim_next("X", 30, queues=["a"]) is not None
     real_store.set_queue_limit("a", None)
     assert _timed(lambda: real_store.wait_for_jobs(queues=["a"], timeout=5)) < 0.2
+
+
+def test_a_claim_buries_no_expired_lease_past_a_full_queue(
+    store: tenure.Store, clock: tenure.ManualClock
+) -> None:
+    # The claim walks the queue in claim order and stops once it is full: an expired lease
+    # on its last attempt met after that stays as it is (burying takes no room, but the
+    # walk does not reach it), on every store alike. The next claim with room buries it.
+    store.set_queue_limit("a", 2)
+    store.submit("a-last", queue="a", max_attempts=1)
+    store.submit("a-held", queue="a")
+    assert store.claim("a-last", "W", 1) is not None  # expires at t + 1
+    held = store.claim("a-held", "W", 30)
+    assert held is not None
+    clock.advance(0.5)
+    store.submit("a-ready", queue="a")  # due at t + 0.5: before a-last in claim order
+    clock.advance(0.5)  # a-last's lease has just expired; one place is left
+    claimed = store.claim_many("X", 30, 2, queues=["a"])
+    assert [lease.job_id for lease in claimed] == ["a-ready"]
+    assert store.get("a-last").state == "leased"
+    store.complete(held)
+    assert store.claim_many("X", 30, 2, queues=["a"]) == []
+    assert store.get("a-last").state == "dead"

@@ -19,8 +19,9 @@
 -- either walk: a condition on q alone (one primary-key probe of the small tenure_queues).
 -- Each path is a CTE of its own (PostgreSQL locks rows in neither branch of a UNION).
 -- Fleet-wide queue limits (issue #18): "room" (_queue_room.sql) says how many more jobs
--- each limited queue may lease; each path's walk of such a queue stops there, and the
--- merge keeps no more than the room of the two paths together. The including statement
+-- each limited queue may lease; the ready path's walk of such a queue stops there, and the
+-- merge keeps no more than the room of the two paths together, and no row to bury met
+-- after the room ran out. The including statement
 -- defines "settled" (the jobs it completes first) before this.
 {include:_queue_room},
 ready_picked AS MATERIALIZED (
@@ -57,9 +58,9 @@ expired_picked AS MATERIALIZED (
           AND j.available_at <= (SELECT now FROM clock)
           AND j.generation < %(max_generation)s::bigint
         ORDER BY j.priority DESC, j.available_at, j.seq
-        -- Queue limits: no more than the queue's room (no row in "room": unlimited).
-        LIMIT least(%(limit)s, coalesce((SELECT r.room FROM room AS r WHERE r.queue = q.queue),
-                                       %(limit)s))
+        -- Not cut at a limited queue's room: an expired lease on its last attempt is buried
+        -- and takes none, so the merge decides (a full queue's walk buries nothing).
+        LIMIT %(limit)s
         FOR NO KEY UPDATE SKIP LOCKED
     ) AS c
     WHERE NOT EXISTS (SELECT FROM {schema}.tenure_queues AS p
@@ -75,13 +76,19 @@ picked AS MATERIALIZED (
     FROM (
         SELECT b.*,
                row_number() OVER (PARTITION BY b.queue, b.buryable
-                                  ORDER BY b.priority DESC, b.available_at, b.seq) AS in_queue
+                                  ORDER BY b.priority DESC, b.available_at, b.seq) AS in_queue,
+               count(*) FILTER (WHERE NOT b.buryable)
+                   OVER (PARTITION BY b.queue ORDER BY b.priority DESC, b.available_at, b.seq
+                         ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS leased_before
         FROM (SELECT * FROM ready_picked UNION ALL SELECT * FROM expired_picked) AS b
     ) AS u
     LEFT JOIN room AS r ON r.queue = u.queue
-    -- Queue limits: the two paths together lease no more than the queue's room (a row to
-    -- bury takes none).
-    WHERE u.buryable OR r.room IS NULL OR u.in_queue <= r.room
+    -- Queue limits: the two paths together lease no more than the queue's room; a row to
+    -- bury takes none, and is reached only while the room lasts, as a walk of the queue in
+    -- claim order that stops once it is full (what the other stores do).
+    WHERE r.room IS NULL
+       OR (u.buryable AND u.leased_before < r.room)
+       OR (NOT u.buryable AND u.in_queue <= r.room)
     ORDER BY u.priority DESC, u.available_at, u.seq
     LIMIT %(limit)s
 ),
