@@ -31,6 +31,7 @@ __all__ = [
     "RedisOptions",
     "Script",
     "all_plain",
+    "connection_options",
     "decode_batch",
     "decode_float",
     "decode_item",
@@ -49,6 +50,22 @@ __all__ = [
 ]
 
 log = logging.getLogger("tenure")
+
+
+@lru_cache(maxsize=1)
+def connection_options() -> dict[str, Any]:
+    """Options for every redis-py connection pool of tenure. redis-py 7 and later read their
+    own version from the installed package's metadata for each new connection (for CLIENT
+    SETINFO), a millisecond or two each time, most of a worker's start on Redis: tenure
+    tells them the version, read once. (Earlier redis-py read it once, at import.)"""
+    import redis
+
+    try:
+        from redis.driver_info import DriverInfo
+    except ImportError:
+        return {}
+    return {"driver_info": DriverInfo(name="redis-py", lib_version=redis.__version__)}
+
 
 _PACKAGE = __package__ or "tenure.stores.redis"
 

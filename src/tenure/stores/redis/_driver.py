@@ -28,6 +28,7 @@ from ._common import (
     LAYOUT_VERSION,
     SCRIPTS,
     Keys,
+    connection_options,
     decode_batch,
     decode_float,
     decode_item,
@@ -69,6 +70,7 @@ class RedisDriver(RedisControl, JobsMixin, RedisSchedules):
             "socket_connect_timeout": options.connect_timeout,
             "decode_responses": True,
             "protocol": 2,
+            **connection_options(),
         }
         if options.max_connections is not None:
             pool_options["max_connections"] = options.max_connections

@@ -36,6 +36,7 @@ from ._common import (
     LAYOUT_VERSION,
     SCRIPTS,
     Keys,
+    connection_options,
     decode_batch,
     decode_float,
     decode_item,
@@ -77,6 +78,7 @@ class AsyncRedisDriver(AsyncRedisControl, AsyncJobsMixin, AsyncRedisSchedules):
             "socket_connect_timeout": options.connect_timeout,
             "decode_responses": True,
             "protocol": 2,
+            **connection_options(),
         }
         if options.max_connections is not None:
             pool_options["max_connections"] = options.max_connections
