@@ -7,12 +7,17 @@ import dataclasses
 import json
 import secrets
 import subprocess
+import sys
+import time
 from collections import Counter, defaultdict
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import tenure
+
+_QUEUE_RACE_WORKER = Path(__file__).with_name("_limit_race_worker.py")
 
 # Job fields that depend on when the snapshot was read (as_of, lease_expired) or on which
 # call returned it (created: only submit's answer says).
@@ -103,6 +108,30 @@ def json_answers(procs: list[subprocess.Popen[str]], what: str, timeout: float =
         assert proc.returncode == 0, err
         answers.append(json.loads(out))
     return answers
+
+
+def run_queue_race(
+    url: str, tmp_path: Path, processes: int, seconds: float, what: str, **options: Any
+) -> list[Any]:
+    """Start ``processes`` queue-race workers (_limit_race_worker.py) on ``url``, worker
+    ``i`` as owner ``p{i}`` with seed ``i`` and ``options`` (``i`` for an option's value
+    that is a function of it), let them race for ``seconds`` once all are connected, stop
+    them and return their JSON answers (`json_answers`, naming ``what``)."""
+    stop = tmp_path / "stop"
+    procs = []
+    for i in range(processes):
+        spec = {key: value(i) if callable(value) else value for key, value in options.items()}
+        spec.update(url=url, owner=f"p{i}", seed=i, stop=str(stop))
+        command = [sys.executable, str(_QUEUE_RACE_WORKER), json.dumps(spec)]
+        procs.append(
+            subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        )
+    deadline = time.monotonic() + 30
+    while len(list(tmp_path.glob("ready-*"))) < processes and time.monotonic() < deadline:
+        time.sleep(0.01)  # every worker is connected: the race starts now
+    time.sleep(seconds)  # the race's length, not a condition of correctness
+    stop.touch()
+    return json_answers(procs, what)
 
 
 def check_one_job_per_key(store: tenure.Store, answers: list[tenure.Job], keys: int) -> None:

@@ -8,20 +8,15 @@ renewal); one that was completed, released or failed ends when the store says.""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
 import tenure
-from tests.conformance._support import json_answers
+from tests.conformance._support import run_queue_race
 
 pytestmark = [pytest.mark.races, pytest.mark.slow]
 
-WORKER = Path(__file__).with_name("_limit_race_worker.py")
 PROCESSES = 8
 LIMIT = 3
 JOBS = 150
@@ -68,41 +63,21 @@ def test_the_checker_counts_overlaps() -> None:
 
 
 def test_eight_processes_never_exceed_a_queue_limit(url: str, tmp_path: Path) -> None:
-    stop = tmp_path / "stop"
     job_ids = [f"job-{n:04d}" for n in range(JOBS)]
     with tenure.connect(url) as store:
         store.set_queue_limit(QUEUE, LIMIT)
         store.submit_many([{"job_id": job_id, "queue": QUEUE} for job_id in job_ids])
-        procs = [
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    str(WORKER),
-                    json.dumps(
-                        {
-                            "url": url,
-                            "owner": f"p{i}",
-                            "seed": i,
-                            "stop": str(stop),
-                            "queue": QUEUE,
-                            "jobs": job_ids,
-                            "ttl": 0.25,
-                            "stall_first": i == 0,
-                        }
-                    ),
-                ],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            for i in range(PROCESSES)
-        ]
-        deadline = time.monotonic() + 30
-        while len(list(tmp_path.glob("ready-*"))) < PROCESSES and time.monotonic() < deadline:
-            time.sleep(0.01)  # every worker is connected: the race starts now
-        time.sleep(RUN_SECONDS)  # the race's length, not a condition of correctness
-        stop.touch()
-        answers = json_answers(procs, "queue-limit race worker")
+        answers = run_queue_race(
+            url,
+            tmp_path,
+            PROCESSES,
+            RUN_SECONDS,
+            "queue-limit race worker",
+            queue=QUEUE,
+            jobs=job_ids,
+            ttl=0.25,
+            stall_first=lambda i: i == 0,
+        )
         told: dict[tuple[str, int], float] = {}
         for answer in answers:
             for lease in answer["leases"]:

@@ -8,20 +8,15 @@ window (plus the 1e-5 s of refill the stores forgive for the rounding of store t
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
 import tenure
-from tests.conformance._support import json_answers
+from tests.conformance._support import run_queue_race
 
 pytestmark = [pytest.mark.races, pytest.mark.slow]
 
-WORKER = Path(__file__).with_name("_limit_race_worker.py")
 PROCESSES = 8
 RATE = 40.0
 BURST = 4
@@ -52,40 +47,20 @@ def test_the_checker_finds_a_burst_too_many() -> None:
 
 
 def test_eight_processes_never_exceed_a_queue_rate(url: str, tmp_path: Path) -> None:
-    stop = tmp_path / "stop"
     job_ids = [f"job-{n:04d}" for n in range(JOBS)]
     with tenure.connect(url) as store:
         store.set_queue_rate(QUEUE, RATE, burst=BURST)
         store.submit_many([{"job_id": job_id, "queue": QUEUE} for job_id in job_ids])
-        procs = [
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    str(WORKER),
-                    json.dumps(
-                        {
-                            "url": url,
-                            "owner": f"p{i}",
-                            "seed": i,
-                            "stop": str(stop),
-                            "queue": QUEUE,
-                            "jobs": job_ids,
-                            "ttl": 0.25,
-                        }
-                    ),
-                ],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            for i in range(PROCESSES)
-        ]
-        deadline = time.monotonic() + 30
-        while len(list(tmp_path.glob("ready-*"))) < PROCESSES and time.monotonic() < deadline:
-            time.sleep(0.01)  # every worker is connected: the race starts now
-        time.sleep(RUN_SECONDS)  # the race's length, not a condition of correctness
-        stop.touch()
-        answers = json_answers(procs, "queue-rate race worker")
+        answers = run_queue_race(
+            url,
+            tmp_path,
+            PROCESSES,
+            RUN_SECONDS,
+            "queue-rate race worker",
+            queue=QUEUE,
+            jobs=job_ids,
+            ttl=0.25,
+        )
         granted = {(lease["job"], lease["generation"]) for a in answers for lease in a["leases"]}
         starts = [attempt.started_at for job_id in job_ids for attempt in store.attempts(job_id)]
 
