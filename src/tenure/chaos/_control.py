@@ -26,7 +26,7 @@ from typing import Any
 
 from ._history import Recorder
 
-__all__ = ["POINTS", "TAKEOVERS", "Control", "SkewedClock", "Takeovers"]
+__all__ = ["POINTS", "TAKEOVERS", "Control", "SkewedClock", "Takeovers", "write_atomically"]
 
 POINTS = ("handler", "renew", "complete")
 POLL = 0.05  # seconds between looks at the control file
@@ -142,9 +142,7 @@ class Control:
             **info,
         )
         with contextlib.suppress(OSError):
-            tmp = self._hit_path.with_suffix(".tmp")
-            tmp.write_text(str(arm["id"]), encoding="utf-8")
-            os.replace(tmp, self._hit_path)
+            write_atomically(self._hit_path, str(arm["id"]))
         # To this thread (tgkill): it stops before going on, then the whole process does.
         # (kill(getpid()) may hand the signal to another thread while this one runs on.)
         signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
@@ -183,3 +181,12 @@ class Takeovers:
 
 
 TAKEOVERS = Takeovers()
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write ``path`` whole or not at all: a temporary file of this process and thread
+    alone, then a rename. (A worker's ``w1.hit`` and the harness's ``w1.json`` once shared
+    the temporary ``w1.tmp``, and one's rename took the other's file away.)"""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)

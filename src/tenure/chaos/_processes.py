@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from ._control import write_atomically
 from ._history import Recorder
 from ._nemesis import is_stopped
 from ._proxy import Proxy
@@ -120,9 +121,7 @@ class Processes:
         self, name: str, *, clock: dict[str, float] | None, arm: dict[str, Any] | None
     ) -> None:
         path = self.out / "ctl" / f"{name}.json"
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"clock": clock, "arm": arm}), encoding="utf-8")
-        os.replace(tmp, path)
+        write_atomically(path, json.dumps({"clock": clock, "arm": arm}))
 
     # -- starting ------------------------------------------------------------------------
 
