@@ -16,14 +16,9 @@ from click.testing import CliRunner
 import tenure
 from tenure.cli import main
 from tenure.stores.postgres import PostgresDriver, migration_script
-from tenure.stores.postgres._common import (
-    _all_migrations,
-    latest_version,
-    migration_steps,
-    render,
-    sql_text,
-)
+from tenure.stores.postgres._common import render, sql_text
 from tenure.stores.postgres._migrate import migrate
+from tenure.stores.postgres._migrations import _all_migrations, latest_version, migration_steps
 from tests.backends import POSTGRES_URL, postgres_schema, postgres_schema_url
 
 # Everything a schema holds that tenure could have created, as comparable text.

@@ -11,8 +11,9 @@ import psycopg
 import pytest
 
 import tenure
-from tenure.stores.postgres._common import _all_migrations, render, sql_text
+from tenure.stores.postgres._common import render, sql_text
 from tenure.stores.postgres._migrate import migrate
+from tenure.stores.postgres._migrations import _all_migrations
 from tests.backends import POSTGRES_URL, postgres_schema, postgres_schema_url
 
 

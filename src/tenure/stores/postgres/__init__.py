@@ -13,18 +13,11 @@ Bring your own pool::
 from __future__ import annotations
 
 from ..._clock import Clock
-from ._common import (
-    PostgresOptions,
-    latest_version,
-    migration_script,
-    parse_postgres_url,
-    pending_migrations,
-    redact,
-    validate_schema,
-)
+from ._common import PostgresOptions, parse_postgres_url, redact, validate_schema
 from ._driver import PostgresDriver
 from ._driver_async import AsyncPostgresDriver
 from ._migrate import migrate, schema_version
+from ._migrations import latest_version, migration_script, pending_migrations
 
 __all__ = [
     "AsyncPostgresDriver",

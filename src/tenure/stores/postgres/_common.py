@@ -8,7 +8,7 @@ import re
 import select
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any, NamedTuple
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
@@ -20,7 +20,7 @@ from psycopg.rows import RowMaker, no_result
 from psycopg.types.array import ListBinaryDumper
 
 from ..._protocol import JOB_COLUMNS, JobRow, Outcome, Status
-from ..._resources import load_text, migrations
+from ..._resources import load_text
 from ...errors import InvalidArgument, StoreLost, StoreUnavailable, TenureError
 from .. import refuse_fragment
 from ._timeline import TIMELINE_LIMIT, timeline_limit
@@ -34,17 +34,15 @@ __all__ = [
     "closed_error",
     "connection_is_stale",
     "describe_pool",
-    "latest_version",
-    "Migration",
-    "migration_script",
-    "migration_steps",
     "parse_postgres_url",
     "reconnect_attempt",
-    "pending_migrations",
     "PostgresOptions",
     "redact",
     "render",
     "socket_poller",
+    "quote_ident",
+    "quote_literal",
+    "sql_set",
     "sql_text",
     "SqlSet",
     "Statement",
@@ -422,79 +420,9 @@ class SqlSet:
         return self._statements[name]
 
 
-# -- migrations ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Migration:
-    version: int
-    name: str
-    text: str  # with placeholders
-
-
-@cache
-def _all_migrations() -> tuple[Migration, ...]:
-    found = tuple(Migration(v, name, text) for v, name, text in migrations(_PACKAGE))
-    for position, migration in enumerate(found, start=1):
-        if migration.version != position:
-            raise RuntimeError(f"tenure migrations are not numbered 1, 2, 3...: {migration.name}")
-    return found
-
-
-def latest_version() -> int:
-    known = _all_migrations()
-    return known[-1].version if known else 0
-
-
-def pending_migrations(current: int) -> list[Migration]:
-    return [m for m in _all_migrations() if m.version > current]
-
-
-def migration_steps(schema: str, current: int) -> list[tuple[str, str]]:
-    """(description, SQL) to bring a schema from ``current`` to the latest version:
-    ``schema.sql`` for a fresh install, else each pending migration; each followed by its
-    bookkeeping row. Run them in one transaction after ``migrate_lock.sql``."""
-    steps: list[tuple[str, str]] = []
-    if current == 0:
-        steps.append(("schema.sql", render(sql_text("schema"), schema)))
-        recorded = _all_migrations()
-    else:
-        recorded = tuple(pending_migrations(current))
-        steps.extend((m.name, render(m.text, schema)) for m in recorded)
-    for m in recorded:
-        steps.append(
-            (
-                f"record {m.name}",
-                render(
-                    sql_text("migrate_record"),
-                    schema,
-                    version=str(m.version),
-                    name=quote_literal(m.name),
-                ),
-            )
-        )
-    return steps
-
-
-def migration_script(schema: str, current: int) -> str:
-    """A standalone SQL script (for psql, Flyway, Liquibase...) doing what ``tenure
-    migrate`` does: lock, create the schema and bookkeeping table if needed, migrate."""
-    latest = latest_version()
-    lines = [
-        f"-- tenure: schema {quote_ident(schema)} from version {current} to {latest}",
-        "BEGIN;",
-        render(sql_text("migrate_lock"), schema).strip() + ";",
-        render(sql_text("migrate_schema"), schema).strip() + ";",
-        render(sql_text("migrate_bookkeeping"), schema).strip() + ";",
-    ]
-    if current >= latest:
-        lines.append("-- nothing to do: the schema is up to date")
-    for description, statement in migration_steps(schema, current):
-        if not description.startswith("record "):
-            lines.append(f"-- {description}")
-        lines.append(statement.strip().rstrip(";") + ";")
-    lines.append("COMMIT;")
-    return "\n".join(lines) + "\n"
+# Shared by every store of a schema and identity in the process: rendering the statements
+# costs about 1 ms of CPU, which each store a worker opens (two) would pay again.
+sql_set = lru_cache(maxsize=16)(SqlSet)
 
 
 # -- results and errors --------------------------------------------------------------------

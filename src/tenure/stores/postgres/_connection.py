@@ -57,6 +57,40 @@ class ReconnectingPool(ConnectionPool[Any]):
     """The pool of a store opened by URL: psycopg_pool's, retrying a lost server sooner
     (`reconnect_attempt`), so that an outage shorter than a lease costs no lease."""
 
+    _adopted: Connection[Any] | None = None
+
+    def adopt(self, conn: Connection[Any]) -> None:
+        """Make ``conn`` (open, idle, in autocommit, to this pool's server) the first
+        connection the pool adds instead of connecting: the store's schema check has just
+        paid for a connection (a backend's start, 4 ms here, and a worker opens two stores)
+        and warmed that backend's catalog caches. A pool that keeps no connection
+        (``min_size`` 0) would hold it idle: it is closed."""
+        if self.min_size > 0:
+            self._adopted = conn
+        else:
+            conn.close()
+
+    def _connect(self, timeout: float | None = None) -> Connection[Any]:
+        conn, self._adopted = self._adopted, None
+        if conn is None or connection_is_stale(conn):
+            if conn is not None:
+                conn.close()
+            made: Connection[Any] = super()._connect(timeout)
+            return made
+        # What psycopg_pool does to a connection it made, after connecting
+        # (tests/postgres/test_pool_adopt.py fails if that stops being enough).
+        conn._pool = self
+        if self._configure is not None:
+            self._configure(conn)
+        self._set_connection_expiry_date(conn)
+        return conn
+
+    def close(self, timeout: float = 5.0) -> None:
+        conn, self._adopted = self._adopted, None
+        if conn is not None:
+            conn.close()
+        super().close(timeout)
+
     def _add_connection(self, attempt: Any = None, growing: bool = False) -> None:
         super()._add_connection(reconnect_attempt(attempt, self.reconnect_timeout), growing)
 

@@ -11,7 +11,7 @@ import logging
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 from psycopg import Connection
@@ -26,12 +26,12 @@ from ._bound import StatementBound
 from ._common import (
     Answer,
     PostgresOptions,
-    SqlSet,
     Statement,
     StoreIdentity,
     answers_of,
     closed_error,
     connection_is_stale,
+    sql_set,
     sql_text,
     store_unavailable,
     validate_schema,
@@ -39,6 +39,7 @@ from ._common import (
 from ._connection import (
     RACE_RETRIES,
     Hot,
+    ReconnectingPool,
     holder_params,
     new_hot,
     pool_for,
@@ -89,7 +90,7 @@ class PostgresDriver(PostgresControl, JobsMixin, PostgresSchedules):
         self._owns_pool = owns_pool
         self._listen = listen
         self.identity = identity  # what tells this copy of the store from another
-        self._sql = SqlSet(schema, identity)
+        self._sql = sql_set(schema, identity)
         self._listeners: list[Connection[Any]] = []
         self._waiters: set[Connection[Any]] = set()  # listeners of waits in progress
         self._hot: list[Hot] = []
@@ -167,8 +168,10 @@ class PostgresDriver(PostgresControl, JobsMixin, PostgresSchedules):
             first = Connection.connect(options.conninfo, **{**options.kwargs, "autocommit": True})
             try:
                 opened = prepare_schema(first, schema, auto_migrate)
-            finally:
+            except BaseException:
                 first.close()
+                raise
+            cast(ReconnectingPool, pool).adopt(first)
             pool.open(wait=True, timeout=max(options.pool_timeout, 1.0))
             return opened
         if pool.closed:

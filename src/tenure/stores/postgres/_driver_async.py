@@ -13,7 +13,7 @@ import logging
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 from psycopg import AsyncConnection
@@ -28,18 +28,19 @@ from ._bound import StatementBound
 from ._common import (
     Answer,
     PostgresOptions,
-    SqlSet,
     Statement,
     StoreIdentity,
     answers_of,
     closed_error,
     connection_is_stale,
+    sql_set,
     sql_text,
     store_unavailable,
     validate_schema,
 )
 from ._connection_async import (
     RACE_RETRIES,
+    AsyncReconnectingPool,
     Hot,
     holder_params,
     new_hot_async,
@@ -91,7 +92,7 @@ class AsyncPostgresDriver(AsyncPostgresControl, AsyncJobsMixin, AsyncPostgresSch
         self._owns_pool = owns_pool
         self._listen = listen
         self.identity = identity  # what tells this copy of the store from another
-        self._sql = SqlSet(schema, identity)
+        self._sql = sql_set(schema, identity)
         self._listeners: list[AsyncConnection[Any]] = []
         self._waiters: set[AsyncConnection[Any]] = set()  # listeners of waits in progress
         self._hot: list[Hot] = []
@@ -173,8 +174,10 @@ class AsyncPostgresDriver(AsyncPostgresControl, AsyncJobsMixin, AsyncPostgresSch
             )
             try:
                 opened = await prepare_schema_async(first, schema, auto_migrate)
-            finally:
+            except BaseException:
                 await first.close()
+                raise
+            await cast(AsyncReconnectingPool, pool).adopt(first)
             await pool.open(wait=True, timeout=max(options.pool_timeout, 1.0))
             return opened
         if pool.closed:

@@ -13,14 +13,8 @@ from psycopg import Connection
 from psycopg.rows import tuple_row
 
 from ...errors import StoreUnavailable
-from ._common import (
-    StoreIdentity,
-    latest_version,
-    migration_steps,
-    render,
-    sql_text,
-    store_lost,
-)
+from ._common import StoreIdentity, render, sql_text, store_lost
+from ._migrations import latest_version, migration_steps
 
 __all__ = ["migrate", "prepare_schema", "schema_version"]
 

@@ -11,14 +11,8 @@ from psycopg import AsyncConnection
 from psycopg.rows import tuple_row
 
 from ...errors import StoreUnavailable
-from ._common import (
-    StoreIdentity,
-    latest_version,
-    migration_steps,
-    render,
-    sql_text,
-    store_lost,
-)
+from ._common import StoreIdentity, render, sql_text, store_lost
+from ._migrations import latest_version, migration_steps
 
 __all__ = ["migrate_async", "prepare_schema_async", "schema_version_async"]
 
