@@ -161,7 +161,7 @@ def test_warns_when_redis_keeps_nothing_on_disk(
     url: str, raw: Any, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # This machine's Redis keeps nothing on disk: the warning fires here.
-    monkeypatch.setattr(_common, "_warned", set())
+    monkeypatch.setattr(_common, "_noted", set())
     config = [raw.config_get(name) for name in _common.CHECKED_CONFIG]
     expected = [
         risk
@@ -176,6 +176,29 @@ def test_warns_when_redis_keeps_nothing_on_disk(
     if config[0] == {"appendonly": "no"} and not config[2].get("save"):
         assert "keeps nothing on disk" in records[0].getMessage()
         assert records[0].levelno == logging.WARNING
+
+
+def test_the_configuration_is_read_once_per_server_and_process(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker opens two stores (its own, its renewer's): the second reads no settings."""
+    from tenure.stores.redis._driver import RedisDriver
+
+    monkeypatch.setattr(_common, "_noted", set())
+    sent: list[tuple[Any, ...]] = []
+    send = RedisDriver._send
+
+    def recording(self: RedisDriver, operation: str, command: Any) -> Any:
+        sent.append(tuple(command))
+        return send(self, operation, command)
+
+    monkeypatch.setattr(RedisDriver, "_send", recording)
+    tenure.connect(url).close()
+    assert [c[2] for c in sent if c[:2] == ("CONFIG", "GET")] == list(_common.CHECKED_CONFIG)
+    sent.clear()
+    tenure.connect(url).close()
+    assert sent  # the store's own commands still go through _send
+    assert not [c for c in sent if c[0] == "CONFIG"]
 
 
 @pytest.mark.parametrize(

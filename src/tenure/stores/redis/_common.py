@@ -41,6 +41,7 @@ __all__ = [
     "encode",
     "CHECKED_CONFIG",
     "eviction_risk",
+    "config_noted",
     "note_server_config",
     "parse_redis_url",
     "persistence_risk",
@@ -488,8 +489,16 @@ def refused(operation: str, address: str, exc: BaseException) -> StoreUnavailabl
 
 # -- persistence ----------------------------------------------------------------------
 
-_warned: set[str] = set()
-_warned_lock = threading.Lock()
+# The servers whose configuration this process has read: once is enough (it is only
+# logged), and a worker opens two stores, each a round trip per setting otherwise.
+_noted: set[str] = set()
+_noted_lock = threading.Lock()
+
+
+def config_noted(address: str) -> bool:
+    """Whether this process has read the configuration of the server at ``address``."""
+    with _noted_lock:
+        return address in _noted
 
 
 def _config_value(reply: Any, name: str) -> str | None:
@@ -577,11 +586,9 @@ def note_server_config(address: str, replies: Sequence[Any], *, unchecked: str =
         ):
             if risk is not None:
                 risks.append(risk)
-    if not risks:
-        return
-    with _warned_lock:
-        if address in _warned:
+    with _noted_lock:
+        if address in _noted:
             return
-        _warned.add(address)
+        _noted.add(address)
     for level, message in risks:
         log.log(level, message, extra={"store": "redis", "address": address})

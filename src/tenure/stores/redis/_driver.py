@@ -28,6 +28,7 @@ from ._common import (
     LAYOUT_VERSION,
     SCRIPTS,
     Keys,
+    config_noted,
     connection_options,
     decode_batch,
     decode_float,
@@ -116,6 +117,8 @@ class RedisDriver(RedisControl, JobsMixin, RedisSchedules):
         self._eval("connect", "identity", keys, [str(layout)])
 
     def _check_persistence(self) -> None:
+        if config_noted(self._address):
+            return
         try:
             replies = [self._send("connect", ("CONFIG", "GET", name)) for name in CHECKED_CONFIG]
         except StoreUnavailable as exc:

@@ -36,6 +36,7 @@ from ._common import (
     LAYOUT_VERSION,
     SCRIPTS,
     Keys,
+    config_noted,
     connection_options,
     decode_batch,
     decode_float,
@@ -124,6 +125,8 @@ class AsyncRedisDriver(AsyncRedisControl, AsyncJobsMixin, AsyncRedisSchedules):
         await self._eval("connect", "identity", keys, [str(layout)])
 
     async def _check_persistence(self) -> None:
+        if config_noted(self._address):
+            return
         try:
             replies = [
                 await self._send("connect", ("CONFIG", "GET", name)) for name in CHECKED_CONFIG
