@@ -57,6 +57,12 @@ class Running:
     # A timed-out sync handler's thread, still running after the attempt was failed.
     straggler: DaemonThread[Outcome] | None = None
     abandoned: bool = False  # the worker stopped waiting for this handler (stopping)
+
+    @property
+    def on_thread(self) -> bool:
+        """Whether its handler is a plain function run on a thread of the worker's pool."""
+        return self.isolation != "process" and not self.handler.is_async
+
     spans: JobSpans | None = None  # its OpenTelemetry spans (None without OpenTelemetry)
     slot: Slot | None = None  # the slot task it runs on (`Jobs._job`)
 
@@ -75,10 +81,18 @@ class Invoker:
         self._stats = stats
         self._start_method = start_method
         self._threads = ThreadPool()  # sync handlers' threads, kept for the next job
+        self._expected = 0  # started jobs of sync handlers whose handlers have not ended
+
+    def expect(self, count: int) -> None:
+        """``count`` jobs of a claim, whose handlers run on threads (`Running.on_thread`),
+        were started: each counts as busy until its handler has ended. Their slot tasks
+        hand them to the pool over the next loop turns, and the first one's thread may
+        report before the others are in the pool: the completer must wait for them too."""
+        self._expected += count
 
     def busy(self) -> bool:
-        """Whether sync handlers run, or wait for a thread."""
-        return self._threads.busy
+        """Whether sync handlers run, wait for a thread, or are about to."""
+        return self._expected > 0 or self._threads.busy
 
     def close(self) -> None:
         """At the end of the run: the idle handler threads end (busy ones once done)."""
@@ -87,12 +101,16 @@ class Invoker:
     async def __call__(self, running: Running) -> Outcome:
         spans = running.spans
         started = time.perf_counter()
-        if spans is None:
-            outcome = await self._invoke(running)
-        else:
-            with spans.handling():
+        try:
+            if spans is None:
                 outcome = await self._invoke(running)
-            spans.handled(outcome, running.handle)
+            else:
+                with spans.handling():
+                    outcome = await self._invoke(running)
+                spans.handled(outcome, running.handle)
+        finally:
+            if running.on_thread:
+                self._expected -= 1
         self._stats.handled(running.job.queue, outcome.kind, time.perf_counter() - started)
         return outcome
 

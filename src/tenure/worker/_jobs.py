@@ -58,6 +58,7 @@ class Jobs:
         batch (one lock each, not one per job), then each on a slot task."""
         assert self._keeper is not None
         assert self._slots is not None
+        assert self._invoker is not None
         traced = tracing()  # once per claim: a provider set meanwhile traces the next one
         handlers, config = self._handlers, self._config
         on_lost = partial(note_loss, self._stats, outage=self._outage)
@@ -86,6 +87,7 @@ class Jobs:
         self._stats.incr("claimed", len(started))
         REGISTRY.add_many(handles)
         self._keeper.add_many(handles)
+        self._invoker.expect(sum(running.on_thread for running in started))
         for running in started:
             self._slots.start(task_group, running)
 
