@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -24,6 +25,7 @@ class GatedDriver:
         self.gate = anyio.Event()
         self.entered = anyio.Event()
         self.sizes: list[int] = []
+        self.refuse = False  # complete answers StoreUnavailable, as a store that is away
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
@@ -35,6 +37,10 @@ class GatedDriver:
 
     async def complete(self, *args: Any) -> Any:
         await self._wait(1)
+        if self.refuse:
+            raise tenure.StoreUnavailable(
+                "the store is away (test)", operation="complete", outcome_unknown=False
+            )
         return await self._inner.complete(*args)
 
     async def complete_many(self, completions: Any) -> Any:
@@ -143,6 +149,40 @@ async def test_a_blocked_sync_handler_holds_a_batch_up_for_the_linger_only(
     assert anyio.current_time() - started >= 0.05
     assert driver.sizes == [1]
     assert (await store.get(lease.job_id)).state == "done"
+
+
+async def test_a_completion_whose_lease_is_revoked_meanwhile_goes_to_the_store_once(
+    gated: tuple[tenure.aio.AsyncStore, GatedDriver],
+) -> None:
+    """Revoked while it waited (the worker stopping now; `completion_deadline` answers None
+    from then on): its handler finished and the store still holds the lease, so it is sent.
+    Lost meanwhile (-inf): given up, not sent."""
+    store, driver = gated
+    driver.gate.set()
+    revoked, lost = await claimed(store, 2)
+    completer = Completer(store)
+    with anyio.fail_after(10):
+        deadlines = iter([revoked.local_deadline, None])
+        await completer.complete(revoked, "ok", lambda: next(deadlines, None))
+        deadlines = iter([lost.local_deadline, -math.inf])
+        with pytest.raises(tenure.StoreUnavailable, match="given up"):
+            await completer.complete(lost, "ok", lambda: next(deadlines, -math.inf))
+    assert driver.sizes == [1]
+    assert (await store.get(revoked.job_id)).state == "done"
+    assert (await store.get(lost.job_id)).state == "leased"
+
+
+async def test_a_completion_with_no_deadline_is_not_retried(
+    gated: tuple[tenure.aio.AsyncStore, GatedDriver],
+) -> None:
+    store, driver = gated
+    driver.gate.set()
+    driver.refuse = True
+    (lease,) = await claimed(store, 1)
+    completer = Completer(store)
+    with anyio.fail_after(10), pytest.raises(tenure.StoreUnavailable, match="given up"):
+        await completer.complete(lease, "ok", lambda: None)
+    assert completer.calls == 1  # one try: a stopping worker is not held up
 
 
 async def test_each_job_gets_its_own_answer(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import pickle
 import sys
 from collections.abc import Callable
@@ -101,3 +102,19 @@ def test_a_portable_outcome_crosses_a_pipe() -> None:
     assert pickle.loads(pickle.dumps(portable)) == portable
     ok = Outcome("ok", {"rows": 1})
     assert ok.portable() is ok
+
+
+def test_a_completions_deadline_follows_the_lease_and_how_it_was_lost() -> None:
+    """`completion_deadline`: the local deadline while the lease is held; after a
+    revocation (the worker stopping) None, one try at the store; after any other loss,
+    none (-inf)."""
+    from tenure.worker._settle import completion_deadline
+
+    held = LeaseHandle(LEASE, tenure.ManualClock(1000.0))
+    assert completion_deadline(held) == LEASE.local_deadline
+    revoked = LeaseHandle(LEASE, tenure.ManualClock(1000.0))
+    revoked.mark_lost("the worker was stopped immediately", "revoked")
+    assert completion_deadline(revoked) is None
+    rejected = LeaseHandle(LEASE, tenure.ManualClock(1000.0))
+    rejected.mark_lost("a renewal was refused", "rejected_by_store")
+    assert completion_deadline(rejected) == -math.inf

@@ -21,6 +21,7 @@ until the callback).
 from __future__ import annotations
 
 import logging
+import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,7 +38,7 @@ from ..models import Claim, Lease
 from ._retry import RETRY, DeadlinePassed, Outage, RetryRule
 from ._stats import Stats
 
-__all__ = ["LINGER", "Completer", "Refill"]
+__all__ = ["LINGER", "Completer", "Deadline", "Refill"]
 
 # How long a batch waits for the next sync job's completion while handler threads still
 # run (`Completer._gather`): about ten no-op sync jobs' worth of a thread's time.
@@ -61,6 +62,11 @@ class Refill:
     reply_lost: Callable[[], None] = lambda: None
 
 
+# A completion's deadline, asked before each try: the lease's local deadline (renewals move
+# it), or None: the store judges it once, and it is not tried again.
+Deadline = Callable[[], "float | None"]
+
+
 class _Entry:
     __slots__ = ("deadline", "done", "error", "judged", "lease", "sent", "value")
 
@@ -68,7 +74,7 @@ class _Entry:
         self,
         lease: Lease,
         value: Any,
-        deadline: Callable[[], float],
+        deadline: Deadline,
         now: float,
         done: Callable[[BaseException | None], None] | None = None,
     ) -> None:
@@ -77,7 +83,8 @@ class _Entry:
         self.deadline = deadline  # the lease's local deadline (renewals move it)
         # Past its deadline already when handed in: the store judges it, once. (The worker
         # never hands in such a lease; a caller of the completer may.)
-        self.judged = deadline() <= now
+        first = deadline()
+        self.judged = first is not None and first <= now
         self.error: BaseException | None = None
         self.sent = False  # answered: by the store, or given up
         self.done = done  # `Completer.enqueue`'s callback (None: a caller awaits it)
@@ -156,9 +163,7 @@ class Completer:
         entry.settle(error)
         self._wake()
 
-    async def complete(
-        self, lease: Lease, value: Any, deadline: Callable[[], float] | None = None
-    ) -> None:
+    async def complete(self, lease: Lease, value: Any, deadline: Deadline | None = None) -> None:
         """Complete ``lease`` with ``value``; raises what `AsyncStore.complete` raises, once
         retrying is over (`DeadlinePassed` when the store stayed unavailable until
         ``deadline()``, by default the lease's local deadline)."""
@@ -184,7 +189,7 @@ class Completer:
         self,
         lease: Lease,
         value: Any,
-        deadline: Callable[[], float],
+        deadline: Deadline,
         done: Callable[[BaseException | None], None],
     ) -> None:
         """Queue a completion without waiting for it: ``done(error)`` is called on the
@@ -279,7 +284,9 @@ class Completer:
                 if self._outage is not None:
                     self._outage.failed(error, operation="complete")
                 now = self._clock.monotonic()
-                latest = max(entry.deadline() for entry in batch)
+                latest = max(
+                    (d for entry in batch if (d := entry.deadline()) is not None), default=-math.inf
+                )
                 wait = self._rule.next_wait(error, failures, now, latest, self._rng)
                 if wait is None:
                     for entry in batch:
@@ -310,7 +317,10 @@ class Completer:
         is answered `DeadlinePassed`)."""
         if entry.sent:
             return True
-        if (entry.judged and not failures) or now + self._rule.attempt_time <= entry.deadline():
+        deadline = entry.deadline()
+        if (entry.judged or deadline is None) and not failures:
+            return False
+        if deadline is not None and now + self._rule.attempt_time <= deadline:
             return False
         self._answer(entry, _gave_up(entry))
         return True

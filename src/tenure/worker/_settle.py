@@ -16,6 +16,7 @@ import math
 import os
 import random
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 import anyio
@@ -85,6 +86,17 @@ def note_loss(
     log.warning("lease lost: %s", handle.lost_reason, extra=extra)
 
 
+def completion_deadline(handle: LeaseHandle) -> float | None:
+    """Until when a finished handler's completion may be tried (`Completer`'s `Deadline`):
+    its lease's local deadline; after a loss, never (-inf), except a revocation (the worker
+    stopping now, or its grace over): the handler has finished and the store still holds
+    its lease, so the completion goes to the store once, rather than leaving the job leased
+    until its lease expires, and is not retried, so that the stop is not held up."""
+    if not handle.is_lost():
+        return handle.lease.local_deadline
+    return None if handle.lost_kind == "revoked" else -math.inf
+
+
 class Settler:
     """Settles the jobs of one worker run in its store."""
 
@@ -121,10 +133,6 @@ class Settler:
             return False
         REGISTRY.end(handle, "ended")
 
-        def deadline() -> float:
-            # A lease revoked meanwhile (the worker's grace ended) is retried no more.
-            return -math.inf if handle.is_lost() else handle.lease.local_deadline
-
         def answered(error: BaseException | None) -> None:
             if error is None:
                 self._stats.incr("completed")
@@ -139,7 +147,9 @@ class Settler:
                 finally:
                     finished()
 
-        self._completer.enqueue(handle.lease, outcome.value, deadline, answered)
+        self._completer.enqueue(
+            handle.lease, outcome.value, partial(completion_deadline, handle), answered
+        )
         return True
 
     async def _refused(
@@ -174,13 +184,11 @@ class Settler:
         extra = _job_extra(running)
         if outcome.kind == "ok":
 
-            def deadline() -> float:
-                # A lease revoked meanwhile (the worker's grace ended) is retried no more.
-                return -math.inf if handle.is_lost() else handle.lease.local_deadline
-
             def complete(lease: Lease) -> Awaitable[None]:
                 # The completer retries (keeping results in order), not this settle.
-                return self._completer.complete(lease, outcome.value, deadline)
+                return self._completer.complete(
+                    lease, outcome.value, partial(completion_deadline, handle)
+                )
 
             try:
                 done = await self._store_call("complete", running, complete, extra, retry=False)
