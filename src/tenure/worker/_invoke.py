@@ -57,14 +57,13 @@ class Running:
     # A timed-out sync handler's thread, still running after the attempt was failed.
     straggler: DaemonThread[Outcome] | None = None
     abandoned: bool = False  # the worker stopped waiting for this handler (stopping)
+    spans: JobSpans | None = None  # its OpenTelemetry spans (None without OpenTelemetry)
+    slot: Slot | None = None  # the slot task it runs on (`Jobs._job`)
 
     @property
     def on_thread(self) -> bool:
         """Whether its handler is a plain function run on a thread of the worker's pool."""
         return self.isolation != "process" and not self.handler.is_async
-
-    spans: JobSpans | None = None  # its OpenTelemetry spans (None without OpenTelemetry)
-    slot: Slot | None = None  # the slot task it runs on (`Jobs._job`)
 
     def abandon(self) -> None:
         """On the loop: stop waiting for the handler's thread, now and from now on."""
