@@ -11,13 +11,14 @@ import pytest
 from tenure.stores.postgres import AsyncPostgresDriver, PostgresDriver
 from tenure.stores.postgres._connection import ReconnectingPool
 from tests.backends import POSTGRES_URL
+from tests.postgres._support import backends_of
+from tests.worker._support import wait_until
 
 
-def backends_of(admin: Any, app_name: str) -> list[int]:
-    rows = admin.execute(
-        "SELECT pid FROM pg_stat_activity WHERE application_name = %s", (app_name,)
-    ).fetchall()
-    return [pid for (pid,) in rows]
+def no_backends(admin: Any, app_name: str) -> None:
+    """Wait (bounded) until the server has no backend left with ``app_name``: a backend
+    leaves pg_stat_activity a moment after its client closed the connection."""
+    wait_until(lambda: not backends_of(admin, app_name), 10, f"{app_name}'s backends to end")
 
 
 def test_the_schema_checks_connection_is_the_pools_first(
@@ -33,7 +34,7 @@ def test_the_schema_checks_connection_is_the_pools_first(
             assert conn.info.backend_pid in backends_of(admin, app_name)
     finally:
         driver.close()
-    assert backends_of(admin, app_name) == []
+    no_backends(admin, app_name)
 
 
 @pytest.mark.anyio
@@ -49,7 +50,7 @@ async def test_the_async_schema_checks_connection_is_the_pools_first(
             assert await cur.fetchone() == ("force_generic_plan",)
     finally:
         await driver.close()
-    assert backends_of(admin, app_name) == []
+    no_backends(admin, app_name)
 
 
 def test_without_a_minimum_the_pool_keeps_no_connection(
@@ -57,7 +58,7 @@ def test_without_a_minimum_the_pool_keeps_no_connection(
 ) -> None:
     driver = PostgresDriver.open(f"{url}&pool_min=0")
     try:
-        assert backends_of(admin, app_name) == []
+        no_backends(admin, app_name)
     finally:
         driver.close()
 
@@ -86,4 +87,4 @@ def test_closing_a_pool_before_it_opened_closes_the_adopted_connection(
     pool.adopt(adopted)
     pool.close()
     assert adopted.closed
-    assert backends_of(admin, app_name) == []
+    no_backends(admin, app_name)
