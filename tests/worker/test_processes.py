@@ -182,7 +182,12 @@ def test_stalled_worker_loses_the_job_and_stops_within_100ms(
     a.stop_outside_transaction(url)  # the worker, its fork server and handler processes
     stopped_at = time.monotonic()
     b = spawn("worker-b", "-q", kind)
-    done = wait_event(events, what="done", owner="worker-b")
+    try:
+        done = wait_event(events, what="done", owner="worker-b")
+    except AssertionError as failed:  # say why (a run on a loaded machine timed out once)
+        raise AssertionError(
+            f"{failed}\nworker-b logged:\n{b.log()}\nworker-a:\n{a.log()}"
+        ) from None
     assert done["gen"] == 2
     time.sleep(max(0.0, stopped_at + 3 * TTL - time.monotonic()))  # the stall itself
 
