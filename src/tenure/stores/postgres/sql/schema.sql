@@ -114,31 +114,17 @@ CREATE INDEX tenure_jobs_by_seq ON {schema}.tenure_jobs (seq);
 
 -- store.wait registers in tenure_waiters and LISTENs on "tenure_end_<schema>"; a job that
 -- finishes (done, dead, or any final state: whatever is neither ready nor leased) notifies
--- its id, only when someone waits for it: a notification serialises its transaction's
--- commit with every other notifying commit of the cluster, so completions send none
--- unless waited for. Any writer is covered (complete, fail, a claim that buries, SQL of
--- the user's own). `until`: when a waiter that vanished stops counting (server time).
+-- its id (the trigger tenure_jobs_updated, below), only when someone waits for it: a
+-- notification serialises its transaction's commit with every other notifying commit of
+-- the cluster, so completions send none unless waited for. Any writer is covered
+-- (complete, fail, a claim that buries, SQL of the user's own). `until`: when a waiter
+-- that vanished stops counting (server time).
 CREATE TABLE {schema}.tenure_waiters (
     waiter text PRIMARY KEY,
     job_id text COLLATE "C" NOT NULL,
     until  double precision NOT NULL
 );
 CREATE INDEX tenure_waiters_job ON {schema}.tenure_waiters (job_id);
-
-CREATE FUNCTION {schema}.tenure_notify_ended() RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
-    IF EXISTS (SELECT FROM {schema}.tenure_waiters WHERE job_id = NEW.job_id) THEN
-        PERFORM pg_notify('tenure_end_' || TG_TABLE_SCHEMA, NEW.job_id);
-    END IF;
-    RETURN NULL;
-END
-$$;
-
-CREATE TRIGGER tenure_jobs_ended
-    AFTER UPDATE OF state ON {schema}.tenure_jobs
-    FOR EACH ROW WHEN (NEW.state NOT IN ('ready', 'leased') AND OLD.state IS DISTINCT FROM NEW.state)
-    EXECUTE FUNCTION {schema}.tenure_notify_ended();
 
 -- The attempt history (issue #17). Each claim of a job starts an attempt (its generation,
 -- owner and store time); the end of that lease ends it. Written by a trigger on
@@ -159,59 +145,101 @@ CREATE TABLE {schema}.tenure_attempts (
     PRIMARY KEY (job_id, generation)
 );
 
--- A lease ends when its job leaves the leased state, or when a claim takes the job at a
--- newer generation after it expired (lost). How it ended follows from the update: done is
--- completed; cancelled; dead with its secret hash cleared is a burial, otherwise a fail;
--- ready with the attempt refunded is a release, otherwise a fail. A claim starts the next
--- attempt, and drops the oldest beyond the newest 100 of the job (tenure.models.
--- ATTEMPTS_KEPT): a job retried forever keeps a bounded history.
-CREATE FUNCTION {schema}.tenure_record_attempt() RETURNS trigger
+-- After every UPDATE statement on tenure_jobs, over its old and new rows (transition
+-- tables), two things that must happen in the statement that changes a job, whoever wrote
+-- it (claim, settle, cancel, a caller's own SQL):
+--
+-- * The attempt history. A lease ends when its job leaves the leased state, or when a
+--   claim takes the job at a newer generation after it expired (lost). How it ended
+--   follows from the update: done is completed; cancelled; dead with its secret hash
+--   cleared is a burial, otherwise a fail; ready with the attempt refunded is a release,
+--   otherwise a fail. A claim starts the next attempt, and drops the oldest beyond the
+--   newest 100 of the job (tenure.models.ATTEMPTS_KEPT): a job retried forever keeps a
+--   bounded history.
+-- * A job that finishes (done, dead, or any final state: neither ready nor leased)
+--   notifies its id on "tenure_end_<schema>", only when someone waits for it (see
+--   tenure_waiters).
+--
+-- Once per statement, not once per row (migration 0012): a batch of 10 completions and 10
+-- claims is one call, where triggers per row made 30, each with statements of its own (a
+-- fifth to a third of the server's CPU per job along complete_and_claim, benchmarks.md
+-- "Attempt history"). A job's row is updated at most once per statement, so job_id pairs
+-- an old row with its new one.
+CREATE FUNCTION {schema}.tenure_jobs_updated() RETURNS trigger
 LANGUAGE plpgsql AS $$
-DECLARE
-    released boolean := NEW.state = 'ready' AND NEW.attempts < OLD.attempts;
 BEGIN
-    IF OLD.state = 'leased' THEN
+    -- Most statements that start, end and finish nothing are renewals: they stop here, at
+    -- one small join of their own rows, before the plans below are started.
+    IF NOT EXISTS (
+        SELECT FROM tenure_old AS o
+        JOIN tenure_new AS n USING (job_id)
+        WHERE (o.state <> n.state OR o.generation <> n.generation)
+          AND (o.state = 'leased' OR n.state <> 'ready')
+    ) THEN
+        RETURN NULL;
+    END IF;
+    -- The trim keeps the newest 99 rows the job had, beside the one started here (the
+    -- parts of a statement do not see each other's rows).
+    WITH changed AS MATERIALIZED (
+        SELECT n.job_id, o.state AS old_state, o.generation AS old_generation,
+               n.state, n.generation, n.owner, n.updated_at, n.secret_hash, n.error,
+               n.state = 'ready' AND n.attempts < o.attempts AS released
+        FROM tenure_old AS o
+        JOIN tenure_new AS n USING (job_id)
+        WHERE (o.state = 'leased' OR n.state = 'leased')
+          AND (o.state <> n.state OR o.generation <> n.generation)
+    ),
+    ended AS (
         UPDATE {schema}.tenure_attempts AS t
-        SET ended_at = NEW.updated_at,
+        SET ended_at = c.updated_at,
             ending = CASE
-                WHEN NEW.state = 'leased' THEN 'lost'
-                WHEN NEW.state = 'done' THEN 'completed'
-                WHEN NEW.state = 'cancelled' THEN 'cancelled'
-                WHEN NEW.state = 'dead' AND NEW.secret_hash IS NULL THEN 'dead'
-                WHEN released THEN 'released'
+                WHEN c.state = 'leased' THEN 'lost'
+                WHEN c.state = 'done' THEN 'completed'
+                WHEN c.state = 'cancelled' THEN 'cancelled'
+                WHEN c.state = 'dead' AND c.secret_hash IS NULL THEN 'dead'
+                WHEN c.released THEN 'released'
                 ELSE 'failed' END,
-            error = CASE WHEN NEW.state IN ('cancelled', 'ready', 'dead') AND NOT released
-                         THEN NEW.error END
-        WHERE t.job_id = OLD.job_id AND t.generation = OLD.generation AND t.ended_at IS NULL;
-    END IF;
-    IF NEW.state = 'leased' AND NEW.generation <> OLD.generation THEN
+            error = CASE WHEN c.state IN ('cancelled', 'ready', 'dead') AND NOT c.released
+                         THEN c.error END
+        FROM changed AS c
+        WHERE c.old_state = 'leased'
+          AND t.job_id = c.job_id AND t.generation = c.old_generation AND t.ended_at IS NULL
+    ),
+    started AS (
         INSERT INTO {schema}.tenure_attempts (job_id, generation, owner, started_at)
-        VALUES (NEW.job_id, NEW.generation, NEW.owner, NEW.updated_at);
-        -- More than 100 attempts only if one is 100 generations old (generations are
-        -- distinct): an arithmetic test, then one index probe, spares nearly every claim
-        -- the trim's sort (without it the history cost a quarter of a claim -> complete
-        -- cycle, benchmarks/attempts_cost.py).
-        IF NEW.generation > 100 AND EXISTS (
-            SELECT FROM {schema}.tenure_attempts AS o
-            WHERE o.job_id = NEW.job_id AND o.generation <= NEW.generation - 100
-        ) THEN
-            DELETE FROM {schema}.tenure_attempts AS t
-            WHERE t.job_id = NEW.job_id
-              AND t.generation <= (SELECT o.generation FROM {schema}.tenure_attempts AS o
-                                   WHERE o.job_id = NEW.job_id
-                                   ORDER BY o.generation DESC OFFSET 100 LIMIT 1);
-        END IF;
-    END IF;
+        SELECT c.job_id, c.generation, c.owner, c.updated_at
+        FROM changed AS c
+        WHERE c.state = 'leased' AND c.generation <> c.old_generation
+    )
+    -- More than 100 attempts only if one is 100 generations old (generations are
+    -- distinct): an arithmetic test, then one index probe, spares nearly every claim the
+    -- trim's sort (without it the history cost a quarter of a claim -> complete cycle,
+    -- benchmarks/attempts_cost.py).
+    DELETE FROM {schema}.tenure_attempts AS t
+    USING changed AS c
+    WHERE c.state = 'leased' AND c.generation <> c.old_generation
+      AND c.generation > 100
+      AND EXISTS (SELECT FROM {schema}.tenure_attempts AS o
+                  WHERE o.job_id = c.job_id AND o.generation <= c.generation - 100)
+      AND t.job_id = c.job_id
+      AND t.generation <= (SELECT o.generation FROM {schema}.tenure_attempts AS o
+                           WHERE o.job_id = c.job_id
+                           ORDER BY o.generation DESC OFFSET 99 LIMIT 1);
+    PERFORM pg_notify('tenure_end_' || TG_TABLE_SCHEMA, n.job_id)
+    FROM tenure_old AS o
+    JOIN tenure_new AS n USING (job_id)
+    WHERE n.state NOT IN ('ready', 'leased') AND o.state <> n.state
+      AND EXISTS (SELECT FROM {schema}.tenure_waiters AS w WHERE w.job_id = n.job_id);
     RETURN NULL;
 END
 $$;
 
-CREATE TRIGGER tenure_jobs_attempts
-    AFTER UPDATE OF state, generation ON {schema}.tenure_jobs
-    FOR EACH ROW WHEN ((OLD.state = 'leased' OR NEW.state = 'leased')
-                       AND (OLD.state IS DISTINCT FROM NEW.state
-                            OR OLD.generation IS DISTINCT FROM NEW.generation))
-    EXECUTE FUNCTION {schema}.tenure_record_attempt();
+-- A trigger with transition tables cannot name columns: every UPDATE runs it.
+CREATE TRIGGER tenure_jobs_updated
+    AFTER UPDATE ON {schema}.tenure_jobs
+    REFERENCING OLD TABLE AS tenure_old NEW TABLE AS tenure_new
+    FOR EACH STATEMENT
+    EXECUTE FUNCTION {schema}.tenure_jobs_updated();
 
 -- Paused queues (issue #18). A queue is paused while its row here says so; claim_next and
 -- complete_and_claim leave its jobs alone (a NOT EXISTS on this small table per queue asked,

@@ -1,4 +1,4 @@
--- store.wait: register a waiter for one job (the trigger tenure_jobs_ended notifies only
+-- store.wait: register a waiter for one job (the trigger tenure_jobs_updated notifies only
 -- jobs someone waits for), dropping the registrations of waiters that vanished.
 WITH expired AS (
     DELETE FROM {schema}.tenure_waiters WHERE until < extract(epoch FROM clock_timestamp())
