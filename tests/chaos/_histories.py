@@ -187,6 +187,12 @@ class History:
         """The harness set ``queue``'s fleet-wide limit (``--workload flow``)."""
         self._event("harness", type="event", f="queue-limit", queue=queue, limit=limit)
 
+    def queue_rate(self, queue: str, per_second: float, burst: int) -> None:
+        """The harness set ``queue``'s fleet-wide rate (``--workload flow``)."""
+        self._event(
+            "harness", type="event", f="queue-rate", queue=queue, per_second=per_second, burst=burst
+        )
+
     def config(self, **fields: Any) -> None:
         """The run's configuration (``workload="locks"``: a locks run)."""
         self._event("harness", type="event", f="config", **fields)

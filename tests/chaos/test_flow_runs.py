@@ -1,8 +1,10 @@
 """A real chaos run of the flow workload: `tenure chaos --workload flow` as a user runs it.
-Three workers run jobs of five priorities over three queues, two of them limited through
-the store (to 1 and 3 leases at once, fleet-wide), some jobs with a timeout of their own
+Three workers run jobs of five priorities over four queues, two of them limited through
+the store (to 1 and 3 leases at once, fleet-wide) and one rate-limited (4 jobs started a
+second, in bursts of at most 2), some jobs with a timeout of their own
 that their handler overruns, under pauses, kills and clock skew; the checker must find
-I1-I5 held, and I6: no moment with more leases of a limited queue than its limit.
+I1-I5 held, and I6: no moment with more leases of a limited queue than its limit, no window
+with more starts in the rated queue than its bucket allows.
 
 Kept short for CI's time: one run of a few seconds, on SQLite, without storm processes
 (each is a process to start and stop; the pauses here bite without them: a worker stopped
@@ -110,6 +112,13 @@ def test_flow_chaos_run_keeps_i1_to_i6(tmp_path: Path) -> None:
     assert found[1] == "1", limits
     assert int(found[2]) >= 2, limits
     assert re.search(r"-limit3 at most 3 \(peak [1-3] over \d+ leases\)", limits), limits
+    # The rate-limited queue started its jobs within its bucket, and some started at all.
+    rated = re.search(
+        r"-rate at most 4/s, burst 2 \(drew ([\d.]+) of 2 over (\d+) leases\)", limits
+    )
+    assert rated is not None, limits
+    assert float(rated[1]) <= 2, limits
+    assert int(rated[2]) >= 1, limits
     timeouts = re.search(r"timeouts: (\d+) attempts", limits)
     assert timeouts is not None, limits
     assert int(timeouts[1]) >= 1, limits

@@ -1,7 +1,9 @@
 """I6 queue limits (``tenure chaos --workload flow``) on hand-built histories: what the unit
 accepts (a lease that ended, expired or made room in the same statement; a renewal still in
-flight; a settle whose answer was lost) and what it flags (more leases of a limited queue
-live at once than its limit), and the verdict around it."""
+flight; a settle whose answer was lost; leases of a rate-limited queue within its bucket)
+and what it flags (more leases of a limited queue live at once than its limit, more leases
+of a rate-limited queue started in a window than its bucket allows), and the verdict around
+it."""
 
 from __future__ import annotations
 
@@ -164,3 +166,68 @@ def test_timed_out_attempts_are_counted_and_must_end_again() -> None:
     verdict = check_history(h.events)
     assert verdict.counts["timeouts"] == 1
     assert any(v.invariant == "I5" and "stranded" in v.message for v in verdict.violations)
+
+
+R = "chaos-q-rate"
+
+
+def _rated(jobs: int, per_second: float = 2.0, burst: int = 2) -> History:
+    h = History()
+    h.queue_rate(R, per_second, burst)
+    for n in range(1, jobs + 1):
+        h.submit(f"r{n}", R)
+    return h
+
+
+def _rated_done(h: History, jobs: int) -> History:
+    for n in range(1, jobs + 1):
+        h.final(f"r{n}", "done", 1)
+    return h
+
+
+def _start_and_end(h: History, job: str, at: float) -> None:
+    h.claim("w1.1", A, job, 1, at=at)
+    h.holder("complete", "w1.1", A, job, 1, at=at + 0.01)
+
+
+def test_leases_within_the_rate() -> None:
+    # A full bucket of 2, then one token each half second (2 a second), exactly.
+    h = _rated(5)
+    for n, at in enumerate((1.0, 1.0, 1.5, 2.0, 2.5), start=1):
+        _start_and_end(h, f"r{n}", at)
+    messages, info = _check(_rated_done(h, 5))
+    assert messages == []
+    [rated] = info["limits"]  # type: ignore[misc]
+    assert rated == {"queue": R, "per_second": 2.0, "burst": 2, "drawn": 2.0, "leases": 5}
+
+
+def test_more_leases_started_than_the_rate_allows_are_flagged() -> None:
+    # The bucket's 2, then a third 0.1 s later, where the next token is due at 1.5.
+    h = _rated(3)
+    for n, at in enumerate((1.0, 1.0, 1.1), start=1):
+        _start_and_end(h, f"r{n}", at)
+    [message], info = _check(_rated_done(h, 3))
+    assert f"queue {R} (at most 2 started a second, burst 2): 3 leases started in" in message
+    assert "(job r1 gen 1)" in message
+    assert "(job r3 gen 1)" in message
+    [rated] = info["limits"]  # type: ignore[misc]
+    assert rated["drawn"] == 2.8  # type: ignore[index]
+
+
+def test_a_slow_window_does_not_excuse_a_fast_one() -> None:
+    # Spread out at first (the bucket refills to its burst and no further), then 3 at once.
+    h = _rated(5, per_second=1.0, burst=2)
+    for n, at in enumerate((1.0, 5.0, 9.0, 9.0, 9.0), start=1):
+        _start_and_end(h, f"r{n}", at)
+    [message], _ = _check(_rated_done(h, 5))
+    assert "3 leases started in 0.000000 s" in message
+
+
+def test_the_verdict_lists_i6_and_the_rates_draw() -> None:
+    h = _rated(2)
+    for n, at in enumerate((1.0, 1.5), start=1):
+        _start_and_end(h, f"r{n}", at)
+    verdict = check_history(_rated_done(h, 2).events)
+    lines = verdict.lines()
+    assert any(line.startswith("I6 queue limits") and line.endswith(" ok") for line in lines)
+    assert f"limits: {R} at most 2/s, burst 2 (drew 1 of 2 over 2 leases)" in "\n".join(lines)

@@ -16,10 +16,11 @@
 * **I5 nothing lost**: every submitted job ended ``done``, ``dead`` after using all its
   attempts, or ``cancelled`` by a recorded cancel no requeue came after; none is left
   ready or leased once the faults stopped.
-* **I6 queue limits** (a history with queue limits, ``--workload flow``): per limited
-  queue, no moment of store time had more unexpired, unended leases than its limit
-  (tenure.chaos._limits). A worker's timeout is an attempt failed by its holder: I1-I5
-  judge it as any other, and the job must end again.
+* **I6 queue limits** (a history with queue limits or rates, ``--workload flow``): per
+  limited queue, no moment of store time had more unexpired, unended leases than its
+  limit; per rate-limited queue, no window of store time saw more leases start than its
+  token bucket allows (tenure.chaos._limits). A worker's timeout is an attempt failed by
+  its holder: I1-I5 judge it as any other, and the job must end again.
 
 Cancels and requeues (the ``cancel`` fault): an accepted cancel ends the lease it found
 (its holder's later calls must be refused, I3) and the generation it took is no I1 gap; a

@@ -4,10 +4,12 @@ Everything of the jobs workload (the same workers, handlers, sink, storms and fa
 
 * **priorities**: every job is submitted with one of five priorities (-2 to 2, from the
   seed), so the workers' claims order them (highest first, the oldest within one);
-* **queue limits**: the jobs are spread over three queues of the run's own: the run's queue
-  (no limit) and two set with `Store.set_queue_limit` before the workers start,
+* **queue limits and rates**: the jobs are spread over four queues of the run's own: the
+  run's queue (no limit), two set with `Store.set_queue_limit` before the workers start,
   ``<queue>-limit1`` (at most 1 leased at once, fleet-wide) and ``<queue>-limit3`` (at most
-  3); the storms and cancels pick jobs of all three;
+  3), and one set with `Store.set_queue_rate`, ``<queue>-rate`` (at most 4 jobs started a
+  second, fleet-wide, in bursts of at most 2); the storms and cancels pick jobs of all
+  four;
 * **timeouts**: some jobs carry a short timeout of their own (``submit(timeout=)``, less
   than half a TTL) and a handler that overruns it on its first attempt (or its first two):
   the worker's timeout path fires (the lease no longer renewed, the attempt failed while
@@ -15,7 +17,9 @@ Everything of the jobs workload (the same workers, handlers, sink, storms and fa
   it. A timed-out attempt is an ended attempt: I1-I5 apply to it as to any other.
 
 The checker adds **I6 queue limits** (tenure.chaos._limits): for each limited queue, no
-moment of store time had more than its limit of unexpired, unended leases.
+moment of store time had more than its limit of unexpired, unended leases; for each
+rate-limited queue, no window of store time saw more leases start than its bucket allows
+(its burst, plus its rate times the window's length).
 
 Priorities are not checked: under concurrency and retries a priority is a preference of
 each claim among the jobs ready then (docs/design.md §7), and which jobs were ready at a
@@ -37,12 +41,14 @@ __all__ = [
     "flow_limits",
     "flow_plan",
     "flow_queues",
+    "flow_rates",
     "handler_seconds",
 ]
 
 PRIORITIES = (-2, -1, 0, 1, 2)
 LIMITS = (("-limit1", 1), ("-limit3", 3))  # queue suffix, fleet-wide limit
-SHARES = (0.15, 0.2)  # the share of the jobs in each limited queue
+RATES = (("-rate", 4.0, 2),)  # queue suffix, jobs started a second, burst (fleet-wide)
+SHARES = (0.15, 0.2, 0.15)  # the share of the jobs in each limited queue, then rated one
 TIMED = 0.2  # the share of the jobs with a timeout of their own (short jobs only)
 
 
@@ -57,13 +63,18 @@ class FlowJob:
 
 
 def flow_queues(queue: str) -> list[str]:
-    """The run's queues: its own, then the limited ones."""
-    return [queue, *(queue + suffix for suffix, _ in LIMITS)]
+    """The run's queues: its own, then the limited ones, then the rate-limited one."""
+    return [queue, *(queue + suffix for suffix, _ in LIMITS), *flow_rates(queue)]
 
 
 def flow_limits(queue: str) -> dict[str, int]:
     """The limited queues of the run and their limits."""
     return {queue + suffix: limit for suffix, limit in LIMITS}
+
+
+def flow_rates(queue: str) -> dict[str, tuple[float, int]]:
+    """The rate-limited queues of the run: jobs started a second, and burst."""
+    return {queue + suffix: (per_second, burst) for suffix, per_second, burst in RATES}
 
 
 def flow_plan(seed: int, work: dict[str, float], queue: str, ttl: float) -> dict[str, FlowJob]:
@@ -72,7 +83,7 @@ def flow_plan(seed: int, work: dict[str, float], queue: str, ttl: float) -> dict
     limited to 3). A timed job is a short one (``work`` below its timeout) whose first
     attempt, or first two, overrun it by half a TTL."""
     rng = random.Random(f"tenure-chaos-flow:{seed}")
-    limited = [queue + suffix for suffix, _ in LIMITS]
+    limited = flow_queues(queue)[1:]
     timeout = round(max(0.05, 0.4 * ttl), 3)
     plan = {}
     for job_id, seconds in work.items():

@@ -41,7 +41,7 @@ from ..errors import InvalidArgument, TenureError
 from ..locks import lock_ids
 from ._backend import UNSAFE_MODES, chaos_url, install
 from ._checker import Verdict, check_history
-from ._flow_mode import FlowJob, flow_limits, flow_plan, flow_queues
+from ._flow_mode import FlowJob, flow_limits, flow_plan, flow_queues, flow_rates
 from ._history import Recorder, merge_histories, read_history
 from ._ledger import record_sink
 from ._lock_mode import WORKLOADS, check_lock_options, lock_kinds
@@ -219,12 +219,15 @@ class Harness:
         return {job_id: FlowJob(self.queue, payload={"work": w}) for job_id, w in work.items()}
 
     def set_limits(self) -> None:
-        """A flow run's queue limits, set through the store and recorded."""
+        """A flow run's queue limits and rates, set through the store and recorded."""
         if not self.flow:
             return
         for queue, limit in flow_limits(self.queue).items():
             self.store.set_queue_limit(queue, limit)
             self.rec.event("queue-limit", queue=queue, limit=limit)
+        for queue, (per_second, burst) in flow_rates(self.queue).items():
+            self.store.set_queue_rate(queue, per_second, burst=burst)
+            self.rec.event("queue-rate", queue=queue, per_second=per_second, burst=burst)
 
     def submit(self, over: float) -> None:
         """Submit a first batch now and the rest evenly over ``over`` seconds (on a thread
@@ -476,7 +479,13 @@ def _start(harness: Harness, schedule: list[Fault], nemesis_rec: Recorder) -> Ne
         f"{options.workers} workers x {options.concurrency}"
     )
     if harness.flow:
-        limits = ", ".join(f"{q} at most {n}" for q, n in flow_limits(harness.queue).items())
+        limits = ", ".join(
+            [f"{q} at most {n}" for q, n in flow_limits(harness.queue).items()]
+            + [
+                f"{q} at most {rate:g}/s (burst {burst})"
+                for q, (rate, burst) in flow_rates(harness.queue).items()
+            ]
+        )
         what += f"; priorities -2..2, some jobs with a timeout of their own; limits: {limits}"
     echo(
         f"chaos: {what}, ttl {options.ttl:g} s, "

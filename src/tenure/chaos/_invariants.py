@@ -8,8 +8,8 @@
   `done_by_its_completion`;
 * I4 `destinations`;
 * I5 `nothing_lost`;
-* I6 `queue_limits` (tenure.chaos._limits), on a history with queue limits (``--workload
-  flow``).
+* I6 `queue_limits` (tenure.chaos._limits), on a history with queue limits or rates
+  (``--workload flow``).
 
 Cancels and requeues (the ``cancel`` fault) enter through the `Context`: a generation an
 accepted cancel took is no I1 gap, the lease a cancel ended is ended for I2 and I3 (so a

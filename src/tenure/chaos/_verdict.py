@@ -14,7 +14,7 @@ INVARIANTS = {
     "I3": "stale rejection",
     "I4": "destinations",
     "I5": "nothing lost",
-    "I6": "queue limits",  # only on a history with queue limits (tenure.chaos._limits)
+    "I6": "queue limits",  # only on a history with queue limits or rates (chaos._limits)
 }
 SHOWN = 25  # violations printed per invariant
 
@@ -89,7 +89,8 @@ class Verdict:
 
     @property
     def limits(self) -> list[dict[str, Any]]:
-        """The limited queues of the run (``--workload flow``): queue, limit, peak, leases."""
+        """The limited queues of the run (``--workload flow``): queue, limit, peak, leases;
+        and its rate-limited ones: queue, per_second, burst, drawn, leases."""
         found = self.info.get("limits")
         return list(found) if isinstance(found, list) else []
 
@@ -99,11 +100,15 @@ class Verdict:
         return {k: name for k, name in INVARIANTS.items() if k != "I6" or limited}
 
     def limits_line(self) -> str | None:
-        """Each limited queue's limit and peak, and the timeouts (None without limits)."""
+        """Each limited queue's limit and peak, each rate-limited queue's rate and fullest
+        draw, and the timeouts (None without limits or rates)."""
         if not self.limits:
             return None
         queues = ", ".join(
             f"{q['queue']} at most {q['limit']} (peak {q['peak']} over {q['leases']} leases)"
+            if "limit" in q
+            else f"{q['queue']} at most {q['per_second']:g}/s, burst {q['burst']} "
+            f"(drew {q['drawn']:g} of {q['burst']} over {q['leases']} leases)"
             for q in self.limits
         )
         return (
