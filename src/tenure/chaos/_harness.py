@@ -7,8 +7,8 @@
 1. Submit the jobs (one queue of the run's own, so the store may hold other work). With
    ``workload="locks"`` there are no jobs: the lock takers take one lock of the run's own
    (tenure.chaos._lock_mode). With ``workload="flow"`` the jobs carry priorities and some a
-   short timeout of their own, over three queues, two of them limited through the store
-   (tenure.chaos._flow_mode).
+   short timeout of their own, over four queues, two of them limited through the store
+   and one rate-limited (tenure.chaos._flow_mode).
 2. Start the reference fenced sink (``tenure sink serve``), a TCP proxy in front of a
    server store, the worker processes (`tenure.Worker`), the storm claimers and, for
    SQLite, the lock holder.

@@ -172,8 +172,9 @@ def _finish(
     help="jobs: workers run a queue of jobs. locks: WORKERS processes take one named lock "
     "(tenure.Lock) over and over, each holding writing to the fenced sink with its token; "
     "no storms, cancels or pause-complete. flow: the jobs workload with priorities, "
-    "queue limits (two queues limited to 1 and 3 leases; I6 checks them) and jobs with a "
-    "timeout of their own that their handler overruns.",
+    "queue limits (two queues limited to 1 and 3 leases) and a queue rate (4 a second, "
+    "burst 2), which I6 checks, and jobs with a timeout of their own that their handler "
+    "overruns.",
 )
 @click.option("--no-png", is_flag=True, help=_NO_PNG_HELP)
 @click.option("--chromium", "browser", metavar="PATH", default=None, help=_CHROMIUM_HELP)
@@ -210,7 +211,7 @@ def chaos(
     the store runs on a throwaway server the run starts (initdb + pg_ctl, redis-server)
     and restarts; --store then gives only its kind and options (schema, key prefix).
     With --workload locks, the processes take one named lock instead (docs/locks.md); with
-    --workload flow, the jobs have priorities and timeouts over limited queues.
+    --workload flow, the jobs have priorities and timeouts over limited and rated queues.
     """
     from ..chaos import ChaosOptions, run_chaos, schedule_for
 
