@@ -36,65 +36,28 @@ import psycopg
 from _common import machine_line
 
 import tenure
+from tenure._resources import migrations
+from tenure.stores.postgres._common import render
 
-# The two row triggers of schema version 11, as migrations 0003 and 0004 made them.
-ROW_TRIGGERS = """
-DROP TRIGGER tenure_jobs_updated ON tenure_jobs;
-CREATE FUNCTION tenure_record_attempt() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE
-    released boolean := NEW.state = 'ready' AND NEW.attempts < OLD.attempts;
-BEGIN
-    IF OLD.state = 'leased' THEN
-        UPDATE tenure_attempts AS t
-        SET ended_at = NEW.updated_at,
-            ending = CASE
-                WHEN NEW.state = 'leased' THEN 'lost'
-                WHEN NEW.state = 'done' THEN 'completed'
-                WHEN NEW.state = 'cancelled' THEN 'cancelled'
-                WHEN NEW.state = 'dead' AND NEW.secret_hash IS NULL THEN 'dead'
-                WHEN released THEN 'released'
-                ELSE 'failed' END,
-            error = CASE WHEN NEW.state IN ('cancelled', 'ready', 'dead') AND NOT released
-                         THEN NEW.error END
-        WHERE t.job_id = OLD.job_id AND t.generation = OLD.generation AND t.ended_at IS NULL;
-    END IF;
-    IF NEW.state = 'leased' AND NEW.generation <> OLD.generation THEN
-        INSERT INTO tenure_attempts (job_id, generation, owner, started_at)
-        VALUES (NEW.job_id, NEW.generation, NEW.owner, NEW.updated_at);
-        IF NEW.generation > 100 AND EXISTS (
-            SELECT FROM tenure_attempts AS o
-            WHERE o.job_id = NEW.job_id AND o.generation <= NEW.generation - 100
-        ) THEN
-            DELETE FROM tenure_attempts AS t
-            WHERE t.job_id = NEW.job_id
-              AND t.generation <= (SELECT o.generation FROM tenure_attempts AS o
-                                   WHERE o.job_id = NEW.job_id
-                                   ORDER BY o.generation DESC OFFSET 100 LIMIT 1);
-        END IF;
-    END IF;
-    RETURN NULL;
-END
-$$;
-CREATE TRIGGER tenure_jobs_attempts
-    AFTER UPDATE OF state, generation ON tenure_jobs
-    FOR EACH ROW WHEN ((OLD.state = 'leased' OR NEW.state = 'leased')
-                       AND (OLD.state IS DISTINCT FROM NEW.state
-                            OR OLD.generation IS DISTINCT FROM NEW.generation))
-    EXECUTE FUNCTION tenure_record_attempt();
-CREATE FUNCTION tenure_notify_ended() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF EXISTS (SELECT FROM tenure_waiters WHERE job_id = NEW.job_id) THEN
-        PERFORM pg_notify('tenure_end_' || TG_TABLE_SCHEMA, NEW.job_id);
-    END IF;
-    RETURN NULL;
-END
-$$;
-CREATE TRIGGER tenure_jobs_ended
-    AFTER UPDATE OF state ON tenure_jobs
-    FOR EACH ROW WHEN (NEW.state NOT IN ('ready', 'leased')
-                       AND OLD.state IS DISTINCT FROM NEW.state)
-    EXECUTE FUNCTION tenure_notify_ended();
-"""
+# The two row triggers of schema version 11, as migrations 0003 and 0004 made them: their
+# CREATE FUNCTION ... CREATE TRIGGER, taken from those files (package data).
+ROW_TRIGGERS = (
+    ("0003", "tenure_notify_ended"),
+    ("0004", "tenure_record_attempt"),
+)
+
+
+def row_triggers() -> str:
+    """The DDL that puts the row triggers back in place of migration 0012's trigger."""
+    texts = {name[:4]: text for _, name, text in migrations("tenure.stores.postgres")}
+    parts = ["DROP TRIGGER tenure_jobs_updated ON {schema}.tenure_jobs;"]
+    for version, function in ROW_TRIGGERS:
+        text = texts[version]
+        start = text.index(f"CREATE FUNCTION {{schema}}.{function}()")
+        end_marker = f"EXECUTE FUNCTION {{schema}}.{function}();"
+        parts.append(text[start : text.index(end_marker) + len(end_marker)])
+    return render("\n".join(parts), "public")
+
 
 FILL = (
     "INSERT INTO tenure_jobs (job_id, queue, state, available_at, max_attempts, created_at,"
@@ -179,7 +142,7 @@ def main(argv: list[str]) -> int:
     print(f"command: python benchmarks/postgres_triggers.py {' '.join(argv)}".rstrip())
     sides = {
         "statement": recreate(args.url, "bench_triggers_stmt", None),
-        "row": recreate(args.url, "bench_triggers_row", ROW_TRIGGERS),
+        "row": recreate(args.url, "bench_triggers_row", row_triggers()),
     }
     try:
         for op in args.ops.split(","):
