@@ -46,21 +46,23 @@ def _seed(url: str, duration: float = DURATION) -> int:
 
 
 STALL = ("pause-handler",)
+STALL_RUNS = 3  # seeds to try before an unsafe run whose stalls never landed fails the test
 
 
-def _stall_seed(url: str, duration: float = UNSAFE_DURATION) -> int:
-    """For ``--unsafe no-fence`` (run with ``--faults pause-handler`` alone): a seed whose
-    schedule stops a worker mid-handler twice in the first half for 2.5 TTL or more, each
-    followed by a claim storm on its jobs. The stopped holder's lease expires within a
+def _stall_seeds(duration: float = UNSAFE_DURATION) -> list[int]:
+    """For ``--unsafe no-fence`` (run with ``--faults pause-handler`` alone): the first seeds
+    whose schedule stops a worker mid-handler twice in the first half for 2.5 TTL or more,
+    each followed by a claim storm on its jobs. The stopped holder's lease expires within a
     TTL, the storm claims its job at once and writes the next generation's records, so
     the holder's stamped write, sent when it resumes, reaches the sink after the takeover:
     refused (409), resent unfenced and accepted, which I4 must flag. With the other faults
     in the mix this was left to timing: a store pause could hold the storm's claims until
     the stalled holder had resumed and written first, and the run came out VALID."""
+    found = []
     for seed in range(1, 1000):
         faults = make_schedule(
             seed,
-            store=store_kind(url),
+            store="sqlite",  # the unsafe modes run on SQLite
             workers=WORKERS,
             ttl=TTL,
             duration=duration,
@@ -75,8 +77,18 @@ def _stall_seed(url: str, duration: float = UNSAFE_DURATION) -> int:
             and f.params["duration"] >= 2.5 * TTL
         ]
         if len(stalls) >= 2:
-            return seed
+            found.append(seed)
+            if len(found) == STALL_RUNS:
+                return found
     raise AssertionError("no seed found")
+
+
+def _stalls_landed(lines: list[str]) -> bool:
+    """Whether at least two of the run's stalls were injected (its faults are stalls only).
+    On a slow machine a worker can miss a stall aimed at it (its handler point not reached
+    in time), and a run whose stalls missed proves nothing either way."""
+    summary = next(line for line in lines if line.startswith("  faults: "))
+    return int(summary.split()[1]) >= 2
 
 
 def _chaos(
@@ -180,24 +192,27 @@ def test_chaos_run_is_valid(backend: Backend, tmp_path: Path) -> None:
     [("no-fence", ("I3", "I4")), ("client-clock", ("I1", "I2"))],
 )
 def test_unsafe_mode_fails_the_check(mode: str, caught: tuple[str, ...], tmp_path: Path) -> None:
-    with SQLITE.isolated_url(tmp_path) as url:
-        out = tmp_path / "run"
-        if mode == "no-fence":
-            faults = ("--seed", str(_stall_seed(url)), "--faults", ",".join(STALL))
-        else:
-            faults = ("--seed", str(_seed(url, UNSAFE_DURATION)))
-        code, lines = _chaos(
-            url, out, *faults, "--unsafe", mode, duration=UNSAFE_DURATION, jobs=150
-        )
+    """A no-fence run whose stalls did not land (a loaded machine) is run again with the
+    next seed; any other run that is not INVALID fails at once."""
+    if mode == "no-fence":
+        runs = [("--seed", str(seed), "--faults", ",".join(STALL)) for seed in _stall_seeds()]
+    else:
+        runs = [("--seed", str(_seed("sqlite://", UNSAFE_DURATION)))]
+    for number, faults in enumerate(runs):
+        with SQLITE.isolated_url(tmp_path / str(number)) as url:
+            out = tmp_path / str(number) / "run"
+            code, lines = _chaos(
+                url, out, *faults, "--unsafe", mode, duration=UNSAFE_DURATION, jobs=150
+            )
         output = "\n".join(lines)
-        assert code == 1, output
-        assert lines[-2].startswith("verdict: INVALID"), output
-        # Which of the mode's invariants a run breaks first depends on the schedule's timing
-        # (a stale completion may land before or after the newer holder's write): each run
-        # must be caught by at least one of them.
-        violated = {
-            line.split()[0] for line in lines if line.startswith("I") and "VIOLATED" in line
-        }
-        assert violated & set(caught), output
-        # The offending operations are named (op ids of the form proc/n).
-        assert " [op w" in output, output
+        if code == 1 or mode != "no-fence" or _stalls_landed(lines):
+            break
+    assert code == 1, output
+    assert lines[-2].startswith("verdict: INVALID"), output
+    # Which of the mode's invariants a run breaks first depends on the schedule's timing
+    # (a stale completion may land before or after the newer holder's write): each run
+    # must be caught by at least one of them.
+    violated = {line.split()[0] for line in lines if line.startswith("I") and "VIOLATED" in line}
+    assert violated & set(caught), output
+    # The offending operations are named (op ids of the form proc/n).
+    assert " [op w" in output, output
