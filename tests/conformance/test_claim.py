@@ -191,6 +191,36 @@ def test_claim_next_orders_expired_leases_by_their_end(
     assert order == ["z", "x", "y"]
 
 
+def test_a_lease_renewed_shorter_is_claimable_when_its_shorter_lease_ends(
+    store: tenure.Store, clock: tenure.ManualClock
+) -> None:
+    """A renewal may shorten a lease (a smaller TTL): the job is claimable again when the
+    shortened lease ends, not at the end it was first given. (PostgreSQL's expired-lease
+    path walks leases by the earliest end each was given, migration 0013: a shortened one
+    must be among them.)"""
+    store.submit("long")
+    lease = store.claim("long", "A", 100)
+    assert lease is not None
+    clock.advance(1)
+    renewed = store.renew(lease, 5)
+    assert renewed.lease_until == T0 + 6
+    clock.advance(4.5)
+    assert store.claim_next("B", 10) is None
+    clock.advance(0.5)
+    taken = store.claim_next("B", 10)
+    assert taken is not None
+    assert (taken.job_id, taken.generation, taken.owner) == ("long", 2, "B")
+    # Lengthened again after a shortening, the lease holds to its new end.
+    clock.advance(1)
+    again = store.renew(store.renew(taken, 2), 50)
+    clock.advance(10)
+    assert store.claim_many("C", 10, 10) == []
+    clock.advance(41)
+    retaken = store.claim_many("C", 10, 10)
+    assert [(x.job_id, x.generation) for x in retaken] == [("long", 3)]
+    assert again.lease_until == T0 + 7 + 50
+
+
 def test_claim_next_skips_held_and_takes_expired(
     store: tenure.Store, open_store: Callable[[], tenure.Store], clock: tenure.ManualClock
 ) -> None:

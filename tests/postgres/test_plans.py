@@ -292,10 +292,14 @@ def test_wait_lookup_uses_the_partial_index(filled: tuple[Any, dict[int, str]]) 
     assert scans
     # The ready jobs' earliest run time per priority level (three here: a step to the level
     # and a probe of its first run time, a few pages each), the leases walked (none): the
-    # pages grow with the levels, not with the 100,000 jobs.
+    # pages grow with the levels, not with the 100,000 jobs. The leases' walk also reads
+    # the index pages of the claims the other tests of this file ran under EXPLAIN ANALYZE
+    # and rolled back (28 pages in a run of the whole file with tenure_jobs_leased keyed
+    # (queue, priority DESC, seq), 37 since migration 0013 keyed it (queue, lease_min_end);
+    # a walk of the backlog would be thousands).
     names = {"tenure_jobs_queued", "tenure_jobs_leased"}
     assert all(n.get("Index Name") in names for n in scans), scans
-    assert buffers(plan) < 2 * 3 * 15 + 10
+    assert buffers(plan) < 2 * 3 * 15 + 20
 
 
 def test_connections_are_configured(real_store: tenure.Store) -> None:

@@ -9,10 +9,11 @@
 --   * ready: walks tenure_jobs_queued (queue, priority DESC, run_at, seq) from the queue's
 --     start, O(log n) whatever the backlog. run_at is a ready job's available_at (a
 --     generated column, NULL otherwise): the index holds no column a renewal writes.
---   * expired leases: walks tenure_jobs_leased (queue, ...), the leases held in the queue:
---     bounded by how many jobs are held at once, not by the backlog. The lease's end is not
---     in that index on purpose: renewals change it, and an index on it would make every
---     renewal a non-HOT update (tests/postgres/test_hot.py measures the ratio).
+--   * expired leases: walks tenure_jobs_leased (queue, lease_min_end) up to store time:
+--     only the leases that may have run out (migration 0013), sorted here. The lease's end
+--     is not in that index on purpose: renewals change it, and an index on it would make
+--     every renewal a non-HOT update (tests/postgres/test_hot.py measures the ratio);
+--     lease_min_end changes only when a renewal shortens a lease.
 -- Each path takes at most %(limit)s rows, so the merge sees every row that can be among
 -- the first %(limit)s. Both skip rows other workers are locking right now (SKIP
 -- LOCKED), so workers never queue behind each other. A paused queue is left out before
@@ -55,6 +56,9 @@ expired_picked AS MATERIALIZED (
         WHERE j.queue = q.queue
           AND j.state = 'leased'
           AND j.seq > 0  -- the predicate of tenure_jobs_leased (schema.sql says why)
+          -- Only the leases that may have run out (no lease ends before its lease_min_end):
+          -- the index range stops at the first still ahead.
+          AND j.lease_min_end <= (SELECT now FROM clock)
           AND j.available_at <= (SELECT now FROM clock)
           AND j.generation < %(max_generation)s::bigint
         ORDER BY j.priority DESC, j.available_at, j.seq
@@ -110,6 +114,7 @@ claimed AS (
         -- tenure_queue_room), the others at the statement's.
         lease_until = coalesce(r.now, clock.now) + %(ttl)s::float8,
         available_at = coalesce(r.now, clock.now) + %(ttl)s::float8,
+        lease_min_end = coalesce(r.now, clock.now) + %(ttl)s::float8,
         attempts = j.attempts + 1,
         updated_at = coalesce(r.now, clock.now)
     FROM numbered AS n

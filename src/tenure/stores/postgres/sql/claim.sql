@@ -34,6 +34,7 @@ applied AS (
         secret_hash = %(secret_hash)s,
         lease_until = s.now + %(ttl)s::float8,
         available_at = s.now + %(ttl)s::float8,
+        lease_min_end = s.now + %(ttl)s::float8,
         attempts = j.attempts + 1,
         updated_at = s.now
     FROM clock, started AS s

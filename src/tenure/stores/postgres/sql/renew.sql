@@ -4,6 +4,8 @@ applied AS (
     UPDATE {schema}.tenure_jobs AS j
     SET lease_until = clock.now + %(ttl)s::float8,
         available_at = clock.now + %(ttl)s::float8,
+        -- Lowered only by a shorter lease; otherwise the same value, and the update HOT.
+        lease_min_end = least(j.lease_min_end, clock.now + %(ttl)s::float8),
         updated_at = clock.now
     FROM clock
     WHERE j.job_id = %(job_id)s

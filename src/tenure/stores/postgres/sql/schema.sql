@@ -58,7 +58,13 @@ CREATE TABLE {schema}.tenure_jobs (
     -- Issue #20 (migration 0010): the job's headers (a JSON object of str to str, such as
     -- the W3C trace context of its submit; NULL: none). Written once, by the submit; in no
     -- index, so renewals stay HOT.
-    headers      text
+    headers      text,
+    -- Issue #19 (migration 0013): the earliest end the current lease was ever given (a
+    -- claim sets it, a renewal lowers it only to a sooner end, so an ordinary renewal
+    -- leaves it and stays HOT). The lease cannot have run out before it: the expired-lease
+    -- path of a claim walks tenure_jobs_leased by it and stops at the first one still
+    -- ahead. Meaningful while leased; left as it was when the lease ends.
+    lease_min_end double precision
 ) WITH (fillfactor = 85);  -- room on each page for a renewed row's new version (HOT)
 
 -- The claim pick's two paths (_claim_next_ctes.sql). Ready jobs, highest priority first
@@ -67,14 +73,15 @@ CREATE TABLE {schema}.tenure_jobs (
 CREATE INDEX tenure_jobs_queued
     ON {schema}.tenure_jobs (queue, priority DESC, run_at, seq)
     WHERE state = 'ready';
--- Leased jobs by queue: the expired-lease path walks the leases held in a queue (bounded by
--- how many jobs are held at once, not by the backlog). No lease time in the key, so a
--- renewal stays HOT. "seq > 0" is always true (seq counts from 1); only statements that
--- say it too can use the index: a renew or complete of one job (state = 'leased' and its
--- id) would otherwise take it in a generic plan made while few leases were held, and scan
--- every lease once many are.
+-- Leased jobs by queue and the earliest their lease can end: the expired-lease path reads
+-- only the leases that may have run out (lease_min_end <= now), not every lease held. The
+-- lease's end itself is not in the key: renewals change it, and a renewal stays HOT
+-- (lease_min_end moves only when a renewal shortens a lease). "seq > 0" is always true
+-- (seq counts from 1); only statements that say it too can use the index: a renew or
+-- complete of one job (state = 'leased' and its id) would otherwise take it in a generic
+-- plan made while few leases were held, and scan every lease once many are.
 CREATE INDEX tenure_jobs_leased
-    ON {schema}.tenure_jobs (queue, priority DESC, seq)
+    ON {schema}.tenure_jobs (queue, lease_min_end)
     WHERE state = 'leased' AND seq > 0;
 
 -- The generation floor: the highest generation of any job deleted or purged. A claim takes
