@@ -64,7 +64,11 @@ CREATE TABLE {schema}.tenure_jobs (
     -- leaves it and stays HOT). The lease cannot have run out before it: the expired-lease
     -- path of a claim walks tenure_jobs_leased by it and stops at the first one still
     -- ahead. Meaningful while leased; left as it was when the lease ends.
-    lease_min_end double precision
+    lease_min_end double precision,
+    -- Without it a leased job would never be found expired by a claim's pick: a writer
+    -- that forgets it fails instead.
+    CONSTRAINT tenure_jobs_lease_min_end_check
+        CHECK (state <> 'leased' OR lease_min_end IS NOT NULL)
 ) WITH (fillfactor = 85);  -- room on each page for a renewed row's new version (HOT)
 
 -- The claim pick's two paths (_claim_next_ctes.sql). Ready jobs, highest priority first

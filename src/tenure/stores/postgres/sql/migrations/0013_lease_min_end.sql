@@ -13,6 +13,10 @@
 ALTER TABLE {schema}.tenure_jobs ADD COLUMN lease_min_end double precision;
 -- The leases held now: their end as it stands is a lower bound of every later one.
 UPDATE {schema}.tenure_jobs SET lease_min_end = available_at WHERE state = 'leased';
+-- A leased job without it would never be found expired by a claim's pick (NULL is past
+-- every time in the index's order): a writer that forgets it fails here instead.
+ALTER TABLE {schema}.tenure_jobs ADD CONSTRAINT tenure_jobs_lease_min_end_check
+    CHECK (state <> 'leased' OR lease_min_end IS NOT NULL);
 DROP INDEX {schema}.tenure_jobs_leased;
 CREATE INDEX tenure_jobs_leased
     ON {schema}.tenure_jobs (queue, lease_min_end)
