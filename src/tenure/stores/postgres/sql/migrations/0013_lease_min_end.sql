@@ -1,7 +1,7 @@
 -- tenure schema, version 13 (issue #19): the expired-lease path of a claim reads only the
 -- leases that may have ended. It walked every lease held in the queue (tenure_jobs_leased
 -- had no lease time in its key, so that renewals stay HOT) and read each one's row to see
--- whether it had run out: with 4 processes of 10 jobs each, about 9 index entries and 4
+-- whether it had run out: with 4 processes of 10 jobs each, about 8 index entries and 4
 -- rows a job, for leases that almost never had.
 --
 -- lease_min_end: the earliest end the job's current lease was ever given. A claim sets it
