@@ -40,11 +40,12 @@ def _fill(conn: Any, schema: str, total: int) -> None:
     conn.execute(
         render(
             "INSERT INTO {schema}.tenure_jobs (job_id, queue, state, owner, generation, "
-            "lease_until, available_at, attempts, max_attempts, created_at, updated_at) "
+            "lease_until, available_at, attempts, max_attempts, created_at, updated_at, "
+            "lease_min_end) "
             "SELECT 'job-' || g, 'q' || (g %% 5), "
             "CASE WHEN g > %s THEN 'done' WHEN g %% 4 = 0 THEN 'leased' ELSE 'ready' END, "
             "'w', 1, CASE WHEN g %% 4 = 0 THEN 1000 + g %% 3 * 1e10 END, 1000 + g, 1, 5, "
-            "1000, 1000 FROM generate_series(1, %s) g",
+            "1000, 1000, 1000 + g FROM generate_series(1, %s) g",
             schema,
         ).encode(),
         (LIVE, total),
