@@ -23,10 +23,10 @@ import multiprocessing
 import os
 import statistics
 import time
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 from _common import machine_line
+from postgres_compare import recreate_database
 
 import tenure
 
@@ -34,11 +34,6 @@ DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 TTL = 60.0  # no lease runs out during a drain
 BATCH = 10
 DATABASE = "tenure_bench_claim_reads"
-
-
-def _database_url(base: str, name: str) -> str:
-    parts = urlsplit(base)
-    return urlunsplit((parts.scheme, parts.netloc, f"/{name}", parts.query, ""))
 
 
 def _drain(args: tuple[str, int]) -> int:
@@ -73,10 +68,7 @@ def _backends(conn: psycopg.Connection, database: str) -> int:
 
 def _one_run(base: str, jobs: int, workers: int) -> dict[str, tuple[float, float]]:
     """Index entries and table rows read per job, by index, for one drain."""
-    with psycopg.connect(base, autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{DATABASE}" WITH (FORCE)')
-        admin.execute(f'CREATE DATABASE "{DATABASE}"')
-    url = _database_url(base, DATABASE)
+    url = recreate_database(base, DATABASE)
     try:
         with tenure.connect(url) as store:
             for start in range(0, jobs, 1000):

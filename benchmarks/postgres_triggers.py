@@ -30,10 +30,11 @@ import os
 import statistics
 import sys
 import time
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import psycopg
 from _common import machine_line
+from postgres_compare import recreate_database
 
 import tenure
 from tenure._resources import migrations
@@ -68,16 +69,8 @@ TTL = 60.0
 TICK = os.sysconf("SC_CLK_TCK")
 
 
-def database_url(base: str, name: str) -> str:
-    parts = urlsplit(base)
-    return urlunsplit((parts.scheme, parts.netloc, f"/{name}", parts.query, ""))
-
-
 def recreate(base: str, name: str, ddl: str | None) -> str:
-    with psycopg.connect(base, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-    url = database_url(base, name)
+    url = recreate_database(base, name)
     tenure.connect(url).close()  # migrates
     if ddl is not None:
         with psycopg.connect(url, autocommit=True) as conn:
