@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -233,3 +234,68 @@ def test_persistence_risk(
         assert risk[0] == level
         assert words is not None
         assert words in risk[1]
+
+
+# A request whose reply never comes ends at the URL's timeout (async: one bound around the
+# request and its answer, the pool's sockets having none; sync: the socket's own), and so
+# does opening a connection whose handshake is never answered.
+
+
+def _silent(proxy: Proxy, proxied_url: str) -> str:
+    proxy.drop_replies(60)
+    return f"{proxied_url}&timeout=0.5&connect_timeout=0.5"
+
+
+def test_a_request_with_no_reply_ends_at_the_timeout(
+    open_real_store: Callable[..., tenure.Store], proxied_url: str, proxy: Proxy
+) -> None:
+    store = open_real_store(url=f"{proxied_url}&timeout=0.5")
+    driver: Any = store._driver
+    proxy.drop_replies(60)
+    started = time.monotonic()
+    with pytest.raises(tenure.StoreUnavailable) as caught:
+        driver.now()
+    assert 0.4 < time.monotonic() - started < 3
+    assert caught.value.outcome_unknown is True
+
+
+@pytest.mark.anyio
+async def test_a_request_with_no_reply_ends_at_the_timeout_async(
+    proxied_url: str, proxy: Proxy
+) -> None:
+    store = await tenure.aio.connect(f"{proxied_url}&timeout=0.5")
+    try:
+        driver: Any = store._driver
+        proxy.drop_replies(60)
+        started = time.monotonic()
+        with anyio.fail_after(10), pytest.raises(tenure.StoreUnavailable) as caught:
+            await driver.now()
+        assert 0.4 < time.monotonic() - started < 3
+        assert caught.value.outcome_unknown is True
+    finally:
+        proxy.heal()
+        with anyio.move_on_after(5):
+            await store.close()
+
+
+def test_a_connection_whose_handshake_is_not_answered_ends_at_the_timeouts(
+    proxied_url: str, proxy: Proxy
+) -> None:
+    url = _silent(proxy, proxied_url)
+    started = time.monotonic()
+    with pytest.raises(tenure.StoreUnavailable) as caught:
+        tenure.connect(url)
+    assert time.monotonic() - started < 10
+    assert caught.value.operation == "connect"
+
+
+@pytest.mark.anyio
+async def test_a_connection_whose_handshake_is_not_answered_ends_at_the_timeouts_async(
+    proxied_url: str, proxy: Proxy
+) -> None:
+    url = _silent(proxy, proxied_url)
+    started = time.monotonic()
+    with anyio.fail_after(20), pytest.raises(tenure.StoreUnavailable) as caught:
+        await tenure.aio.connect(url)
+    assert time.monotonic() - started < 10
+    assert caught.value.operation == "connect"

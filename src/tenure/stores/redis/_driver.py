@@ -20,7 +20,12 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ..._clock import Clock
-from ..._concurrency import looks_closed, uncancellable
+from ..._concurrency import (
+    looks_closed,
+    request_bound,
+    socket_timeout,
+    uncancellable,
+)
 from ..._protocol import Completion, Outcome
 from ...errors import StoreUnavailable
 from ._common import (
@@ -64,10 +69,18 @@ class RedisDriver(RedisControl, JobsMixin, RedisSchedules):
         self._address = options.address
         self._store_clock = store_clock
         self._closed = False
-        # BLPOP blocks at most this long per request, well inside the socket timeout.
+        # BLPOP blocks at most this long per request, well inside a request's bound.
         self._block = (options.timeout or 10.0) / 2
+        # Each request and its answer at most this long (the URL's timeout), and taking a
+        # new connection from the pool (connect, then its handshake) the two together.
+        self._timeout = options.timeout
+        self._open_timeout = (
+            None
+            if options.timeout is None or options.connect_timeout is None
+            else options.timeout + options.connect_timeout
+        )
         pool_options: dict[str, Any] = {
-            "socket_timeout": options.timeout,
+            "socket_timeout": socket_timeout(options.timeout),
             "socket_connect_timeout": options.connect_timeout,
             "decode_responses": True,
             "protocol": 2,
@@ -152,9 +165,11 @@ class RedisDriver(RedisControl, JobsMixin, RedisSchedules):
             # of its own, and a sync connection makes one sendall of each (three writes, and
             # as many wake-ups of the server, for a submit_many).
             packed = conn.pack_command(*command)
-            conn.send_packed_command(packed if len(packed) == 1 else [b"".join(packed)])
-            sent = True
-            return conn.read_response()
+            # Past the URL's timeout: TimeoutError, an OSError (a sync socket times out itself).
+            with request_bound(self._timeout):
+                conn.send_packed_command(packed if len(packed) == 1 else [b"".join(packed)])
+                sent = True
+                return conn.read_response()
         except NoScriptError:
             raise
         except BusyLoadingError as exc:  # an answer: the server is loading its data
@@ -196,7 +211,8 @@ class RedisDriver(RedisControl, JobsMixin, RedisSchedules):
                 return conn
             with uncancellable():
                 self._pool.release(conn)  # the pool probes it, reconnects if need be
-        return self._pool.get_connection()
+        with request_bound(self._open_timeout):
+            return self._pool.get_connection()
 
     def _eval(
         self, operation: str, script_name: str, keys: Sequence[str], args: Sequence[str]

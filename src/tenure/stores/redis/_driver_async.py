@@ -28,7 +28,12 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ..._clock import Clock
-from ..._concurrency import looks_closed_async, uncancellable_async
+from ..._concurrency import (
+    looks_closed_async,
+    request_bound_async,
+    socket_timeout_async,
+    uncancellable_async,
+)
 from ..._protocol import Completion, Outcome
 from ...errors import StoreUnavailable
 from ._common import (
@@ -72,10 +77,18 @@ class AsyncRedisDriver(AsyncRedisControl, AsyncJobsMixin, AsyncRedisSchedules):
         self._address = options.address
         self._store_clock = store_clock
         self._closed = False
-        # BLPOP blocks at most this long per request, well inside the socket timeout.
+        # BLPOP blocks at most this long per request, well inside a request's bound.
         self._block = (options.timeout or 10.0) / 2
+        # Each request and its answer at most this long (the URL's timeout), and taking a
+        # new connection from the pool (connect, then its handshake) the two together.
+        self._timeout = options.timeout
+        self._open_timeout = (
+            None
+            if options.timeout is None or options.connect_timeout is None
+            else options.timeout + options.connect_timeout
+        )
         pool_options: dict[str, Any] = {
-            "socket_timeout": options.timeout,
+            "socket_timeout": socket_timeout_async(options.timeout),
             "socket_connect_timeout": options.connect_timeout,
             "decode_responses": True,
             "protocol": 2,
@@ -162,9 +175,11 @@ class AsyncRedisDriver(AsyncRedisControl, AsyncJobsMixin, AsyncRedisSchedules):
             # of its own, and a sync connection makes one sendall of each (three writes, and
             # as many wake-ups of the server, for a submit_many).
             packed = conn.pack_command(*command)
-            await conn.send_packed_command(packed if len(packed) == 1 else [b"".join(packed)])
-            sent = True
-            return await conn.read_response()
+            # Past the URL's timeout: TimeoutError, an OSError (a sync socket times out itself).
+            async with request_bound_async(self._timeout):
+                await conn.send_packed_command(packed if len(packed) == 1 else [b"".join(packed)])
+                sent = True
+                return await conn.read_response()
         except NoScriptError:
             raise
         except BusyLoadingError as exc:  # an answer: the server is loading its data
@@ -206,7 +221,8 @@ class AsyncRedisDriver(AsyncRedisControl, AsyncJobsMixin, AsyncRedisSchedules):
                 return conn
             with uncancellable_async():
                 await self._pool.release(conn)  # the pool probes it, reconnects if need be
-        return await self._pool.get_connection()
+        async with request_bound_async(self._open_timeout):
+            return await self._pool.get_connection()
 
     async def _eval(
         self, operation: str, script_name: str, keys: Sequence[str], args: Sequence[str]
