@@ -74,7 +74,9 @@ class Driver(Protocol):
     def complete_many(self, completions: Sequence[Completion]) -> list[Outcome]:
         """Every completion in one atomic store operation (one transaction, statement or
         script). Each is checked on its own, as by `complete`; the answer has one outcome
-        per completion, in order. Job ids are distinct (the store checked)."""
+        per completion, in order. Job ids are distinct (the store checked). An ``APPLIED``
+        outcome may come without its row (Redis leaves it out: the caller knows the job is
+        done with the result it sent); ``MISSED`` ones always carry the job as it is."""
         ...
 
     def complete_and_claim(

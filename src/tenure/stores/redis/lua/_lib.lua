@@ -358,15 +358,17 @@ end
 -- complete_many's loop: complete `count` jobs as complete does (complete_job), the jobs
 -- KEYS[k], KEYS[k + 1], ..., each with COMPLETION_ARGS ARGV from ARGV[a] on: owner,
 -- generation, secret hash, receipt, result, has result. Appends to `out` one item per
--- completion, in order: ["applied", <row>], ["missed", <row as it is now>] or ["missing"].
+-- completion, in order: ["applied"], ["missed", <row as it is now>] or ["missing"]. An
+-- applied completion's row tells its caller nothing it did not send (the job is done with
+-- that result): left out, a batch's reply is about half as long to encode, send and decode.
 local COMPLETION_ARGS = 6
 local function complete_each(out, k, count, a, now)
   for n = 0, count - 1 do
     local job, i = KEYS[k + n], a + COMPLETION_ARGS * n
     local status = complete_job(job, ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3],
       ARGV[i + 4], ARGV[i + 5], now)
-    if status == 'missing' then
-      out[#out + 1] = { 'missing' }
+    if status == 'missing' or status == 'applied' then
+      out[#out + 1] = { status }
     else
       local item = json_row(job)
       table.insert(item, 1, status)

@@ -4,7 +4,7 @@
 -- ARGV: now override, then for each completion: owner, generation, secret hash, receipt,
 --       result, has result
 -- Reply: one JSON string (see json_row): [now, item, item, ...], one item per completion in
--- order: ["applied", <row>], ["missed", <row as it is now>] or ["missing"].
+-- order: ["applied"], ["missed", <row as it is now>] or ["missing"] (see complete_each).
 local now = store_now(KEYS[1], ARGV[1], true)
 local reply = { fmt(now) }
 complete_each(reply, 2, #KEYS - 1, 2, now)
