@@ -183,7 +183,11 @@ class Harness:
             self.job_ids = [job_id]
         self.flow = options.workload == "flow"
         self.queues = flow_queues(self.queue) if self.flow else [self.queue]
-        self.fed = threading.Event()  # every job submitted
+        self.fed = threading.Event()  # every job submitted, or the feeder gave up
+        # Set by the wind-down when the feeder outlasts its bound (and at shutdown): a retry
+        # loop behind a store that never frees must not keep the run from its verdict.
+        self.halt_feed = threading.Event()
+        self.submitted = 0
         for sub in ("history", "ctl", "logs"):
             (self.out / sub).mkdir(parents=True, exist_ok=True)
         self.rec = Recorder(self.out / "history" / "harness.jsonl", "harness")
@@ -240,27 +244,32 @@ class Harness:
         first = min(len(self.job_ids), self.o.workers * self.o.concurrency * 3)
         for job_id in self.job_ids[:first]:
             _submit(self.store, job_id, plan[job_id])
+            self.submitted += 1
         rest = self.job_ids[first:]
         if not rest:
             self.fed.set()
             return
+
+        def halted() -> bool:
+            return self.halt_feed.is_set() or self.processes.stopping
 
         def feed() -> None:
             store = connect(chaos_url(self.o.store_url))
             try:
                 start = time.monotonic()
                 for n, job_id in enumerate(rest, 1):
-                    if self.processes.stopping:
-                        return
                     delay = start + over * n / len(rest) - time.monotonic()
-                    if delay > 0:
-                        time.sleep(delay)
+                    if halted() or self.halt_feed.wait(max(0.0, delay)):
+                        return
                     for _ in range(20):
                         try:
                             _submit(store, job_id, plan[job_id])
+                            self.submitted += 1
                             break
                         except TenureError:
-                            time.sleep(0.5)  # a store pause: submit is idempotent, retry
+                            self.halt_feed.wait(0.5)  # a store pause: submit is idempotent
+                            if halted():
+                                return
             finally:
                 store.close()
                 self.fed.set()
@@ -280,23 +289,38 @@ class Harness:
             )
         return found
 
+    def wait_until_fed(self, timeout: float) -> bool:
+        """Whether the feeder submitted every job within ``timeout`` seconds. Stopped
+        processes are resumed meanwhile: a worker that reached a point armed before the
+        heal can stop itself just after the heal's resume pass, and on SQLite one stopped
+        holding the write lock makes every submit wait out the store's busy timeout (20
+        tries a job)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self.processes.resume_stopped()
+            if self.fed.wait(min(0.25, max(0.0, deadline - time.monotonic()))):
+                return True
+            if time.monotonic() >= deadline:
+                return False
+
     def wait_until_drained(self, timeout: float) -> bool:
+        """Whether the queue drained within ``timeout`` seconds (looked at least once)."""
         deadline = time.monotonic() + timeout
         last = 0.0
-        while time.monotonic() < deadline:
+        while True:
             self.processes.resume_stopped()
             try:
-                counts = self.counts()
+                counts: dict[str, int] | None = self.counts()
             except TenureError:
-                time.sleep(0.5)
-                continue
-            if counts["ready"] == 0 and counts["leased"] == 0:
+                counts = None
+            if counts is not None and counts["ready"] == 0 and counts["leased"] == 0:
                 return True
-            if time.monotonic() - last > 10:
+            if time.monotonic() >= deadline:
+                return False
+            if counts is not None and time.monotonic() - last > 10:
                 last = time.monotonic()
                 self.echo(f"  draining: {counts['ready']} ready, {counts['leased']} leased")
-            time.sleep(0.25)
-        return False
+            time.sleep(0.25 if counts is not None else 0.5)
 
     def all_ended(self) -> bool:
         if self.locks:  # a lock is taken until the run's end
@@ -332,6 +356,7 @@ class Harness:
 
     def shutdown(self) -> None:
         """Stop every process this run started (also after an error)."""
+        self.halt_feed.set()
         self.processes.stop()
         with contextlib.suppress(Exception):
             self.target.heal()
@@ -356,7 +381,13 @@ def _submit(store: Store, job_id: str, job: FlowJob) -> None:
     )
 
 
-def run_chaos(options: ChaosOptions, echo: Echo = print) -> ChaosResult:
+def _print(text: str) -> None:
+    # Flushed: the run's progress must show while it goes, also through a pipe (a run
+    # that hangs otherwise shows nothing of where it stopped).
+    print(text, flush=True)
+
+
+def run_chaos(options: ChaosOptions, echo: Echo = _print) -> ChaosResult:
     """Run one chaos run (see the module docstring); the verdict is in the result."""
     options.check()
     schedule = _fresh_out(options)
@@ -529,18 +560,25 @@ def _under_faults(harness: Harness, nemesis: Nemesis, scheduled: int) -> None:
 
 def _wind_down(harness: Harness, nemesis: Nemesis, scheduled: int) -> None:
     """Faults stopped and healed, the queue drained, the workers stopped, the final states
-    recorded."""
+    recorded. Feeding and draining share ``drain_timeout``; past it the run goes on to
+    stop the workers and record what the store holds, for the checker to judge."""
     echo, timeout = harness.echo, harness.o.drain_timeout
     nemesis.stop()
     nemesis.heal()
     harness.target.heal()
-    harness.fed.wait()
+    drained_by = time.monotonic() + timeout
+    if not harness.wait_until_fed(timeout):
+        harness.halt_feed.set()
+        echo(
+            f"  jobs still being submitted after {timeout:g} s ({harness.submitted} of "
+            f"{len(harness.job_ids)} submitted): feeding stopped"
+        )
     if harness.locks:
         # No queue to drain: the takers go on holding the lock a while with no faults (the
         # lock must still be taken once they stopped), then release it as they stop.
         time.sleep(min(2 * harness.o.ttl, 3.0))
         harness.processes.resume_stopped()
-    elif not harness.wait_until_drained(timeout):
+    elif not harness.wait_until_drained(max(0.0, drained_by - time.monotonic())):
         echo(f"  not drained after {timeout:g} s: the checker will say which")
     harness.calibrate()
     harness.processes.stop_workers()
