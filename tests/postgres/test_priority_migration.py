@@ -60,6 +60,7 @@ def test_a_version_5_store_upgrades_to_priorities(version_5: tuple[Any, str]) ->
         "0011_queue_rates.sql",
         "0012_triggers_per_statement.sql",
         "0013_lease_min_end.sql",
+        "0014_plans_whatever_the_statistics.sql",
     ]
     rows = admin.execute(
         render(

@@ -55,7 +55,7 @@ expired_picked AS MATERIALIZED (
         FROM {schema}.tenure_jobs AS j
         WHERE j.queue = q.queue
           AND j.state = 'leased'
-          AND j.seq > 0  -- the predicate of tenure_jobs_leased (schema.sql says why)
+          AND j.lease_min_end IS NOT NULL  -- the predicate of tenure_jobs_leased (schema.sql says why)
           -- Only the leases that may have run out (no lease ends before its lease_min_end):
           -- the index range stops at the first still ahead.
           AND j.lease_min_end <= (SELECT now FROM clock)
@@ -123,6 +123,10 @@ claimed AS (
     LEFT JOIN room AS r ON r.queue = n.queue,
         clock
     WHERE j.job_id = n.job_id
+      -- The same jobs again, as an array every index path on j probes: with statistics
+      -- that say the table is empty (an analyze after a purge), the join alone was planned
+      -- as a read of the whole primary key (tests/postgres/test_plans.py).
+      AND j.job_id = ANY (ARRAY(SELECT p.job_id FROM picked AS p))
       AND j.attempts < j.max_attempts
     RETURNING 'applied' AS status, j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at, j.priority, j.timeout, j.unique_key, j.headers, clock.now, false AS raced, n.position
 ),
@@ -148,5 +152,6 @@ buried AS (
         updated_at = clock.now
     FROM picked AS p, clock
     WHERE j.job_id = p.job_id AND p.buryable
+      AND j.job_id = ANY (ARRAY(SELECT b.job_id FROM picked AS b WHERE b.buryable))  -- as above
     RETURNING 'buried' AS status, j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at, j.priority, j.timeout, j.unique_key, j.headers, clock.now, false AS raced, NULL::bigint AS position
 )

@@ -26,6 +26,9 @@ completed AS (
         updated_at = clock.now
     FROM todo AS t, clock
     WHERE j.job_id = t.job_id
+      -- The same jobs again, as an array every index path on j probes (see the claim's
+      -- update in _claim_next_ctes.sql).
+      AND j.job_id = ANY (%(job_ids)b::text[])
       AND j.state = 'leased'
       AND j.owner = t.owner
       AND j.generation = t.generation

@@ -7,7 +7,7 @@ SELECT 'applied' AS status, j.job_id, j.queue, j.state, j.owner, j.generation, j
 FROM clock
 JOIN {schema}.tenure_jobs AS j
     ON j.queue = ANY (%(queues)b::text[])
-   AND j.state = 'leased' AND j.seq > 0  -- tenure_jobs_leased
+   AND j.state = 'leased' AND j.lease_min_end IS NOT NULL  -- tenure_jobs_leased
    AND j.available_at > clock.now
    AND j.available_at <= clock.now + %(ttl)s::float8
 WHERE j.owner = %(owner)s

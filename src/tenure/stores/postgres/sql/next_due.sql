@@ -24,7 +24,7 @@ SELECT clock.now, (
             WHERE l.queue = q.queue
               AND l.max_leased <= (SELECT count(*) FROM {schema}.tenure_jobs AS r
                                    WHERE r.queue = q.queue
-                                     AND r.state = 'leased' AND r.seq > 0  -- tenure_jobs_leased
+                                     AND r.state = 'leased' AND r.lease_min_end IS NOT NULL  -- tenure_jobs_leased
                                      AND r.available_at > clock.now)
         ) AS full
     ) AS f
@@ -49,7 +49,7 @@ SELECT clock.now, (
         UNION ALL
         SELECT min(j.available_at)
         FROM {schema}.tenure_jobs AS j
-        WHERE j.queue = q.queue AND j.state = 'leased' AND j.seq > 0  -- tenure_jobs_leased
+        WHERE j.queue = q.queue AND j.state = 'leased' AND j.lease_min_end IS NOT NULL  -- tenure_jobs_leased
           AND j.generation < %(max_generation)s::bigint
           AND (NOT f.full OR j.available_at > clock.now)
     ) AS due

@@ -25,7 +25,7 @@ LEFT JOIN LATERAL (
           WHERE state = 'ready'
           UNION ALL
           SELECT queue, state, available_at, lease_until FROM {schema}.tenure_jobs
-          WHERE state = 'leased' AND seq > 0) AS live
+          WHERE state = 'leased' AND lease_min_end IS NOT NULL) AS live
     GROUP BY queue
 ) AS s ON true
 ORDER BY s.queue

@@ -80,13 +80,16 @@ CREATE INDEX tenure_jobs_queued
 -- Leased jobs by queue and the earliest their lease can end: the expired-lease path reads
 -- only the leases that may have run out (lease_min_end <= now), not every lease held. The
 -- lease's end itself is not in the key: renewals change it, and a renewal stays HOT
--- (lease_min_end moves only when a renewal shortens a lease). "seq > 0" is always true
--- (seq counts from 1); only statements that say it too can use the index: a renew or
--- complete of one job (state = 'leased' and its id) would otherwise take it in a generic
--- plan made while few leases were held, and scan every lease once many are.
+-- (lease_min_end moves only when a renewal shortens a lease). "lease_min_end IS NOT NULL"
+-- is always true of a leased job (the check above); only statements that say it (or
+-- compare lease_min_end) can use the index: a renew or complete of one job (state =
+-- 'leased' and its id) would otherwise take it in a generic plan made while few leases
+-- were held, and scan every lease once many are. Until migration 0014 the predicate said
+-- "seq > 0", which tenure_jobs_by_seq can answer too: with statistics that said the table
+-- was empty, the pick walked that index, every job of the table, at each claim.
 CREATE INDEX tenure_jobs_leased
     ON {schema}.tenure_jobs (queue, lease_min_end)
-    WHERE state = 'leased' AND seq > 0;
+    WHERE state = 'leased' AND lease_min_end IS NOT NULL;
 
 -- The generation floor: the highest generation of any job deleted or purged. A claim takes
 -- greatest(generation, floor) + 1, so a job id submitted again after its job was deleted
@@ -176,8 +179,23 @@ CREATE TABLE {schema}.tenure_attempts (
 -- fifth to a third of the server's CPU per job along complete_and_claim, benchmarks.md
 -- "Attempt history"). A job's row is updated at most once per statement, so job_id pairs
 -- an old row with its new one.
+--
+-- Its statements probe tenure_attempts by primary key, whatever the planner believes of
+-- that table (migration 0014). A plan is cached for the session at a statement's first run,
+-- costed from the table's statistics; after a purge empties the history and (auto)vacuum or
+-- analyze records it empty, a plan made then scans the whole history at every claim and
+-- completion until the next analyze: claims at a fifth of their speed
+-- (benchmarks.md "The attempt history's plans"). So the function turns sequential scans
+-- off for its own statements (SET below: only while it runs), and each statement names the
+-- jobs it touches as an array, which every index path then probes instead of reading the
+-- whole index.
 CREATE FUNCTION {schema}.tenure_jobs_updated() RETURNS trigger
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET enable_seqscan = off
+AS $$
+DECLARE
+    trimmed text[];
+    trimmed_job text;
 BEGIN
     -- Most statements that start, end and finish nothing are renewals: they stop here, at
     -- one small join of their own rows, before the plans below are started.
@@ -189,8 +207,6 @@ BEGIN
     ) THEN
         RETURN NULL;
     END IF;
-    -- The trim keeps the newest 99 rows the job had, beside the one started here (the
-    -- parts of a statement do not see each other's rows).
     WITH changed AS MATERIALIZED (
         SELECT n.job_id, o.state AS old_state, o.generation AS old_generation,
                n.state, n.generation, n.owner, n.updated_at, n.secret_hash, n.error,
@@ -215,6 +231,8 @@ BEGIN
         FROM changed AS c
         WHERE c.old_state = 'leased'
           AND t.job_id = c.job_id AND t.generation = c.old_generation AND t.ended_at IS NULL
+          AND t.job_id = ANY (ARRAY(SELECT e.job_id FROM changed AS e
+                                    WHERE e.old_state = 'leased'))
     ),
     started AS (
         INSERT INTO {schema}.tenure_attempts (job_id, generation, owner, started_at)
@@ -223,19 +241,18 @@ BEGIN
         WHERE c.state = 'leased' AND c.generation <> c.old_generation
     )
     -- More than 100 attempts only if one is 100 generations old (generations are
-    -- distinct): an arithmetic test, then one index probe, spares nearly every claim the
-    -- trim's sort (without it the history cost a quarter of a claim -> complete cycle,
-    -- benchmarks/attempts_cost.py).
-    DELETE FROM {schema}.tenure_attempts AS t
-    USING changed AS c
-    WHERE c.state = 'leased' AND c.generation <> c.old_generation
-      AND c.generation > 100
-      AND EXISTS (SELECT FROM {schema}.tenure_attempts AS o
-                  WHERE o.job_id = c.job_id AND o.generation <= c.generation - 100)
-      AND t.job_id = c.job_id
-      AND t.generation <= (SELECT o.generation FROM {schema}.tenure_attempts AS o
-                           WHERE o.job_id = c.job_id
-                           ORDER BY o.generation DESC OFFSET 99 LIMIT 1);
+    -- distinct): only a claim past generation 100 may have some to drop.
+    SELECT array_agg(c.job_id) INTO trimmed
+    FROM changed AS c
+    WHERE c.state = 'leased' AND c.generation <> c.old_generation AND c.generation > 100;
+    -- A statement of its own, so it sees the attempt started above: the newest 100 stay.
+    FOREACH trimmed_job IN ARRAY coalesce(trimmed, '{}') LOOP
+        DELETE FROM {schema}.tenure_attempts AS t
+        WHERE t.job_id = trimmed_job
+          AND t.generation <= (SELECT o.generation FROM {schema}.tenure_attempts AS o
+                               WHERE o.job_id = trimmed_job
+                               ORDER BY o.generation DESC OFFSET 100 LIMIT 1);
+    END LOOP;
     PERFORM pg_notify('tenure_end_' || TG_TABLE_SCHEMA, n.job_id)
     FROM tenure_old AS o
     JOIN tenure_new AS n USING (job_id)
@@ -315,7 +332,7 @@ BEGIN
                    SELECT count(*) FROM {schema}.tenure_jobs AS j
                    WHERE j.queue = q.queue
                      AND j.state = 'leased'
-                     AND j.seq > 0  -- the predicate of tenure_jobs_leased (schema.sql says why)
+                     AND j.lease_min_end IS NOT NULL  -- the predicate of tenure_jobs_leased (schema.sql says why)
                      AND j.lease_until > t.now
                      AND j.job_id <> ALL (p_settled)
                ) END AS places,
