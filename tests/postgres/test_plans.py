@@ -255,6 +255,19 @@ def test_complete_many_uses_the_primary_key(filled: tuple[Any, dict[int, str]], 
     assert buffers(plan) < 10 * count + 20
 
 
+def _batch_params() -> dict[str, Any]:
+    """complete_many's and complete_and_claim's: ten completions, a claim of ten."""
+    return {
+        **_claim_next_params(10, ["default"]),
+        "job_ids": [f"job-{i * 97 + 1}" for i in range(10)],
+        "owners": ["w"] * 10,
+        "generations": [0] * 10,
+        "held_hashes": ["h"] * 10,
+        "receipts": ["r"] * 10,
+        "results": [None] * 10,
+    }
+
+
 @pytest.mark.parametrize("operation", ["complete_many", "complete_and_claim"])
 @pytest.mark.parametrize("size", [1_000, 100_000])
 def test_batch_statements_probe_the_primary_key_whatever_the_table_size(
@@ -264,15 +277,7 @@ def test_batch_statements_probe_the_primary_key_whatever_the_table_size(
     # generic plan to read the whole table (hash join over a sequential scan) instead of
     # probing the primary key ten times: sql/configure.sql sets 1.1.
     conn, schemas = filled
-    params = {
-        **_claim_next_params(10, ["default"]),
-        "job_ids": [f"job-{i * 97 + 1}" for i in range(10)],
-        "owners": ["w"] * 10,
-        "generations": [0] * 10,
-        "held_hashes": ["h"] * 10,
-        "receipts": ["r"] * 10,
-        "results": [None] * 10,
-    }
+    params = _batch_params()
     plan = explain(conn, SqlSet(schemas[size])[operation], params)
     scans = scans_of_jobs(plan)
     assert scans
@@ -313,15 +318,7 @@ def test_batch_statements_probe_the_primary_key_when_the_statistics_say_empty(
     # array too, so that any index path probes them; sql/configure.sql turns bitmap scans
     # off.
     conn, schema = recorded_empty
-    params = {
-        **_claim_next_params(10, ["default"]),
-        "job_ids": [f"job-{i * 97 + 1}" for i in range(10)],
-        "owners": ["w"] * 10,
-        "generations": [0] * 10,
-        "held_hashes": ["h"] * 10,
-        "receipts": ["r"] * 10,
-        "results": [None] * 10,
-    }
+    params = _batch_params()
     plan = explain(conn, SqlSet(schema)[operation], params)
     scans = scans_of_jobs(plan)
     assert all(n["Node Type"] != "Seq Scan" for n in scans), scans
