@@ -28,15 +28,13 @@ import time
 
 import psycopg
 from _common import machine_line
+from client_cpu import QUEUE, sync_loop
 from postgres_compare import recreate_database
 
 import tenure
 
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 DATABASE = "tenure_bench_stale_stats"
-QUEUE = "stale"
-OWNER = "bench-stale"
-TTL = 60.0
 BATCH = 10
 
 # case -> what runs on the emptied store before the timed jobs (None: the new store)
@@ -59,18 +57,10 @@ def submit(store: tenure.Store, prefix: str, jobs: int) -> None:
 
 
 def drain(url: str) -> tuple[int, float]:
-    """The hand loop, on connections opened here: their plans are made now."""
-    with tenure.connect(url) as store:
-        started = time.perf_counter()
-        done = 0
-        claims = store.claim_jobs(OWNER, TTL, BATCH, queues=[QUEUE])
-        while claims:
-            done += len(claims)
-            lost, claims = store.complete_and_claim_jobs(
-                [lease for lease, _ in claims], OWNER, TTL, BATCH, queues=[QUEUE]
-            )
-            assert not lost, lost
-        return done, time.perf_counter() - started
+    """The hand loop (client_cpu.py's), on connections it opens: their plans are made now."""
+    started = time.perf_counter()
+    done = sync_loop(url, BATCH)
+    return done, time.perf_counter() - started
 
 
 def one_case(base: str, prepare: str | None, jobs: int) -> float:
