@@ -11,7 +11,7 @@ import anyio.lowlevel
 import pytest
 
 import tenure
-from tenure.worker._loop import ThreadPool
+from tenure.worker._loop import Primitives, ThreadPool
 from tenure.worker._slots import Slot, Slots, in_context
 from tests.worker._support import wait_until
 
@@ -299,3 +299,29 @@ def test_a_thread_pool_runs_quick_functions_back_to_back_on_few_threads() -> Non
     assert sorted(names) == sorted(f"tenure-job-{index}" for index in range(100))
     assert len(threads) < 100
     pool.close()
+
+
+def test_the_loops_primitives_are_anyios_and_behave_as_anyio_makes_them() -> None:
+    # Made directly from the backend's classes (`Primitives`): the same objects that
+    # anyio.Event() and anyio.CancelScope() make, a shield that holds, an event that wakes.
+    async def main() -> list[str]:
+        made = Primitives.current()
+        event, scope = made.event(), made.cancel_scope(shield=True)
+        assert isinstance(event, anyio.Event)
+        assert isinstance(scope, anyio.CancelScope)
+        assert type(event) is type(anyio.Event())
+        seen: list[str] = []
+
+        async def shielded_waiter() -> None:
+            with scope:
+                await event.wait()
+                seen.append("woken in the shield")
+
+        async with anyio.create_task_group() as task_group:
+            task_group.start_soon(shielded_waiter)
+            await anyio.lowlevel.checkpoint()
+            task_group.cancel_scope.cancel()  # the shield holds the waiter
+            event.set()  # not awaited: the task group's end waits for the waiter
+        return seen
+
+    assert anyio.run(main) == ["woken in the shield"]

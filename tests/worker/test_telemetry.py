@@ -283,3 +283,29 @@ def test_a_job_without_headers_is_a_trace_of_its_own(
     run_burst(worker)
     process = _one(spans, "process q")
     assert process.parent is None
+
+
+def test_a_provider_set_in_code_is_seen_at_the_next_claim_without_reading_the_environment(
+    spans: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `tracing()` runs once per claim: with no provider set, the API's
+    # get_tracer_provider reads the environment each time; tenure reads it once.
+    from tenure.worker import _telemetry
+
+    sdk_provider = trace.get_tracer_provider()
+    assert isinstance(sdk_provider, TracerProvider)
+    monkeypatch.delenv("OTEL_PYTHON_TRACER_PROVIDER", raising=False)
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", None)  # as in a process that set none
+    monkeypatch.setattr(_telemetry, "_environment_names_none", False)
+    asked: list[object] = []
+    real = trace.get_tracer_provider
+
+    def counted() -> Any:
+        asked.append(None)
+        return real()
+
+    monkeypatch.setattr(trace, "get_tracer_provider", counted)
+    assert [_telemetry.tracing() for _ in range(5)] == [False] * 5
+    assert len(asked) == 1
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", sdk_provider)  # set_tracer_provider's work
+    assert _telemetry.tracing() is True

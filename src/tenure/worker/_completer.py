@@ -35,6 +35,7 @@ from .._store_async import AsyncStore
 from .._validate import MAX_BATCH
 from ..errors import InvalidArgument, LeaseLost, StoreUnavailable, TenureError
 from ..models import Claim, Lease
+from ._loop import Primitives
 from ._retry import RETRY, DeadlinePassed, Outage, RetryRule
 from ._stats import Stats
 
@@ -142,6 +143,7 @@ class Completer:
         # set whenever entries are answered or a leader hands over: one per batch, not per
         # job. Those it wakes look again, and wait on the next one if need be.
         self._changed: anyio.Event | None = None
+        self._primitives = Primitives.current()  # made on the loop that runs the worker
         self.calls = 0  # store calls made (for stats and tests)
 
     async def quiet(self) -> None:
@@ -151,7 +153,7 @@ class Completer:
 
     async def _wait(self) -> None:
         if self._changed is None:
-            self._changed = anyio.Event()
+            self._changed = self._primitives.event()
         await self._changed.wait()
 
     def _wake(self) -> None:
@@ -208,8 +210,8 @@ class Completer:
         (it sends ours too). Shielded: a batch once led is answered whatever happens to the
         caller, as each of its jobs still waits for that answer to settle."""
         while self._pending and not self._sending:
-            with anyio.CancelScope(shield=True):
-                await self._lead_one()
+            with self._primitives.cancel_scope(shield=True):
+                await self._lead_one(shielded=True)
             if self._awaited():
                 return  # their callers take turns leading (they are woken by the handover)
 
@@ -222,13 +224,17 @@ class Completer:
         """Whether a queued entry has a caller of `complete` waiting for it."""
         return any(entry.done is None for entry in self._pending)
 
-    async def _lead_one(self) -> None:
+    async def _lead_one(self, *, shielded: bool = False) -> None:
+        """Send one batch; ``shielded``: the caller holds a shielded scope already."""
         self._sending = True
         try:
             # One turn of the event loop first (not a timer, and not a cancellation
             # point): jobs finishing in this same turn, such as a batch claimed together
             # whose handlers did no I/O, join this call instead of waiting for the next one.
-            await anyio.lowlevel.cancel_shielded_checkpoint()
+            if shielded:
+                await anyio.lowlevel.checkpoint()  # no scope of its own: the caller's shields
+            else:
+                await anyio.lowlevel.cancel_shielded_checkpoint()
             if self._busy is not None and self._busy():
                 await self._gather()
             batch = self._pending[:MAX_BATCH]
@@ -251,7 +257,7 @@ class Completer:
         # ever: a few lingers in all.
         with anyio.CancelScope(shield=True, deadline=anyio.current_time() + 4 * self._linger):
             while busy is not None and busy() and len(self._pending) < MAX_BATCH:
-                arrived = self._arrived = anyio.Event()
+                arrived = self._arrived = self._primitives.event()
                 with anyio.move_on_after(self._linger):
                     await arrived.wait()
                 if not arrived.is_set():

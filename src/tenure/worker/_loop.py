@@ -14,13 +14,30 @@ import importlib
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 import anyio
 
-__all__ = ["DaemonThread", "LoopCaller", "ThreadPool", "run_in_daemon_thread"]
+__all__ = ["DaemonThread", "LoopCaller", "Primitives", "ThreadPool", "run_in_daemon_thread"]
 
 T = TypeVar("T")
+
+
+class Primitives(NamedTuple):
+    """The running loop's `anyio.Event` and `anyio.CancelScope` classes, found once.
+
+    ``anyio.Event()`` and ``anyio.CancelScope()`` look up the running backend at each call
+    (sniffio, then the current task: about a microsecond), and the worker makes one of
+    each per completion batch and per parked slot task. Each backend's class is made
+    directly (its ``__new__`` is plain), so `current` asks anyio once per worker run."""
+
+    event: Callable[[], anyio.Event]
+    cancel_scope: Callable[..., anyio.CancelScope]
+
+    @classmethod
+    def current(cls) -> Primitives:
+        """The primitives of the event loop running in this thread."""
+        return cls(type(anyio.Event()), type(anyio.CancelScope()))
 
 
 class LoopCaller:

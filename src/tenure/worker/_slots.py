@@ -34,6 +34,8 @@ from typing import Any, Generic, TypeVar
 import anyio
 import anyio.abc
 
+from ._loop import Primitives
+
 __all__ = ["Slot", "Slots", "in_context"]
 
 T = TypeVar("T")
@@ -80,6 +82,7 @@ class Slots(Generic[T]):
         self._woken = 0  # tasks woken (or started) that have not run yet
         self._task_group: anyio.abc.TaskGroup | None = None
         self._closed = False
+        self._event = Primitives.current().event  # made on the loop that runs the slots
 
     @property
     def waiting(self) -> bool:
@@ -143,7 +146,7 @@ class Slots(Generic[T]):
                             continue
                     if self._closed:
                         return
-                    parked = anyio.Event()
+                    parked = self._event()
                     self._parked.append(parked)
                     await parked.wait()
                     self._woken -= 1

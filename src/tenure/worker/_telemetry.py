@@ -58,6 +58,9 @@ _ERRORS = frozenset({"error", "died", "lost"})
 
 
 _cached: tuple[Any, Any] | None = None  # (provider, its tracer of tenure)
+# The environment named no tracer provider (`_enabled`); `_UNSET`: the API has no such global.
+_environment_names_none = False
+_UNSET = object()
 
 
 def _tracer() -> Any:
@@ -75,10 +78,20 @@ def _enabled() -> bool:
     """Whether the application set a real `TracerProvider` (the SDK's): until it does, the
     API's spans record nothing, so none is made at all (checked per claim, so a
     provider set later is used from the next claim on)."""
+    global _environment_names_none
     if _trace is None:
         return False
+    # `get_tracer_provider` reads the environment (OTEL_PYTHON_TRACER_PROVIDER) at each call
+    # while no provider is set, a microsecond a claim. A provider set in code is in the
+    # API's global at once; the environment is read at the first claim only, as nobody
+    # sets that variable in a running process.
+    if _environment_names_none and getattr(_trace, "_TRACER_PROVIDER", _UNSET) is None:
+        return False
     provider = _trace.get_tracer_provider()
-    return not isinstance(provider, (_trace.ProxyTracerProvider, _trace.NoOpTracerProvider))
+    if isinstance(provider, (_trace.ProxyTracerProvider, _trace.NoOpTracerProvider)):
+        _environment_names_none = True
+        return False
+    return True
 
 
 def settle_action(kind: str) -> str:
