@@ -353,3 +353,71 @@ def test_connections_are_configured(real_store: tenure.Store) -> None:
         assert conn.execute("SHOW jit").fetchone() == ("off",)
         assert conn.execute("SHOW random_page_cost").fetchone() == ("1.1",)
         assert conn.execute("SHOW enable_bitmapscan").fetchone() == ("off",)
+
+
+@pytest.fixture(scope="module")
+def finished_recorded_empty() -> Iterator[tuple[Any, str]]:
+    """20,000 finished jobs and their 20,000 attempts, in tables whose statistics say they
+    are empty (analyzed after a purge emptied them, not since)."""
+    with (
+        psycopg.connect(POSTGRES_URL, autocommit=True) as conn,
+        postgres_schema("tplan") as schema,
+    ):
+        conn.execute(sql_text("configure").encode())
+        tenure.connect(postgres_schema_url(schema)).close()
+        for table in ("tenure_jobs", "tenure_attempts"):  # VACUUM records "empty" too
+            conn.execute(render(f"VACUUM ANALYZE {{schema}}.{table}", schema).encode())
+        conn.execute(
+            render(
+                "INSERT INTO {schema}.tenure_jobs (job_id, queue, state, generation, "
+                "available_at, max_attempts, created_at, updated_at) "
+                "SELECT 'job-' || g, 'default', 'done', 1, 1000, 5, 1000, 1000 + g "
+                "FROM generate_series(1, 20000) g",
+                schema,
+            ).encode()
+        )
+        conn.execute(
+            render(
+                "INSERT INTO {schema}.tenure_attempts (job_id, generation, owner, "
+                "started_at, ended_at, ending) "
+                "SELECT 'job-' || g, 1, 'w', 1000, 1000 + g, 'completed' "
+                "FROM generate_series(1, 20000) g",
+                schema,
+            ).encode()
+        )
+        yield conn, schema
+
+
+def _rows_read(plan: dict[str, Any], relation: str) -> list[tuple[str, str | None, int]]:
+    return [
+        (
+            n["Node Type"],
+            n.get("Index Name"),
+            int(n.get("Actual Rows", 0)) * int(n.get("Actual Loops", 1)),
+        )
+        for n in nodes(plan)
+        if n.get("Relation Name") == relation and n["Node Type"] != "ModifyTable"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("operation", "params", "deleted"),
+    [
+        ("purge", {"states": ["done"], "older_than": 0.0, "limit": 50, "now": None}, 50),
+        ("delete", {"job_id": "job-777", "takes": ["done"], "now": None}, 1),
+    ],
+)
+def test_purge_and_delete_probe_by_key_when_the_statistics_say_empty(
+    finished_recorded_empty: tuple[Any, str], operation: str, params: dict[str, Any], deleted: int
+) -> None:
+    # A purge empties the tables and an analyze records them so: the next purge batches
+    # (and deletes), planned for empty tables, must still find their jobs' history rows by
+    # key, not read the 20,000 rows of everyone's.
+    conn, schema = finished_recorded_empty
+    plan = explain(conn, SqlSet(schema)[operation], params)
+    for relation in ("tenure_jobs", "tenure_attempts"):
+        reads = _rows_read(plan, relation)
+        assert reads, relation
+        assert all(kind != "Seq Scan" for kind, _, _ in reads), (relation, reads)
+        assert sum(rows for _, _, rows in reads) <= 2 * deleted + 2, (relation, reads)
+    assert buffers(plan) < 40 * deleted + 40  # a read of either table is over a hundred
