@@ -329,8 +329,9 @@ def print_report(
     out = out or sys.stdout
     base = next(result for result in results if result.name == baseline)
     print(f"\n{title}", file=out)
+    width = max(12, *(len(result.name) + 1 for result in results))  # names stay in a column
     print(
-        f"  {'':<12}{'median ' + unit:>17}{'min':>9}{'max':>9}"
+        f"  {'':<{width}}{'median ' + unit:>17}{'min':>9}{'max':>9}"
         f"   {'ratio':>6}   paired ratios: median [min-max]",
         file=out,
     )
@@ -345,7 +346,7 @@ def print_report(
             f"[{min(paired):.0%}-{max(paired):.0%}]"
         )
         print(
-            f"  {result.name:<12}{result.median:>17,.0f}{min(result.rates):>9,.0f}"
+            f"  {result.name:<{width}}{result.median:>17,.0f}{min(result.rates):>9,.0f}"
             f"{max(result.rates):>9,.0f}   {versus}",
             file=out,
         )

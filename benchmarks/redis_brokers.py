@@ -21,6 +21,9 @@ The workload, for each system, on fresh keys (a new key prefix, queue name or na
      (``claim_many``), runs the jobs, and acknowledges the finished ones in one call
      (``complete_many``): two store operations per ``--batch`` jobs, the counterpart of
      Dramatiq's prefetch and threads, which also hold several messages per worker;
+   * *tenure Worker*: ``tenure.Worker(concurrency=8)`` with an async handler,
+     ``run(burst=True)``: the runtime users run; *tenure Worker sync*: the same with a
+     plain function as the handler, run on the worker's handler threads;
    * *RQ*: ``SimpleWorker([queue]).work(burst=True)`` (no fork per job; log level WARNING);
    * *Dramatiq*: a ``Worker(broker)`` per process with Dramatiq's defaults (8 threads,
      prefetch 16), until the broker's ``join`` sees no message queued or unacknowledged
@@ -65,6 +68,7 @@ SYSTEMS = (
     "tenure batch",
     "tenure many",
     "tenure Worker",
+    "tenure Worker sync",
     "RQ",
     "Dramatiq",
     "Dramatiq 1 thr",
@@ -138,19 +142,28 @@ def process(system: str, url: str, tag: str, index: int) -> Callable[[], int]:
         owner = f"worker-{index}"
         batch = 1 if system == "tenure" else BATCH
 
-        if system == "tenure Worker":
+        if system.startswith("tenure Worker"):
             # The runtime itself, like Dramatiq's Worker: 8 slots (Dramatiq's 8 threads),
             # free slots filled in one claim, completions of jobs that finish together sent
-            # in one call, leases renewed by its own thread.
+            # in one call, leases renewed by its own thread. "sync": a plain function as
+            # the handler, run on the worker's handler threads (issue #19: within 70 % of
+            # the async handler).
             store.close()
             warm_up_worker(tenure_url(url, tag))
             worker = tenure.Worker(
                 tenure_url(url, tag), concurrency=8, ttl=TTL, owner=owner, poll_interval=0.05
             )
+            if system.endswith("sync"):
 
-            @worker.handler("default")
-            async def run_job(ctx: tenure.JobContext) -> None:
-                handle(ctx.payload["n"])
+                @worker.handler("default")
+                def run_job_on_a_thread(ctx: tenure.JobContext) -> None:
+                    handle(ctx.payload["n"])
+
+            else:
+
+                @worker.handler("default")
+                async def run_job(ctx: tenure.JobContext) -> None:
+                    handle(ctx.payload["n"])
 
             def tenure_worker_loop() -> int:
                 worker.run(burst=True, install_signal_handlers=False)
@@ -296,6 +309,7 @@ def cleanup(url: str, tag: str, system: str) -> None:
         "tenure batch": ["{" + tag + "}:*"],
         "tenure many": ["{" + tag + "}:*"],
         "tenure Worker": ["{" + tag + "}:*"],
+        "tenure Worker sync": ["{" + tag + "}:*"],
         "RQ": ["rq:*"],
         "Dramatiq": [tag + "*"],
         "Dramatiq 1 thr": [tag + "*"],
