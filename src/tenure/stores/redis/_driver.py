@@ -41,6 +41,7 @@ from ._common import (
     decode_outcome,
     encode,
     note_server_config,
+    pack_request,
     parse_redis_url,
     refused,
     unreachable,
@@ -164,10 +165,10 @@ class RedisDriver(RedisControl, JobsMixin, RedisSchedules):
             # One write: redis-py sends each argument above 6 kB (a batch's JSON) as a chunk
             # of its own, and a sync connection makes one sendall of each (three writes, and
             # as many wake-ups of the server, for a submit_many).
-            packed = conn.pack_command(*command)
+            packed = pack_request(command)
             # Past the URL's timeout: TimeoutError, an OSError (a sync socket times out itself).
             with request_bound(self._timeout):
-                conn.send_packed_command(packed if len(packed) == 1 else [b"".join(packed)])
+                conn.send_packed_command([packed])  # a list: sync redis-py iterates it
                 sent = True
                 return conn.read_response()
         except NoScriptError:
