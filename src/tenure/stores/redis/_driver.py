@@ -162,9 +162,9 @@ class RedisDriver(RedisControl, JobsMixin, RedisSchedules):
             raise unreachable(operation, self._address, exc, sent=False) from exc
         sent = broken = False
         try:
-            # One write: redis-py sends each argument above 6 kB (a batch's JSON) as a chunk
-            # of its own, and a sync connection makes one sendall of each (three writes, and
-            # as many wake-ups of the server, for a submit_many).
+            # One buffer, one write (`pack_request`): redis-py's packer keeps each argument
+            # above 6 kB (a batch's JSON) as a chunk of its own, which a sync connection
+            # sends with a sendall each (as many wake-ups of the server).
             packed = pack_request(command)
             # Past the URL's timeout: TimeoutError, an OSError (a sync socket times out itself).
             with request_bound(self._timeout):
