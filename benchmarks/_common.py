@@ -290,6 +290,29 @@ def contend_chunks(
 # -- reporting ---------------------------------------------------------------------------
 
 
+def burst_run(
+    worker: Any, queue: str, work: Callable[[Any], object], *, sync: bool = False
+) -> Callable[[], int]:
+    """Register ``work(ctx)`` as ``worker``'s handler of ``queue``, called from an ``async
+    def`` handler (``sync``: ``work`` itself, a plain function the worker runs on its
+    handler threads), and return the timed part: one burst run, answering the jobs it
+    completed."""
+    if sync:
+        worker.register(queue, work)
+    else:
+
+        async def run_async(ctx: Any) -> None:
+            work(ctx)
+
+        worker.register(queue, run_async)
+
+    def run() -> int:
+        worker.run(burst=True, install_signal_handlers=False)
+        return int(worker.stats()["completed"])
+
+    return run
+
+
 def warm_up_worker(url: str) -> None:
     """One untimed `tenure.Worker` burst run on a queue with no jobs, in a fresh benchmark
     process: the imports and first-call costs of a run (about 150 ms of CPU) are paid here,

@@ -28,7 +28,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from _common import machine_line, warm_up_worker
+from _common import burst_run, machine_line, warm_up_worker
 
 import tenure
 import tenure.aio
@@ -90,13 +90,7 @@ def async_loop(url: str, batch: int) -> int:
 
 def worker_run(url: str, batch: int) -> int:
     worker = tenure.Worker(url, concurrency=batch, ttl=TTL, owner=OWNER, summary_every=0)
-
-    @worker.handler(QUEUE)
-    async def noop(ctx: tenure.JobContext) -> None:
-        return None
-
-    worker.run(burst=True, install_signal_handlers=False)
-    return int(worker.stats()["completed"])
+    return burst_run(worker, QUEUE, lambda ctx: None)()
 
 
 WAYS: dict[str, Callable[[str, int], int]] = {

@@ -55,7 +55,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
-from _common import machine_line, warm_up_worker
+from _common import burst_run, machine_line, warm_up_worker
 
 import tenure
 from tenure.stores.postgres._common import render
@@ -200,24 +200,7 @@ def tenure_runtime_worker(index: int, url: str, sync: bool = False) -> Callable[
     pays the imports (`warm_up_worker`), as the other rows connect before the barrier."""
     warm_up_worker(url)
     worker = tenure.Worker(url, concurrency=10, ttl=TTL, owner=f"worker-{index}")
-
-    if sync:
-
-        @worker.handler("default")
-        def noop_sync(ctx: tenure.JobContext) -> None:
-            return None
-
-    else:
-
-        @worker.handler("default")
-        async def noop(ctx: tenure.JobContext) -> None:
-            return None
-
-    def run() -> int:
-        worker.run(burst=True, install_signal_handlers=False)
-        return int(worker.stats()["completed"])
-
-    return run
+    return burst_run(worker, "default", lambda ctx: None, sync=sync)
 
 
 # -- pgqueuer ----------------------------------------------------------------------------

@@ -59,7 +59,7 @@ from collections.abc import Callable
 from typing import Any
 
 import redis
-from _common import Result, machine_line, print_report, run_children, warm_up_worker
+from _common import Result, burst_run, machine_line, print_report, run_children, warm_up_worker
 
 import tenure
 
@@ -153,23 +153,12 @@ def process(system: str, url: str, tag: str, index: int) -> Callable[[], int]:
             worker = tenure.Worker(
                 tenure_url(url, tag), concurrency=8, ttl=TTL, owner=owner, poll_interval=0.05
             )
-            if system.endswith("sync"):
-
-                @worker.handler("default")
-                def run_job_on_a_thread(ctx: tenure.JobContext) -> None:
-                    handle(ctx.payload["n"])
-
-            else:
-
-                @worker.handler("default")
-                async def run_job(ctx: tenure.JobContext) -> None:
-                    handle(ctx.payload["n"])
-
-            def tenure_worker_loop() -> int:
-                worker.run(burst=True, install_signal_handlers=False)
-                return int(worker.stats()["completed"])
-
-            return tenure_worker_loop
+            return burst_run(
+                worker,
+                "default",
+                lambda ctx: handle(ctx.payload["n"]),
+                sync=system.endswith("sync"),
+            )
 
         if system == "tenure many":
 

@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from _common import Result, machine_line, print_report
+from _common import Result, burst_run, machine_line, print_report
 
 import tenure
 
@@ -92,23 +92,7 @@ def _worker(path: Path, jobs: int, *, sync: bool) -> Callable[[], int]:
     worker = tenure.Worker(
         f"sqlite:///{path}", concurrency=8, ttl=TTL, owner=OWNER, poll_interval=0.05
     )
-    if sync:
-
-        @worker.handler("default")
-        def run_sync(ctx: tenure.JobContext) -> None:
-            handle(ctx.payload["n"])
-
-    else:
-
-        @worker.handler("default")
-        async def run_async(ctx: tenure.JobContext) -> None:
-            handle(ctx.payload["n"])
-
-    def run() -> int:
-        worker.run(burst=True, install_signal_handlers=False)
-        return int(worker.stats()["completed"])
-
-    return run
+    return burst_run(worker, "default", lambda ctx: handle(ctx.payload["n"]), sync=sync)
 
 
 def _huey(path: Path, jobs: int) -> tuple[Callable[[], int], Callable[[], None]]:
