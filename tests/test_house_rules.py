@@ -179,7 +179,7 @@ FLOORS: list[tuple[str, ...]] = [
         "tenure._seams",
         "tenure._trace_context",
     ),
-    ("tenure._protocol", "tenure._snapshots"),
+    ("tenure._protocol", "tenure._snapshots", "tenure._batches"),
     ("tenure.stores", "tenure._dbapi"),
     (
         "tenure._store",

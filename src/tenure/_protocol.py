@@ -69,6 +69,7 @@ __all__ = [
     "LeaseMaker",
     "new_secret",
     "Outcome",
+    "Renewal",
     "RetryPolicy",
     "settle_receipt",
     "settle_verdict",
@@ -157,6 +158,17 @@ class Completion(NamedTuple):
     secret_hash: str
     receipt: str
     result: str | None
+
+
+class Renewal(NamedTuple):
+    """One item of a batch renewal, as a driver receives it: the lease's job, owner,
+    generation and secret hash, and the new lease's length in seconds from store time."""
+
+    job_id: str
+    owner: str
+    generation: int
+    secret_hash: str
+    ttl: float
 
 
 class Submission(NamedTuple):

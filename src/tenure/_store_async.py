@@ -14,13 +14,13 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from . import _store_control_async, _store_jobs_async, _store_locks_async, _store_schedules_async
+from ._batches import checked_batch, completions_of, lost_of, renewals_of, renewed_or_lost
 from ._clock import Clock, LeaseTiming, SystemClock
 from ._concurrency import pause_async
 from ._protocol import (
     CLAIM_RECOVERY_TRIES,
     ClaimRequest,
     ClaimVerdict,
-    Completion,
     JobRow,
     LeaseMaker,
     Outcome,
@@ -42,7 +42,6 @@ from ._validate import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_PAYLOAD_LIMIT,
     DEFAULT_QUEUES,
-    MAX_BATCH,
     encode_json,
     error_text,
     validate_delay,
@@ -52,7 +51,7 @@ from ._validate import (
     validate_queues,
     validate_ttl,
 )
-from .errors import InvalidArgument, JobNotFound, LeaseLost, StoreLost, StoreUnavailable
+from .errors import JobNotFound, LeaseLost, StoreLost, StoreUnavailable
 from .models import Claim, Job, Lease
 from .stores import no_transaction, open_driver_async, resolve_url
 from .stores.abc import AsyncDriver, AsyncTransaction
@@ -404,6 +403,29 @@ class AsyncStore(
             raise lease_lost("renew", lease, outcome, secret_hash)
         return self._leases.lease(outcome.row, lease.owner, ttl_s, lease.secret, sent_at)
 
+    async def renew_many(
+        self, leases: Sequence[Lease], ttl: float | timedelta | None = None
+    ) -> list[Lease | LeaseLost]:
+        """Renew many leases in one store operation, each as `renew` would: extended to
+        ``ttl`` (default: each lease's own) from now by store time, all at one store time.
+
+        Returns one item per lease, in order: the renewed `Lease`, or the `LeaseLost` error
+        of a lease no longer current or expired (returned, not raised, since the others
+        were renewed). Repeating the call after `StoreUnavailable` is safe. At most 1000
+        leases, each job at most once.
+        """
+        checked = checked_batch(leases, self._leases)
+        renewals = renewals_of(checked, None if ttl is None else validate_ttl(ttl))
+        if not renewals:
+            return []
+        sent_at = self._clock.monotonic()
+
+        async def call() -> list[Outcome]:
+            return await self._driver.renew_many(renewals)
+
+        outcomes = await self._call("renew", call)
+        return renewed_or_lost(self._leases, checked, renewals, outcomes, sent_at)
+
     async def complete(self, lease: Lease, result: Any = None) -> None:
         """Mark the job done with ``result``. Raises `LeaseLost` when the lease is stale;
         repeating a completion that already took effect succeeds and changes nothing."""
@@ -433,14 +455,14 @@ class AsyncStore(
         than raising, since the others did complete. Repeating the call after
         `StoreUnavailable` is safe. At most 1000 leases, each job at most once.
         """
-        checked, completions = self._completions(leases, results)
+        checked, completions = completions_of(leases, results, self._leases, self._payload_limit)
         if not completions:
             return []
 
         async def call() -> list[Outcome]:
             return await self._driver.complete_many(completions)
 
-        return self._lost_many(checked, completions, await self._call("complete", call))
+        return lost_of(checked, completions, await self._call("complete", call))
 
     async def complete_and_claim(
         self,
@@ -515,7 +537,7 @@ class AsyncStore(
         results: Sequence[Any] | None,
         queues: Sequence[str],
     ) -> tuple[list[LeaseLost], list[tuple[Lease, JobRow, float]]]:
-        checked, completions = self._completions(leases, results)
+        checked, completions = completions_of(leases, results, self._leases, self._payload_limit)
         request = self._claim_request(owner, ttl, limit, queues)
 
         async def call() -> tuple[list[Outcome], list[Outcome]]:
@@ -547,62 +569,8 @@ class AsyncStore(
                         raise
                     raise exc from again
             claimed = await self._recover_claim("complete_and_claim", request, exc)
-        lost = self._lost_many(checked, completions, completed)
+        lost = lost_of(checked, completions, completed)
         return lost, self._claimed(request, claimed, sent_at)
-
-    def _lost_many(
-        self, checked: list[Lease], completions: list[Completion], outcomes: list[Outcome]
-    ) -> list[LeaseLost]:
-        lost = []
-        for lease, completion, outcome in zip(checked, completions, outcomes, strict=True):
-            error = settle_verdict(
-                "complete", lease, completion.secret_hash, outcome, completion.result
-            )
-            if error is not None:
-                lost.append(error)
-        return lost
-
-    def _completions(self, leases: object, results: object) -> tuple[list[Lease], list[Completion]]:
-        # Everything is checked before anything is sent: bad input changes nothing.
-        if isinstance(leases, (str, bytes, Lease)) or not isinstance(leases, Sequence):
-            raise InvalidArgument("leases", "must be a list or tuple of tenure.Lease")
-        if len(leases) > MAX_BATCH:
-            raise InvalidArgument("leases", f"must hold at most {MAX_BATCH}, got {len(leases)}")
-        if results is None:
-            values: Sequence[Any] = [None] * len(leases)
-        elif isinstance(results, (str, bytes)) or not isinstance(results, Sequence):
-            raise InvalidArgument("results", "must be a list or tuple, one result per lease")
-        elif len(results) != len(leases):
-            raise InvalidArgument(
-                "results",
-                f"must hold one result per lease: {len(results)} results for {len(leases)} leases",
-            )
-        else:
-            values = results
-        checked = [
-            self._leases.check(item, f"leases[{index}]") for index, item in enumerate(leases)
-        ]
-        seen: set[str] = set()
-        completions = []
-        for index, (lease, value) in enumerate(zip(checked, values, strict=True)):
-            if lease.job_id in seen:
-                raise InvalidArgument(
-                    "leases", f"must name each job at most once: job {lease.job_id!r} repeats"
-                )
-            seen.add(lease.job_id)
-            result_json = encode_json(f"results[{index}]", value, self._payload_limit)
-            secret_hash = hash_secret(lease.secret)
-            completions.append(
-                Completion(
-                    lease.job_id,
-                    lease.owner,
-                    lease.generation,
-                    secret_hash,
-                    settle_receipt(secret_hash, "complete"),
-                    result_json,
-                )
-            )
-        return checked, completions
 
     async def release(self, lease: Lease) -> None:
         """Give the job back now, claimable at once by anyone; the attempt is not counted."""

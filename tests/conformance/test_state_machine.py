@@ -2,8 +2,9 @@
 
 The model below is the whole lease protocol in plain Python: store time with its floor,
 claim/claim_next (with burial of poison jobs), renew/complete/release/fail conditioned on
-owner, generation, secret and expiry, complete_many and complete_and_claim (completions
-first, then the claim, at one store time), paused queues (claims skip them), store
+owner, generation, secret and expiry, renew_many and complete_many (each item so checked,
+all at one store time), complete_and_claim (completions first, then the claim, at one
+store time), paused queues (claims skip them), store
 schedules (upserts by name at store time), queue limits (claims take a limited queue's
 jobs only while fewer of its leases run), queue rates (a token bucket by store time, one
 token per lease granted), job control
@@ -308,12 +309,20 @@ class Model:
         )
 
     def renew(self, lease: ModelLease, ttl: float | None) -> ModelLease:
-        now = self.tick()
+        renewed = self._renew_at(self.tick(), lease, ttl)
+        if renewed is None:
+            raise ModelLeaseLost
+        return renewed
+
+    def renew_many(self, leases: list[ModelLease], ttl: float | None) -> list[ModelLease | None]:
+        """Each lease renewed (None: lost), as `Store.renew_many` answers."""
+        now = self.tick()  # one store operation: one store time for every item
+        return [self._renew_at(now, lease, ttl) for lease in leases]
+
+    def _renew_at(self, now: float, lease: ModelLease, ttl: float | None) -> ModelLease | None:
         job = self.jobs.get(lease.job_id)
-        if job is None:  # deleted
-            raise ModelLeaseLost
-        if not self._holds(job, lease, now):
-            raise ModelLeaseLost
+        if job is None or not self._holds(job, lease, now):  # deleted, or not held
+            return None
         ttl = lease.ttl if ttl is None else ttl
         job.lease_until = job.available_at = now + ttl
         return dataclasses.replace(lease, ttl=ttl, lease_until=now + ttl)
@@ -709,6 +718,22 @@ class LeaseProtocol(RuleBasedStateMachine):
             lease, model_lease = self.pick(back)
             pairs.setdefault(lease.job_id, (lease, model_lease))
         return list(pairs.values())
+
+    @has_leases
+    @rule(backs=st.lists(PICK, min_size=1, max_size=4), ttl=st.none() | TTLS)
+    def renew_many(self, backs: list[int], ttl: float | None) -> None:
+        chosen = self.pick_batch(backs)
+        real = self.store.renew_many([lease for lease, _ in chosen], ttl)
+        expected = self.model.renew_many([model for _, model in chosen], ttl)
+        assert len(real) == len(expected), (real, expected)
+        for got, want, (lease, _) in zip(real, expected, chosen, strict=True):
+            if want is None:
+                assert isinstance(got, tenure.LeaseLost), (got, lease)
+                assert (got.job_id, got.generation) == (lease.job_id, lease.generation)
+            else:
+                assert isinstance(got, tenure.Lease), (got, want)
+                self.same_lease(got, want)
+                self.leases.append((got, want))
 
     @has_leases
     @rule(backs=st.lists(PICK, min_size=1, max_size=4), result=st.integers(0, 3))

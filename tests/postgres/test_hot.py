@@ -2,7 +2,8 @@
 writes (lease_until, available_at, updated_at), and tenure_jobs keeps room on its pages
 (fillfactor 85), so a renewal writes no index entry and its old row version is pruned in
 place. Measured from pg_stat_user_tables (n_tup_hot_upd / n_tup_upd) over a phase of
-renewals alone, on jobs of mixed priorities.
+renewals alone, on jobs of mixed priorities: one `renew` a lease, and `renew_many` batches
+as a worker's keeper sends them.
 
 The server counts a backend's updates when the backend reports its statistics (when it goes
 idle, at most once a second, or when it exits): each phase closes its store, whose
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -86,7 +87,27 @@ def _settled(admin: Any, schema: str, updates: int) -> tuple[int, int]:
         time.sleep(0.05)  # polling the server's statistics, not a wait for correctness
 
 
-def test_renewals_are_hot_updates(url: str, schema: str, admin: Any) -> None:
+def _renew_each(store: tenure.Store, leases: list[tenure.Lease]) -> list[tenure.Lease]:
+    return [store.renew(lease) for lease in leases]
+
+
+def _renew_in_batches(store: tenure.Store, leases: list[tenure.Lease]) -> list[tenure.Lease]:
+    """As a worker's keeper renews: `renew_many`, ten leases a call."""
+    renewed: list[tenure.Lease] = []
+    for start in range(0, len(leases), 10):
+        for answer in store.renew_many(leases[start : start + 10]):
+            assert isinstance(answer, tenure.Lease), answer
+            renewed.append(answer)
+    return renewed
+
+
+@pytest.mark.parametrize("renew", [_renew_each, _renew_in_batches], ids=["each", "batches"])
+def test_renewals_are_hot_updates(
+    url: str,
+    schema: str,
+    admin: Any,
+    renew: Callable[[tenure.Store, list[tenure.Lease]], list[tenure.Lease]],
+) -> None:
     with tenure.connect(url) as store:
         store.submit_many(
             [{"job_id": f"j{i}", "priority": i % 4 - 1, "payload": {"n": i}} for i in range(JOBS)]
@@ -100,7 +121,7 @@ def test_renewals_are_hot_updates(url: str, schema: str, admin: Any) -> None:
     admin.execute(render("ALTER TABLE {schema}.tenure_jobs SET (autovacuum_enabled = off)", schema))
     with tenure.connect(url) as store:
         for _ in range(RENEWALS):
-            leases = [store.renew(lease) for lease in leases]
+            leases = renew(store, leases)
     renewed = _settled(admin, schema, claims[0] + CLAIMED * RENEWALS)
     with tenure.connect(url) as store:
         assert store.complete_many(leases) == []

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import tenure
-from tenure._protocol import Completion, Submission, hash_secret, settle_receipt
+from tenure._protocol import Completion, Renewal, Submission, hash_secret, settle_receipt
 
 BAD_SECONDS = [float("nan"), float("inf"), float("-inf"), -1.0, 0.0, 1e300]
 
@@ -50,6 +50,10 @@ def _driver_calls(lease: tenure.Lease, value: float) -> dict[str, Any]:
     job, owner, gen = lease.job_id, lease.owner, lease.generation
     return {
         "renew": lambda d: d.renew(job, owner, gen, secret_hash, value),
+        # The refused ttl second: the first renewal, valid, must not be written either.
+        "renew_many": lambda d: d.renew_many(
+            [Renewal(job, owner, gen, secret_hash, 30.0), Renewal("K", "B", 1, "1" * 64, value)]
+        ),
         "fail": lambda d: d.fail(
             job, owner, gen, secret_hash, settle_receipt(secret_hash, "fail"), "e", value
         ),
@@ -74,7 +78,17 @@ def _driver_calls(lease: tenure.Lease, value: float) -> dict[str, Any]:
 
 @pytest.mark.parametrize(
     "operation",
-    ["renew", "fail", "claim", "claim_next", "complete_and_claim", "submit", "requeue", "purge"],
+    [
+        "renew",
+        "renew_many",
+        "fail",
+        "claim",
+        "claim_next",
+        "complete_and_claim",
+        "submit",
+        "requeue",
+        "purge",
+    ],
 )
 def test_a_refused_argument_writes_nothing(
     real_store: tenure.Store, raw: Any, prefix: str, held: tenure.Lease, operation: str

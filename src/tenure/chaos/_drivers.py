@@ -10,7 +10,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._clock import Clock
-from .._protocol import Completion, JobFilter, JobRow, Outcome, Status, Submission, is_repeat
+from .._protocol import (
+    Completion,
+    JobFilter,
+    JobRow,
+    Outcome,
+    Renewal,
+    Status,
+    Submission,
+    is_repeat,
+)
 from .._schedule import ScheduleRow
 from ..errors import StoreUnavailable
 from ..stores.abc import Driver
@@ -18,6 +27,8 @@ from ._control import TAKEOVERS, Control
 from ._history import Recorder
 
 __all__ = ["RecordingDriver", "UnsafeDriver"]
+
+_Batch = Sequence[Completion | Renewal]  # the items of a batch call
 
 
 def _row(row: JobRow | None) -> dict[str, Any]:
@@ -285,6 +296,18 @@ class RecordingDriver(PassThroughDriver):
         self._rec.end(op, "renew", kind, job=job_id, gen=generation, **_outcome(outcome))
         return outcome
 
+    def renew_many(self, renewals: Sequence[Renewal]) -> list[Outcome]:
+        ops = self._invoke_each("renew", renewals)
+        try:
+            outcomes = self._inner.renew_many(renewals)
+        except BaseException as exc:
+            self._each_raised(ops, "renew", renewals, exc)
+            raise
+        for op, r, outcome in zip(ops, renewals, outcomes, strict=True):
+            kind = "ok" if outcome.status == Status.APPLIED else "fail"
+            self._rec.end(op, "renew", kind, job=r.job_id, gen=r.generation, **_outcome(outcome))
+        return outcomes
+
     # Job control: each call one operation, ``ok`` when the store applied it, ``fail``
     # when it refused (the row says why: a finished job, or cancelled already).
     def cancel(self, job_id: str, reason: str, takes: Sequence[str]) -> Outcome:
@@ -345,11 +368,11 @@ class RecordingDriver(PassThroughDriver):
     def complete_many(self, completions: Sequence[Completion]) -> list[Outcome]:
         # One history operation per job: to the checker a batch is its completes, sent at
         # once and answered at once.
-        ops = self._invoke_completes(completions)
+        ops = self._invoke_each("complete", completions)
         try:
             outcomes = self._inner.complete_many(completions)
         except BaseException as exc:
-            self._completes_raised(ops, completions, exc)
+            self._each_raised(ops, "complete", completions, exc)
             raise
         self._completes_settled(ops, completions, outcomes)
         return outcomes
@@ -363,35 +386,39 @@ class RecordingDriver(PassThroughDriver):
         secret_hashes: Sequence[str],
     ) -> tuple[list[Outcome], list[Outcome]]:
         # Its completes and its claim_next, sent at once and answered at once.
-        ops = self._invoke_completes(completions)
+        ops = self._invoke_each("complete", completions)
         op = self._rec.invoke("claim_next", owner=owner, ttl=ttl, limit=len(secret_hashes))
         try:
             completed, claimed = self._inner.complete_and_claim(
                 completions, owner, ttl, queues, secret_hashes
             )
         except BaseException as exc:
-            self._completes_raised(ops, completions, exc)
+            self._each_raised(ops, "complete", completions, exc)
             self._rec.end(op, "claim_next", _ended(exc), error=str(exc)[:300])
             raise
         self._completes_settled(ops, completions, completed)
         self._claimed(op, secret_hashes, claimed)
         return completed, claimed
 
-    def _invoke_completes(self, completions: Sequence[Completion]) -> list[str]:
-        for c in completions:
-            self._reach("complete", job=c.job_id, gen=c.generation)
+    def _invoke_each(self, f: str, items: _Batch) -> list[str]:
+        """One history operation per item of a batch (complete_many, renew_many): to the
+        checker a batch is its items, sent at once and answered at once."""
+        for item in items:
+            self._reach(f, job=item.job_id, gen=item.generation)
         return [
-            self._rec.invoke("complete", job=c.job_id, gen=c.generation, owner=c.owner)
-            for c in completions
+            self._rec.invoke(
+                f,
+                job=item.job_id,
+                gen=item.generation,
+                owner=item.owner,
+                **({"ttl": item.ttl} if isinstance(item, Renewal) else {}),
+            )
+            for item in items
         ]
 
-    def _completes_raised(
-        self, ops: list[str], completions: Sequence[Completion], exc: BaseException
-    ) -> None:
-        for op, c in zip(ops, completions, strict=True):
-            self._rec.end(
-                op, "complete", _ended(exc), job=c.job_id, gen=c.generation, error=str(exc)
-            )
+    def _each_raised(self, ops: list[str], f: str, items: _Batch, exc: BaseException) -> None:
+        for op, item in zip(ops, items, strict=True):
+            self._rec.end(op, f, _ended(exc), job=item.job_id, gen=item.generation, error=str(exc))
 
     def _completes_settled(
         self, ops: list[str], completions: Sequence[Completion], outcomes: list[Outcome]
@@ -499,6 +526,10 @@ class UnsafeDriver(PassThroughDriver):
     ) -> Outcome:
         owner, secret_hash = TAKEOVERS.credentials(job_id, generation, owner, secret_hash)
         return self._inner.renew(job_id, owner, generation, secret_hash, ttl)
+
+    def renew_many(self, renewals: Sequence[Renewal]) -> list[Outcome]:
+        # One at a time, so that each goes through the unsafe `renew` above.
+        return [self.renew(*renewal) for renewal in renewals]
 
     def complete(
         self,

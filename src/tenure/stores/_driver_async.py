@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import Any, Protocol
 
-from .._protocol import Completion, JobFilter, JobRow, Outcome, Submission
+from .._protocol import Completion, JobFilter, JobRow, Outcome, Renewal, Submission
 from .._schedule import ScheduleRow
 
 __all__ = ["AsyncDriver", "AsyncSQLDriver", "AsyncTransaction"]
@@ -63,6 +63,13 @@ class AsyncDriver(Protocol):
     async def renew(
         self, job_id: str, owner: str, generation: int, secret_hash: str, ttl: float
     ) -> Outcome: ...
+
+    async def renew_many(self, renewals: Sequence[Renewal]) -> list[Outcome]:
+        """Every renewal in one atomic store operation (one transaction, statement or
+        script) at one store time. Each is checked on its own, as by `renew`; the answer has
+        one outcome per renewal, in order: ``APPLIED`` with the job as renewed, ``MISSED``
+        with the job as it is now, or ``MISSING``. Job ids are distinct (the store checked)."""
+        ...
 
     # complete, release and fail end the lease: the store keeps ``receipt`` in place of the
     # secret's hash (see tenure._protocol.settle_receipt), so a retry can tell its own

@@ -11,7 +11,7 @@ from typing import Any
 
 import anyio.to_thread
 
-from .._protocol import Completion, JobFilter, JobRow, Outcome, Submission
+from .._protocol import Completion, JobFilter, JobRow, Outcome, Renewal, Submission
 from .._schedule import ScheduleRow
 from ..errors import InvalidArgument
 from ._driver import Driver, Transaction
@@ -68,6 +68,9 @@ class ThreadedDriver:
     ) -> Outcome:
         call = partial(self.sync.renew, job_id, owner, generation, secret_hash, ttl)
         return await anyio.to_thread.run_sync(call)
+
+    async def renew_many(self, renewals: Sequence[Renewal]) -> list[Outcome]:
+        return await anyio.to_thread.run_sync(self.sync.renew_many, renewals)
 
     async def complete(
         self,

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 from .._clock import Clock
-from .._protocol import JOB_COLUMNS, Completion, JobRow, Outcome, Status
+from .._protocol import JOB_COLUMNS, Completion, JobRow, Outcome, Renewal, Status
 from ._driver import Driver, SQLDriver, Transaction
 from ._driver_async import AsyncDriver, AsyncSQLDriver, AsyncTransaction
 from ._threaded import ThreadedDriver, ThreadedTransaction
@@ -35,6 +35,7 @@ __all__ = [
     "Driver",
     "JobRow",
     "Outcome",
+    "Renewal",
     "SQLDriver",
     "Status",
     "ThreadedDriver",

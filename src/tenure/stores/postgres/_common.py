@@ -367,6 +367,7 @@ class SqlSet:
         "claim",
         "claim_next",
         "renew",
+        "renew_many",
         "complete",
         "complete_many",
         "complete_and_claim",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, cast
 
@@ -21,7 +21,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from ..._clock import Clock
 from ..._concurrency import pause_async, thread_lock_async, uncancellable_async
-from ..._protocol import Completion, Outcome, Status
+from ..._protocol import Completion, Outcome, Renewal
 from ..._validate import MAX_GENERATION
 from ...errors import StoreUnavailable
 from ._bound import StatementBound
@@ -52,6 +52,7 @@ from ._connection_async import (
 from ._control_async import AsyncPostgresControl
 from ._jobs_async import AsyncJobsMixin
 from ._migrate_async import prepare_schema_async
+from ._params import claim_params, completion_params, renewal_params, take_claims
 from ._schedules_async import AsyncPostgresSchedules
 from ._stats_async import attempts_async, queue_stats_async
 from ._transaction_async import AsyncPostgresTransaction
@@ -332,41 +333,28 @@ class AsyncPostgresDriver(AsyncPostgresControl, AsyncJobsMixin, AsyncPostgresSch
         """Claim ``len(wanted)`` more jobs (one per secret hash), adding them to
         ``claimed``."""
         while wanted:
-            params = self._claim_params(owner, ttl, queues, wanted)
+            params = claim_params(owner, ttl, queues, wanted, self._now())
             rows = await self._rows("claim_next", self._sql["claim_next"], params)
-            wanted = self._take_claims(rows, wanted, claimed)
+            wanted = take_claims(rows, wanted, claimed)
         return claimed
-
-    def _claim_params(
-        self, owner: str, ttl: float, queues: Sequence[str], wanted: list[str]
-    ) -> dict[str, Any]:
-        return {
-            "owner": owner,
-            "ttl": ttl,
-            "queues": list(queues),
-            "secret_hashes": wanted,
-            "limit": len(wanted),
-            "max_generation": MAX_GENERATION,
-            "now": self._now(),
-        }
-
-    @staticmethod
-    def _take_claims(rows: list[Answer], wanted: list[str], claimed: list[Outcome]) -> list[str]:
-        """Add the claims of a claim answer, and the jobs it buried, to ``claimed``; return
-        the secret hashes still wanted: jobs buried on the way took places in the pick, so
-        look again for the rest."""
-        won = 0
-        for answer in rows:
-            claimed.append(answer.outcome)
-            if answer.outcome.status == Status.APPLIED:
-                won += 1
-        return [] if won == len(rows) else wanted[won:]
 
     async def renew(
         self, job_id: str, owner: str, generation: int, secret_hash: str, ttl: float
     ) -> Outcome:
         return await self._one(
             "renew", holder_params(job_id, owner, generation, secret_hash, ttl=ttl)
+        )
+
+    async def renew_many(self, renewals: Sequence[Renewal]) -> list[Outcome]:
+        """All in one statement (``renew_many.sql``), answers in input order."""
+        if not renewals:
+            return []
+        params = renewal_params(renewals, self._now())
+        rows = await self._rows("renew_many", self._sql["renew_many"], params)
+        return await self._unraced_batch(
+            "renew_many",
+            rows,
+            lambda pending: renewal_params([renewals[i] for i in pending], self._now()),
         )
 
     async def complete(
@@ -385,7 +373,7 @@ class AsyncPostgresDriver(AsyncPostgresControl, AsyncJobsMixin, AsyncPostgresSch
 
     async def complete_many(self, completions: Sequence[Completion]) -> list[Outcome]:
         """All in one statement (``complete_many.sql``), answers in input order."""
-        params = self._completion_params(completions)
+        params = completion_params(completions, self._now())
         rows = await self._rows("complete_many", self._sql["complete_many"], params)
         return await self._complete_raced(completions, rows)
 
@@ -402,40 +390,42 @@ class AsyncPostgresDriver(AsyncPostgresControl, AsyncJobsMixin, AsyncPostgresSch
         as they run them."""
         wanted = list(secret_hashes)
         params = {
-            **self._completion_params(completions),
-            **self._claim_params(owner, ttl, queues, wanted),
+            **completion_params(completions, self._now()),
+            **claim_params(owner, ttl, queues, wanted, self._now()),
         }
         rows = await self._rows("complete_and_claim", self._sql["complete_and_claim"], params)
         count = len(completions)
         answers = await self._complete_raced(completions, rows[:count])
         claimed: list[Outcome] = []
-        wanted = self._take_claims(rows[count:], wanted, claimed)
+        wanted = take_claims(rows[count:], wanted, claimed)
         return answers, await self._claim_rest(owner, ttl, queues, wanted, claimed)
-
-    def _completion_params(self, completions: Sequence[Completion]) -> dict[str, Any]:
-        return {
-            "job_ids": [c.job_id for c in completions],
-            "owners": [c.owner for c in completions],
-            "generations": [c.generation for c in completions],
-            "held_hashes": [c.secret_hash for c in completions],
-            "receipts": [c.receipt for c in completions],
-            "results": [c.result for c in completions],
-            "now": self._now(),
-        }
 
     async def _complete_raced(
         self, completions: Sequence[Completion], rows: list[Answer]
     ) -> list[Outcome]:
-        """The outcomes of a batch completion's answer ``rows`` (one per completion, in
-        order). Those that raced (see `_one`) run again, only they: the others' answers
-        stand."""
+        """The outcomes of a batch completion's answer ``rows`` (see `_unraced_batch`)."""
+        return await self._unraced_batch(
+            "complete_many",
+            rows,
+            lambda pending: completion_params([completions[i] for i in pending], self._now()),
+        )
+
+    async def _unraced_batch(
+        self,
+        operation: str,
+        rows: list[Answer],
+        params_of: Callable[[list[int]], dict[str, Any]],
+    ) -> list[Outcome]:
+        """The outcomes of a batch statement's answer ``rows`` (one per item, in order).
+        Those that raced (see `_one`) run again, only they (``params_of``: the statement's
+        parameters for the items at those indexes): the others' answers stand."""
         answers = [row.outcome for row in rows]
         pending = [index for index, row in enumerate(rows) if row.raced]
+        statement = self._sql[operation]
         for _ in range(RACE_RETRIES - 1):
             if not pending:
                 break
-            params = self._completion_params([completions[i] for i in pending])
-            rows = await self._rows("complete_many", self._sql["complete_many"], params)
+            rows = await self._rows(operation, statement, params_of(pending))
             for index, row in zip(pending, rows, strict=True):
                 answers[index] = row.outcome
             pending = [index for index, row in zip(pending, rows, strict=True) if row.raced]

@@ -294,6 +294,7 @@ SCRIPTS: dict[str, Script] = {
         "claim",
         "claim_next",
         "renew",
+        "renew_many",
         "complete",
         "complete_many",
         "complete_and_claim",

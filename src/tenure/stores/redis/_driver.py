@@ -26,7 +26,7 @@ from ..._concurrency import (
     socket_timeout,
     uncancellable,
 )
-from ..._protocol import Completion, Outcome
+from ..._protocol import Completion, Outcome, Renewal
 from ...errors import StoreUnavailable
 from ._common import (
     CHECKED_CONFIG,
@@ -308,6 +308,18 @@ class RedisDriver(RedisControl, JobsMixin, RedisSchedules):
         self, job_id: str, owner: str, generation: int, secret_hash: str, ttl: float
     ) -> Outcome:
         return self._holder("renew", job_id, owner, generation, secret_hash, repr(float(ttl)))
+
+    def renew_many(self, renewals: Sequence[Renewal]) -> list[Outcome]:
+        if not renewals:
+            return []
+        k = self.keys
+        keys = [k.clock]
+        args = [self._now_arg()]
+        for job_id, owner, generation, secret_hash, ttl in renewals:
+            keys.append(k.job(job_id))
+            args += (owner, str(generation), secret_hash, repr(float(ttl)))
+        now, items = decode_batch(self._eval("renew_many", "renew_many", keys, args))
+        return [decode_item(item, now) for item in items]
 
     def complete(
         self,

@@ -34,7 +34,7 @@ from ..._concurrency import (
     socket_timeout_async,
     uncancellable_async,
 )
-from ..._protocol import Completion, Outcome
+from ..._protocol import Completion, Outcome, Renewal
 from ...errors import StoreUnavailable
 from ._common import (
     CHECKED_CONFIG,
@@ -318,6 +318,18 @@ class AsyncRedisDriver(AsyncRedisControl, AsyncJobsMixin, AsyncRedisSchedules):
         self, job_id: str, owner: str, generation: int, secret_hash: str, ttl: float
     ) -> Outcome:
         return await self._holder("renew", job_id, owner, generation, secret_hash, repr(float(ttl)))
+
+    async def renew_many(self, renewals: Sequence[Renewal]) -> list[Outcome]:
+        if not renewals:
+            return []
+        k = self.keys
+        keys = [k.clock]
+        args = [self._now_arg()]
+        for job_id, owner, generation, secret_hash, ttl in renewals:
+            keys.append(k.job(job_id))
+            args += (owner, str(generation), secret_hash, repr(float(ttl)))
+        now, items = decode_batch(await self._eval("renew_many", "renew_many", keys, args))
+        return [decode_item(item, now) for item in items]
 
     async def complete(
         self,

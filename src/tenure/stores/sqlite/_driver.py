@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..._clock import Clock, SystemClock, boot_clock
-from ..._protocol import Completion, JobRow, Outcome, Status, Submission
+from ..._protocol import Completion, JobRow, Outcome, Renewal, Status, Submission
 from ..._resources import migrations
 from ..._sqlite import enter_wal
 from ..._validate import MAX_GENERATION
@@ -441,6 +441,14 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin, SQLiteSchedules):
     ) -> Outcome:
         return self._holder_update("renew", job_id, owner, generation, secret_hash, ttl=ttl)
 
+    def renew_many(self, renewals: Sequence[Renewal]) -> list[Outcome]:
+        # One write transaction for the lot, at one store time: one lock hand-over and one
+        # flush, where separate renewals pay one each.
+        def body(cur: sqlite3.Cursor, now: float) -> list[Outcome]:
+            return self._each(cur, now, HOLDER_UPDATES["renew"], renewals)
+
+        return self._write("renew", body) if renewals else []
+
     def complete(
         self,
         job_id: str,
@@ -468,24 +476,28 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin, SQLiteSchedules):
             return new_outcome((Status.APPLIED, new_row(found), now))
         return self._answer(cur, now, params["job_id"], None)
 
-    def _complete_each(
-        self, cur: sqlite3.Cursor, now: float, completions: Sequence[Completion]
+    def _each(
+        self,
+        cur: sqlite3.Cursor,
+        now: float,
+        statement: str,
+        items: Sequence[Completion | Renewal],
     ) -> list[Outcome]:
-        """complete_many's body: each completion checked on its own, in order."""
-        statement = COMPLETE
+        """A batch's body (complete_many, renew_many): ``statement`` for each item (its
+        fields its parameters), each checked on its own, answered in order."""
         outcomes = []
-        for completion in completions:
-            params = completion._asdict()
+        for item in items:
+            params = item._asdict()
             params["now"] = now
             applied = read_row(cur, statement, params)
-            outcomes.append(self._answer(cur, now, completion.job_id, applied))
+            outcomes.append(self._answer(cur, now, item.job_id, applied))
         return outcomes
 
     def complete_many(self, completions: Sequence[Completion]) -> list[Outcome]:
         # One write transaction for the lot: one lock hand-over and one flush, where
         # separate completes pay one each.
         def body(cur: sqlite3.Cursor, now: float) -> list[Outcome]:
-            return self._complete_each(cur, now, completions)
+            return self._each(cur, now, COMPLETE, completions)
 
         return self._write("complete", body)
 
@@ -500,7 +512,7 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin, SQLiteSchedules):
         # complete_many then claim_next in one write transaction, at one store time: the
         # claim's picks see the jobs the completions just finished.
         def body(cur: sqlite3.Cursor, now: float) -> tuple[list[Outcome], list[Outcome]]:
-            completed = self._complete_each(cur, now, completions)
+            completed = self._each(cur, now, COMPLETE, completions)
             return completed, self._claim_each(cur, now, owner, ttl, queues, secret_hashes)
 
         return self._write("complete_and_claim", body)

@@ -312,6 +312,24 @@ local function held(job, owner, generation, secret_hash, now)
   return nil
 end
 
+-- renew.sql for one job: 'applied' (its lease now ends at now + ttl), 'missed' (not the
+-- caller's current lease, or expired: nothing changed) or 'missing'. renew and renew_many
+-- both run this.
+local function renew_job(job, owner, generation, secret_hash, ttl, now)
+  if redis.call('EXISTS', job) == 0 then
+    return 'missing'
+  end
+  local candidates, member = held(job, owner, generation, secret_hash, now)
+  if not candidates then
+    return 'missed'
+  end
+  local lease_until = fmt(now + ttl)
+  redis.call('HSET', job, 'lu', lease_until, 'av', lease_until, 'u', fmt(now))
+  redis.call('ZADD', candidates, lease_until, member)
+  lease_mark(candidates, member, lease_until)
+  return 'applied'
+end
+
 -- complete.sql for one job: 'applied' (now done), 'missed' (not the caller's current
 -- lease: nothing changed) or 'missing'. The secret hash gives way to the complete's
 -- receipt, so that a repeated complete by the same lease is recognised as a repeat and a
@@ -368,6 +386,36 @@ local function complete_each(out, k, count, a, now)
     local status = complete_job(job, ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3],
       ARGV[i + 4], ARGV[i + 5], now)
     if status == 'missing' or status == 'applied' then
+      out[#out + 1] = { status }
+    else
+      local item = json_row(job)
+      table.insert(item, 1, status)
+      out[#out + 1] = item
+    end
+  end
+end
+
+-- renew_many's loop, in two passes: RENEWAL_ARGS ARGV per renewal from ARGV[a] on (owner,
+-- generation, secret hash, ttl). renewal_ttls checks every ttl, before the script's first
+-- write (store_now's floor included), so a refused one writes nothing; renew_each then
+-- renews `count` jobs as renew does (renew_job), the jobs KEYS[k], KEYS[k + 1], ..., and
+-- appends to `out` one item per renewal, in order: ["applied", <row as renewed>],
+-- ["missed", <row as it is now>] or ["missing"]. An applied renewal's row is kept (unlike
+-- complete_each's): its caller builds the new lease from it.
+local RENEWAL_ARGS = 4
+local function renewal_ttls(count, a)
+  local ttls = {}
+  for n = 0, count - 1 do
+    ttls[n + 1] = ttl_arg(ARGV[a + RENEWAL_ARGS * n + 3])
+  end
+  return ttls
+end
+
+local function renew_each(out, k, count, a, ttls, now)
+  for n = 0, count - 1 do
+    local job, i = KEYS[k + n], a + RENEWAL_ARGS * n
+    local status = renew_job(job, ARGV[i], ARGV[i + 1], ARGV[i + 2], ttls[n + 1], now)
+    if status == 'missing' then
       out[#out + 1] = { status }
     else
       local item = json_row(job)

@@ -1,0 +1,56 @@
+-- renew.sql for many leases in one statement, at one store time: the i-th element of each
+-- array is the i-th renewal ("todo"), checked exactly as renew.sql checks its one job, with
+-- its own ttl. One answer row per renewal, in input order (position): the renewed row, or
+-- the job as it is now.
+{include:_clock},
+todo AS MATERIALIZED (
+    SELECT t.job_id, t.owner, t.generation, t.secret_hash, t.ttl, t.position
+    FROM unnest(
+        %(job_ids)b::text[],
+        %(owners)b::text[],
+        %(generations)b::bigint[],
+        %(held_hashes)b::text[],
+        %(ttls)b::float8[]
+    ) WITH ORDINALITY AS t (job_id, owner, generation, secret_hash, ttl, position)
+    -- The update takes its row locks in this order: the same for every batch (and as
+    -- _complete_many_ctes.sql takes them), so two batches sharing jobs wait for each other
+    -- instead of deadlocking.
+    ORDER BY t.job_id
+),
+renewed AS (
+    UPDATE {schema}.tenure_jobs AS j
+    SET lease_until = clock.now + t.ttl,
+        available_at = clock.now + t.ttl,
+        -- Lowered only by a shorter lease; otherwise the same value, and the update HOT.
+        lease_min_end = least(j.lease_min_end, clock.now + t.ttl),
+        updated_at = clock.now
+    FROM todo AS t, clock
+    WHERE j.job_id = t.job_id
+      -- The same jobs again, as an array every index path on j probes (see the claim's
+      -- update in _claim_next_ctes.sql).
+      AND j.job_id = ANY (%(job_ids)b::text[])
+      AND j.state = 'leased'
+      AND j.owner = t.owner
+      AND j.generation = t.generation
+      AND j.secret_hash = t.secret_hash
+      AND j.lease_until > clock.now
+    RETURNING 'applied' AS status, j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at, j.priority, j.timeout, j.unique_key, j.headers, clock.now, false AS raced, t.position
+)
+SELECT * FROM renewed
+UNION ALL
+-- Not applied: the job as this statement's snapshot saw it. When that version would have
+-- matched, a concurrent writer changed the job meanwhile (raced): the driver runs those
+-- renewals again rather than report a version that is already gone.
+SELECT CASE WHEN j.job_id IS NULL THEN 'missing' ELSE 'missed' END, j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at, j.priority, j.timeout, j.unique_key, j.headers, clock.now,
+    coalesce(
+        j.state = 'leased'
+        AND j.owner = t.owner
+        AND j.generation = t.generation
+        AND j.secret_hash = t.secret_hash
+        AND j.lease_until > clock.now,
+        false
+    ),
+    t.position
+FROM todo AS t CROSS JOIN clock LEFT JOIN {schema}.tenure_jobs AS j ON j.job_id = t.job_id
+WHERE NOT EXISTS (SELECT FROM renewed AS a WHERE a.position = t.position)
+ORDER BY position
