@@ -2,7 +2,9 @@
 
 * The **renewer** thread sends the renewals, with its own store connection, so a handler
   that blocks its thread or the event loop (CPU-bound code, blocking calls) cannot starve
-  it, and a slow claim or idle wait on the worker's connection cannot delay it.
+  it, and a slow claim or idle wait on the worker's connection cannot delay it. Its store
+  renews many leases in one call (`renew_many`), so a worker holding N leases sends one
+  call per renewal period rather than N (`renewal_batch` decides which go together).
 * The **watchdog** thread does no I/O at all: it wakes at each lease's local deadline and
   declares the lease lost if no renewal was confirmed by then. A renewal that hangs (the
   store stopped answering) therefore cannot delay the decision. It also wakes at each
@@ -27,13 +29,14 @@ from collections.abc import Callable
 from typing import Protocol
 
 from .._clock import Clock, SystemClock
+from .._validate import MAX_BATCH
 from ..errors import LeaseLost, StoreLost, StoreUnavailable
 from ..models import Lease
 from ._lease import LeaseHandle
 from ._retry import RETRY, Outage
 from ._stats import Stats
 
-__all__ = ["TICK", "LeaseKeeper", "Renewer"]
+__all__ = ["TICK", "LeaseKeeper", "Renewer", "renewal_batch"]
 
 log = logging.getLogger("tenure")
 
@@ -47,6 +50,25 @@ class Renewer(Protocol):
     through its event loop)."""
 
     def renew(self, lease: Lease) -> Lease: ...
+
+    # And, when it has one (`tenure.Store` does), ``renew_many(leases)``, answering a
+    # renewed `Lease` or a `LeaseLost` per lease, in order: the keeper then sends batches.
+
+
+def renewal_batch(
+    active: list[LeaseHandle], now: float, renew_every: Callable[[Lease], float]
+) -> list[LeaseHandle]:
+    """What one `renew_many` call renews once a lease of ``active`` is due at ``now``: the
+    due ones, and every other at least half-way to its own renewal (``renew_every``: its
+    period), the soonest local deadline first.
+
+    Leases claimed at different times fall into step this way after one renewal each:
+    a lease is renewed early by at most half its period, the price of a row in a call that
+    is sent anyway, where renewing it on its own a little later would cost a round trip.
+    """
+    batch = [h for h in active if h.next_renew_at - now <= renew_every(h.lease) / 2]
+    batch.sort(key=lambda h: h.lease.local_deadline)
+    return batch
 
 
 class LeaseKeeper:
@@ -63,6 +85,9 @@ class LeaseKeeper:
         outage: Outage | None = None,
     ) -> None:
         self._store = store
+        self._renew_many: Callable[[list[Lease]], list[Lease | LeaseLost]] | None = getattr(
+            store, "renew_many", None
+        )
         self._clock = clock
         self._stats = stats
         self._outage = outage or Outage(clock, stats)
@@ -148,13 +173,20 @@ class LeaseKeeper:
                     return
                 now = self._clock.monotonic()
                 active = [h for h in self._handles if not (h.finished or h.lost_flag)]
-                due = sorted(
-                    (h for h in active if h.next_renew_at <= now),
-                    key=lambda h: h.lease.local_deadline,
-                )
-                if not due:
+                if not any(h.next_renew_at <= now for h in active):
                     self._wait(min((h.next_renew_at for h in active), default=None), renewer=True)
                     continue
+                if self._renew_many is not None:
+                    due = renewal_batch(active, now, self._renew_every)
+                else:
+                    due = [h for h in active if h.next_renew_at <= now]
+                    due.sort(key=lambda h: h.lease.local_deadline)
+            if self._renew_many is not None:
+                for start in range(0, len(due), MAX_BATCH):
+                    if self._stopped:
+                        return
+                    self._renew_batch(due[start : start + MAX_BATCH])
+                continue
             for handle in due:
                 if self._stopped:
                     return
@@ -168,23 +200,59 @@ class LeaseKeeper:
         try:
             renewed = self._store.renew(lease)
         except LeaseLost as exc:
-            if handle.finished or handle.is_settling:
-                # The job is being settled: the settle's own answer tells whether the lease
-                # was still current (a complete that landed first rejects this renewal).
-                return
-            handle.mark_lost(f"renewal rejected by the store: {exc}", "renewal_rejected")
+            self._rejected(handle, exc)
             return
-        except StoreLost as exc:
+        except Exception as exc:
+            self._unanswered(handle, lease, exc, sent_at)
+            return
+        self._outage.ok()
+        self._adopt(handle, lease, renewed, sent_at)
+
+    def _renew_batch(self, handles: list[LeaseHandle]) -> None:
+        """One `renew_many` call for ``handles``: each answer is taken as `_renew` takes
+        one; an error without answers is every lease's."""
+        held = [(handle, handle.lease_to_renew()) for handle in handles]
+        sent = [(handle, lease) for handle, lease in held if lease is not None]
+        if not sent:
+            return
+        assert self._renew_many is not None
+        sent_at = self._clock.monotonic()
+        try:
+            answers = self._renew_many([lease for _, lease in sent])
+        except Exception as exc:
+            for handle, lease in sent:
+                self._unanswered(handle, lease, exc, sent_at)
+            return
+        self._outage.ok()
+        for (handle, lease), answer in zip(sent, answers, strict=True):
+            if isinstance(answer, LeaseLost):
+                self._rejected(handle, answer)
+            else:
+                self._adopt(handle, lease, answer, sent_at)
+
+    def _rejected(self, handle: LeaseHandle, exc: LeaseLost) -> None:
+        if handle.finished or handle.is_settling:
+            # The job is being settled: the settle's own answer tells whether the lease
+            # was still current (a complete that landed first rejects this renewal). No
+            # renewal of it can succeed now: none is sent until its deadline.
+            with self._cond:
+                handle.next_renew_at = handle.lease.local_deadline
+            return
+        handle.mark_lost(f"renewal rejected by the store: {exc}", "renewal_rejected")
+
+    def _unanswered(
+        self, handle: LeaseHandle, lease: Lease, exc: Exception, sent_at: float
+    ) -> None:
+        if isinstance(exc, StoreLost):
             self._stats.incr("renewal_errors")
             self._outage.store_lost(exc)  # the worker revokes every lease
             with self._cond:
                 handle.next_renew_at = lease.local_deadline
             return
-        except Exception as exc:
-            self._renewal_failed(handle, lease, exc, self._clock.monotonic() - sent_at)
-            return
+        self._renewal_failed(handle, lease, exc, self._clock.monotonic() - sent_at)
+
+    def _adopt(self, handle: LeaseHandle, lease: Lease, renewed: Lease, sent_at: float) -> None:
         handle.renew_failures = 0
-        self._outage.ok()
         latency = self._clock.monotonic() - sent_at
         if not handle.renewed(renewed):
             return
