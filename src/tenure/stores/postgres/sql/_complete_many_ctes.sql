@@ -1,6 +1,6 @@
 -- The CTEs of a batch completion (included by complete_many.sql and complete_and_claim.sql,
 -- after "clock"): the i-th element of each array is the i-th completion ("todo"), checked
--- exactly as complete.sql checks its one job ("completed", which returns answer rows: status,
+-- exactly as complete.sql checks its one job ("applied", which returns answer rows: status,
 -- the job's columns, store time, raced (false), position).
 todo AS MATERIALIZED (
     SELECT t.job_id, t.owner, t.generation, t.secret_hash, t.receipt, t.result, t.position
@@ -16,7 +16,7 @@ todo AS MATERIALIZED (
     -- batches sharing jobs wait for each other instead of deadlocking.
     ORDER BY t.job_id
 ),
-completed AS (
+applied AS (
     UPDATE {schema}.tenure_jobs AS j
     SET state = 'done',
         result = t.result,

@@ -9,10 +9,10 @@
 {include:_clock},
 {include:_complete_many_ctes},
 -- The jobs completed here free their queues' room for the claim (see _queue_room.sql).
-settled AS (SELECT c.job_id FROM completed AS c),
+settled AS (SELECT c.job_id FROM applied AS c),
 {include:_claim_next_ctes}
 SELECT *, 1 AS part FROM (
-{include:_complete_many_answer}
+{include:_batch_answer}
 ) AS completions
 UNION ALL
 SELECT *, 2 FROM (

@@ -2,5 +2,5 @@
 -- per completion, in input order (position).
 {include:_clock},
 {include:_complete_many_ctes}
-{include:_complete_many_answer}
+{include:_batch_answer}
 ORDER BY position

@@ -17,7 +17,7 @@ todo AS MATERIALIZED (
     -- instead of deadlocking.
     ORDER BY t.job_id
 ),
-renewed AS (
+applied AS (
     UPDATE {schema}.tenure_jobs AS j
     SET lease_until = clock.now + t.ttl,
         available_at = clock.now + t.ttl,
@@ -36,21 +36,5 @@ renewed AS (
       AND j.lease_until > clock.now
     RETURNING 'applied' AS status, j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at, j.priority, j.timeout, j.unique_key, j.headers, clock.now, false AS raced, t.position
 )
-SELECT * FROM renewed
-UNION ALL
--- Not applied: the job as this statement's snapshot saw it. When that version would have
--- matched, a concurrent writer changed the job meanwhile (raced): the driver runs those
--- renewals again rather than report a version that is already gone.
-SELECT CASE WHEN j.job_id IS NULL THEN 'missing' ELSE 'missed' END, j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at, j.priority, j.timeout, j.unique_key, j.headers, clock.now,
-    coalesce(
-        j.state = 'leased'
-        AND j.owner = t.owner
-        AND j.generation = t.generation
-        AND j.secret_hash = t.secret_hash
-        AND j.lease_until > clock.now,
-        false
-    ),
-    t.position
-FROM todo AS t CROSS JOIN clock LEFT JOIN {schema}.tenure_jobs AS j ON j.job_id = t.job_id
-WHERE NOT EXISTS (SELECT FROM renewed AS a WHERE a.position = t.position)
+{include:_batch_answer}
 ORDER BY position

@@ -1,10 +1,11 @@
--- The answer of a batch completion (see _complete_many_ctes.sql), unordered: one row per
--- completion, with its input position: the applied row, or the job as it is now.
-SELECT * FROM completed
+-- The answer of a batch of holder updates (complete_many's, renew_many's), unordered: one
+-- row per item of "todo", with its input position: the row "applied" returned, or the job
+-- as it is now. Both batches apply under the same lease condition, restated below.
+SELECT * FROM applied
 UNION ALL
 -- Not applied: the job as this statement's snapshot saw it. When that version would have
 -- matched, a concurrent writer changed the job meanwhile (raced): the driver runs those
--- completions again rather than report a version that is already gone.
+-- items again rather than report a version that is already gone.
 SELECT CASE WHEN j.job_id IS NULL THEN 'missing' ELSE 'missed' END, j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at, j.priority, j.timeout, j.unique_key, j.headers, clock.now,
     coalesce(
         j.state = 'leased'
@@ -16,4 +17,4 @@ SELECT CASE WHEN j.job_id IS NULL THEN 'missing' ELSE 'missed' END, j.job_id, j.
     ),
     t.position
 FROM todo AS t CROSS JOIN clock LEFT JOIN {schema}.tenure_jobs AS j ON j.job_id = t.job_id
-WHERE NOT EXISTS (SELECT FROM completed AS a WHERE a.position = t.position)
+WHERE NOT EXISTS (SELECT FROM applied AS a WHERE a.position = t.position)
