@@ -377,6 +377,17 @@ def print_report(
     return ratios
 
 
+def sqlite_clock_params() -> dict[str, object]:
+    """What the SQLite driver passes to its clock.sql: the wall clock and (Linux) the boot
+    clock, for the raw sqlite3 sides that run the driver's statements."""
+    import tenure
+
+    boot = tenure.SystemClock().boot()
+    if boot is None:
+        return {"host_now": time.time(), "boot_id": None, "boot_now": None}
+    return {"host_now": time.time(), "boot_id": boot[0], "boot_now": boot[1]}
+
+
 # -- tenure stores of their own ----------------------------------------------------------
 
 

@@ -30,12 +30,18 @@ from __future__ import annotations
 import argparse
 import sqlite3
 import tempfile
-import time
 from collections.abc import Callable
 from importlib.resources import files
 from typing import Any
 
-from _common import Side, fresh_store, interleave_chunks, machine_line, print_report
+from _common import (
+    Side,
+    fresh_store,
+    interleave_chunks,
+    machine_line,
+    print_report,
+    sqlite_clock_params,
+)
 
 import tenure
 from tenure._protocol import hash_secret
@@ -123,13 +129,6 @@ class RawSQLite:
         self.cur = self.conn.cursor()
         self.rounds, self.batch = rounds, batch
         self.hashes = {lease.job_id: hash_secret(lease.secret) for lease in rounds.leases}
-        self.host = tenure.SystemClock()
-
-    def _clock_params(self) -> dict[str, object]:
-        boot = self.host.boot()
-        if boot is None:
-            return {"host_now": time.time(), "boot_id": None, "boot_now": None}
-        return {"host_now": time.time(), "boot_id": boot[0], "boot_now": boot[1]}
 
     def step(self, limit: int) -> int:
         cur, done = self.cur, 0
@@ -138,7 +137,7 @@ class RawSQLite:
             if not taken:
                 break
             cur.execute("BEGIN IMMEDIATE")
-            now = cur.execute(self.clock, self._clock_params()).fetchone()[0]
+            now = cur.execute(self.clock, sqlite_clock_params()).fetchone()[0]
             for lease in taken:
                 row = cur.execute(
                     self.renew,

@@ -56,12 +56,19 @@ import sqlite3
 import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from importlib.resources import files
 from pathlib import Path
 
-from _common import Result, Side, contend_chunks, interleave_chunks, machine_line, print_report
+from _common import (
+    Result,
+    Side,
+    contend_chunks,
+    interleave_chunks,
+    machine_line,
+    print_report,
+    sqlite_clock_params,
+)
 
 import tenure
 from tenure._validate import MAX_GENERATION
@@ -74,15 +81,6 @@ RAW_SECRET_HASH = "0" * 64
 RAW_RECEIPT = "1" * 64  # what a settle leaves in its place
 
 _SQL = files("tenure.stores.sqlite").joinpath("sql")
-_HOST = tenure.SystemClock()
-
-
-def _clock_params() -> dict[str, object]:
-    """What the driver passes to clock.sql: the wall clock and (Linux) the boot clock."""
-    boot = _HOST.boot()
-    if boot is None:
-        return {"host_now": time.time(), "boot_id": None, "boot_now": None}
-    return {"host_now": time.time(), "boot_id": boot[0], "boot_now": boot[1]}
 
 
 def sql(name: str) -> str:
@@ -138,7 +136,7 @@ class RawCycles:
         while done < limit:
             # claim_next
             cur.execute("BEGIN IMMEDIATE")
-            now = cur.execute(clock, _clock_params()).fetchone()[0]
+            now = cur.execute(clock, sqlite_clock_params()).fetchone()[0]
             found = cur.execute(
                 pick, {"queue": QUEUE, "now": now, "max_generation": MAX_GENERATION}
             ).fetchone()
@@ -162,7 +160,7 @@ class RawCycles:
             cur.execute("COMMIT")
             # complete
             cur.execute("BEGIN IMMEDIATE")
-            now = cur.execute(clock, _clock_params()).fetchone()[0]
+            now = cur.execute(clock, sqlite_clock_params()).fetchone()[0]
             row = cur.execute(
                 complete,
                 {
