@@ -8,7 +8,6 @@ see the plan."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,6 +17,7 @@ import pytest
 import tenure
 from tenure.stores.postgres._common import SqlSet, render, sql_text
 from tests.backends import POSTGRES_URL, postgres_schema, postgres_schema_url
+from tests.postgres._plans import explain, nodes
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("postgres_up")]
 
@@ -51,27 +51,6 @@ def _fill(conn: Any, schema: str, total: int) -> None:
         (LIVE, total),
     )
     conn.execute(render("ANALYZE {schema}.tenure_jobs", schema).encode())
-
-
-def _explain(conn: Any, schema: str) -> dict[str, Any]:
-    statement = SqlSet(schema)["queue_stats"]
-    with conn.transaction(force_rollback=True):
-        conn.execute(b"PREPARE tenure_plan AS " + statement.text)
-        rows = conn.execute(
-            "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE tenure_plan(NULL)"
-        ).fetchall()
-    conn.execute("DEALLOCATE ALL")
-    value = rows[0][0]
-    plan: dict[str, Any] = (json.loads(value) if isinstance(value, str) else value)[0]
-    return plan
-
-
-def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    stack = [plan["Plan"]]
-    while stack:
-        node = stack.pop()
-        yield node
-        stack.extend(node.get("Plans", []))
 
 
 def _outline(plan: dict[str, Any]) -> str:
@@ -109,14 +88,17 @@ def test_queue_stats_reads_the_backlog_not_the_history(
     filled: tuple[Any, dict[int, str]],
 ) -> None:
     conn, schemas = filled
-    plans = {size: _explain(conn, schema) for size, schema in schemas.items()}
+    plans = {
+        size: explain(conn, SqlSet(schema)["queue_stats"], {"now": None})
+        for size, schema in schemas.items()
+    }
     for size, plan in plans.items():
         print(f"\nqueue_stats, {size} jobs ({LIVE} live):\n{_outline(plan)}")
-        scans = [n for n in _nodes(plan) if n.get("Relation Name") == "tenure_jobs"]
+        scans = [n for n in nodes(plan) if n.get("Relation Name") == "tenure_jobs"]
         assert sum(n["Actual Rows"] for n in scans) == LIVE, _outline(plan)
         if size > LIVE:  # (when every job is live, reading the table in order is right)
             assert all(n["Node Type"] != "Seq Scan" for n in scans), _outline(plan)
-            names = {n.get("Index Name") for n in _nodes(plan)}
+            names = {n.get("Index Name") for n in nodes(plan)}
             assert {"tenure_jobs_queued", "tenure_jobs_leased"} <= names, _outline(plan)
     top = {size: plan["Plan"] for size, plan in plans.items()}
     pages = {

@@ -4,7 +4,6 @@ a claim or renewal lose HOT (heap-only) that it had without it."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -13,43 +12,9 @@ import psycopg
 import pytest
 
 import tenure
-from tenure.stores.postgres._common import SqlSet, Statement, render, sql_text
+from tenure.stores.postgres._common import SqlSet, render, sql_text
 from tests.backends import POSTGRES_URL, postgres_schema, postgres_schema_url
-
-
-def _literal(value: Any) -> str:
-    if value is None:
-        return "NULL"
-    if isinstance(value, list):
-        return "ARRAY[" + ",".join(_literal(v) for v in value) + "]::text[]"
-    if isinstance(value, str):
-        return "'" + value.replace("'", "''") + "'"
-    return repr(value)
-
-
-def explain(conn: Any, statement: Statement, params: dict[str, Any]) -> dict[str, Any]:
-    """EXPLAIN ANALYZE of the generic plan, in a transaction that is rolled back."""
-    args = ", ".join(_literal(params[name]) for name in statement.names)
-    with conn.transaction(force_rollback=True):
-        conn.execute(f"PREPARE tenure_plan AS {statement.text.decode()}")
-        conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
-        rows = conn.execute(
-            f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE tenure_plan({args})"
-        ).fetchall()
-    conn.execute("DEALLOCATE ALL")
-    value = rows[0][0]
-    plan: dict[str, Any] = (json.loads(value) if isinstance(value, str) else value)[0]
-    return plan
-
-
-def scans_of_jobs(plan: dict[str, Any]) -> list[dict[str, Any]]:
-    stack, found = [plan["Plan"]], []
-    while stack:
-        node = stack.pop()
-        stack.extend(node.get("Plans", []))
-        if node.get("Relation Name") == "tenure_jobs" and node["Node Type"] != "ModifyTable":
-            found.append(node)
-    return found
+from tests.postgres._plans import explain, scans_of_jobs
 
 
 @pytest.fixture(scope="module")

@@ -61,6 +61,7 @@ def test_a_version_5_store_upgrades_to_priorities(version_5: tuple[Any, str]) ->
         "0012_triggers_per_statement.sql",
         "0013_lease_min_end.sql",
         "0014_plans_whatever_the_statistics.sql",
+        "0015_batches_in_linear_time.sql",
     ]
     rows = admin.execute(
         render(

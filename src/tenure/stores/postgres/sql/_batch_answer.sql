@@ -1,6 +1,6 @@
 -- The answer of a batch of holder updates (complete_many's, renew_many's), unordered: one
 -- row per item of "todo", with its input position: the row "applied" returned, or the job
--- as it is now. Both batches apply under the same lease condition, restated below.
+-- as it is now. Both batches apply under the lease condition of _held.sql, restated below.
 SELECT * FROM applied
 UNION ALL
 -- Not applied: the job as this statement's snapshot saw it. When that version would have
@@ -17,4 +17,6 @@ SELECT CASE WHEN j.job_id IS NULL THEN 'missing' ELSE 'missed' END, j.job_id, j.
     ),
     t.position
 FROM todo AS t CROSS JOIN clock LEFT JOIN {schema}.tenure_jobs AS j ON j.job_id = t.job_id
-WHERE NOT EXISTS (SELECT FROM applied AS a WHERE a.position = t.position)
+-- A hashed NOT IN: an anti join of the two could be planned as a read of one per row of
+-- the other (see _held.sql).
+WHERE t.position NOT IN (SELECT a.position FROM applied AS a)

@@ -26,10 +26,10 @@
 -- defines "settled" (the jobs it completes first) before this.
 {include:_queue_room},
 ready_picked AS MATERIALIZED (
-    SELECT c.job_id, q.queue, c.priority, c.available_at, c.seq, false AS buryable
+    SELECT c.job_id, q.queue, c.priority, c.available_at, c.seq, false AS buryable, c.row_id
     FROM unnest(%(queues)b::text[]) AS q (queue)
     CROSS JOIN LATERAL (
-        SELECT j.job_id, j.priority, j.available_at, j.seq
+        SELECT j.job_id, j.priority, j.available_at, j.seq, j.ctid AS row_id
         FROM {schema}.tenure_jobs AS j
         WHERE j.queue = q.queue
           AND j.state = 'ready'
@@ -48,10 +48,11 @@ ready_picked AS MATERIALIZED (
 ),
 expired_picked AS MATERIALIZED (
     SELECT c.job_id, q.queue, c.priority, c.available_at, c.seq,
-           c.attempts >= c.max_attempts AS buryable
+           c.attempts >= c.max_attempts AS buryable, c.row_id
     FROM unnest(%(queues)b::text[]) AS q (queue)
     CROSS JOIN LATERAL (
-        SELECT j.job_id, j.priority, j.available_at, j.seq, j.attempts, j.max_attempts
+        SELECT j.job_id, j.priority, j.available_at, j.seq, j.attempts, j.max_attempts,
+               j.ctid AS row_id
         FROM {schema}.tenure_jobs AS j
         WHERE j.queue = q.queue
           AND j.state = 'leased'
@@ -76,7 +77,7 @@ expired_picked AS MATERIALIZED (
 -- until this statement's transaction ends: other claims skip them meanwhile, as they skip
 -- any row a claim is locking.)
 picked AS MATERIALIZED (
-    SELECT u.job_id, u.queue, u.priority, u.available_at, u.seq, u.buryable
+    SELECT u.job_id, u.queue, u.priority, u.available_at, u.seq, u.buryable, u.row_id
     FROM (
         SELECT b.*,
                row_number() OVER (PARTITION BY b.queue, b.buryable
@@ -97,7 +98,7 @@ picked AS MATERIALIZED (
     LIMIT %(limit)s
 ),
 numbered AS (
-    SELECT p.job_id, p.queue,
+    SELECT p.job_id, p.queue, p.row_id,
            row_number() OVER (ORDER BY p.priority DESC, p.available_at, p.seq) AS position
     FROM picked AS p
     WHERE NOT p.buryable
@@ -109,7 +110,7 @@ claimed AS (
         -- Above the job's generation and the floor, at least the timeline's base, never past
         -- the next timeline's base (_next_generation.sql): never a reissue, even after a promotion.
         generation = {include:_next_generation},
-        secret_hash = h.secret_hash,
+        secret_hash = (%(secret_hashes)b::text[])[n.position],
         -- A limited queue's leases start at its room's time (read after its lock, see
         -- tenure_queue_room), the others at the statement's.
         lease_until = coalesce(r.now, clock.now) + %(ttl)s::float8,
@@ -118,15 +119,13 @@ claimed AS (
         attempts = j.attempts + 1,
         updated_at = coalesce(r.now, clock.now)
     FROM numbered AS n
-    JOIN unnest(%(secret_hashes)b::text[]) WITH ORDINALITY AS h (secret_hash, position)
-        USING (position)
     LEFT JOIN room AS r ON r.queue = n.queue,
         clock
-    WHERE j.job_id = n.job_id
-      -- The same jobs again, as an array every index path on j probes: with statistics
-      -- that say the table is empty (an analyze after a purge), the join alone was planned
-      -- as a read of the whole primary key (tests/postgres/test_plans.py).
-      AND j.job_id = ANY (ARRAY(SELECT p.job_id FROM picked AS p))
+    -- Each picked row by its address, as the batch updates of _held.sql reach theirs, and
+    -- for the same reason. (A row a concurrent writer changed after this statement's
+    -- snapshot, and that the pick's lock found still claimable as it is now, is not at an
+    -- address the snapshot sees: it is left for the next claim.)
+    WHERE j.ctid = n.row_id
       AND j.attempts < j.max_attempts
     RETURNING 'applied' AS status, j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at, j.priority, j.timeout, j.unique_key, j.headers, clock.now, false AS raced, n.position
 ),
@@ -151,7 +150,6 @@ buried AS (
         error = coalesce(j.error, 'lease expired during the last allowed attempt'),
         updated_at = clock.now
     FROM picked AS p, clock
-    WHERE j.job_id = p.job_id AND p.buryable
-      AND j.job_id = ANY (ARRAY(SELECT b.job_id FROM picked AS b WHERE b.buryable))  -- as above
+    WHERE j.ctid = p.row_id AND p.buryable  -- as above
     RETURNING 'buried' AS status, j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at, j.priority, j.timeout, j.unique_key, j.headers, clock.now, false AS raced, NULL::bigint AS position
 )

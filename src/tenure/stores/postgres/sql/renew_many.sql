@@ -12,11 +12,9 @@ todo AS MATERIALIZED (
         %(held_hashes)b::text[],
         %(ttls)b::float8[]
     ) WITH ORDINALITY AS t (job_id, owner, generation, secret_hash, ttl, position)
-    -- The update takes its row locks in this order: the same for every batch (and as
-    -- _complete_many_ctes.sql takes them), so two batches sharing jobs wait for each other
-    -- instead of deadlocking.
-    ORDER BY t.job_id
+    ORDER BY t.job_id  -- the order of the row locks (_held.sql)
 ),
+{include:_held}
 applied AS (
     UPDATE {schema}.tenure_jobs AS j
     SET lease_until = clock.now + t.ttl,
@@ -24,16 +22,8 @@ applied AS (
         -- Lowered only by a shorter lease; otherwise the same value, and the update HOT.
         lease_min_end = least(j.lease_min_end, clock.now + t.ttl),
         updated_at = clock.now
-    FROM todo AS t, clock
-    WHERE j.job_id = t.job_id
-      -- The same jobs again, as an array every index path on j probes (see the claim's
-      -- update in _claim_next_ctes.sql).
-      AND j.job_id = ANY (%(job_ids)b::text[])
-      AND j.state = 'leased'
-      AND j.owner = t.owner
-      AND j.generation = t.generation
-      AND j.secret_hash = t.secret_hash
-      AND j.lease_until > clock.now
+    FROM held AS t, clock
+    WHERE j.ctid = t.row_id
     RETURNING 'applied' AS status, j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at, j.priority, j.timeout, j.unique_key, j.headers, clock.now, false AS raced, t.position
 )
 {include:_batch_answer}

@@ -186,9 +186,13 @@ CREATE TABLE {schema}.tenure_attempts (
 -- analyze records it empty, a plan made then scans the whole history at every claim and
 -- completion until the next analyze: claims at a fifth of their speed
 -- (benchmarks.md "The attempt history's plans"). So the function turns sequential scans
--- off for its own statements (SET below: only while it runs), and each statement names the
--- jobs it touches as an array, which every index path then probes instead of reading the
--- whole index.
+-- off for its own statements (SET below: only while it runs), and finds each ended attempt
+-- by a primary-key probe per ended lease.
+--
+-- Those plans are also made for the size of the first statement, usually a few rows: none
+-- of its statements may read one transition table once per row of the other, which for a
+-- batch of 1,000 is a million rows (migration 0015). The first check is a set difference,
+-- the pairing of old and new rows a full join, the notification a hashed NOT IN.
 CREATE FUNCTION {schema}.tenure_jobs_updated() RETURNS trigger
 LANGUAGE plpgsql
 SET enable_seqscan = off
@@ -197,13 +201,13 @@ DECLARE
     trimmed text[];
     trimmed_job text;
 BEGIN
-    -- Most statements that start, end and finish nothing are renewals: they stop here, at
-    -- one small join of their own rows, before the plans below are started.
+    -- Most statements change no job's state or generation (renewals, above all): they stop
+    -- here. A set difference, hashed or sorted: never a loop over one transition table per
+    -- row of the other (see the function's comment).
     IF NOT EXISTS (
-        SELECT FROM tenure_old AS o
-        JOIN tenure_new AS n USING (job_id)
-        WHERE (o.state <> n.state OR o.generation <> n.generation)
-          AND (o.state = 'leased' OR n.state <> 'ready')
+        SELECT n.job_id, n.state, n.generation FROM tenure_new AS n
+        EXCEPT
+        SELECT o.job_id, o.state, o.generation FROM tenure_old AS o
     ) THEN
         RETURN NULL;
     END IF;
@@ -211,10 +215,25 @@ BEGIN
         SELECT n.job_id, o.state AS old_state, o.generation AS old_generation,
                n.state, n.generation, n.owner, n.updated_at, n.secret_hash, n.error,
                n.state = 'ready' AND n.attempts < o.attempts AS released
+        -- A full join runs only as a hash or merge join. Every job is on both sides, so it
+        -- pairs the rows an inner join would; its conditions below are written so that
+        -- they do not turn it into one (a condition that drops rows missing on one side
+        -- would, and an inner join may loop).
         FROM tenure_old AS o
-        JOIN tenure_new AS n USING (job_id)
-        WHERE (o.state = 'leased' OR n.state = 'leased')
-          AND (o.state <> n.state OR o.generation <> n.generation)
+        FULL JOIN tenure_new AS n USING (job_id)
+        WHERE coalesce(o.state = 'leased' OR n.state = 'leased', false)
+          AND (o.state, o.generation) IS DISTINCT FROM (n.state, n.generation)
+    ),
+    -- The open attempt of each lease that ended, found by primary key (a subquery run
+    -- once per changed job: unlike a join, never planned as a read of the whole history)
+    -- and updated by its row's address.
+    ending AS MATERIALIZED (
+        SELECT c.job_id, c.state, c.updated_at, c.secret_hash, c.error, c.released,
+               (SELECT t.ctid FROM {schema}.tenure_attempts AS t
+                WHERE t.job_id = c.job_id AND t.generation = c.old_generation
+                  AND t.ended_at IS NULL) AS row_id
+        FROM changed AS c
+        WHERE c.old_state = 'leased'
     ),
     ended AS (
         UPDATE {schema}.tenure_attempts AS t
@@ -228,11 +247,8 @@ BEGIN
                 ELSE 'failed' END,
             error = CASE WHEN c.state IN ('cancelled', 'ready', 'dead') AND NOT c.released
                          THEN c.error END
-        FROM changed AS c
-        WHERE c.old_state = 'leased'
-          AND t.job_id = c.job_id AND t.generation = c.old_generation AND t.ended_at IS NULL
-          AND t.job_id = ANY (ARRAY(SELECT e.job_id FROM changed AS e
-                                    WHERE e.old_state = 'leased'))
+        FROM ending AS c
+        WHERE t.ctid = c.row_id
     ),
     started AS (
         INSERT INTO {schema}.tenure_attempts (job_id, generation, owner, started_at)
@@ -253,10 +269,12 @@ BEGIN
                                WHERE o.job_id = trimmed_job
                                ORDER BY o.generation DESC OFFSET 100 LIMIT 1);
     END LOOP;
+    -- The jobs that reached a final state: those whose (job, state) is new. NOT IN over a
+    -- subquery is hashed, where a join of the two tables might loop.
     PERFORM pg_notify('tenure_end_' || TG_TABLE_SCHEMA, n.job_id)
-    FROM tenure_old AS o
-    JOIN tenure_new AS n USING (job_id)
-    WHERE n.state NOT IN ('ready', 'leased') AND o.state <> n.state
+    FROM tenure_new AS n
+    WHERE n.state NOT IN ('ready', 'leased')
+      AND (n.job_id, n.state) NOT IN (SELECT o.job_id, o.state FROM tenure_old AS o)
       AND EXISTS (SELECT FROM {schema}.tenure_waiters AS w WHERE w.job_id = n.job_id);
     RETURN NULL;
 END
