@@ -159,8 +159,8 @@ CREATE TABLE {schema}.tenure_attempts (
     PRIMARY KEY (job_id, generation)
 );
 
--- After every UPDATE statement on tenure_jobs, over its old and new rows (transition
--- tables), two things that must happen in the statement that changes a job, whoever wrote
+-- After every UPDATE statement on tenure_jobs, over its old rows (a transition table) and
+-- their new versions, two things that must happen in the statement that changes a job, whoever wrote
 -- it (claim, settle, cancel, a caller's own SQL):
 --
 -- * The attempt history. A lease ends when its job leaves the leased state, or when a
@@ -178,7 +178,7 @@ CREATE TABLE {schema}.tenure_attempts (
 -- claims is one call, where triggers per row made 30, each with statements of its own (a
 -- fifth to a third of the server's CPU per job along complete_and_claim, benchmarks.md
 -- "Attempt history"). A job's row is updated at most once per statement, so job_id pairs
--- an old row with its new one.
+-- an old row with its new one: the row in the table now.
 --
 -- Its statements probe tenure_attempts by primary key, whatever the planner believes of
 -- that table (migration 0014). A plan is cached for the session at a statement's first run,
@@ -189,10 +189,10 @@ CREATE TABLE {schema}.tenure_attempts (
 -- off for its own statements (SET below: only while it runs), and finds each ended attempt
 -- by a primary-key probe per ended lease.
 --
--- Those plans are also made for the size of the first statement, usually a few rows: none
--- of its statements may read one transition table once per row of the other, which for a
--- batch of 1,000 is a million rows (migration 0015). The first check is a set difference,
--- the pairing of old and new rows a full join, the notification a hashed NOT IN.
+-- Those plans are also made for the size of the first statement, usually a few rows: a
+-- join of the old and new transition tables planned then read one once per row of the
+-- other, for a batch of 1,000 a million rows. Since migration 0015 each old row's new
+-- version is read by a primary-key probe of its own (the function needs no NEW TABLE).
 CREATE FUNCTION {schema}.tenure_jobs_updated() RETURNS trigger
 LANGUAGE plpgsql
 SET enable_seqscan = off
@@ -201,28 +201,37 @@ DECLARE
     trimmed text[];
     trimmed_job text;
 BEGIN
-    -- Most statements change no job's state or generation (renewals, above all): they stop
-    -- here. A set difference, hashed or sorted: never a loop over one transition table per
-    -- row of the other (see the function's comment).
+    -- Each job's new row is its row in the table now: a statement updates a row once, and
+    -- no other writer can change it before this statement's transaction ends. It is read by
+    -- primary key, a probe per old row (LATERAL ... OFFSET 0: a loop over the old rows, as
+    -- a join of the two transition tables need not be), so that a statement of one row
+    -- costs one probe and one of 1,000 a thousand, whatever plan the session made first.
+    -- Most statements change no job's state or generation (renewals, above all): they
+    -- stop here.
     IF NOT EXISTS (
-        SELECT n.job_id, n.state, n.generation FROM tenure_new AS n
-        EXCEPT
-        SELECT o.job_id, o.state, o.generation FROM tenure_old AS o
+        SELECT FROM tenure_old AS o
+        CROSS JOIN LATERAL (
+            SELECT j.state, j.generation FROM {schema}.tenure_jobs AS j
+            WHERE j.job_id = o.job_id OFFSET 0
+        ) AS n
+        WHERE (o.state <> n.state OR o.generation <> n.generation)
+          AND (o.state = 'leased' OR n.state <> 'ready')
     ) THEN
         RETURN NULL;
     END IF;
     WITH changed AS MATERIALIZED (
-        SELECT n.job_id, o.state AS old_state, o.generation AS old_generation,
+        SELECT o.job_id, o.state AS old_state, o.generation AS old_generation,
                n.state, n.generation, n.owner, n.updated_at, n.secret_hash, n.error,
                n.state = 'ready' AND n.attempts < o.attempts AS released
-        -- A full join runs only as a hash or merge join. Every job is on both sides, so it
-        -- pairs the rows an inner join would; its conditions below are written so that
-        -- they do not turn it into one (a condition that drops rows missing on one side
-        -- would, and an inner join may loop).
         FROM tenure_old AS o
-        FULL JOIN tenure_new AS n USING (job_id)
-        WHERE coalesce(o.state = 'leased' OR n.state = 'leased', false)
-          AND (o.state, o.generation) IS DISTINCT FROM (n.state, n.generation)
+        CROSS JOIN LATERAL (
+            SELECT j.state, j.generation, j.owner, j.updated_at, j.secret_hash, j.error,
+                   j.attempts
+            FROM {schema}.tenure_jobs AS j
+            WHERE j.job_id = o.job_id OFFSET 0
+        ) AS n
+        WHERE (o.state = 'leased' OR n.state = 'leased')
+          AND (o.state <> n.state OR o.generation <> n.generation)
     ),
     -- The open attempt of each lease that ended, found by primary key (a subquery run
     -- once per changed job: unlike a join, never planned as a read of the whole history)
@@ -269,13 +278,13 @@ BEGIN
                                WHERE o.job_id = trimmed_job
                                ORDER BY o.generation DESC OFFSET 100 LIMIT 1);
     END LOOP;
-    -- The jobs that reached a final state: those whose (job, state) is new. NOT IN over a
-    -- subquery is hashed, where a join of the two tables might loop.
-    PERFORM pg_notify('tenure_end_' || TG_TABLE_SCHEMA, n.job_id)
-    FROM tenure_new AS n
-    WHERE n.state NOT IN ('ready', 'leased')
-      AND (n.job_id, n.state) NOT IN (SELECT o.job_id, o.state FROM tenure_old AS o)
-      AND EXISTS (SELECT FROM {schema}.tenure_waiters AS w WHERE w.job_id = n.job_id);
+    PERFORM pg_notify('tenure_end_' || TG_TABLE_SCHEMA, o.job_id)
+    FROM tenure_old AS o
+    CROSS JOIN LATERAL (
+        SELECT j.state FROM {schema}.tenure_jobs AS j WHERE j.job_id = o.job_id OFFSET 0
+    ) AS n
+    WHERE n.state NOT IN ('ready', 'leased') AND o.state <> n.state
+      AND EXISTS (SELECT FROM {schema}.tenure_waiters AS w WHERE w.job_id = o.job_id);
     RETURN NULL;
 END
 $$;
@@ -283,7 +292,7 @@ $$;
 -- A trigger with transition tables cannot name columns: every UPDATE runs it.
 CREATE TRIGGER tenure_jobs_updated
     AFTER UPDATE ON {schema}.tenure_jobs
-    REFERENCING OLD TABLE AS tenure_old NEW TABLE AS tenure_new
+    REFERENCING OLD TABLE AS tenure_old
     FOR EACH STATEMENT
     EXECUTE FUNCTION {schema}.tenure_jobs_updated();
 

@@ -4,9 +4,10 @@
 -- session, made at its first call, usually a statement of a few rows: a nested loop that
 -- reads one table once per row of the other, a million rows for a batch of 1,000 (about
 -- 75 ms of a renew_many or complete_many of 1,000, which stopped at the first check).
--- Now the first check is a set difference, the pairing a full join (PostgreSQL runs one
--- only as a hash or merge join), the notification a hashed NOT IN, and each ended
--- attempt is found by a primary-key probe per ended lease and updated by its row's
+-- Now each old row's new version is the job's row in the table, read by a primary-key
+-- probe per old row (a LATERAL subquery: a loop over the old rows, one probe each, for a
+-- statement of one row as for one of 1,000), so the trigger keeps no NEW TABLE; and each
+-- ended attempt is found by a primary-key probe per ended lease and updated by its row's
 -- address, with no array of job ids that each probe would sort again
 -- (tests/postgres/test_batch_plans.py). The same rows, answers and notifications as before.
 CREATE OR REPLACE FUNCTION {schema}.tenure_jobs_updated() RETURNS trigger
@@ -17,28 +18,37 @@ DECLARE
     trimmed text[];
     trimmed_job text;
 BEGIN
-    -- Most statements change no job's state or generation (renewals, above all): they stop
-    -- here. A set difference, hashed or sorted: never a loop over one transition table per
-    -- row of the other (see the function's comment).
+    -- Each job's new row is its row in the table now: a statement updates a row once, and
+    -- no other writer can change it before this statement's transaction ends. It is read by
+    -- primary key, a probe per old row (LATERAL ... OFFSET 0: a loop over the old rows, as
+    -- a join of the two transition tables need not be), so that a statement of one row
+    -- costs one probe and one of 1,000 a thousand, whatever plan the session made first.
+    -- Most statements change no job's state or generation (renewals, above all): they
+    -- stop here.
     IF NOT EXISTS (
-        SELECT n.job_id, n.state, n.generation FROM tenure_new AS n
-        EXCEPT
-        SELECT o.job_id, o.state, o.generation FROM tenure_old AS o
+        SELECT FROM tenure_old AS o
+        CROSS JOIN LATERAL (
+            SELECT j.state, j.generation FROM {schema}.tenure_jobs AS j
+            WHERE j.job_id = o.job_id OFFSET 0
+        ) AS n
+        WHERE (o.state <> n.state OR o.generation <> n.generation)
+          AND (o.state = 'leased' OR n.state <> 'ready')
     ) THEN
         RETURN NULL;
     END IF;
     WITH changed AS MATERIALIZED (
-        SELECT n.job_id, o.state AS old_state, o.generation AS old_generation,
+        SELECT o.job_id, o.state AS old_state, o.generation AS old_generation,
                n.state, n.generation, n.owner, n.updated_at, n.secret_hash, n.error,
                n.state = 'ready' AND n.attempts < o.attempts AS released
-        -- A full join runs only as a hash or merge join. Every job is on both sides, so it
-        -- pairs the rows an inner join would; its conditions below are written so that
-        -- they do not turn it into one (a condition that drops rows missing on one side
-        -- would, and an inner join may loop).
         FROM tenure_old AS o
-        FULL JOIN tenure_new AS n USING (job_id)
-        WHERE coalesce(o.state = 'leased' OR n.state = 'leased', false)
-          AND (o.state, o.generation) IS DISTINCT FROM (n.state, n.generation)
+        CROSS JOIN LATERAL (
+            SELECT j.state, j.generation, j.owner, j.updated_at, j.secret_hash, j.error,
+                   j.attempts
+            FROM {schema}.tenure_jobs AS j
+            WHERE j.job_id = o.job_id OFFSET 0
+        ) AS n
+        WHERE (o.state = 'leased' OR n.state = 'leased')
+          AND (o.state <> n.state OR o.generation <> n.generation)
     ),
     -- The open attempt of each lease that ended, found by primary key (a subquery run
     -- once per changed job: unlike a join, never planned as a read of the whole history)
@@ -85,13 +95,22 @@ BEGIN
                                WHERE o.job_id = trimmed_job
                                ORDER BY o.generation DESC OFFSET 100 LIMIT 1);
     END LOOP;
-    -- The jobs that reached a final state: those whose (job, state) is new. NOT IN over a
-    -- subquery is hashed, where a join of the two tables might loop.
-    PERFORM pg_notify('tenure_end_' || TG_TABLE_SCHEMA, n.job_id)
-    FROM tenure_new AS n
-    WHERE n.state NOT IN ('ready', 'leased')
-      AND (n.job_id, n.state) NOT IN (SELECT o.job_id, o.state FROM tenure_old AS o)
-      AND EXISTS (SELECT FROM {schema}.tenure_waiters AS w WHERE w.job_id = n.job_id);
+    PERFORM pg_notify('tenure_end_' || TG_TABLE_SCHEMA, o.job_id)
+    FROM tenure_old AS o
+    CROSS JOIN LATERAL (
+        SELECT j.state FROM {schema}.tenure_jobs AS j WHERE j.job_id = o.job_id OFFSET 0
+    ) AS n
+    WHERE n.state NOT IN ('ready', 'leased') AND o.state <> n.state
+      AND EXISTS (SELECT FROM {schema}.tenure_waiters AS w WHERE w.job_id = o.job_id);
     RETURN NULL;
 END
 $$;
+
+-- Only the old rows are kept for it now.
+DROP TRIGGER tenure_jobs_updated ON {schema}.tenure_jobs;
+-- A trigger with transition tables cannot name columns: every UPDATE runs it.
+CREATE TRIGGER tenure_jobs_updated
+    AFTER UPDATE ON {schema}.tenure_jobs
+    REFERENCING OLD TABLE AS tenure_old
+    FOR EACH STATEMENT
+    EXECUTE FUNCTION {schema}.tenure_jobs_updated();
