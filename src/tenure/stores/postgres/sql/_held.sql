@@ -1,16 +1,19 @@
 -- The items of "todo" (a batch of holder updates: complete_many's, renew_many's) whose
 -- lease is held as the item says, checked exactly as the single-job statements check it
 -- (leased, same owner, generation and secret hash, lease running by store time), each with
--- its row's address, locked in todo's order (by job id: two batches sharing jobs wait for
--- each other instead of deadlocking).
+-- the address of its row as this statement's snapshot sees it, in todo's order (by job
+-- id). The update then reaches each row by that address, in that order, so it locks rows
+-- in job id order: two batches sharing jobs wait for each other instead of deadlocking.
 --
--- A loop over the items, one primary-key probe each, after which the update reaches each
--- row by its address: a join of the batch with the table can be planned the other way
--- round, one read of the batch per row (a generic plan costs an array at ten elements),
--- which for 1,000 items is a million rows (tests/postgres/test_batch_plans.py). A row a
--- concurrent writer changed after this statement's snapshot is locked as it is now, at an
--- address the snapshot does not see: its item is not applied, and the answer says raced
--- when the snapshot's version matched (the driver runs those items again).
+-- A loop over the items, one primary-key probe each (LATERAL ... OFFSET 0: a subquery the
+-- planner cannot fold into a join), because a join of the batch with the table can be
+-- planned the other way round, one read of the batch per row (a generic plan costs an
+-- array at ten elements), which for 1,000 items is a million rows
+-- (tests/postgres/test_batch_plans.py). No row lock here: it would cost a WAL record per
+-- item before the update's own. A row a concurrent writer changed after the snapshot is
+-- no longer at that address when the update gets to it (its recheck compares addresses):
+-- its item is not applied, and the answer says raced when the snapshot's version matched
+-- (the driver runs those items again), as a recheck of the lease condition did before.
 held AS MATERIALIZED (
     SELECT t.*, x.row_id
     FROM todo AS t
@@ -24,6 +27,6 @@ held AS MATERIALIZED (
           AND j.generation = t.generation
           AND j.secret_hash = t.secret_hash
           AND j.lease_until > clock.now
-        FOR NO KEY UPDATE OF j
+        OFFSET 0
     ) AS x
 ),
