@@ -241,6 +241,37 @@ def test_threads_completing_overlapping_batches_in_any_order(url: str, results: 
             assert job.result == winner
 
 
+def test_threads_renewing_overlapping_batches_in_any_order(url: str) -> None:
+    # Every thread renews the same leases, each in its own order: a store that locked rows
+    # in input order could deadlock here, and one whose batch met rows another batch had
+    # changed since its snapshot must run those renewals again rather than refuse them
+    # (tests/postgres/test_complete_many.py drives that case by hand). Every renewal of a
+    # current lease takes effect.
+    jobs = 50
+    with tenure.connect(url) as store:
+        store.submit_many([{"job_id": f"r{index:02d}"} for index in range(jobs)])
+        leases = store.claim_many("holder", 60, jobs)
+    assert len(leases) == jobs
+    clients = [tenure.connect(url) for _ in range(16)]
+    orders = [random.Random(index).sample(leases, jobs) for index in range(len(clients))]
+    try:
+        answers = all_at_once(
+            [
+                partial(client.renew_many, order, 120)
+                for client, order in zip(clients, orders, strict=True)
+            ]
+        )
+    finally:
+        for client in clients:
+            client.close()
+    for order, answer in zip(orders, answers, strict=True):
+        assert [(lease.job_id, lease.generation, lease.ttl) for lease in answer] == [
+            (lease.job_id, 1, 120.0) for lease in order
+        ]
+    with tenure.connect(url) as store:
+        assert {job.state for job in store.jobs(limit=1000)} == {"leased"}
+
+
 def test_threads_looping_complete_and_claim_do_every_job_once(url: str) -> None:
     # Batch workers over one pool: each claims a batch, then completes it and claims the
     # next in one call, until nothing is left. No lease expires (30 s), so every job must be

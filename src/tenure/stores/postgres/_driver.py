@@ -37,7 +37,6 @@ from ._common import (
     validate_schema,
 )
 from ._connection import (
-    RACE_RETRIES,
     Hot,
     ReconnectingPool,
     holder_params,
@@ -341,11 +340,7 @@ class PostgresDriver(PostgresControl, JobsMixin, PostgresSchedules):
             return []
         params = renewal_params(renewals, self._now())
         rows = self._rows("renew_many", self._sql["renew_many"], params)
-        return self._unraced_batch(
-            "renew_many",
-            rows,
-            lambda pending: renewal_params([renewals[i] for i in pending], self._now()),
-        )
+        return self._unraced_batch(rows, lambda index: self.renew(*renewals[index]))
 
     def complete(
         self,
@@ -394,31 +389,20 @@ class PostgresDriver(PostgresControl, JobsMixin, PostgresSchedules):
         self, completions: Sequence[Completion], rows: list[Answer]
     ) -> list[Outcome]:
         """The outcomes of a batch completion's answer ``rows`` (see `_unraced_batch`)."""
-        return self._unraced_batch(
-            "complete_many",
-            rows,
-            lambda pending: completion_params([completions[i] for i in pending], self._now()),
-        )
+        return self._unraced_batch(rows, lambda index: self.complete(*completions[index]))
 
-    def _unraced_batch(
-        self,
-        operation: str,
-        rows: list[Answer],
-        params_of: Callable[[list[int]], dict[str, Any]],
-    ) -> list[Outcome]:
+    def _unraced_batch(self, rows: list[Answer], one: Callable[[int], Outcome]) -> list[Outcome]:
         """The outcomes of a batch statement's answer ``rows`` (one per item, in order).
-        Those that raced (see `_one`) run again, only they (``params_of``: the statement's
-        parameters for the items at those indexes): the others' answers stand."""
+        Each item that raced (see `_one`) runs again on its own, as the single-job statement
+        (``one(index)``): its update finds the job by primary key and rechecks the lease
+        condition on the job's newest version, where the batch's update, which reaches rows
+        by the address its snapshot saw (sql/_held.sql), can only tell that the row changed.
+        So a batch racing other writers of its jobs (another renewal of the same lease, say)
+        settles each such item as the single call would, in one more round trip each."""
         answers = [row.outcome for row in rows]
-        pending = [index for index, row in enumerate(rows) if row.raced]
-        statement = self._sql[operation]
-        for _ in range(RACE_RETRIES - 1):
-            if not pending:
-                break
-            rows = self._rows(operation, statement, params_of(pending))
-            for index, row in zip(pending, rows, strict=True):
-                answers[index] = row.outcome
-            pending = [index for index, row in zip(pending, rows, strict=True) if row.raced]
+        for index, row in enumerate(rows):
+            if row.raced:
+                answers[index] = one(index)
         return answers
 
     def release(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, cast
 
@@ -39,7 +39,6 @@ from ._common import (
     validate_schema,
 )
 from ._connection_async import (
-    RACE_RETRIES,
     AsyncReconnectingPool,
     Hot,
     holder_params,
@@ -351,11 +350,7 @@ class AsyncPostgresDriver(AsyncPostgresControl, AsyncJobsMixin, AsyncPostgresSch
             return []
         params = renewal_params(renewals, self._now())
         rows = await self._rows("renew_many", self._sql["renew_many"], params)
-        return await self._unraced_batch(
-            "renew_many",
-            rows,
-            lambda pending: renewal_params([renewals[i] for i in pending], self._now()),
-        )
+        return await self._unraced_batch(rows, lambda index: self.renew(*renewals[index]))
 
     async def complete(
         self,
@@ -404,31 +399,22 @@ class AsyncPostgresDriver(AsyncPostgresControl, AsyncJobsMixin, AsyncPostgresSch
         self, completions: Sequence[Completion], rows: list[Answer]
     ) -> list[Outcome]:
         """The outcomes of a batch completion's answer ``rows`` (see `_unraced_batch`)."""
-        return await self._unraced_batch(
-            "complete_many",
-            rows,
-            lambda pending: completion_params([completions[i] for i in pending], self._now()),
-        )
+        return await self._unraced_batch(rows, lambda index: self.complete(*completions[index]))
 
     async def _unraced_batch(
-        self,
-        operation: str,
-        rows: list[Answer],
-        params_of: Callable[[list[int]], dict[str, Any]],
+        self, rows: list[Answer], one: Callable[[int], Awaitable[Outcome]]
     ) -> list[Outcome]:
         """The outcomes of a batch statement's answer ``rows`` (one per item, in order).
-        Those that raced (see `_one`) run again, only they (``params_of``: the statement's
-        parameters for the items at those indexes): the others' answers stand."""
+        Each item that raced (see `_one`) runs again on its own, as the single-job statement
+        (``one(index)``): its update finds the job by primary key and rechecks the lease
+        condition on the job's newest version, where the batch's update, which reaches rows
+        by the address its snapshot saw (sql/_held.sql), can only tell that the row changed.
+        So a batch racing other writers of its jobs (another renewal of the same lease, say)
+        settles each such item as the single call would, in one more round trip each."""
         answers = [row.outcome for row in rows]
-        pending = [index for index, row in enumerate(rows) if row.raced]
-        statement = self._sql[operation]
-        for _ in range(RACE_RETRIES - 1):
-            if not pending:
-                break
-            rows = await self._rows(operation, statement, params_of(pending))
-            for index, row in zip(pending, rows, strict=True):
-                answers[index] = row.outcome
-            pending = [index for index, row in zip(pending, rows, strict=True) if row.raced]
+        for index, row in enumerate(rows):
+            if row.raced:
+                answers[index] = await one(index)
         return answers
 
     async def release(

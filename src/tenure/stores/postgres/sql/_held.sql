@@ -12,8 +12,9 @@
 -- (tests/postgres/test_batch_plans.py). No row lock here: it would cost a WAL record per
 -- item before the update's own. A row a concurrent writer changed after the snapshot is
 -- no longer at that address when the update gets to it (its recheck compares addresses):
--- its item is not applied, and the answer says raced when the snapshot's version matched
--- (the driver runs those items again), as a recheck of the lease condition did before.
+-- its item is not applied, and the answer says raced when the snapshot's version matched:
+-- the driver runs that item again as the single-job statement, whose update rechecks the
+-- lease on the newest version (_unraced_batch in _driver_async.py).
 held AS MATERIALIZED (
     SELECT t.*, x.row_id
     FROM todo AS t
