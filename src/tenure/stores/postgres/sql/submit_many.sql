@@ -43,6 +43,14 @@ SELECT 'applied' AS status, a.job_id, a.queue, a.state, a.owner, a.generation, a
 FROM applied AS a JOIN todo AS t ON t.job_id = a.job_id, clock
 UNION ALL
 SELECT 'missed', j.job_id, j.queue, j.state, j.owner, j.generation, j.secret_hash, j.lease_until, j.available_at, j.attempts, j.max_attempts, j.payload, j.result, j.error, j.created_at, j.updated_at, j.priority, j.timeout, j.unique_key, j.headers, clock.now, t.position
-FROM todo AS t JOIN {schema}.tenure_jobs AS j ON j.job_id = t.job_id, clock
-WHERE NOT EXISTS (SELECT FROM applied AS a WHERE a.job_id = t.job_id)
+FROM todo AS t
+-- Each existing job by a primary-key probe of its own (LATERAL ... OFFSET 0, as in
+-- _held.sql): a join, planned from statistics that said the table was empty, read the
+-- primary key from its start for each submission (tests/postgres/test_batch_plans.py).
+CROSS JOIN LATERAL (
+    SELECT e.* FROM {schema}.tenure_jobs AS e WHERE e.job_id = t.job_id OFFSET 0
+) AS j
+CROSS JOIN clock
+-- A hashed NOT IN (see _batch_answer.sql).
+WHERE t.job_id NOT IN (SELECT a.job_id FROM applied AS a)
 ORDER BY position
