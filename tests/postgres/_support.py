@@ -114,3 +114,18 @@ def blocked_then_killed(
         blocker.rollback()
     thread.join(10)
     return (result[0] if result else None), (error[0] if error else None)
+
+
+def wait_for_a_row_lock(admin: Any, app_name: str, who: str) -> None:
+    """Until a connection of ``app_name`` waits for a lock (a row's, a transaction's)."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        waiting = admin.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+            "AND application_name = %s",
+            (app_name,),
+        ).fetchone()[0]
+        if waiting:
+            return
+        time.sleep(0.005)
+    pytest.fail(f"{who} never waited for the row lock")

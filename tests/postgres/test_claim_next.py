@@ -9,10 +9,13 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+import psycopg
 import pytest
 
 import tenure
 from tenure.stores.postgres._common import render
+from tests.backends import POSTGRES_URL
+from tests.postgres._support import wait_for_a_row_lock
 
 
 def test_batch_is_oldest_first_across_queues(real_store: tenure.Store) -> None:
@@ -96,3 +99,37 @@ def test_concurrent_batch_workers_never_share_a_job(
     assert len(ids) == 1200
     assert len(set(ids)) == 1200
     assert {generation for _, generation in taken} == {1}
+
+
+def test_a_job_changed_while_the_claim_waited_is_still_claimed(
+    real_store: tenure.Store, schema: str, admin: Any, app_name: str
+) -> None:
+    """A claim's pick locks a job that another writer changed after the claim's snapshot,
+    still claimable as it is now: the claim's update, which reaches rows by the address
+    its snapshot saw, cannot take that version, so the claim runs again and takes it (a
+    claim that came back empty here would leave a worker idle with a job ready). The window
+    is held open by a queue limit: the claim takes its snapshot, then waits for the queue's
+    row, which another transaction has locked, while the job is changed."""
+    real_store.set_queue_limit("q", 5)
+    real_store.submit("job", queue="q")
+    claimed: list[tenure.Lease | None] = []
+    with psycopg.connect(POSTGRES_URL) as blocker:  # one transaction until commit()
+        blocker.execute(
+            render("SELECT FROM {schema}.tenure_queues WHERE queue = 'q' FOR UPDATE", schema)
+        )
+        thread = threading.Thread(
+            target=lambda: claimed.append(real_store.claim_next("A", 30, queues=["q"]))
+        )
+        thread.start()
+        wait_for_a_row_lock(admin, app_name, "claim_next")
+        admin.execute(  # committed after the claim's snapshot; the job stays ready
+            render(
+                "UPDATE {schema}.tenure_jobs SET payload = '\"new\"' WHERE job_id = 'job'", schema
+            )
+        )
+        blocker.commit()
+    thread.join(10)
+    (lease,) = claimed
+    assert lease is not None
+    assert (lease.job_id, lease.generation) == ("job", 1)
+    assert real_store.get("job").payload == "new"

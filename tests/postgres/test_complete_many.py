@@ -22,6 +22,7 @@ from tests.postgres._support import (
     count_statements,
     driver_of,
     terminate,
+    wait_for_a_row_lock,
 )
 from tests.proxy import Proxy
 
@@ -29,21 +30,6 @@ from tests.proxy import Proxy
 def _row(answer: Outcome) -> JobRow:
     assert answer.row is not None
     return answer.row
-
-
-def _wait_for_the_row_lock(admin: Any, app_name: str) -> None:
-    """Until the store's connection (by application name) waits for a row lock."""
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        waiting = admin.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-            "AND application_name = %s",
-            (app_name,),
-        ).fetchone()[0]
-        if waiting:
-            return
-        time.sleep(0.005)
-    pytest.fail("complete_many never waited for the row lock")
 
 
 def _table(schema: str) -> sql.Composed:
@@ -73,7 +59,7 @@ def test_the_batch_commits_all_at_once(
         )
         thread = threading.Thread(target=lambda: done.append(real_store.complete_many(leases)))
         thread.start()
-        _wait_for_the_row_lock(admin, app_name)
+        wait_for_a_row_lock(admin, app_name, "complete_many")
         assert {job.job_id: job.state for job in real_store.jobs()} == {
             "A": "leased",
             "B": "leased",
@@ -163,7 +149,7 @@ def test_a_raced_completion_runs_again_alone(
             )
         )
         thread.start()
-        _wait_for_the_row_lock(admin, app_name)
+        wait_for_a_row_lock(admin, app_name, "complete_many")
         blocker.commit()
     thread.join(10)
     (outcomes,) = answers

@@ -30,14 +30,22 @@ def claim_params(
 
 def take_claims(rows: list[Answer], wanted: list[str], claimed: list[Outcome]) -> list[str]:
     """Add the claims of a claim answer, and the jobs it buried, to ``claimed``; return the
-    secret hashes still wanted: jobs buried on the way took places in the pick, so look
-    again for the rest."""
-    won = 0
+    secret hashes still wanted: jobs buried on the way took places in the pick, and raced
+    ones (picked, but changed by another writer after the statement's snapshot:
+    _claim_next_answer.sql) took places and secret hashes the claims did not use, so look
+    again for the rest, with the hashes no claim took."""
+    used = set()
+    taken = 0
     for answer in rows:
+        if answer.raced:
+            continue
         claimed.append(answer.outcome)
-        if answer.outcome.status == Status.APPLIED:
-            won += 1
-    return [] if won == len(rows) else wanted[won:]
+        if answer.outcome.status == Status.APPLIED and answer.outcome.row is not None:
+            used.add(answer.outcome.row.secret_hash)
+            taken += 1
+    if taken == len(rows):
+        return []
+    return [secret_hash for secret_hash in wanted if secret_hash not in used]
 
 
 def completion_params(completions: Sequence[Completion], now: float | None) -> dict[str, Any]:
