@@ -36,6 +36,7 @@ from datetime import timedelta
 
 import psycopg
 from _common import Case, Result, interleave, machine_line, print_report
+from postgres_compare import pgqueuer_setup, recreate_database
 from postgres_cycle import (
     DEFAULT_URL,
     OWNER,
@@ -160,22 +161,9 @@ def pgqueuer_case(url: str, size: int, items: int) -> Case:
 
 
 def pgqueuer_database(base: str) -> str:
-    from urllib.parse import urlsplit, urlunsplit
-
-    from pgqueuer import PsycopgDriver, Queries
-
-    with psycopg.connect(base, autocommit=True) as conn:
-        conn.execute('DROP DATABASE IF EXISTS "bench_batch_pgqueuer" WITH (FORCE)')
-        conn.execute('CREATE DATABASE "bench_batch_pgqueuer"')
-    parts = urlsplit(base)
-    url = urlunsplit((parts.scheme, parts.netloc, "/bench_batch_pgqueuer", parts.query, ""))
-
-    async def install() -> None:
-        conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
-        await Queries(PsycopgDriver(conn)).install()
-        await conn.close()
-
-    asyncio.run(install())
+    """A fresh database with pgqueuer's tables (postgres_compare.py's own setup)."""
+    url = recreate_database(base, "bench_batch_pgqueuer")
+    pgqueuer_setup(url)
     return url
 
 

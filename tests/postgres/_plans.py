@@ -56,3 +56,9 @@ def scans_of_jobs(plan: dict[str, Any]) -> list[dict[str, Any]]:
         for n in nodes(plan)
         if n.get("Relation Name") == "tenure_jobs" and n["Node Type"] != "ModifyTable"
     ]
+
+
+def buffers(plan: dict[str, Any]) -> int:
+    """The shared buffers ``plan`` touched (hit or read)."""
+    top = plan["Plan"]
+    return int(top.get("Shared Hit Blocks", 0)) + int(top.get("Shared Read Blocks", 0))

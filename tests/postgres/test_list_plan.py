@@ -4,7 +4,6 @@ connections run them (generic plans, see sql/configure.sql)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,6 +13,7 @@ import pytest
 import tenure
 from tenure.stores.postgres._common import SqlSet, render, sql_text
 from tests.backends import POSTGRES_URL, postgres_schema, postgres_schema_url
+from tests.postgres._plans import buffers, explain, nodes
 
 pytestmark = pytest.mark.slow
 
@@ -43,33 +43,9 @@ def listed() -> Iterator[tuple[Any, str]]:
 
 
 def _plan(conn: Any, schema: str, **params: Any) -> dict[str, Any]:
-    statement = SqlSet(schema)["list_page"]
     values = {"after": -1, "queue": None, "state": None, "owner": None, "older_than": None}
     values |= {"limit": 101, "now": None, **params}
-    args = ", ".join("NULL" if v is None else repr(v) for v in statement.args(values))
-    args = args.replace('"', "'")
-    with conn.transaction(force_rollback=True):
-        conn.execute(f"PREPARE tenure_list AS {statement.text.decode()}")
-        row = conn.execute(
-            f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE tenure_list({args})"
-        ).fetchone()
-    conn.execute("DEALLOCATE ALL")
-    value = row[0]
-    plan: dict[str, Any] = (json.loads(value) if isinstance(value, str) else value)[0]
-    return plan
-
-
-def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    stack = [plan["Plan"]]
-    while stack:
-        node = stack.pop()
-        yield node
-        stack.extend(node.get("Plans", []))
-
-
-def _buffers(plan: dict[str, Any]) -> int:
-    top = plan["Plan"]
-    return int(top.get("Shared Hit Blocks", 0)) + int(top.get("Shared Read Blocks", 0))
+    return explain(conn, SqlSet(schema)["list_page"], values)
 
 
 @pytest.mark.parametrize(
@@ -88,13 +64,13 @@ def test_a_page_walks_the_listing_index_from_its_cursor(
 ) -> None:
     conn, schema = listed
     plan = _plan(conn, schema, **filters)
-    scans = [n for n in _nodes(plan) if n.get("Relation Name") == "tenure_jobs"]
+    scans = [n for n in nodes(plan) if n.get("Relation Name") == "tenure_jobs"]
     assert scans
     assert all(n["Node Type"] == "Index Scan" for n in scans), [n["Node Type"] for n in scans]
     assert all(n.get("Index Name") == "tenure_jobs_by_seq" for n in scans)
     # The only sort is of the page itself (list_page.sql's outer ORDER BY), never the table.
-    sorts = [n for n in _nodes(plan) if n["Node Type"] == "Sort"]
+    sorts = [n for n in nodes(plan) if n["Node Type"] == "Sort"]
     assert all(n["Actual Rows"] <= 101 for n in sorts), [n["Actual Rows"] for n in sorts]
     # A page of 100 found without reading the table (the unfiltered page: a few pages).
     if not filters or filters == {"after": ROWS // 2}:
-        assert _buffers(plan) < 40, _buffers(plan)
+        assert buffers(plan) < 40, buffers(plan)

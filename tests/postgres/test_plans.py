@@ -15,7 +15,7 @@ import tenure
 from tenure._validate import MAX_GENERATION
 from tenure.stores.postgres._common import SqlSet, render, sql_text
 from tests.backends import POSTGRES_URL, postgres_schema, postgres_schema_url
-from tests.postgres._plans import explain, nodes, scans_of_jobs
+from tests.postgres._plans import buffers, explain, nodes, scans_of_jobs
 
 pytestmark = pytest.mark.slow
 
@@ -24,11 +24,6 @@ def by_key_or_address(node: dict[str, Any]) -> bool:
     """A read of tenure_jobs by primary key, or of one row by its address (the batch updates
     reach the rows their pick or check locked so: sql/_held.sql)."""
     return node.get("Index Name") == "tenure_jobs_pkey" or node["Node Type"] == "Tid Scan"
-
-
-def buffers(plan: dict[str, Any]) -> int:
-    top = plan["Plan"]
-    return int(top.get("Shared Hit Blocks", 0)) + int(top.get("Shared Read Blocks", 0))
 
 
 def _fill(conn: Any, schema: str, count: int, *, analyze: bool = True) -> None:

@@ -35,15 +35,13 @@ def take_claims(rows: list[Answer], wanted: list[str], claimed: list[Outcome]) -
     _claim_next_answer.sql) took places and secret hashes the claims did not use, so look
     again for the rest, with the hashes no claim took."""
     used = set()
-    taken = 0
     for answer in rows:
         if answer.raced:
             continue
         claimed.append(answer.outcome)
         if answer.outcome.status == Status.APPLIED and answer.outcome.row is not None:
             used.add(answer.outcome.row.secret_hash)
-            taken += 1
-    if taken == len(rows):
+    if len(used) == len(rows):
         return []
     return [secret_hash for secret_hash in wanted if secret_hash not in used]
 
