@@ -137,12 +137,15 @@ class RawCycles:
             # claim_next
             cur.execute("BEGIN IMMEDIATE")
             now = cur.execute(clock, sqlite_clock_params()).fetchone()[0]
-            found = cur.execute(
+            # The pick answers the best ready job and the best expired lease (pick.sql):
+            # the better of the two, as the driver takes it.
+            picks = cur.execute(
                 pick, {"queue": QUEUE, "now": now, "max_generation": MAX_GENERATION}
-            ).fetchone()
-            if found is None:
+            ).fetchall()
+            if not picks:
                 cur.execute("COMMIT")
                 break
+            found = min(picks, key=lambda p: (-p[6], p[4], p[5]))
             job_id, state, attempts, max_attempts = found[:4]
             if state == "leased" and attempts >= max_attempts:  # never true here
                 cur.execute(bury, {"job_id": job_id, "now": now}).fetchall()

@@ -69,6 +69,29 @@ def test_an_expired_lease_is_claimable_again_by_its_priority(
     assert _ids(store.claim_many("B", 30, 10)) == ["mid", "low"]
 
 
+def test_expired_leases_and_ready_jobs_are_claimed_in_one_order(
+    store: tenure.Store, clock: tenure.ManualClock
+) -> None:
+    # An expired lease is due from its lease's end; ready jobs from when they were made
+    # ready: one order over both, priority first, then due time (SQLite reads the two from
+    # two indexes since migration 0012).
+    store.submit("x2", priority=2)
+    store.submit("y1", priority=1)
+    store.submit("z1", priority=1)
+    assert _ids(store.claim_many("A", 5, 2)) == ["x2", "y1"]  # leases end at 5
+    clock.advance(1)
+    assert _ids(store.claim_many("A", 2, 1)) == ["z1"]  # its lease ends at 3
+    store.submit("r1", priority=1)  # due at 1
+    store.submit("r2", priority=2)
+    store.submit("r0", priority=0)
+    clock.advance(5)  # every lease has expired
+    first = store.claim_next("B", 30)
+    assert first is not None
+    assert first.job_id == "r2"
+    assert _ids(store.claim_many("B", 30, 10)) == ["x2", "r1", "z1", "y1", "r0"]
+    assert [store.get(job_id).generation for job_id in ("x2", "y1", "z1")] == [2, 2, 2]
+
+
 def test_complete_and_claim_takes_the_highest_priority_next(store: tenure.Store) -> None:
     store.submit("first", priority=1)
     lease = store.claim_next("W", 30)

@@ -370,8 +370,7 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin, SQLiteSchedules):
                 best: Pick | None = None
                 for queue in queues:
                     pick_params["queue"] = queue
-                    found = execute(PICK, pick_params).fetchone()
-                    if found is not None:
+                    for found in execute(PICK, pick_params):  # up to two rows (pick.sql)
                         pick = new_pick(found)
                         if best is None or pick_ahead(pick, best):
                             best = pick

@@ -1,7 +1,7 @@
 -- queue_stats: the live jobs (ready, leased) of every queue, counted by state, with the
 -- oldest due ready job, as of store time :now (read_clock.sql, in the same transaction).
--- WHERE state IN ('ready', 'leased') is the predicate of the partial index
--- tenure_jobs_claimable: the count walks the backlog, not the finished jobs.
+-- WHERE state IN ('ready', 'leased') is read from tenure_jobs_by_state (state, seq), two
+-- ranges: the count walks the backlog, not the finished jobs.
 SELECT queue,
        sum(state = 'ready' AND available_at <= :now) AS ready,
        sum(state = 'ready' AND available_at > :now) AS scheduled,
