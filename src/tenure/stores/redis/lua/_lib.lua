@@ -23,8 +23,19 @@ local COLUMNS = { 'id', 'q', 's', 'o', 'g', 'h', 'lu', 'av', 'a', 'm', 'p', 'r',
   'pr', 'to', 'uk', 'hd' }
 local WAKE_CAP = 256
 
+-- A script formats the same few times (its store time, its leases' end) once per job:
+-- string.format('%.17g') costs about a third of a microsecond, so each text is kept for the
+-- rest of the run (a script's table, gone when it ends).
+local formatted = {}
 local function fmt(x)
-  return string.format('%.17g', x)
+  local text = formatted[x]
+  if not text then
+    text = string.format('%.17g', x)
+    if x == x then -- NaN cannot be a table key
+      formatted[x] = text
+    end
+  end
+  return text
 end
 
 -- A script's writes are not rolled back when it fails, so every argument that can be refused
@@ -189,9 +200,12 @@ end
 local function row(job)
   return redis.call('HMGET', job, unpack(COLUMNS))
 end
+local GENERATION = 5 -- COLUMNS[5]
 
-local function answer(status, now, job)
-  local reply = row(job)
+-- A reply to a single-job operation: status, store time, then the job's row (`f`, when the
+-- script has read it already).
+local function answer(status, now, job, f)
+  local reply = f or row(job)
   table.insert(reply, 1, fmt(now))
   table.insert(reply, 1, status)
   return reply
@@ -234,9 +248,9 @@ local function attempt_end(job, ending, err, now)
   redis.call('LSET', key, -1, cjson.encode(a))
 end
 
-local function attempt_start(job, owner, now)
+local function attempt_start(job, owner, now, generation)
   local key = job .. ':att'
-  local entry = cjson.encode({ g = redis.call('HGET', job, 'g'), o = owner, st = fmt(now) })
+  local entry = cjson.encode({ g = generation, o = owner, st = fmt(now) })
   if redis.call('RPUSH', key, entry) > ATTEMPTS_KEPT then
     redis.call('LTRIM', key, -ATTEMPTS_KEPT, -1)
   end
@@ -262,31 +276,47 @@ local function floor_key(store_key)
   return string.match(store_key, '^(%b{})') .. ':floor'
 end
 
+-- The floor as a claim reads it: no claim changes it, so once per script run.
+local floor_read = nil
+local function store_floor(store_key)
+  if floor_read == nil then
+    floor_read = redis.call('GET', floor_key(store_key))
+  end
+  return floor_read
+end
+
 local function raise_floor(key, generation)
   local floor = redis.call('GET', key)
   if not floor or above(generation, floor) then
     redis.call('SET', key, generation)
+    floor_read = nil
   end
 end
 
 -- claim.sql's update: a new generation and an attempt, leased until now + ttl. The new
 -- generation is above the floor too, so no deleted job's token is ever issued again.
-local function take(job, member, candidates, owner, ttl, secret_hash, now)
+-- f = HMGET job s g av a m, as claimable read it (this script's writes come after).
+-- Returns the job's row as it is now (row); its attempt entry takes the new generation from
+-- it.
+local function take(job, f, member, candidates, owner, ttl, secret_hash, now)
   local lease_until = fmt(now + ttl)
-  if redis.call('HGET', job, 's') == 'leased' then
+  if f[1] == 'leased' then
     attempt_end(job, 'lost', nil, now) -- expired, and taken over at a newer generation
   end
-  local floor = redis.call('GET', floor_key(candidates))
-  if floor and above(floor, redis.call('HGET', job, 'g')) then
+  local floor = store_floor(candidates)
+  if floor and above(floor, f[2]) then
     redis.call('HSET', job, 'g', floor)
   end
   redis.call('HINCRBY', job, 'g', 1)
-  redis.call('HINCRBY', job, 'a', 1)
+  -- Attempts stay below max_attempts, a 32-bit count: exact as a Lua number.
   redis.call('HSET', job, 's', 'leased', 'o', owner, 'h', secret_hash,
-    'lu', lease_until, 'av', lease_until, 'u', fmt(now))
+    'lu', lease_until, 'av', lease_until, 'u', fmt(now),
+    'a', string.format('%d', tonumber(f[4]) + 1))
   redis.call('ZADD', candidates, lease_until, member)
   lease_mark(candidates, member, lease_until)
-  attempt_start(job, owner, now)
+  local taken = row(job)
+  attempt_start(job, owner, now, taken[GENERATION])
+  return taken
 end
 
 -- bury.sql: an expired lease on the last allowed attempt; the secret hash is cleared so
@@ -302,26 +332,24 @@ local function bury(job, member, candidates, now)
 end
 
 -- The condition of renew/complete/release/fail: the caller's lease is the current one and
--- has not expired by store time. Returns the job's candidate set, member and wake list.
+-- has not expired by store time. Returns the job's candidate set, member and wake list;
+-- or nil and whether the job exists (every job has a state), which spares a call to ask.
 local function held(job, owner, generation, secret_hash, now)
   local f = redis.call('HMGET', job, 's', 'o', 'g', 'h', 'lu', 'z', 'k', 'w')
   if f[1] == 'leased' and f[2] == owner and f[3] == generation and f[4] == secret_hash
     and f[5] and tonumber(f[5]) > now then
     return f[6], f[7], f[8]
   end
-  return nil
+  return nil, f[1] ~= false
 end
 
 -- renew.sql for one job: 'applied' (its lease now ends at now + ttl), 'missed' (not the
 -- caller's current lease, or expired: nothing changed) or 'missing'. renew and renew_many
 -- both run this.
 local function renew_job(job, owner, generation, secret_hash, ttl, now)
-  if redis.call('EXISTS', job) == 0 then
-    return 'missing'
-  end
   local candidates, member = held(job, owner, generation, secret_hash, now)
   if not candidates then
-    return 'missed'
+    return member and 'missed' or 'missing' -- held: whether the job exists
   end
   local lease_until = fmt(now + ttl)
   redis.call('HSET', job, 'lu', lease_until, 'av', lease_until, 'u', fmt(now))
@@ -336,20 +364,17 @@ end
 -- release or fail of the ended lease is not. complete and complete_many both run this.
 local function complete_job(job, owner, generation, secret_hash, receipt, result, has_result,
     now)
-  if redis.call('EXISTS', job) == 0 then
-    return 'missing'
-  end
   local candidates, member = held(job, owner, generation, secret_hash, now)
   if not candidates then
-    return 'missed'
+    return member and 'missed' or 'missing' -- held: whether the job exists
   end
   local now_s = fmt(now)
-  redis.call('HSET', job, 's', 'done', 'h', receipt, 'av', now_s, 'u', now_s)
-  redis.call('HDEL', job, 'lu')
   if has_result == '1' then
-    redis.call('HSET', job, 'r', result)
+    redis.call('HSET', job, 's', 'done', 'h', receipt, 'av', now_s, 'u', now_s, 'r', result)
+    redis.call('HDEL', job, 'lu')
   else
-    redis.call('HDEL', job, 'r')
+    redis.call('HSET', job, 's', 'done', 'h', receipt, 'av', now_s, 'u', now_s)
+    redis.call('HDEL', job, 'lu', 'r')
   end
   redis.call('ZREM', candidates, member)
   lease_clear(candidates, member)
@@ -363,14 +388,17 @@ end
 -- json.loads reads the whole batch in C. Every field is a Redis string (HMGET answers
 -- strings, whatever HINCRBY returned), so generations and times reach Python as the exact
 -- text stored: cjson never sees a Lua number.
-local function json_row(job)
-  local f = row(job)
+local function as_json(f)
   for i = 1, #COLUMNS do
     if not f[i] then
       f[i] = cjson.null
     end
   end
   return f
+end
+
+local function json_row(job)
+  return as_json(row(job))
 end
 
 -- complete_many's loop: complete `count` jobs as complete does (complete_job), the jobs
@@ -476,14 +504,19 @@ end
 -- from queue_room), the first queue winning a tie. Per queue its priority levels are tried
 -- from the highest down, and the first due candidate ends that queue's walk (a lower level
 -- cannot beat it), as does a level below the best found in an earlier queue. Returns its
--- set and member, or nil.
-local function oldest(k, now_s, paused, room)
+-- set and member, or nil. `walks` keeps each queue's sets (queue_sets), or false for a
+-- paused queue, for the script's later picks: no claim changes either.
+local function oldest(k, now_s, paused, room, walks)
   local best_set, best_member, best_priority, best_score, best_seq
   for i = k, #KEYS do
-    -- A paused queue's sets are left out (its own set key is a field of `paused`), and so
-    -- are those of a limited queue without room.
-    if redis.call('HEXISTS', paused, KEYS[i]) == 0 and (room[KEYS[i]] or 1) > 0 then
-      local sets = queue_sets(KEYS[i])
+    local sets = walks[KEYS[i]]
+    if sets == nil then
+      -- A paused queue's sets are left out (its own set key is a field of `paused`).
+      sets = redis.call('HEXISTS', paused, KEYS[i]) == 0 and queue_sets(KEYS[i])
+      walks[KEYS[i]] = sets
+    end
+    -- So are those of a limited queue without room.
+    if sets and (room[KEYS[i]] or 1) > 0 then
       for n = 1, #sets, 2 do
         local set, priority = sets[n], sets[n + 1]
         if best_priority ~= nil and priority < best_priority then
@@ -527,9 +560,10 @@ local function claim_each(out, k, a, owner, ttl, job_prefix, now, paused, limits
       room[KEYS[i]] = math.min(room[KEYS[i]] or math.huge, bucket_room(b))
     end
   end
+  local walks = {}
   for i = a, #ARGV do
     while true do
-      local candidates, member = oldest(k, now_s, paused, room)
+      local candidates, member = oldest(k, now_s, paused, room, walks)
       if candidates == nil then
         return
       end
@@ -548,7 +582,7 @@ local function claim_each(out, k, a, owner, ttl, job_prefix, now, paused, limits
         out[#out + 1] = item
       else
         if claimable(f, now) then
-          take(job, member, candidates, owner, ttl, ARGV[i], now)
+          local item = as_json(take(job, f, member, candidates, owner, ttl, ARGV[i], now))
           local base = queue_base(candidates) -- the room is the queue's, whatever the priority
           if room[base] then
             room[base] = room[base] - 1
@@ -556,7 +590,6 @@ local function claim_each(out, k, a, owner, ttl, job_prefix, now, paused, limits
           if buckets[base] then -- a job buried above takes no token
             spend_token(rates, base, buckets[base])
           end
-          local item = json_row(job)
           table.insert(item, 1, 'applied')
           out[#out + 1] = item
         end

@@ -16,11 +16,11 @@ local base = f[6] and queue_base(f[6])
 local b = base and bucket(KEYS[4], base, now)
 if claimable(f, now) and (queue_room(KEYS[3], base, now) or 1) > 0
   and (not b or bucket_room(b) > 0) then
-  take(job, f[7], f[6], ARGV[2], ttl, ARGV[4], now)
+  local taken = take(job, f, f[7], f[6], ARGV[2], ttl, ARGV[4], now)
   if b then
     spend_token(KEYS[4], base, b)
   end
-  return answer('applied', now, job)
+  return answer('applied', now, job, taken)
 end
 if f[1] == 'leased' and tonumber(f[3]) <= now and tonumber(f[4]) >= tonumber(f[5]) then
   bury(job, f[7], f[6], now)
