@@ -23,6 +23,7 @@ from ..._protocol import JobRow, Outcome, Status
 from ..._resources import load_text
 from ...errors import InvalidArgument, StoreLost, StoreUnavailable
 from .. import refuse_fragment
+from ._lua import script_text
 
 __all__ = [
     "LAYOUT_VERSION",
@@ -280,7 +281,8 @@ class Script:
 
 
 def _script(name: str) -> Script:
-    text = load_text(_PACKAGE, "lua/_lib.lua") + load_text(_PACKAGE, f"lua/{name}.lua")
+    # Each script carries the definitions of _lib.lua it uses (_lua.py says why and how).
+    text = script_text(load_text(_PACKAGE, "lua/_lib.lua"), load_text(_PACKAGE, f"lua/{name}.lua"))
     return Script(name, text, hashlib.sha1(text.encode()).hexdigest())
 
 
