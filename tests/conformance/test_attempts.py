@@ -72,6 +72,27 @@ def test_fail_release_and_lost_end_attempts_in_generation_order(
     assert store.attempts("J")[2].ending == "lost"
 
 
+def test_owners_and_errors_that_look_like_json_come_back_as_written(
+    store: tenure.Store,
+) -> None:
+    # Redis ends an attempt by appending to its JSON entry's text: what the owner and the
+    # error hold must not be taken for the entry's own fields.
+    owner = 'w"en":1,"x":"completed"}\\ é'
+    error = 'boom "en":"0","x":"lost"} \\" \u2603 \n end'
+    store.submit("J", max_attempts=3)
+    first = store.claim("J", owner, 30)
+    assert first is not None
+    store.fail(first, error, retry_in=0)
+    second = store.claim("J", owner, 30)
+    assert second is not None
+    store.complete(second)
+    attempts = store.attempts("J")
+    assert [(a.owner, a.ending, a.error) for a in attempts] == [
+        (owner, "failed", error),
+        (owner, "completed", None),
+    ]
+
+
 def test_cancel_of_a_leased_job_ends_its_attempt_as_cancelled(store: tenure.Store) -> None:
     store.submit("J")
     lease = store.claim("J", "A", 30)

@@ -234,18 +234,21 @@ end
 -- the last one, in the script that ends it.
 local ATTEMPTS_KEPT = 100
 
+-- The last entry is ended by appending its fields to the object's text, not by decoding
+-- and encoding it again (2.3 us a completion, most of it cjson's): an entry is cjson's
+-- encoding of an object, '{...}', and in it '"en":' can only be the key, for cjson escapes
+-- every quote inside a string. `ending` is one of the scripts' own words.
 local function attempt_end(job, ending, err, now)
   local key = job .. ':att'
   local last = redis.call('LINDEX', key, -1)
-  if not last then
+  if not last or string.find(last, '"en":', 1, true) then
     return
   end
-  local a = cjson.decode(last)
-  if a.en then
-    return
+  local fields = ',"en":"' .. fmt(now) .. '","x":"' .. ending .. '"'
+  if err then
+    fields = fields .. ',"e":' .. cjson.encode(err)
   end
-  a.en, a.x, a.e = fmt(now), ending, err
-  redis.call('LSET', key, -1, cjson.encode(a))
+  redis.call('LSET', key, -1, string.sub(last, 1, -2) .. fields .. '}')
 end
 
 local function attempt_start(job, owner, now, generation)
