@@ -316,18 +316,21 @@ class _Registry:
 
     def end(self, handle: LeaseHandle, state: TokenState) -> None:
         lease = handle.lease
-        key = (lease.job_id, lease.generation)
-        ended = (lease.store_id, lease.job_id, lease.generation)
+        job_id, generation = lease.job_id, lease.generation
+        key = (job_id, generation)
+        ended, memory = (lease.store_id, job_id, generation), self._ended
         with self._lock:
-            handles = self._live.get(key, [])
-            if handle in handles:
-                handles.remove(handle)
-            if not handles:
-                self._live.pop(key, None)
-            self._ended[ended] = state
-            self._ended.move_to_end(ended)
-            while len(self._ended) > _ENDED_KEPT:
-                self._ended.popitem(last=False)
+            handles = self._live.get(key)
+            if handles is not None:
+                if handle in handles:
+                    handles.remove(handle)
+                if not handles:
+                    del self._live[key]
+            # Newest last: a repeated end moves to the end, the oldest beyond the bound go.
+            memory.pop(ended, None)
+            memory[ended] = state
+            if len(memory) > _ENDED_KEPT:
+                memory.popitem(last=False)
 
     def state(self, token: FencingToken) -> TokenState:
         store_id = token.store_id

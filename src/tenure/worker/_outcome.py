@@ -73,6 +73,9 @@ class Outcome:
 
 def outcome_of(context: JobContext, raised: BaseException | None, value: Any = None) -> Outcome:
     """The outcome of a handler call that returned ``value`` or ``raised``."""
+    decision = decision_of(context)
+    if raised is None and decision is None:  # most calls: no other check applies
+        return Outcome("ok", value)
     outcome: Outcome
     if raised is None:
         outcome = Outcome("ok", value)
@@ -86,7 +89,6 @@ def outcome_of(context: JobContext, raised: BaseException | None, value: Any = N
         outcome = Outcome("lost" if own else "error", error=raised)
     else:
         outcome = Outcome("error", error=raised)
-    decision = decision_of(context)
     if isinstance(decision, ReleaseDecision):
         return Outcome("release")
     if isinstance(decision, RetryDecision):
