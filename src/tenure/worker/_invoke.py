@@ -59,9 +59,11 @@ class Running:
     abandoned: bool = False  # the worker stopped waiting for this handler (stopping)
     spans: JobSpans | None = None  # its OpenTelemetry spans (None without OpenTelemetry)
     slot: Slot | None = None  # the slot task it runs on (`Jobs._job`)
-    # Whether its handler is a plain function run on a thread of the worker's pool; read
-    # twice a job, so set once (`Jobs._start`) rather than derived at each read.
-    on_thread: bool = False
+
+    @property
+    def on_thread(self) -> bool:
+        """Whether its handler is a plain function run on a thread of the worker's pool."""
+        return self.isolation != "process" and not self.handler.is_async
 
     def abandon(self) -> None:
         """On the loop: stop waiting for the handler's thread, now and from now on."""

@@ -72,16 +72,14 @@ class Jobs:
                 on_lost=on_lost if spans is None else partial(on_lost, spans=spans),
                 timeout=attempt_timeout(job, handler, config.timeout),
             )
-            isolation = handler.isolation or config.isolation
             running = Running(
                 handler=handler,
-                isolation=isolation,
+                isolation=handler.isolation or config.isolation,
                 retry=handler.retry or config.retry,
                 job=job,
                 handle=handle,
                 context=JobContext(handle, job),
                 spans=spans,
-                on_thread=isolation != "process" and not handler.is_async,
             )
             self._jobs[(lease.job_id, lease.generation)] = running
             started.append(running)

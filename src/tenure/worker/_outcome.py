@@ -73,27 +73,24 @@ class Outcome:
 
 def outcome_of(context: JobContext, raised: BaseException | None, value: Any = None) -> Outcome:
     """The outcome of a handler call that returned ``value`` or ``raised``."""
+    # A decision taken in the handler (`ctx.release()`, `ctx.retry()`) stands, whatever the
+    # handler then returned or raised.
     decision = decision_of(context)
-    if raised is None and decision is None:  # most calls: no other check applies
-        return Outcome("ok", value)
-    outcome: Outcome
-    if raised is None:
-        outcome = Outcome("ok", value)
-    elif isinstance(raised, ReleaseDecision):
-        outcome = Outcome("release")
-    elif isinstance(raised, RetryDecision):
-        outcome = Outcome("retry", raised.after)
-    elif isinstance(raised, LeaseLost):
-        # Another lease's LeaseLost (a job the handler itself claimed, say) is its failure.
-        own = raised.job_id == context.job_id and raised.generation == context.lease.generation
-        outcome = Outcome("lost" if own else "error", error=raised)
-    else:
-        outcome = Outcome("error", error=raised)
     if isinstance(decision, ReleaseDecision):
         return Outcome("release")
     if isinstance(decision, RetryDecision):
         return Outcome("retry", decision.after)
-    return outcome
+    if raised is None:
+        return Outcome("ok", value)
+    if isinstance(raised, ReleaseDecision):
+        return Outcome("release")
+    if isinstance(raised, RetryDecision):
+        return Outcome("retry", raised.after)
+    if isinstance(raised, LeaseLost):
+        # Another lease's LeaseLost (a job the handler itself claimed, say) is its failure.
+        own = raised.job_id == context.job_id and raised.generation == context.lease.generation
+        return Outcome("lost" if own else "error", error=raised)
+    return Outcome("error", error=raised)
 
 
 def handler_outcome(context: JobContext, call: Callable[[], Any]) -> Outcome:
