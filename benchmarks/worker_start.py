@@ -7,7 +7,9 @@ one benchmark process of many) pays this once per run.
     python benchmarks/worker_start.py [--stores sqlite,postgres,redis] [--repeat 15]
 
 Each store's first run is a warm-up (imports, first-call costs); the medians of the others
-are printed with their ratio to the raw driver's median.
+are printed with their ratio to the raw driver's median, and the client's CPU time per run
+(this process, all its threads): what a short-lived worker spends of its machine's CPU
+before its first job and after its last.
 """
 
 from __future__ import annotations
@@ -63,14 +65,16 @@ def raw_run(store: str, target: str) -> Callable[[], None]:
     return run
 
 
-def timed(run: Callable[[], None], repeat: int) -> float:
+def timed(run: Callable[[], None], repeat: int) -> tuple[float, float]:
+    """Medians of wall time and of this process's CPU time (all its threads) per run."""
     run()  # warm-up
-    times = []
+    times, cpu = [], []
     for _ in range(repeat):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         run()
         times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        cpu.append(time.process_time() - start_cpu)
+    return statistics.median(times), statistics.median(cpu)
 
 
 def main() -> int:
@@ -91,11 +95,12 @@ def main() -> int:
                 raw_target, url = args.postgres, f"{args.postgres}?schema={tag}"
             else:
                 raw_target, url = args.redis, f"{args.redis}?prefix={tag}"
-            raw = timed(raw_run(store, raw_target), args.repeat)
-            worker = timed(worker_run(url), args.repeat)
+            raw, raw_cpu = timed(raw_run(store, raw_target), args.repeat)
+            worker, worker_cpu = timed(worker_run(url), args.repeat)
             print(
-                f"  {store:9} raw connect + query + close {raw * 1000:7.1f} ms   "
-                f"Worker start -> stop {worker * 1000:7.1f} ms   ratio {worker / raw:5.1f}x"
+                f"  {store:9} raw connect + query + close {raw * 1000:7.1f} ms "
+                f"(CPU {raw_cpu * 1000:4.1f})   Worker start -> stop {worker * 1000:7.1f} ms "
+                f"(CPU {worker_cpu * 1000:4.1f})   ratio {worker / raw:5.1f}x"
             )
             if store == "postgres":
                 import psycopg
