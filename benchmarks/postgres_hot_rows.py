@@ -14,8 +14,9 @@ update writes) and measures the second alone, on three shapes of row:
   as any layout that keeps the lease in ``tenure_jobs`` would;
 * ``narrow``: a lease-only row (job id, generation, state, owner, secret hash, lease end),
   its lease columns NULL until the first claim;
-* ``narrow presized``: the same, its owner, secret hash and lease end written at insert
-  with values of the claimed width, so that a claim does not grow the row.
+* ``narrow presized`` and ``wide presized``: the same rows, their owner, secret hash and
+  lease end written at insert with values of the claimed width, so that a claim does not
+  grow the row.
 
 Each run claims ``--claims`` rows in FIFO order in batches, one transaction per batch that
 also completes the batch before (as ``complete_and_claim`` does), on a table filled and
@@ -34,7 +35,7 @@ from psycopg import sql
 
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 
-SHAPES = ("wide", "narrow", "narrow presized")
+SHAPES = ("wide", "wide presized", "narrow", "narrow presized")
 
 
 def flushed(conn: psycopg.Connection) -> None:
@@ -61,7 +62,7 @@ def measure(
     """(rows per page, updates, HOT updates) of one run."""
     schema = f"hot_rows_{uuid.uuid4().hex[:10]}"
     table = sql.Identifier(schema, "leases")
-    presized = shape == "narrow presized"
+    presized = shape.endswith("presized")
     with (
         psycopg.connect(url, autocommit=True) as conn,
         psycopg.connect(url, autocommit=True) as reader,
@@ -85,7 +86,7 @@ def measure(
                     sql.Literal("worker-00" if presized else None),
                     sql.Literal("0" * 64 if presized else None),
                     sql.Literal(0.0 if presized else None),
-                    sql.Literal("x" * pad if shape == "wide" else None),
+                    sql.Literal("x" * pad if shape.startswith("wide") else None),
                     sql.Literal(rows),
                 )
             )
