@@ -329,6 +329,21 @@ def warm_up_worker(url: str) -> None:
     worker.run(burst=True, install_signal_handlers=False)
 
 
+def table_updates(conn: Any, schema: str, table: str) -> tuple[int, int]:
+    """``schema.table``'s updates and HOT updates so far (pg_stat_user_tables), read on the
+    psycopg connection ``conn`` with a fresh statistics snapshot. Another backend's counts
+    show once it has flushed them (PostgreSQL 15 and later flush lazily: see
+    ``pg_stat_force_next_flush``)."""
+    conn.execute("SELECT pg_stat_clear_snapshot()")
+    row = conn.execute(
+        "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables"
+        " WHERE schemaname = %s AND relname = %s",
+        (schema, table),
+    ).fetchone()
+    assert row is not None, f"{schema}.{table} has no statistics row"
+    return int(row[0]), int(row[1])
+
+
 def machine_line() -> str:
     return (
         f"python {platform.python_version()} on {platform.system()} {platform.machine()}, "

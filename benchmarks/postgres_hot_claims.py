@@ -26,23 +26,12 @@ import time
 import uuid
 
 import psycopg
-from _common import machine_line
+from _common import machine_line, table_updates
 
 import tenure
 from tenure.stores.postgres._common import render
 
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
-
-
-def updates(admin: psycopg.Connection, schema: str) -> tuple[int, int]:
-    admin.execute("SELECT pg_stat_clear_snapshot()")
-    row = admin.execute(
-        "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables"
-        " WHERE schemaname = %s AND relname = 'tenure_jobs'",
-        (schema,),
-    ).fetchone()
-    assert row is not None
-    return int(row[0]), int(row[1])
 
 
 def measure(
@@ -70,7 +59,7 @@ def measure(
                             for i in range(start, min(jobs, start + 1000))
                         ]
                     )
-            before = updates(admin, schema)
+            before = table_updates(admin, schema, "tenure_jobs")
             claimed = 0
             with tenure.connect(url) as store:
                 leases = store.claim_many("bench", 60, batch)
@@ -85,7 +74,7 @@ def measure(
                 assert done == 0  # no lease lost
             expected = before[0] + 2 * claimed
             deadline = time.monotonic() + 15
-            while (after := updates(admin, schema))[0] < expected:
+            while (after := table_updates(admin, schema, "tenure_jobs"))[0] < expected:
                 assert time.monotonic() < deadline, (before, after, expected)
                 time.sleep(0.1)  # the backends report their counts when they exit
             return claimed, after[1] - before[1]

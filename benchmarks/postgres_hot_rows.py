@@ -30,7 +30,7 @@ import argparse
 import uuid
 
 import psycopg
-from _common import machine_line
+from _common import machine_line, table_updates
 from psycopg import sql
 
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -43,17 +43,6 @@ def flushed(conn: psycopg.Connection) -> None:
     flush them lazily, up to seconds after the transaction)."""
     conn.execute("SELECT pg_stat_force_next_flush()")
     conn.execute("SELECT 1")
-
-
-def counters(reader: psycopg.Connection, schema: str) -> tuple[int, int]:
-    reader.execute("SELECT pg_stat_clear_snapshot()")
-    row = reader.execute(
-        "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables"
-        " WHERE schemaname = %s AND relname = 'leases'",
-        (schema,),
-    ).fetchone()
-    assert row is not None
-    return int(row[0]), int(row[1])
 
 
 def measure(
@@ -97,7 +86,7 @@ def measure(
             ).fetchone()
             assert per_page is not None
             flushed(conn)
-            before = counters(reader, schema)
+            before = table_updates(reader, schema, "leases")
             complete = sql.SQL(
                 "UPDATE {} SET state = 2, owner = NULL, secret_hash = NULL, lease_until = NULL"
                 " WHERE job_id = ANY(%s)"
@@ -117,7 +106,7 @@ def measure(
                     conn.execute(claim, (ids,))
                 previous = ids
             flushed(conn)
-            after = counters(reader, schema)
+            after = table_updates(reader, schema, "leases")
         finally:
             conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
     return float(per_page[0]), after[0] - before[0], after[1] - before[1]

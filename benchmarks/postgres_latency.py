@@ -33,7 +33,7 @@ import time
 import uuid
 
 import psycopg
-from _common import machine_line
+from _common import machine_line, table_updates
 
 import tenure
 from tenure.stores.postgres._common import render
@@ -69,13 +69,7 @@ def insert_ready_jobs(base: str, schema: str, jobs: int, priorities: int) -> Non
 def _updates(url: str, schema: str) -> tuple[int, int]:
     """tenure_jobs' updates and HOT updates so far (pg_stat_user_tables)."""
     with psycopg.connect(url, autocommit=True) as conn:
-        row = conn.execute(
-            "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables"
-            " WHERE schemaname = %s AND relname = 'tenure_jobs'",
-            (schema,),
-        ).fetchone()
-    assert row is not None
-    return int(row[0]), int(row[1])
+        return table_updates(conn, schema, "tenure_jobs")
 
 
 def percentile(values: list[float], fraction: float) -> float:

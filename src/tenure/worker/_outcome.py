@@ -74,18 +74,15 @@ class Outcome:
 def outcome_of(context: JobContext, raised: BaseException | None, value: Any = None) -> Outcome:
     """The outcome of a handler call that returned ``value`` or ``raised``."""
     # A decision taken in the handler (`ctx.release()`, `ctx.retry()`) stands, whatever the
-    # handler then returned or raised.
+    # handler then returned or raised; else one it raised.
     decision = decision_of(context)
-    if isinstance(decision, ReleaseDecision):
+    chosen = raised if decision is None else decision
+    if isinstance(chosen, ReleaseDecision):
         return Outcome("release")
-    if isinstance(decision, RetryDecision):
-        return Outcome("retry", decision.after)
+    if isinstance(chosen, RetryDecision):
+        return Outcome("retry", chosen.after)
     if raised is None:
         return Outcome("ok", value)
-    if isinstance(raised, ReleaseDecision):
-        return Outcome("release")
-    if isinstance(raised, RetryDecision):
-        return Outcome("retry", raised.after)
     if isinstance(raised, LeaseLost):
         # Another lease's LeaseLost (a job the handler itself claimed, say) is its failure.
         own = raised.job_id == context.job_id and raised.generation == context.lease.generation
