@@ -2,8 +2,9 @@
 
 Run as ``python _purge_race_worker.py '<json config>'``. Until the parent creates the
 ``stop`` file, it walks a few shared job ids over and over: submits each (a purge by the
-parent may have removed it since its last life), claims it by id and completes it. It prints
-one JSON document: every lease it got (job id and generation).
+parent may have removed it since its last life), claims it by id and completes it, then
+waits ``pause`` seconds (0: none). It prints one JSON document: every lease it got (job id
+and generation).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 import random
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +25,12 @@ def main() -> None:
     ids: list[str] = config["ids"]
     rng = random.Random(config["seed"])
     stop = Path(config["stop"])
+    pause: float = config.get("pause", 0.0)
     claims: list[dict[str, Any]] = []
     with tenure.connect(config["url"]) as store:
         while not stop.exists():
+            if pause:
+                time.sleep(pause)
             job_id = rng.choice(ids)
             store.submit(job_id)
             try:
