@@ -1,10 +1,12 @@
 """Client CPU per no-op job (issue #19's "runtime at most 1.5x the hand loop"), in one
 process on a real store: the CPU time of the whole process (all threads: the Worker's
-renewer and watchdog too) while it drains N queued jobs, three ways, taking turns:
+renewer and watchdog too) while it drains N queued jobs, four ways, taking turns:
 
 * **hand loop (sync)**: ``claim_jobs(batch)`` once, then ``complete_and_claim_jobs``
   batches on the sync `tenure.Store`: the hand-written loop of the issue;
 * **hand loop (async)**: the same calls on `tenure.aio.AsyncStore`, which the Worker uses;
+* **batch runtime sketch**: not the product; the runtime issue #19 names as its way out,
+  designed around claimed batches, sketched to measure its floor (``_batch_runtime.py``);
 * **Worker**: ``tenure.Worker(concurrency=batch)`` with an async no-op handler,
   ``run(burst=True)`` (warmed up first on an empty queue, untimed).
 
@@ -28,6 +30,7 @@ import sys
 import time
 from collections.abc import Callable
 
+import _batch_runtime
 from _common import burst_run, machine_line, warm_up_worker
 
 import tenure
@@ -88,6 +91,13 @@ def async_loop(url: str, batch: int) -> int:
     return asyncio.run(drain())
 
 
+def batch_sketch(url: str, batch: int) -> int:
+    async def no_op(job: object) -> None:
+        return None
+
+    return asyncio.run(_batch_runtime.drain(url, QUEUE, OWNER, TTL, batch, no_op))
+
+
 def worker_run(url: str, batch: int) -> int:
     worker = tenure.Worker(url, concurrency=batch, ttl=TTL, owner=OWNER, summary_every=0)
     return burst_run(worker, QUEUE, lambda ctx: None)()
@@ -96,6 +106,7 @@ def worker_run(url: str, batch: int) -> int:
 WAYS: dict[str, Callable[[str, int], int]] = {
     "hand loop (sync)": sync_loop,
     "hand loop (async)": async_loop,
+    "batch runtime sketch": batch_sketch,
     "Worker": worker_run,
 }
 
@@ -131,7 +142,7 @@ def main(argv: list[str]) -> int:
         median = statistics.median(cpu[way])
         runs = ", ".join(f"{c:.1f}" for c in cpu[way])
         print(
-            f"  {way:18} {median:6.1f} us CPU/job ({runs})  {statistics.median(rate[way]):8,.0f} "
+            f"  {way:20} {median:6.1f} us CPU/job ({runs})  {statistics.median(rate[way]):8,.0f} "
             f"jobs/s  {median / base:4.2f}x the sync hand loop's CPU"
         )
     return 0

@@ -20,7 +20,9 @@ with the system's own worker API and default settings:
   **tenure async**: claim_many + complete_many with the async API (``tenure.aio``, a pool
   of at most 2 connections per process); **tenure Worker**: the runtime,
   ``tenure.Worker(concurrency=10)`` with an async no-op handler, ``run(burst=True)``
-  (**tenure Worker sync**: a sync no-op handler);
+  (**tenure Worker sync**: a sync no-op handler); **tenure batch sketch**: not the
+  product; the runtime issue #19 names as its way out, designed around claimed batches,
+  sketched to measure its floor (``_batch_runtime.py``);
 * **pgqueuer**: ``QueueManager`` with a psycopg ``AsyncConnection``, an async no-op
   entrypoint, ``run(mode=drain)`` (its default batch_size=10: it dequeues 10 at a time and
   logs completions in batches);
@@ -54,6 +56,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import _batch_runtime
 import psycopg
 from _common import burst_run, machine_line, warm_up_worker
 
@@ -69,6 +72,7 @@ SYSTEMS = (
     "tenure async",
     "tenure Worker",
     "tenure Worker sync",
+    "tenure batch sketch",
     "pgqueuer",
     "procrastinate",
 )
@@ -201,6 +205,23 @@ def tenure_runtime_worker(index: int, url: str, sync: bool = False) -> Callable[
     warm_up_worker(url)
     worker = tenure.Worker(url, concurrency=10, ttl=TTL, owner=f"worker-{index}")
     return burst_run(worker, "default", lambda ctx: None, sync=sync)
+
+
+def tenure_sketch_worker(index: int, url: str) -> Callable[[], int]:
+    """Issue #19's runtime designed around claimed batches, sketched to measure its floor
+    (`_batch_runtime.py`): 10 jobs a claim, renewals on a thread of its own, completions
+    with the next claim. Its connections open in the timed window, as the Worker's do."""
+
+    async def no_op(job: tenure.Job) -> None:
+        return None
+
+    _batch_runtime.warm_up(url)
+
+    def run() -> int:
+        owner = f"worker-{index}"
+        return asyncio.run(_batch_runtime.drain(url, "default", owner, TTL, 10, no_op))
+
+    return run
 
 
 # -- pgqueuer ----------------------------------------------------------------------------
@@ -526,6 +547,7 @@ def main(argv: list[str]) -> int:
         "tenure async": (tenure_async_worker, (urls["tenure"], 10), TENURE_DONE),
         "tenure Worker": (tenure_runtime_worker, (urls["tenure"],), TENURE_DONE),
         "tenure Worker sync": (tenure_runtime_worker, (urls["tenure"], True), TENURE_DONE),
+        "tenure batch sketch": (tenure_sketch_worker, (urls["tenure"],), TENURE_DONE),
         "pgqueuer": (pgqueuer_worker, (urls["pgqueuer"],), PGQUEUER_DONE),
         "procrastinate": (procrastinate_worker, (urls["procrastinate"],), PROCRASTINATE_DONE),
     }

@@ -24,6 +24,9 @@ The workload, for each system, on fresh keys (a new key prefix, queue name or na
    * *tenure Worker*: ``tenure.Worker(concurrency=8)`` with an async handler,
      ``run(burst=True)``: the runtime users run; *tenure Worker sync*: the same with a
      plain function as the handler, run on the worker's handler threads;
+   * *tenure batch sketch*: not the product; the runtime issue #19 names as its way out,
+     designed around claimed batches, sketched to measure its floor (``_batch_runtime.py``:
+     renewals on a thread of their own, ``--batch`` jobs a claim, completions with the next);
    * *RQ*: ``SimpleWorker([queue]).work(burst=True)`` (no fork per job; log level WARNING);
    * *Dramatiq*: a ``Worker(broker)`` per process with Dramatiq's defaults (8 threads,
      prefetch 16), until the broker's ``join`` sees no message queued or unacknowledged
@@ -48,6 +51,7 @@ configuration, the same for all.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import logging
 import multiprocessing
@@ -58,6 +62,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+import _batch_runtime
 import redis
 from _common import Result, burst_run, machine_line, print_report, run_children, warm_up_worker
 
@@ -69,6 +74,7 @@ SYSTEMS = (
     "tenure many",
     "tenure Worker",
     "tenure Worker sync",
+    "tenure batch sketch",
     "RQ",
     "Dramatiq",
     "Dramatiq 1 thr",
@@ -159,6 +165,24 @@ def process(system: str, url: str, tag: str, index: int) -> Callable[[], int]:
                 lambda ctx: handle(ctx.payload["n"]),
                 sync=system.endswith("sync"),
             )
+
+        if system == "tenure batch sketch":
+            # Issue #19's runtime designed around claimed batches, sketched to measure its
+            # floor (`_batch_runtime.py`); its connections open in the timed window, as
+            # the Worker's do.
+            store.close()
+            _batch_runtime.warm_up(tenure_url(url, tag))
+
+            async def run_one(job: tenure.Job) -> None:
+                handle(job.payload["n"])
+
+            sketch_url = tenure_url(url, tag)
+
+            def sketch_loop() -> int:
+                drain = _batch_runtime.drain(sketch_url, "default", owner, TTL, batch, run_one)
+                return asyncio.run(drain)
+
+            return sketch_loop
 
         if system == "tenure many":
 
@@ -299,6 +323,7 @@ def cleanup(url: str, tag: str, system: str) -> None:
         "tenure many": ["{" + tag + "}:*"],
         "tenure Worker": ["{" + tag + "}:*"],
         "tenure Worker sync": ["{" + tag + "}:*"],
+        "tenure batch sketch": ["{" + tag + "}:*"],
         "RQ": ["rq:*"],
         "Dramatiq": [tag + "*"],
         "Dramatiq 1 thr": [tag + "*"],
