@@ -16,7 +16,10 @@ bookkeeping per claimed batch instead of per job:
 
 Left out, each of which the real runtime has: per-job timeouts (the renewer's thread would
 check one deadline per job), statistics, logs and traces, sync handlers on threads,
-isolation modes, signals, outage retries, and claiming ahead while handlers run.
+isolation modes, signals, outage retries, and claiming ahead while handlers run. And a
+batch's next claim waits for its slowest job, where the Worker refills each slot as it
+frees: with no-op jobs that costs nothing, with jobs of uneven length it leaves slots idle,
+so a real design around batches must keep the Worker's refill (and pay for it).
 `client_cpu.py` runs it beside the hand loop and `tenure.Worker`.
 """
 
