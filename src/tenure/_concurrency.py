@@ -4,10 +4,13 @@
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import select
 import sys
 import threading
 import time
+import weakref
 from collections.abc import AsyncIterator
 from contextlib import (
     AbstractAsyncContextManager,
@@ -30,6 +33,8 @@ else:  # Python 3.10: the same bound through anyio, a little dearer
 
 
 __all__ = [
+    "close_at_exit",
+    "close_at_exit_async",
     "looks_closed",
     "looks_closed_async",
     "pause",
@@ -124,3 +129,39 @@ def looks_closed(conn: Any) -> bool:
         return bool(poller.poll(0))
     except (AttributeError, OSError, ValueError):
         return False
+
+
+# Resources of sync drivers still open when the interpreter exits, closed then (see
+# `close_at_exit`). Weak: one closed and dropped before then leaves.
+_open_at_exit: weakref.WeakSet[Any] = weakref.WeakSet()
+_exit_hook = threading.Lock()
+_exit_hooked = False
+
+
+def close_at_exit_async(resource: Any) -> None:
+    """An asyncio resource needs nothing at interpreter exit: it has no threads to stop,
+    and its event loop is gone by then."""
+
+
+def close_at_exit(resource: Any) -> None:
+    """Close ``resource`` (its ``close()``) at interpreter exit if it is still open then.
+
+    A psycopg_pool `ConnectionPool` left open (a script that never closes its store) is
+    otherwise closed by its ``__del__`` during the interpreter's finalization, where on
+    Python 3.13 its threads can no longer run: it waits 5 s for each of its four threads
+    and prints a warning for each (psycopg issues #930, #954). At ``atexit`` time they
+    still run, and closing takes a few milliseconds."""
+    global _exit_hooked
+    _open_at_exit.add(resource)
+    if not _exit_hooked:
+        with _exit_hook:
+            if not _exit_hooked:
+                atexit.register(_close_left_open)
+                _exit_hooked = True
+
+
+def _close_left_open() -> None:
+    for resource in list(_open_at_exit):
+        # The program is exiting: its own exit status and output count, not this close.
+        with contextlib.suppress(Exception):
+            resource.close()

@@ -15,6 +15,7 @@ from psycopg import Connection, RawCursor
 from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
+from ..._concurrency import close_at_exit
 from ..._protocol import Outcome, Submission
 from ...errors import StoreUnavailable
 from ._bound import watch_replication
@@ -114,6 +115,7 @@ def pool_for(
             configure=configure,
             open=False,
         )
+        close_at_exit(own)  # its threads (sync) must stop before the interpreter's end
         return options, own, True
     assert pool is not None
     conninfo = pool.conninfo if isinstance(pool.conninfo, str) else ""

@@ -13,6 +13,7 @@ from psycopg import AsyncConnection, AsyncRawCursor
 from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool
 
+from ..._concurrency import close_at_exit_async
 from ..._protocol import Outcome, Submission
 from ...errors import StoreUnavailable
 from ._bound import watch_replication
@@ -112,6 +113,7 @@ def pool_for_async(
             configure=configure,
             open=False,
         )
+        close_at_exit_async(own)  # its threads (sync) must stop before the interpreter's end
         return options, own, True
     assert pool is not None
     conninfo = pool.conninfo if isinstance(pool.conninfo, str) else ""
