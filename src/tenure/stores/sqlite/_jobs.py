@@ -56,8 +56,8 @@ def submit_each(cur: sqlite3.Cursor, now: float, batch: Sequence[Submission]) ->
     cur.executemany(
         SUBMIT_MANY,
         [
-            (s.job_id, s.queue, now, s.delay, s.max_attempts, s.payload, s.priority, s.timeout,
-             s.headers)
+            (s.job_id, s.queue, now, s.delay, s.max_attempts, s.payload, now, now, s.priority,
+             s.timeout, s.headers)
             for s in new
         ],
     )  # fmt: skip

@@ -2,12 +2,13 @@
 -- new id inserted, an existing one left as it is. The batch runs in one write
 -- transaction, holding the write lock from its first statement (clock.sql), so the ids
 -- found existing just before (existing.sql) are exactly those this leaves alone.
--- Numbered parameters, bound from a tuple per job (cheaper to make and to bind than a
--- dict): ?1 job_id, ?2 queue, ?3 now, ?4 delay, ?5 max_attempts, ?6 payload, ?7 priority,
--- ?8 timeout, ?9 headers.
+-- Positional parameters, bound from a tuple per job (cheaper to make and to bind than a
+-- dict): job_id, queue, now, delay, max_attempts, payload, now, now, priority, timeout,
+-- headers. Plain "?" rather than numbered "?NNN", which Python 3.12's sqlite3 counts as
+-- named, warns about when bound from a tuple, and 3.14 refuses.
 INSERT INTO tenure_jobs
     (job_id, queue, state, generation, available_at, attempts, max_attempts, payload,
      created_at, updated_at, priority, timeout, headers)
 VALUES
-    (?1, ?2, 'ready', 0, ?3 + ?4, 0, ?5, ?6, ?3, ?3, ?7, ?8, ?9)
+    (?, ?, 'ready', 0, ? + ?, 0, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (job_id) DO NOTHING
