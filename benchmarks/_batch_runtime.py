@@ -195,6 +195,15 @@ async def drain(url: str, queue: str, owner: str, ttl: float, size: int, handler
     return done
 
 
+def run(url: str, queue: str, owner: str, ttl: float, size: int, handler: Handler) -> int:
+    """`drain` on an event loop of its own, for a benchmark's timed loop."""
+    return asyncio.run(drain(url, queue, owner, ttl, size, handler))
+
+
+async def no_op(job: models.Job) -> None:
+    """The no-op handler of the benchmarks."""
+
+
 def warm_up(url: str) -> None:
     """One untimed drain of a queue with no jobs (imports and first calls), as
     `_common.warm_up_worker` does for `tenure.Worker`."""
@@ -202,4 +211,4 @@ def warm_up(url: str) -> None:
     async def never(job: models.Job) -> None:
         raise AssertionError("the warm-up queue has no jobs")
 
-    asyncio.run(drain(url, "tenure-bench-warm-up", "warm-up", 60.0, 1, never))
+    run(url, "tenure-bench-warm-up", "warm-up", 60.0, 1, never)

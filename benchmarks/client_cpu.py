@@ -92,10 +92,7 @@ def async_loop(url: str, batch: int) -> int:
 
 
 def batch_sketch(url: str, batch: int) -> int:
-    async def no_op(job: object) -> None:
-        return None
-
-    return asyncio.run(_batch_runtime.drain(url, QUEUE, OWNER, TTL, batch, no_op))
+    return _batch_runtime.run(url, QUEUE, OWNER, TTL, batch, _batch_runtime.no_op)
 
 
 def worker_run(url: str, batch: int) -> int:

@@ -53,6 +53,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -212,16 +213,9 @@ def tenure_sketch_worker(index: int, url: str) -> Callable[[], int]:
     (`_batch_runtime.py`): 10 jobs a claim, renewals on a thread of its own, completions
     with the next claim. Its connections open in the timed window, as the Worker's do."""
 
-    async def no_op(job: tenure.Job) -> None:
-        return None
-
     _batch_runtime.warm_up(url)
-
-    def run() -> int:
-        owner = f"worker-{index}"
-        return asyncio.run(_batch_runtime.drain(url, "default", owner, TTL, 10, no_op))
-
-    return run
+    owner = f"worker-{index}"
+    return partial(_batch_runtime.run, url, "default", owner, TTL, 10, _batch_runtime.no_op)
 
 
 # -- pgqueuer ----------------------------------------------------------------------------

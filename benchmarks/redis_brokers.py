@@ -51,7 +51,6 @@ configuration, the same for all.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import logging
 import multiprocessing
@@ -171,18 +170,13 @@ def process(system: str, url: str, tag: str, index: int) -> Callable[[], int]:
             # floor (`_batch_runtime.py`); its connections open in the timed window, as
             # the Worker's do.
             store.close()
-            _batch_runtime.warm_up(tenure_url(url, tag))
+            sketch_url = tenure_url(url, tag)
+            _batch_runtime.warm_up(sketch_url)
 
             async def run_one(job: tenure.Job) -> None:
                 handle(job.payload["n"])
 
-            sketch_url = tenure_url(url, tag)
-
-            def sketch_loop() -> int:
-                drain = _batch_runtime.drain(sketch_url, "default", owner, TTL, batch, run_one)
-                return asyncio.run(drain)
-
-            return sketch_loop
+            return lambda: _batch_runtime.run(sketch_url, "default", owner, TTL, batch, run_one)
 
         if system == "tenure many":
 

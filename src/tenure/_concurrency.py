@@ -134,8 +134,6 @@ def looks_closed(conn: Any) -> bool:
 # Resources of sync drivers still open when the interpreter exits, closed then (see
 # `close_at_exit`). Weak: one closed and dropped before then leaves.
 _open_at_exit: weakref.WeakSet[Any] = weakref.WeakSet()
-_exit_hook = threading.Lock()
-_exit_hooked = False
 
 
 def close_at_exit_async(resource: Any) -> None:
@@ -151,15 +149,10 @@ def close_at_exit(resource: Any) -> None:
     Python 3.13 its threads can no longer run: it waits 5 s for each of its four threads
     and prints a warning for each (psycopg issues #930, #954). At ``atexit`` time they
     still run, and closing takes a few milliseconds."""
-    global _exit_hooked
     _open_at_exit.add(resource)
-    if not _exit_hooked:
-        with _exit_hook:
-            if not _exit_hooked:
-                atexit.register(_close_left_open)
-                _exit_hooked = True
 
 
+@atexit.register
 def _close_left_open() -> None:
     for resource in list(_open_at_exit):
         # The program is exiting: its own exit status and output count, not this close.
