@@ -76,16 +76,14 @@ class _Entry:
         lease: Lease,
         value: Any,
         deadline: Deadline,
-        now: float,
+        judged: bool,
         done: Callable[[BaseException | None], None] | None = None,
     ) -> None:
         self.lease = lease
         self.value = value
         self.deadline = deadline  # the lease's local deadline (renewals move it)
-        # Past its deadline already when handed in: the store judges it, once. (The worker
-        # never hands in such a lease; a caller of the completer may.)
-        first = deadline()
-        self.judged = first is not None and first <= now
+        # Past its deadline already when handed in: the store judges it, once.
+        self.judged = judged
         self.error: BaseException | None = None
         self.sent = False  # answered: by the store, or given up
         self.done = done  # `Completer.enqueue`'s callback (None: a caller awaits it)
@@ -169,9 +167,10 @@ class Completer:
         """Complete ``lease`` with ``value``; raises what `AsyncStore.complete` raises, once
         retrying is over (`DeadlinePassed` when the store stayed unavailable until
         ``deadline()``, by default the lease's local deadline)."""
-        entry = _Entry(
-            lease, value, deadline or (lambda: lease.local_deadline), self._clock.monotonic()
-        )
+        deadline = deadline or (lambda: lease.local_deadline)
+        first = deadline()
+        judged = first is not None and first <= self._clock.monotonic()
+        entry = _Entry(lease, value, deadline, judged)
         self._append(entry)
         while not entry.sent:
             if self._sending:
@@ -196,8 +195,10 @@ class Completer:
     ) -> None:
         """Queue a completion without waiting for it: ``done(error)`` is called on the
         event loop once it is answered (``error`` None: completed; else what `complete`
-        would raise). The caller then awaits `lead` so that a batch is on its way."""
-        self._append(_Entry(lease, value, deadline, self._clock.monotonic(), done))
+        would raise). The caller then awaits `lead` so that a batch is on its way. The
+        lease is one whose ``deadline()`` has not passed (the worker hands in only leases
+        it has just found held)."""
+        self._append(_Entry(lease, value, deadline, False, done))
 
     def _append(self, entry: _Entry) -> None:
         self._pending.append(entry)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextvars
 import logging
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -33,7 +33,7 @@ from ._lease import LeaseHandle, lease_extra
 from ._loop import DaemonThread, LoopCaller, ThreadPool
 from ._outcome import Outcome, handler_outcome, outcome_of
 from ._process import run_in_process
-from ._slots import Slot, in_context
+from ._slots import Slot, resume_in_context
 from ._stats import Stats
 from ._telemetry import JobSpans
 
@@ -52,6 +52,10 @@ class Running:
     job: Job
     handle: LeaseHandle
     context: JobContext
+    # How its handler runs: an async one on the loop (in its slot task, `_run_in_slot`), a
+    # sync one on a thread of the worker's pool, or either in a process (neither).
+    on_loop: bool
+    on_thread: bool
     # A sync handler's wait for its thread: cancelled to stop waiting (worker stopping).
     wait_scope: anyio.CancelScope | None = None
     # A timed-out sync handler's thread, still running after the attempt was failed.
@@ -59,11 +63,9 @@ class Running:
     abandoned: bool = False  # the worker stopped waiting for this handler (stopping)
     spans: JobSpans | None = None  # its OpenTelemetry spans (None without OpenTelemetry)
     slot: Slot | None = None  # the slot task it runs on (`Jobs._job`)
-
-    @property
-    def on_thread(self) -> bool:
-        """Whether its handler is a plain function run on a thread of the worker's pool."""
-        return self.isolation != "process" and not self.handler.is_async
+    # An async handler that suspended in its first step (`Invoker.begin`): its context,
+    # coroutine, what it yielded, and when it started.
+    suspended: tuple[contextvars.Context, Coroutine[Any, Any, Any], Any, float] | None = None
 
     def abandon(self) -> None:
         """On the loop: stop waiting for the handler's thread, now and from now on."""
@@ -89,6 +91,15 @@ class Invoker:
         report before the others are in the pool: the completer must wait for them too."""
         self._expected += count
 
+    def lost(self, running: Running) -> None:
+        """Any thread: ``running``'s lease is lost. Its async handler, if it still runs in
+        its slot, is cancelled on the loop (`Slot.stop`); one that has not started yet is
+        cancelled as it starts (`_run_in_slot`). The other runners wait for the loss on
+        their own (`LeaseHandle.on_loss`)."""
+        slot = running.slot
+        if slot is not None:
+            self._caller.call_soon(partial(slot.stop, running))
+
     def busy(self) -> bool:
         """Whether sync handlers run, wait for a thread, or are about to."""
         return self._expected > 0 or self._threads.busy
@@ -98,7 +109,16 @@ class Invoker:
         self._threads.close()
 
     async def __call__(self, running: Running) -> Outcome:
+        """Run ``running``'s handler, whichever way it runs, traced or not. (`Jobs._job`
+        runs the common case, an untraced async handler, with `begin` and `go_on`.)"""
         spans = running.spans
+        if running.on_loop:
+            if spans is None:
+                return self.begin(running) or await self.go_on(running)
+            with spans.handling():
+                outcome = self.begin(running) or await self.go_on(running)
+            spans.handled(outcome, running.handle)
+            return outcome
         started = time.perf_counter()
         try:
             if spans is None:
@@ -123,42 +143,66 @@ class Invoker:
                 self._stats,
                 self._start_method,
             )
-        if running.handler.is_async:
-            return await self._run_async(running)
         return await self._run_thread(running)
 
-    async def _run_async(self, running: Running) -> Outcome:
-        context = running.context
-        function: Callable[[JobContext], Coroutine[Any, Any, Any]] = running.handler.function
+    def begin(self, running: Running) -> Outcome | None:
+        """Start an async handler in its slot task's cancel scope (`Jobs._job` set
+        ``running.slot``), and take its first step here, with no coroutine of the worker's
+        around it: its outcome if it ended there (most do), else None, and `go_on` runs
+        the rest."""
         slot = running.slot
-        if slot is None:  # not on a slot task: a scope of its own
-            slot = Slot()
-            with slot.scope:
-                return await self._run_in_slot(running, context, function, slot)
-        return await self._run_in_slot(running, context, function, slot)
-
-    async def _run_in_slot(
-        self,
-        running: Running,
-        context: JobContext,
-        function: Callable[[JobContext], Coroutine[Any, Any, Any]],
-        slot: Slot,
-    ) -> Outcome:
-        # The loss cancels the slot's scope only while this handler runs in it.
+        assert slot is not None
+        # The loss cancels the slot's scope only while this handler runs in it (`lost`);
+        # a loss decided before it started found no handler to stop.
         slot.handling = running
-        running.handle.on_loss(partial(self._caller.call_soon, partial(slot.stop, running)))
+        if running.handle.lost_flag:
+            slot.stop(running)
+        # In a context of its own: the slot task runs other jobs after this one.
+        own = contextvars.copy_context()
+        started = time.perf_counter()
         try:
-            # In a context of its own: the slot task runs other jobs after this one.
-            value = await in_context(contextvars.copy_context(), function(context))
+            coroutine = running.handler.function(running.context)
+            yielded = own.run(coroutine.send, None)
+        except StopIteration as stop:
+            outcome = self._returned(running, stop.value)
         except BaseException as exc:
-            slot.handling = None
-            if not (slot.spent and isinstance(exc, anyio.get_cancelled_exc_class())):
-                if _propagates(exc):
-                    raise
-                return outcome_of(context, exc)
+            outcome = self._raised(running, exc)
         else:
-            slot.handling = None
-            return outcome_of(context, None, value)
+            running.suspended = (own, coroutine, yielded, started)
+            return None
+        self._stats.handled(running.job.queue, outcome.kind, time.perf_counter() - started)
+        return outcome
+
+    async def go_on(self, running: Running) -> Outcome:
+        """Run the rest of a handler that `begin` started and that suspended."""
+        assert running.suspended is not None
+        own, coroutine, yielded, started = running.suspended
+        running.suspended = None
+        try:
+            value = await resume_in_context(own, coroutine, yielded)
+        except BaseException as exc:
+            outcome = self._raised(running, exc)
+        else:
+            outcome = self._returned(running, value)
+        self._stats.handled(running.job.queue, outcome.kind, time.perf_counter() - started)
+        return outcome
+
+    @staticmethod
+    def _returned(running: Running, value: Any) -> Outcome:
+        assert running.slot is not None
+        running.slot.handling = None
+        return outcome_of(running.context, None, value)
+
+    def _raised(self, running: Running, exc: BaseException) -> Outcome:
+        """The outcome of an async handler that raised ``exc`` (or raise it again: not its
+        outcome, `_propagates`)."""
+        slot = running.slot
+        assert slot is not None
+        slot.handling = None
+        if not (slot.spent and isinstance(exc, anyio.get_cancelled_exc_class())):
+            if _propagates(exc):
+                raise exc
+            return outcome_of(running.context, exc)
         # Stopped by the loss (the slot's task leaves its scope before settling the job).
         kind = running.handle.lost_kind
         if kind not in ("revoked", "timed_out"):

@@ -17,7 +17,7 @@ import anyio.abc
 from .._clock import Clock
 from ..models import Job, Lease
 from ._completer import Completer
-from ._config import Config, Handler
+from ._config import Config, Handler, Isolation
 from ._context import JobContext, set_current
 from ._invoke import Invoker, Running, attempt_timeout
 from ._keeper import LeaseKeeper
@@ -27,7 +27,7 @@ from ._retry import Outage
 from ._settle import Settler, note_loss
 from ._slots import Slot, Slots
 from ._stats import Stats
-from ._telemetry import job_spans, tracing
+from ._telemetry import JobSpans, job_spans, tracing
 
 __all__ = ["Jobs"]
 
@@ -61,10 +61,21 @@ class Jobs:
         assert self._invoker is not None
         traced = tracing()  # once per claim: a provider set meanwhile traces the next one
         handlers, config = self._handlers, self._config
-        on_lost = partial(note_loss, self._stats, outage=self._outage)
+        on_lost = self._lease_lost
         started: list[Running] = []
+        on_thread = 0
+        runs: dict[str, tuple[Isolation, bool, bool]] = {}  # how each queue's handler runs
         for lease, job in claimed:
             handler = handlers[job.queue]
+            how = runs.get(job.queue)
+            if how is None:
+                isolation = handler.isolation or config.isolation
+                in_process = isolation == "process"
+                how = runs[job.queue] = (
+                    isolation,
+                    not in_process and handler.is_async,
+                    not in_process and not handler.is_async,
+                )
             spans = job_spans(job, lease) if traced else None
             handle = LeaseHandle(
                 lease,
@@ -74,22 +85,34 @@ class Jobs:
             )
             running = Running(
                 handler=handler,
-                isolation=handler.isolation or config.isolation,
+                isolation=how[0],
                 retry=handler.retry or config.retry,
                 job=job,
                 handle=handle,
                 context=JobContext(handle, job),
+                on_loop=how[1],
+                on_thread=how[2],
                 spans=spans,
             )
             self._jobs[(lease.job_id, lease.generation)] = running
             started.append(running)
+            on_thread += how[2]
         handles = [running.handle for running in started]
         self._stats.incr("claimed", len(started))
         REGISTRY.add_many(handles)
         self._keeper.add_many(handles)
-        self._invoker.expect(sum(running.on_thread for running in started))
+        self._invoker.expect(on_thread)
         for running in started:
             self._slots.start(task_group, running)
+
+    def _lease_lost(self, handle: LeaseHandle, spans: JobSpans | None = None) -> None:
+        """Any thread, once: a job's lease is lost (its `LeaseHandle`'s ``on_lost``). It is
+        counted and said, and its async handler, if it runs, is stopped (`Invoker.lost`)."""
+        note_loss(self._stats, handle, outage=self._outage, spans=spans)
+        lease = handle.lease
+        running = self._jobs.get((lease.job_id, lease.generation))  # atomic on any thread
+        if running is not None and self._invoker is not None:
+            self._invoker.lost(running)
 
     async def _job(self, running: Running, slot: Slot) -> None:
         """Run one job on ``slot``'s task: its handler, then its end (`_end`)."""
@@ -101,8 +124,12 @@ class Jobs:
             log.debug("job started", extra=extra)
         running.slot = slot
         set_current(running.context)
+        invoker = self._invoker
         try:
-            outcome = await self._invoker(running)
+            if running.on_loop and running.spans is None:  # most jobs: no coroutine between
+                outcome = invoker.begin(running) or await invoker.go_on(running)
+            else:
+                outcome = await invoker(running)
         except BaseException as exc:
             try:
                 if isinstance(exc, anyio.get_cancelled_exc_class()):
@@ -119,33 +146,38 @@ class Jobs:
             # ends once the slot's task has left that scope (`Slots`).
             slot.then = partial(self._end, running, outcome)
             return
-        await self._end(running, outcome)
+        # Most jobs: completed in a batch with no wait here; the completer calls
+        # `_finished` with the store's answer, and this task runs the next job.
+        try:
+            handed_off = self._settler.hand_off(running, outcome, partial(self._finished, running))
+        except BaseException:
+            set_current(None)
+            self._finished(running)
+            raise
+        if not handed_off:
+            await self._end(running, outcome)
+            return
+        set_current(None)  # the slot task runs other jobs next
+        assert self._slots is not None
+        assert self._completer is not None
+        # With jobs waiting for a task, this one takes them first (a batch whose handlers
+        # do not suspend runs on one task) and leads the completions after the last
+        # (`Slots` leads before parking; `_lead_unled` if it suspended).
+        if not self._slots.waiting:
+            await self._completer.lead()
 
     async def _end(self, running: Running, outcome: Outcome) -> None:
-        """Settle a job whose handler has ended, then forget it (`_finished`)."""
+        """Settle a job whose handler has ended and that was not handed off (`_job`), then
+        forget it (`_finished`)."""
         assert self._invoker is not None
         assert self._settler is not None
-        assert self._completer is not None
-        assert self._slots is not None
-        handed_off = False
         try:
-            # Most jobs: completed in a batch with no wait here; the completer calls
-            # `_finished` with the store's answer, and this task runs the next job.
-            handed_off = self._settler.hand_off(running, outcome, partial(self._finished, running))
-            if handed_off:
-                # With jobs waiting for a task, this one takes them first (a batch whose
-                # handlers do not suspend runs on one task) and leads the completions after
-                # the last (`Slots` leads before parking; `_lead_unled` if it suspended).
-                if not self._slots.waiting:
-                    await self._completer.lead()
-                return
             with anyio.CancelScope(shield=True):
                 await self._settler.settle(running, outcome)
             await self._invoker.outlive(running)  # a timed-out thread keeps its slot
         finally:
             set_current(None)  # the slot task runs other jobs next
-            if not handed_off:
-                self._finished(running)
+            self._finished(running)
 
     def _lead_unled(self, task_group: anyio.abc.TaskGroup) -> None:
         """A woken slot task is about to take a job: the task that ran before it suspended,

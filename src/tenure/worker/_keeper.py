@@ -25,6 +25,7 @@ import math
 import random
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Protocol
 
@@ -102,6 +103,7 @@ class LeaseKeeper:
         self._lock = threading.RLock()
         self._cond = threading.Condition(self._lock)
         self._handles: set[LeaseHandle] = set()
+        self._removed: deque[LeaseHandle] = deque()  # appends are atomic on any thread
         self._stopped = False
         # When (clock time) each thread wakes at the latest, under the lock (inf: only when
         # notified): adding a lease notifies them only if it is due before that, so that a
@@ -132,6 +134,7 @@ class LeaseKeeper:
         """Keep ``handles`` alive: a claim's leases are registered under one lock."""
         period, keep = self._period, self._handles.add
         with self._lock:
+            self._forget_removed()
             now = self._clock.monotonic()
             renew_at = watch_at = math.inf
             for handle in handles:
@@ -146,8 +149,16 @@ class LeaseKeeper:
                 self._cond.notify_all()
 
     def remove(self, handle: LeaseHandle) -> None:
-        with self._lock:
-            self._handles.discard(handle)
+        """Stop keeping ``handle`` (finished): noted without the lock, as `_Registry.end`
+        does, and forgotten under it by the next registration or thread's look. The
+        threads skip a finished handle meanwhile."""
+        self._removed.append(handle)
+
+    def _forget_removed(self) -> None:
+        """Under the lock: forget the handles removed so far."""
+        removed, discard = self._removed, self._handles.discard
+        while removed:
+            discard(removed.popleft())
 
     def _period(self, lease: Lease) -> float:
         # random.uniform(low, high)'s own formula, one Python call fewer per lease.
@@ -181,6 +192,7 @@ class LeaseKeeper:
             with self._cond:
                 if self._stopped:
                     return
+                self._forget_removed()
                 now = self._clock.monotonic()
                 active = [h for h in self._handles if not (h.finished or h.lost_flag)]
                 if not any(h.next_renew_at <= now for h in active):
@@ -323,6 +335,7 @@ class LeaseKeeper:
             with self._cond:
                 if self._stopped:
                     return
+                self._forget_removed()
                 now = self._clock.monotonic()
                 active = [h for h in self._handles if not (h.finished or h.lost_flag)]
                 # A lease's local deadline, or its handler's timeout if that comes first.

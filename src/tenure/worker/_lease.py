@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -297,44 +297,63 @@ class _Registry:
     A token that names its store (`Lease.token`, ``ctx.token``) is judged by that store's
     leases only. One without (parsed from the wire, built by hand) is judged by the live
     handles of its job and generation in any store, never by the memory of ended leases:
-    that memory cannot tell whose lease it was."""
+    that memory cannot tell whose lease it was.
+
+    An end is noted without the lock (`end`: one append to a deque, which is atomic on
+    any thread) and applied to the maps under the lock by the next registration or look-up,
+    which applies every end noted before it: a worker ends each job's lease, and one lock
+    and one pass per claimed batch cost less than one of each per job. A look-up therefore
+    sees every end that came before it, as if each had been applied at once."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._live: dict[tuple[str, int], list[LeaseHandle]] = {}
         self._ended: OrderedDict[tuple[str, str, int], TokenState] = OrderedDict()
+        self._ending: deque[tuple[LeaseHandle, TokenState]] = deque()
 
     def add(self, handle: LeaseHandle) -> None:
         self.add_many([handle])
 
     def add_many(self, handles: list[LeaseHandle]) -> None:
         with self._lock:
+            self._apply_ends()
             live = self._live
             for handle in handles:
                 lease = handle.lease
                 live.setdefault((lease.job_id, lease.generation), []).append(handle)
 
     def end(self, handle: LeaseHandle, state: TokenState) -> None:
-        lease = handle.lease
-        job_id, generation = lease.job_id, lease.generation
-        key = (job_id, generation)
-        ended, memory = (lease.store_id, job_id, generation), self._ended
-        with self._lock:
-            handles = self._live.get(key)
+        """``handle``'s lease ended here (``state``: ``"ended"`` or ``"lost"``)."""
+        self._ending.append((handle, state))
+
+    def _apply_ends(self) -> None:
+        """Under the lock: apply the ends noted so far, oldest first."""
+        ending = self._ending
+        if not ending:
+            return
+        live, memory = self._live, self._ended
+        take = ending.popleft
+        while ending:
+            handle, state = take()
+            lease = handle.lease
+            job_id, generation = lease.job_id, lease.generation
+            handles = live.get((job_id, generation))
             if handles is not None:
                 if handle in handles:
                     handles.remove(handle)
                 if not handles:
-                    del self._live[key]
+                    del live[(job_id, generation)]
             # Newest last: a repeated end moves to the end, the oldest beyond the bound go.
+            ended = (lease.store_id, job_id, generation)
             memory.pop(ended, None)
             memory[ended] = state
-            if len(memory) > _ENDED_KEPT:
-                memory.popitem(last=False)
+        while len(memory) > _ENDED_KEPT:
+            memory.popitem(last=False)
 
     def state(self, token: FencingToken) -> TokenState:
         store_id = token.store_id
         with self._lock:
+            self._apply_ends()
             handles = list(self._live.get((token.job_id, token.generation), ()))
             ended = (
                 None

@@ -36,7 +36,7 @@ import anyio.abc
 
 from ._loop import Primitives
 
-__all__ = ["Slot", "Slots", "in_context"]
+__all__ = ["Slot", "Slots", "in_context", "resume_in_context"]
 
 T = TypeVar("T")
 
@@ -163,22 +163,35 @@ def in_context(
 ) -> Generator[Any, Any, T]:
     """Await ``coroutine`` with each of its steps run in ``context``: what it sets in its
     context variables stays there (as in a task of its own), not in the caller's."""
-    value: Any = None
-    error: BaseException | None = None
+    try:
+        yielded = context.run(coroutine.send, None)
+    except StopIteration as stop:
+        result: T = stop.value
+        return result
+    return (yield from resume_in_context(context, coroutine, yielded))
+
+
+@types.coroutine
+def resume_in_context(
+    context: contextvars.Context, coroutine: Coroutine[Any, Any, T], yielded: Any
+) -> Generator[Any, Any, T]:
+    """`in_context` after the first step, which the caller took in ``context`` and which
+    yielded ``yielded``: a coroutine that ends in its first step needs no generator."""
     while True:
-        try:
-            if error is None:
-                yielded = context.run(coroutine.send, value)
-            else:
-                yielded = context.run(coroutine.throw, error)
-        except StopIteration as stop:
-            result: T = stop.value
-            return result
-        error = None
         try:
             value = yield yielded
         except GeneratorExit:
             coroutine.close()
             raise
         except BaseException as exc:  # cancellation and the like: the coroutine's to handle
-            value, error = None, exc
+            try:
+                yielded = context.run(coroutine.throw, exc)
+            except StopIteration as stop:
+                thrown: T = stop.value
+                return thrown
+            continue
+        try:
+            yielded = context.run(coroutine.send, value)
+        except StopIteration as stop:
+            result: T = stop.value
+            return result
