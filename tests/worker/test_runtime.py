@@ -393,6 +393,51 @@ def test_async_handler_is_cancelled_at_loss(
     assert (store.get("J").generation, store.get("J").result) == (2, "second")
 
 
+def test_a_lease_lost_before_its_async_handler_starts_cancels_it_as_it_starts(
+    make_worker: MakeWorker, store: tenure.Store, clock: tenure.ManualClock
+) -> None:
+    # Two jobs of one claim: the first handler blocks the event loop, so the second has not
+    # started when the watchdog finds both leases lost. The loss finds no handler of it to
+    # stop then; its handler must be stopped as it starts, at its first suspension.
+    worker = make_worker(concurrency=2)
+    blocking = threading.Event()
+    unblock = threading.Event()
+    seen: dict[str, Any] = {}
+
+    @worker.handler("q")
+    async def handler(ctx: JobContext) -> str:
+        if ctx.lease.generation > 1:
+            return "second"
+        if ctx.job_id == "first":
+            blocking.set()
+            unblock.wait(10)  # blocks the loop on purpose
+            return "late"
+        seen["lost at start"] = ctx.lost
+        try:
+            await anyio.sleep(60)
+        except anyio.get_cancelled_exc_class():
+            seen["cancelled"] = True
+            raise
+        seen["slept"] = True
+        return "never"
+
+    store.submit("first", queue="q")
+    store.submit("second", queue="q")
+    with running(worker):
+        assert blocking.wait(10)
+        clock.advance(TTL)
+        wait_until(lambda: worker.stats()["leases_lost"] == 2, what="both leases lost")
+        unblock.set()
+        wait_until(
+            lambda: [store.get(j).state for j in ("first", "second")] == ["done", "done"],
+            what="the second attempts",
+        )
+    assert seen == {"lost at start": True, "cancelled": True}
+    stats = worker.stats()
+    assert (stats["cancelled_on_loss"], stats["completed"]) == (1, 2)
+    assert [store.get(j).result for j in ("first", "second")] == ["second", "second"]
+
+
 def test_sync_handler_that_ignores_its_loss_is_reported(
     make_worker: MakeWorker,
     store: tenure.Store,

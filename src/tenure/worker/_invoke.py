@@ -52,7 +52,7 @@ class Running:
     job: Job
     handle: LeaseHandle
     context: JobContext
-    # How its handler runs: an async one on the loop (in its slot task, `_run_in_slot`), a
+    # How its handler runs: an async one on the loop (in its slot task, `Invoker.begin`), a
     # sync one on a thread of the worker's pool, or either in a process (neither).
     on_loop: bool
     on_thread: bool
@@ -94,7 +94,7 @@ class Invoker:
     def lost(self, running: Running) -> None:
         """Any thread: ``running``'s lease is lost. Its async handler, if it still runs in
         its slot, is cancelled on the loop (`Slot.stop`); one that has not started yet is
-        cancelled as it starts (`_run_in_slot`). The other runners wait for the loss on
+        cancelled as it starts (`begin`). The other runners wait for the loss on
         their own (`LeaseHandle.on_loss`)."""
         slot = running.slot
         if slot is not None:
