@@ -102,8 +102,7 @@ class Jobs:
         REGISTRY.add_many(handles)
         self._keeper.add_many(handles)
         self._invoker.expect(on_thread)
-        for running in started:
-            self._slots.start(task_group, running)
+        self._slots.start_many(task_group, started)
 
     def _lease_lost(self, handle: LeaseHandle, spans: JobSpans | None = None) -> None:
         """Any thread, once: a job's lease is lost (its `LeaseHandle`'s ``on_lost``). It is

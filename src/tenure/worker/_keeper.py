@@ -132,13 +132,16 @@ class LeaseKeeper:
 
     def add_many(self, handles: list[LeaseHandle]) -> None:
         """Keep ``handles`` alive: a claim's leases are registered under one lock."""
-        period, keep = self._period, self._handles.add
+        every, random, keep = self._renew_every, self._rng.random, self._handles.add
         with self._lock:
             self._forget_removed()
             now = self._clock.monotonic()
             renew_at = watch_at = math.inf
             for handle in handles:
-                next_renew_at = handle.next_renew_at = now + period(handle.lease)
+                lease = handle.lease
+                # `_period`, written out: one Python call fewer per lease.
+                period = every(lease) * (_LOW + _SPAN * random())
+                next_renew_at = handle.next_renew_at = now + period
                 keep(handle)
                 if next_renew_at < renew_at:
                     renew_at = next_renew_at

@@ -161,12 +161,15 @@ class LeaseHandle:
 
     def decide_at(self) -> float:
         """When the next loss would be decided on its own (watchdog): the local deadline,
-        or the timeout if it comes first and the handler still runs."""
-        with self._lock:
-            deadline = self._lease.local_deadline
-            if self._timeout_at is None or self._settling:
-                return deadline
-            return min(deadline, self._timeout_at)
+        or the timeout if it comes first and the handler still runs. Without the lock:
+        it only says when to look (`is_lost` decides), and a look at a renewal's or a
+        settle's moment reads the fields from before or after it, either being a time at
+        which the watchdog looks again."""
+        deadline = self._lease.local_deadline
+        timeout_at = self._timeout_at
+        if timeout_at is None or self._settling:
+            return deadline
+        return min(deadline, timeout_at)
 
     def lost_error(self) -> LeaseLost:
         lease = self.lease

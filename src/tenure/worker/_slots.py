@@ -28,7 +28,7 @@ from __future__ import annotations
 import contextvars
 import types
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine, Generator
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable
 from typing import Any, Generic, TypeVar
 
 import anyio
@@ -92,8 +92,12 @@ class Slots(Generic[T]):
     def start(self, task_group: anyio.abc.TaskGroup, item: T) -> None:
         """Run ``item`` at once: on the task running now once its job is done, or on a
         woken or new one as soon as that task suspends."""
-        self._ready.append(item)
-        if not self._woken:
+        self.start_many(task_group, (item,))
+
+    def start_many(self, task_group: anyio.abc.TaskGroup, items: Iterable[T]) -> None:
+        """`start` each of ``items``, in order."""
+        self._ready.extend(items)
+        if not self._woken and self._ready:
             self._task_group = task_group
             self._wake(1)
 
