@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import OrderedDict, deque
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -70,6 +69,9 @@ class LeaseHandle:
         self._lost_at: float | None = None
         self._finished = False
         self._settling = False
+        # How the lease ended here, as the registry tells it (`_Registry.end`): None while
+        # held, else "ended" or "lost".
+        self.ended_as: TokenState | None = None
         self._callbacks: list[Callable[[], object]] = []
         self._renew_listeners: list[Callable[[Lease], None]] = []
         # Owned by the LeaseKeeper (under its lock): when to send the next renewal, and
@@ -190,8 +192,9 @@ class LeaseHandle:
             self._lost_kind = kind
             self._lost_at = self._clock.monotonic()
             callbacks, self._callbacks = self._callbacks, []
-        if self._on_lost is not None:
-            self._run(self._on_lost, self)
+            on_lost = self._on_lost  # `finish` drops it
+        if on_lost is not None:
+            self._run(on_lost, self)
         for callback in callbacks:
             self._run(callback)
         return True
@@ -265,6 +268,9 @@ class LeaseHandle:
             self._finished = True
             self._callbacks = []
             self._renew_listeners = []
+            # No loss is decided from now on: the registry may keep this handle a while
+            # (`_Registry`), and must not keep the worker its callback belongs to.
+            self._on_lost = None
             if self._lost_reason is None or self._lost_kind is None:
                 return None
             return self._lost_kind, self._lost_reason
@@ -293,81 +299,80 @@ _ENDED_KEPT = 4096
 
 
 class _Registry:
-    """(job_id, generation) -> handles held by workers in this process, and a bounded
-    memory of leases that ended here (lost, or finished with) by (store_id, job_id,
-    generation): two stores' jobs may share an id and a generation.
+    """(job_id, generation) -> the handles of that lease registered by workers in this
+    process, kept after their lease ended here (lost, or finished with: `end` marks the
+    handle, ``ended_as``) until about `_ENDED_KEPT` leases registered after them have ended
+    too. Two stores' jobs may share an id and a generation: a key then holds a list.
 
     A token that names its store (`Lease.token`, ``ctx.token``) is judged by that store's
-    leases only. One without (parsed from the wire, built by hand) is judged by the live
-    handles of its job and generation in any store, never by the memory of ended leases:
-    that memory cannot tell whose lease it was.
+    leases only, live or ended. One without (parsed from the wire, built by hand) is judged
+    by the live handles of its job and generation in any store, never by ended ones: an
+    ended lease without its store cannot be told from another store's.
 
-    An end is noted without the lock (`end`: one append to a deque, which is atomic on
-    any thread) and applied to the maps under the lock by the next registration or look-up,
-    which applies every end noted before it: a worker ends each job's lease, and one lock
-    and one pass per claimed batch cost less than one of each per job. A look-up therefore
-    sees every end that came before it, as if each had been applied at once."""
+    A worker registers and ends each job's lease: registering costs one dict entry (a
+    claim's leases under one lock), ending one attribute write and no lock. Forgetting
+    ended leases is done in bulk, once the map has grown by `_ENDED_KEPT` entries."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._live: dict[tuple[str, int], list[LeaseHandle]] = {}
-        self._ended: OrderedDict[tuple[str, str, int], TokenState] = OrderedDict()
-        self._ending: deque[tuple[LeaseHandle, TokenState]] = deque()
+        # In registration order (a dict's), which the sweep keeps.
+        self._leases: dict[tuple[str, int], LeaseHandle | list[LeaseHandle]] = {}
+        self._sweep_at = 2 * _ENDED_KEPT
 
     def add(self, handle: LeaseHandle) -> None:
         self.add_many([handle])
 
     def add_many(self, handles: list[LeaseHandle]) -> None:
         with self._lock:
-            self._apply_ends()
-            live = self._live
+            leases = self._leases
+            if len(leases) >= self._sweep_at:
+                self._sweep()
             for handle in handles:
                 lease = handle.lease
-                live.setdefault((lease.job_id, lease.generation), []).append(handle)
+                key = (lease.job_id, lease.generation)
+                found = leases.setdefault(key, handle)
+                if found is not handle:  # another store's lease of that id and generation
+                    if isinstance(found, list):
+                        found.append(handle)
+                    else:
+                        leases[key] = [found, handle]
 
-    def end(self, handle: LeaseHandle, state: TokenState) -> None:
-        """``handle``'s lease ended here (``state``: ``"ended"`` or ``"lost"``)."""
-        self._ending.append((handle, state))
+    @staticmethod
+    def end(handle: LeaseHandle, state: TokenState) -> None:
+        """``handle``'s lease ended here (``state``: ``"ended"`` or ``"lost"``; a later
+        end says the last word)."""
+        handle.ended_as = state
 
-    def _apply_ends(self) -> None:
-        """Under the lock: apply the ends noted so far, oldest first."""
-        ending = self._ending
-        if not ending:
-            return
-        live, memory = self._live, self._ended
-        take = ending.popleft
-        while ending:
-            handle, state = take()
-            lease = handle.lease
-            job_id, generation = lease.job_id, lease.generation
-            handles = live.get((job_id, generation))
-            if handles is not None:
-                if handle in handles:
-                    handles.remove(handle)
-                if not handles:
-                    del live[(job_id, generation)]
-            # Newest last: a repeated end moves to the end, the oldest beyond the bound go.
-            ended = (lease.store_id, job_id, generation)
-            memory.pop(ended, None)
-            memory[ended] = state
-        while len(memory) > _ENDED_KEPT:
-            memory.popitem(last=False)
+    def _sweep(self) -> None:
+        """Under the lock: forget the leases that ended, all but the last `_ENDED_KEPT`
+        registered (live ones stay, however old)."""
+        leases = self._leases
+        ended = [key for key, found in leases.items() if _all_ended(found)]
+        for key in ended[: max(0, len(ended) - _ENDED_KEPT)]:
+            del leases[key]
+        self._sweep_at = len(leases) + _ENDED_KEPT
 
     def state(self, token: FencingToken) -> TokenState:
         store_id = token.store_id
         with self._lock:
-            self._apply_ends()
-            handles = list(self._live.get((token.job_id, token.generation), ()))
-            ended = (
-                None
-                if store_id is None
-                else self._ended.get((store_id, token.job_id, token.generation))
-            )
+            found = self._leases.get((token.job_id, token.generation))
+        if found is None:
+            return "unknown"
+        handles = found if isinstance(found, list) else [found]
         if store_id is not None:
             handles = [handle for handle in handles if handle.lease.store_id == store_id]
-        if handles:
-            return "lost" if any(handle.is_lost() for handle in handles) else "held"
-        return ended or "unknown"
+        live = [handle for handle in handles if handle.ended_as is None]
+        if live:
+            return "lost" if any(handle.is_lost() for handle in live) else "held"
+        if store_id is None or not handles:
+            return "unknown"
+        return handles[-1].ended_as or "unknown"
+
+
+def _all_ended(found: LeaseHandle | list[LeaseHandle]) -> bool:
+    if isinstance(found, list):
+        return all(handle.ended_as is not None for handle in found)
+    return found.ended_as is not None
 
 
 REGISTRY = _Registry()
