@@ -152,9 +152,9 @@ class LeaseKeeper:
                 self._cond.notify_all()
 
     def remove(self, handle: LeaseHandle) -> None:
-        """Stop keeping ``handle`` (finished): noted without the lock, as `_Registry.end`
-        does, and forgotten under it by the next registration or thread's look. The
-        threads skip a finished handle meanwhile."""
+        """Stop keeping ``handle`` (finished): noted without the lock (an append to a
+        deque, atomic on any thread) and forgotten under it by the next registration or
+        either thread's next look. The threads skip a finished handle meanwhile."""
         self._removed.append(handle)
 
     def _forget_removed(self) -> None:
