@@ -356,9 +356,9 @@ class _Registry:
         store_id = token.store_id
         with self._lock:
             found = self._leases.get((token.job_id, token.generation))
-        if found is None:
-            return "unknown"
-        handles = found if isinstance(found, list) else [found]
+            if found is None:
+                return "unknown"
+            handles = list(found) if isinstance(found, list) else [found]
         if store_id is not None:
             handles = [handle for handle in handles if handle.lease.store_id == store_id]
         live = [handle for handle in handles if handle.ended_as is None]
