@@ -67,26 +67,41 @@ class Refill:
 # it), or None: the store judges it once, and it is not tried again.
 Deadline = Callable[[], "float | None"]
 
+# `Completer.enqueue`'s deadline and callback take the job they are about (its "subject"):
+# two functions shared by every job, not two closures made per job.
+SubjectDeadline = Callable[[Any], "float | None"]
+Answered = Callable[[Any, "BaseException | None"], None]
+
+
+def _ask(deadline: Deadline) -> float | None:
+    return deadline()
+
 
 class _Entry:
-    __slots__ = ("deadline", "done", "error", "judged", "lease", "sent", "value")
+    __slots__ = ("deadline", "done", "error", "judged", "lease", "sent", "subject", "value")
 
     def __init__(
         self,
         lease: Lease,
         value: Any,
-        deadline: Deadline,
+        deadline: SubjectDeadline,
+        subject: Any,
         judged: bool,
-        done: Callable[[BaseException | None], None] | None = None,
+        done: Answered | None = None,
     ) -> None:
         self.lease = lease
         self.value = value
-        self.deadline = deadline  # the lease's local deadline (renewals move it)
+        # ``deadline(subject)``: the lease's local deadline (renewals move it).
+        self.deadline = deadline
+        self.subject = subject
         # Past its deadline already when handed in: the store judges it, once.
         self.judged = judged
         self.error: BaseException | None = None
         self.sent = False  # answered: by the store, or given up
         self.done = done  # `Completer.enqueue`'s callback (None: a caller awaits it)
+
+    def deadline_now(self) -> float | None:
+        return self.deadline(self.subject)
 
     def answer(self) -> None:
         if self.error is not None:
@@ -96,7 +111,7 @@ class _Entry:
         self.error, self.sent = error, True
         if self.done is not None:
             try:
-                self.done(error)
+                self.done(self.subject, error)
             except Exception:  # one job's bookkeeping must not cost the others theirs
                 log.exception("tenure: a completion callback failed")
 
@@ -170,7 +185,7 @@ class Completer:
         deadline = deadline or (lambda: lease.local_deadline)
         first = deadline()
         judged = first is not None and first <= self._clock.monotonic()
-        entry = _Entry(lease, value, deadline, judged)
+        entry = _Entry(lease, value, _ask, deadline, judged)
         self._append(entry)
         while not entry.sent:
             if self._sending:
@@ -190,15 +205,16 @@ class Completer:
         self,
         lease: Lease,
         value: Any,
-        deadline: Deadline,
-        done: Callable[[BaseException | None], None],
+        deadline: SubjectDeadline,
+        done: Answered,
+        subject: Any,
     ) -> None:
-        """Queue a completion without waiting for it: ``done(error)`` is called on the
-        event loop once it is answered (``error`` None: completed; else what `complete`
+        """Queue a completion without waiting for it: ``done(subject, error)`` is called on
+        the event loop once it is answered (``error`` None: completed; else what `complete`
         would raise). The caller then awaits `lead` so that a batch is on its way. The
-        lease is one whose ``deadline()`` has not passed (the worker hands in only leases
-        it has just found held)."""
-        self._append(_Entry(lease, value, deadline, False, done))
+        lease is one whose ``deadline(subject)`` has not passed (the worker hands in only
+        leases it has just found held)."""
+        self._append(_Entry(lease, value, deadline, subject, False, done))
 
     def _append(self, entry: _Entry) -> None:
         self._pending.append(entry)
@@ -292,7 +308,8 @@ class Completer:
                     self._outage.failed(error, operation="complete")
                 now = self._clock.monotonic()
                 latest = max(
-                    (d for entry in batch if (d := entry.deadline()) is not None), default=-math.inf
+                    (d for entry in batch if (d := entry.deadline_now()) is not None),
+                    default=-math.inf,
                 )
                 wait = self._rule.next_wait(error, failures, now, latest, self._rng)
                 if wait is None:
@@ -324,7 +341,7 @@ class Completer:
         is answered `DeadlinePassed`)."""
         if entry.sent:
             return True
-        deadline = entry.deadline()
+        deadline = entry.deadline_now()
         if (entry.judged or deadline is None) and not failures:
             return False
         if deadline is not None and now + self._rule.attempt_time <= deadline:

@@ -148,7 +148,7 @@ class Jobs:
         # Most jobs: completed in a batch with no wait here; the completer calls
         # `_finished` with the store's answer, and this task runs the next job.
         try:
-            handed_off = self._settler.hand_off(running, outcome, partial(self._finished, running))
+            handed_off = self._settler.hand_off(running, outcome)
         except BaseException:
             set_current(None)
             self._finished(running)
@@ -187,11 +187,12 @@ class Jobs:
         if completer is not None and completer.unled:
             task_group.start_soon(completer.lead, name="tenure completions")
 
-    def _finished(self, running: Running) -> None:
-        """On the loop, once the job is settled: forget it and free its slot."""
+    def _finished(self, running: Running, confirmed: bool = False) -> None:
+        """On the loop, once the job is settled (``confirmed``: the store has just
+        completed it): forget it and free its slot."""
         handle = running.handle
         lease = handle.lease
-        handle.finish()
+        handle.finish(decide=not confirmed)
         if self._keeper is not None:
             self._keeper.remove(handle)
         self._jobs.pop((lease.job_id, lease.generation), None)

@@ -49,6 +49,26 @@ TokenState = Literal["held", "lost", "ended", "unknown"]
 class LeaseHandle:
     """The worker's view of one lease while its handler runs. Thread-safe."""
 
+    # One per job claimed: slots make it smaller and quicker to build.
+    __slots__ = (
+        "_callbacks",
+        "_clock",
+        "_finished",
+        "_lease",
+        "_lock",
+        "_lost_at",
+        "_lost_kind",
+        "_lost_reason",
+        "_on_lost",
+        "_renew_listeners",
+        "_settling",
+        "_timeout",
+        "_timeout_at",
+        "ended_as",
+        "next_renew_at",
+        "renew_failures",
+    )
+
     def __init__(
         self,
         lease: Lease,
@@ -72,8 +92,9 @@ class LeaseHandle:
         # How the lease ended here, as the registry tells it (`_Registry.end`): None while
         # held, else "ended" or "lost".
         self.ended_as: TokenState | None = None
-        self._callbacks: list[Callable[[], object]] = []
-        self._renew_listeners: list[Callable[[Lease], None]] = []
+        # Made by the first `on_loss` / `on_renewed` (most jobs have neither): None till then.
+        self._callbacks: list[Callable[[], object]] | None = None
+        self._renew_listeners: list[Callable[[Lease], None]] | None = None
         # Owned by the LeaseKeeper (under its lock): when to send the next renewal, and
         # how many renewals in a row failed without an answer.
         self.next_renew_at = 0.0
@@ -191,11 +212,11 @@ class LeaseHandle:
             self._lost_reason = reason
             self._lost_kind = kind
             self._lost_at = self._clock.monotonic()
-            callbacks, self._callbacks = self._callbacks, []
+            callbacks, self._callbacks = self._callbacks, None
             on_lost = self._on_lost  # `finish` drops it
         if on_lost is not None:
             self._run(on_lost, self)
-        for callback in callbacks:
+        for callback in callbacks or ():
             self._run(callback)
         return True
 
@@ -204,6 +225,8 @@ class LeaseHandle:
         lost; at once if it already is. Callbacks must be quick and must not block."""
         with self._lock:
             if self._lost_reason is None and not self._finished:
+                if self._callbacks is None:
+                    self._callbacks = []
                 self._callbacks.append(callback)
                 return
             lost = self._lost_reason is not None
@@ -213,6 +236,8 @@ class LeaseHandle:
     def on_renewed(self, listener: Callable[[Lease], None]) -> None:
         """Call ``listener(lease)`` (on the renewer thread) after each adopted renewal."""
         with self._lock:
+            if self._renew_listeners is None:
+                self._renew_listeners = []
             self._renew_listeners.append(listener)
 
     # -- for the LeaseKeeper ---------------------------------------------------------
@@ -233,7 +258,7 @@ class LeaseHandle:
             overdue = self._clock.monotonic() - self._lease.local_deadline
             if overdue < 0:
                 self._lease = lease
-                listeners = list(self._renew_listeners)
+                listeners = list(self._renew_listeners or ())
             else:
                 listeners = None
         if listeners is not None:
@@ -254,20 +279,22 @@ class LeaseHandle:
         self.is_lost()
         with self._lock:
             self._settling = True
-            self._callbacks = []
-            self._renew_listeners = []
+            self._callbacks = None
+            self._renew_listeners = None
             if self._lost_reason is None or self._lost_kind is None:
                 return None
             return self._lost_kind, self._lost_reason
 
-    def finish(self) -> tuple[LossKind, str] | None:
+    def finish(self, decide: bool = True) -> tuple[LossKind, str] | None:
         """Stop tracking: no more renewals or loss decisions. Returns the loss if any,
-        deciding the local deadline one last time."""
-        self.is_lost()
+        deciding the local deadline one last time (``decide``; not after the store has
+        just confirmed the job's end: a loss decided then would be none)."""
+        if decide:
+            self.is_lost()
         with self._lock:
             self._finished = True
-            self._callbacks = []
-            self._renew_listeners = []
+            self._callbacks = None
+            self._renew_listeners = None
             # No loss is decided from now on: the registry may keep this handle a while
             # (`_Registry`), and must not keep the worker its callback belongs to.
             self._on_lost = None

@@ -97,8 +97,15 @@ def completion_deadline(handle: LeaseHandle) -> float | None:
     return None if handle.lost_kind == "revoked" else -math.inf
 
 
+def _running_deadline(running: Running) -> float | None:
+    """`completion_deadline` of a handed-off job (`Completer.enqueue`'s deadline)."""
+    return completion_deadline(running.handle)
+
+
 class Settler:
-    """Settles the jobs of one worker run in its store."""
+    """Settles the jobs of one worker run in its store. ``finished(running, confirmed)``
+    is called once a job handed off (`hand_off`) has its store's answer (``confirmed``:
+    the store completed it): the worker forgets it."""
 
     def __init__(
         self,
@@ -107,6 +114,8 @@ class Settler:
         stats: Stats,
         rng: random.Random,
         outage: Outage | None = None,
+        *,
+        finished: Callable[[Running, bool], None],
     ) -> None:
         self._store = store
         # Completions go through the completer: jobs finishing together share one call.
@@ -114,15 +123,16 @@ class Settler:
         self._stats = stats
         self._rng = rng
         self._outage = outage or Outage(store.clock, stats)
+        self._finished = finished
         # Starts a task in the worker's task group (`hand_off` needs one for a result the
         # store refused: that job is failed instead).
         self.spawn: Callable[..., object] | None = None
 
-    def hand_off(self, running: Running, outcome: Outcome, finished: Callable[[], None]) -> bool:
+    def hand_off(self, running: Running, outcome: Outcome) -> bool:
         """The common settle without waiting: a handler that returned under a lease still
         held, untraced, is completed through `Completer.enqueue` (the caller then awaits
-        `Completer.lead`), and ``finished()`` is called once the store has answered, as
-        after `settle`. False: nothing was done, `settle` it."""
+        `Completer.lead`), and ``finished(running)`` is called once the store has
+        answered, as after `settle`. False: nothing was done, `settle` it."""
         handle = running.handle
         if (
             outcome.kind != "ok"
@@ -132,34 +142,32 @@ class Settler:
         ):
             return False
         REGISTRY.end(handle, "ended")
-
-        def answered(error: BaseException | None) -> None:
-            if error is None:
-                self._stats.incr("completed")
-                if log.isEnabledFor(logging.DEBUG):
-                    log.debug("job completed", extra=_job_extra(running))
-                finished()
-            elif isinstance(error, InvalidArgument) and self.spawn is not None:
-                self.spawn(self._refused, running, error, finished)
-            else:
-                try:
-                    self._call_failed("complete", running, error)
-                finally:
-                    finished()
-
         self._completer.enqueue(
-            handle.lease, outcome.value, partial(completion_deadline, handle), answered
+            handle.lease, outcome.value, _running_deadline, self._answered, running
         )
         return True
 
-    async def _refused(
-        self, running: Running, error: InvalidArgument, finished: Callable[[], None]
-    ) -> None:
+    def _answered(self, running: Running, error: BaseException | None) -> None:
+        """On the loop: the store's answer to a job `hand_off` handed in."""
+        if error is None:
+            self._stats.incr("completed")
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("job completed", extra=_job_extra(running))
+            self._finished(running, True)
+        elif isinstance(error, InvalidArgument) and self.spawn is not None:
+            self.spawn(self._refused, running, error)
+        else:
+            try:
+                self._call_failed("complete", running, error)
+            finally:
+                self._finished(running, False)
+
+    async def _refused(self, running: Running, error: InvalidArgument) -> None:
         try:
             with anyio.CancelScope(shield=True):
                 await self.fail(running, f"the handler's result was refused: {error}")
         finally:
-            finished()
+            self._finished(running, False)
 
     async def settle(self, running: Running, outcome: Outcome) -> None:
         spans = running.spans

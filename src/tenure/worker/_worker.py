@@ -446,7 +446,9 @@ class Worker(Claiming, Jobs):
         self._completer = Completer(
             store, clock=clock, outage=outage, stats=self._stats, rng=self._rng, busy=invoker.busy
         )
-        self._settler = Settler(store, self._completer, self._stats, self._rng, outage)
+        self._settler = Settler(
+            store, self._completer, self._stats, self._rng, outage, finished=self._finished
+        )
         try:
             renewer_store = await _renewer_store(renewer_opening, open_renewer)
             keeper = LeaseKeeper(
