@@ -100,9 +100,6 @@ class _Entry:
         self.sent = False  # answered: by the store, or given up
         self.done = done  # `Completer.enqueue`'s callback (None: a caller awaits it)
 
-    def deadline_now(self) -> float | None:
-        return self.deadline(self.subject)
-
     def answer(self) -> None:
         if self.error is not None:
             raise self.error
@@ -214,7 +211,11 @@ class Completer:
         would raise). The caller then awaits `lead` so that a batch is on its way. The
         lease is one whose ``deadline(subject)`` has not passed (the worker hands in only
         leases it has just found held)."""
-        self._append(_Entry(lease, value, deadline, subject, False, done))
+        # `_append`, written out: one Python call fewer per job.
+        self._pending.append(_Entry(lease, value, deadline, subject, False, done))
+        arrived, self._arrived = self._arrived, None
+        if arrived is not None:
+            arrived.set()
 
     def _append(self, entry: _Entry) -> None:
         self._pending.append(entry)
@@ -308,7 +309,7 @@ class Completer:
                     self._outage.failed(error, operation="complete")
                 now = self._clock.monotonic()
                 latest = max(
-                    (d for entry in batch if (d := entry.deadline_now()) is not None),
+                    (d for entry in batch if (d := entry.deadline(entry.subject)) is not None),
                     default=-math.inf,
                 )
                 wait = self._rule.next_wait(error, failures, now, latest, self._rng)
@@ -341,7 +342,7 @@ class Completer:
         is answered `DeadlinePassed`)."""
         if entry.sent:
             return True
-        deadline = entry.deadline_now()
+        deadline = entry.deadline(entry.subject)
         if (entry.judged or deadline is None) and not failures:
             return False
         if deadline is not None and now + self._rule.attempt_time <= deadline:

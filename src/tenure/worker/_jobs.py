@@ -9,12 +9,14 @@ with the rest of the worker is declared here, and set by `Worker.__init__` and
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from functools import partial
 
 import anyio
 import anyio.abc
 
 from .._clock import Clock
+from .._protocol import RetryPolicy
 from ..models import Job, Lease
 from ._completer import Completer
 from ._config import Config, Handler, Isolation
@@ -32,6 +34,24 @@ from ._telemetry import JobSpans, job_spans, tracing
 __all__ = ["Jobs"]
 
 log = logging.getLogger("tenure")
+
+
+# How a queue's handler runs: the handler, its isolation and retry policy, whether on the
+# loop (async), whether on a thread (sync), and its attempts' timeout unless a job has one.
+_HowItRuns = tuple[Handler, Isolation, RetryPolicy, bool, bool, "float | None"]
+
+
+def _how_it_runs(handler: Handler, config: Config) -> _HowItRuns:
+    isolation = handler.isolation or config.isolation
+    in_process = isolation == "process"
+    return (
+        handler,
+        isolation,
+        handler.retry or config.retry,
+        not in_process and handler.is_async,
+        not in_process and not handler.is_async,
+        attempt_timeout(None, handler, config.timeout),
+    )
 
 
 class Jobs:
@@ -52,7 +72,7 @@ class Jobs:
     _slot_freed: anyio.Event | None
 
     def _start(
-        self, task_group: anyio.abc.TaskGroup, claimed: list[tuple[Lease, Job]], clock: Clock
+        self, task_group: anyio.abc.TaskGroup, claimed: Sequence[tuple[Lease, Job]], clock: Clock
     ) -> None:
         """Start the jobs of one claim: registered with the registry and the keeper as one
         batch (one lock each, not one per job), then each on a slot task."""
@@ -60,48 +80,43 @@ class Jobs:
         assert self._slots is not None
         assert self._invoker is not None
         traced = tracing()  # once per claim: a provider set meanwhile traces the next one
-        handlers, config = self._handlers, self._config
+        handlers, config, jobs = self._handlers, self._config, self._jobs
         on_lost = self._lease_lost
         started: list[Running] = []
-        on_thread = 0
-        runs: dict[str, tuple[Isolation, bool, bool]] = {}  # how each queue's handler runs
+        handles: list[LeaseHandle] = []
+        on_threads = 0
+        runs: dict[str, _HowItRuns] = {}  # how each queue's handler runs, once per claim
         for lease, job in claimed:
-            handler = handlers[job.queue]
             how = runs.get(job.queue)
             if how is None:
-                isolation = handler.isolation or config.isolation
-                in_process = isolation == "process"
-                how = runs[job.queue] = (
-                    isolation,
-                    not in_process and handler.is_async,
-                    not in_process and not handler.is_async,
-                )
+                how = runs[job.queue] = _how_it_runs(handlers[job.queue], config)
+            handler, isolation, retry, on_loop, on_thread, timeout = how
             spans = job_spans(job, lease) if traced else None
             handle = LeaseHandle(
                 lease,
                 clock,
-                on_lost=on_lost if spans is None else partial(on_lost, spans=spans),
-                timeout=attempt_timeout(job, handler, config.timeout),
+                on_lost if spans is None else partial(on_lost, spans=spans),
+                timeout if job.timeout is None else job.timeout,  # `attempt_timeout`
             )
             running = Running(
-                handler=handler,
-                isolation=how[0],
-                retry=handler.retry or config.retry,
-                job=job,
-                handle=handle,
-                context=JobContext(handle, job),
-                on_loop=how[1],
-                on_thread=how[2],
+                handler,
+                isolation,
+                retry,
+                job,
+                handle,
+                JobContext(handle, job),
+                on_loop,
+                on_thread,
                 spans=spans,
             )
-            self._jobs[(lease.job_id, lease.generation)] = running
+            jobs[(lease.job_id, lease.generation)] = running
             started.append(running)
-            on_thread += how[2]
-        handles = [running.handle for running in started]
+            handles.append(handle)
+            on_threads += on_thread
         self._stats.incr("claimed", len(started))
         REGISTRY.add_many(handles)
         self._keeper.add_many(handles)
-        self._invoker.expect(on_thread)
+        self._invoker.expect(on_threads)
         self._slots.start_many(task_group, started)
 
     def _lease_lost(self, handle: LeaseHandle, spans: JobSpans | None = None) -> None:
@@ -192,7 +207,7 @@ class Jobs:
         completed it): forget it and free its slot."""
         handle = running.handle
         lease = handle.lease
-        handle.finish(decide=not confirmed)
+        handle.finish(not confirmed)
         if self._keeper is not None:
             self._keeper.remove(handle)
         self._jobs.pop((lease.job_id, lease.generation), None)

@@ -93,6 +93,7 @@ class LeaseKeeper:
         self._clock = clock
         self._stats = stats
         self._outage = outage or Outage(clock, stats)
+        # A lease's renewal period: a function of its ttl alone (`add_many` asks once per ttl).
         self._renew_every = renew_every
         # The system clock's monotonic time is the one `Condition.wait` sleeps on: no TICK.
         self._tick = math.inf if type(clock) is SystemClock else TICK
@@ -137,11 +138,13 @@ class LeaseKeeper:
             self._forget_removed()
             now = self._clock.monotonic()
             renew_at = watch_at = math.inf
+            ttl = period = math.nan
             for handle in handles:
                 lease = handle.lease
+                if lease.ttl != ttl:  # a claim's leases share one: its period is asked once
+                    ttl, period = lease.ttl, every(lease)
                 # `_period`, written out: one Python call fewer per lease.
-                period = every(lease) * (_LOW + _SPAN * random())
-                next_renew_at = handle.next_renew_at = now + period
+                next_renew_at = handle.next_renew_at = now + period * (_LOW + _SPAN * random())
                 keep(handle)
                 if next_renew_at < renew_at:
                     renew_at = next_renew_at

@@ -163,11 +163,15 @@ class LeaseHandle:
         if self._finished:
             return False
         now = self._clock.monotonic()
+        if now < self._lease.local_deadline:
+            timeout_at = self._timeout_at
+            if timeout_at is None or now < timeout_at or self._settling:
+                return False  # most looks end here: held, and within any timeout
+        return self._decide(now)
+
+    def _decide(self, now: float) -> bool:
+        """`is_lost` past the local deadline, or past a running handler's timeout."""
         overdue = now - self._lease.local_deadline
-        timeout_at = self._timeout_at
-        timed_out = timeout_at is not None and not self._settling and now >= timeout_at
-        if overdue < 0 and not timed_out:
-            return False
         if overdue >= 0:  # the lease itself is gone: nothing may be settled with it
             self.mark_lost(
                 f"the local deadline passed {overdue:.3f} s ago without a confirmed renewal",

@@ -71,6 +71,11 @@ class Outcome:
         return Outcome(self.kind, self.value, error_text(self.error), detail)
 
 
+# A handler that returned None (most do): one outcome for all (it is immutable), as building a
+# frozen dataclass costs a call per field.
+_OK = Outcome("ok")
+
+
 def outcome_of(context: JobContext, raised: BaseException | None, value: Any = None) -> Outcome:
     """The outcome of a handler call that returned ``value`` or ``raised``."""
     # A decision taken in the handler (`ctx.release()`, `ctx.retry()`) stands, whatever the
@@ -82,7 +87,7 @@ def outcome_of(context: JobContext, raised: BaseException | None, value: Any = N
     if isinstance(chosen, RetryDecision):
         return Outcome("retry", chosen.after)
     if raised is None:
-        return Outcome("ok", value)
+        return Outcome("ok", value) if value is not None else _OK
     if isinstance(raised, LeaseLost):
         # Another lease's LeaseLost (a job the handler itself claimed, say) is its failure.
         own = raised.job_id == context.job_id and raised.generation == context.lease.generation

@@ -98,8 +98,12 @@ def completion_deadline(handle: LeaseHandle) -> float | None:
 
 
 def _running_deadline(running: Running) -> float | None:
-    """`completion_deadline` of a handed-off job (`Completer.enqueue`'s deadline)."""
-    return completion_deadline(running.handle)
+    """`completion_deadline` of a handed-off job (`Completer.enqueue`'s deadline), its
+    common case written out: one Python call fewer per job."""
+    handle = running.handle
+    if not handle.is_lost():
+        return handle.lease.local_deadline
+    return completion_deadline(handle)
 
 
 class Settler:
@@ -121,6 +125,7 @@ class Settler:
         # Completions go through the completer: jobs finishing together share one call.
         self._completer = completer
         self._stats = stats
+        self._completed = stats.on_loop  # its "completed", counted on the loop
         self._rng = rng
         self._outage = outage or Outage(store.clock, stats)
         self._finished = finished
@@ -150,7 +155,7 @@ class Settler:
     def _answered(self, running: Running, error: BaseException | None) -> None:
         """On the loop: the store's answer to a job `hand_off` handed in."""
         if error is None:
-            self._stats.incr("completed")
+            self._completed["completed"] += 1
             if log.isEnabledFor(logging.DEBUG):
                 log.debug("job completed", extra=_job_extra(running))
             self._finished(running, True)
@@ -204,7 +209,7 @@ class Settler:
                 await self.fail(running, f"the handler's result was refused: {exc}")
                 return
             if done:
-                self._stats.incr("completed")
+                self._completed["completed"] += 1
                 log.debug("job completed", extra=extra)
         elif outcome.kind in ("error", "died"):
             error = outcome.error if outcome.error is not None else "handler failed"

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import bisect
 import itertools
 import threading
+from bisect import bisect_left
 from typing import Any
 
 __all__ = [
     "COUNTERS",
     "HANDLER_BUCKETS",
+    "ON_LOOP",
     "RENEW_BUCKET_KEYS",
     "RENEW_LATENCY_BUCKETS",
     "Durations",
@@ -50,6 +51,9 @@ COUNTERS: dict[str, str] = {
     "while the lease's local deadline allows",
 }
 
+# Counters only the worker's event loop counts (`Stats.on_loop`).
+ON_LOOP = frozenset({"completed"})
+
 # Gauges and sums that are floats, reported next to the counters.
 _TIMINGS = ("renew_latency_max", "renew_latency_sum")
 
@@ -72,14 +76,20 @@ class Stats:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._counts: dict[str, int] = dict.fromkeys(COUNTERS, 0)
+        self._counts: dict[str, int] = dict.fromkeys(COUNTERS, 0)  # those of ON_LOOP stay 0
+        # The counters of `ON_LOOP`, written by the worker's event loop alone, once per job:
+        # ``stats.on_loop[name] += 1`` without the lock (a ``+=`` on one key is not atomic
+        # between threads, but no other thread writes these); `snapshot` copies them over
+        # their places in ``_counts``, in `COUNTERS`' order. `incr` refuses them.
+        self.on_loop: dict[str, int] = dict.fromkeys(ON_LOOP, 0)
         self._timings: dict[str, float] = dict.fromkeys(_TIMINGS, 0.0)
         self._renew_buckets = [0] * len(RENEW_LATENCY_BUCKETS)  # not cumulative here
-        # (queue, outcome) -> [per-bucket counts (not cumulative), sum, count]: bounded, as
-        # queues are the worker's handlers' and outcomes the kinds of `Outcome`.
+        # (queue, outcome) -> [per-bucket counts (not cumulative; one more for +Inf), sum]:
+        # bounded, as queues are the worker's handlers' and outcomes the kinds of `Outcome`.
         self._handled: dict[tuple[str, str], list[Any]] = {}
 
     def incr(self, name: str, amount: int = 1) -> None:
+        assert name not in ON_LOOP, f"{name} is counted in Stats.on_loop"
         with self._lock:
             self._counts[name] += amount
 
@@ -89,33 +99,34 @@ class Stats:
             self._timings["renew_latency_sum"] += latency
             if latency > self._timings["renew_latency_max"]:
                 self._timings["renew_latency_max"] = latency
-            slot = bisect.bisect_left(RENEW_LATENCY_BUCKETS, latency)
+            slot = bisect_left(RENEW_LATENCY_BUCKETS, latency)
             if slot < len(self._renew_buckets):
                 self._renew_buckets[slot] += 1
 
     def handled(self, queue: str, outcome: str, seconds: float) -> None:
-        """A handler of ``queue`` ended with ``outcome`` after ``seconds``."""
-        slot = bisect.bisect_left(HANDLER_BUCKETS, seconds)
+        """A handler of ``queue`` ended with ``outcome`` after ``seconds``. (Once per job:
+        the count is the buckets' total, worked out when read.)"""
+        slot = bisect_left(HANDLER_BUCKETS, seconds)  # past the last bound: the +Inf slot
+        key = (queue, outcome)
         with self._lock:
-            entry = self._handled.get((queue, outcome))
+            entry = self._handled.get(key)
             if entry is None:
-                entry = self._handled[(queue, outcome)] = [[0] * len(HANDLER_BUCKETS), 0.0, 0]
-            if slot < len(HANDLER_BUCKETS):
-                entry[0][slot] += 1
+                entry = self._handled[key] = [[0] * (len(HANDLER_BUCKETS) + 1), 0.0]
+            entry[0][slot] += 1
             entry[1] += seconds
-            entry[2] += 1
 
     def durations(self) -> Durations:
         """The handler durations so far, by (queue, outcome), with cumulative buckets."""
         with self._lock:
             return {
-                key: (list(itertools.accumulate(buckets)), total, count)
-                for key, (buckets, total, count) in self._handled.items()
+                key: (list(itertools.accumulate(buckets[:-1])), total, sum(buckets))
+                for key, (buckets, total) in self._handled.items()
             }
 
     def snapshot(self) -> dict[str, float]:
         with self._lock:
             values: dict[str, float] = dict(self._counts)
+            values.update(self.on_loop)
             values.update(self._timings)
             buckets = list(itertools.accumulate(self._renew_buckets))
         values.update(zip(RENEW_BUCKET_KEYS, buckets, strict=True))
