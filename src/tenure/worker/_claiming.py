@@ -25,6 +25,7 @@ from ..models import Claim, Job, Lease
 from ._completer import Completer
 from ._config import Config
 from ._invoke import Running
+from ._lease import LeaseHandle
 from ._retry import Outage
 from ._settle import Settler
 from ._stats import Stats
@@ -41,7 +42,7 @@ class Claiming:
     _config: Config
     _stats: Stats
     _rng: random.Random
-    _jobs: dict[tuple[str, int], Running]
+    _jobs: dict[LeaseHandle, Running]
     _completer: Completer | None
     _settler: Settler | None
     _outage: Outage | None

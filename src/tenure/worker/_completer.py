@@ -372,9 +372,13 @@ class Completer:
             if wanted and exc.outcome_unknown and self.refill is not None:
                 self.refill.reply_lost()
             return exc
-        errors = {error.job_id: error for error in lost}
-        for entry in batch:
-            entry.settle(errors.get(entry.lease.job_id))
+        if lost:
+            errors = {error.job_id: error for error in lost}
+            for entry in batch:
+                entry.settle(errors.get(entry.lease.job_id))
+        else:  # most batches
+            for entry in batch:
+                entry.settle(None)
         self._wake()
         return None
 

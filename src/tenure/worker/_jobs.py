@@ -9,6 +9,7 @@ with the rest of the worker is declared here, and set by `Worker.__init__` and
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Sequence
 from functools import partial
 
@@ -60,7 +61,7 @@ class Jobs:
     _config: Config
     _stats: Stats
     _handlers: dict[str, Handler]
-    _jobs: dict[tuple[str, int], Running]
+    _jobs: dict[LeaseHandle, Running]  # by identity: a handle is one lease of one store
     _keeper: LeaseKeeper | None
     _settler: Settler | None
     _completer: Completer | None
@@ -82,6 +83,7 @@ class Jobs:
         traced = tracing()  # once per claim: a provider set meanwhile traces the next one
         handlers, config, jobs = self._handlers, self._config, self._jobs
         on_lost = self._lease_lost
+        lock = threading.Lock()  # one for the claim's handles (`LeaseHandle` says why)
         started: list[Running] = []
         handles: list[LeaseHandle] = []
         on_threads = 0
@@ -97,6 +99,7 @@ class Jobs:
                 clock,
                 on_lost if spans is None else partial(on_lost, spans=spans),
                 timeout if job.timeout is None else job.timeout,  # `attempt_timeout`
+                lock,
             )
             running = Running(
                 handler,
@@ -109,7 +112,7 @@ class Jobs:
                 on_thread,
                 spans=spans,
             )
-            jobs[(lease.job_id, lease.generation)] = running
+            jobs[handle] = running
             started.append(running)
             handles.append(handle)
             on_threads += on_thread
@@ -123,8 +126,7 @@ class Jobs:
         """Any thread, once: a job's lease is lost (its `LeaseHandle`'s ``on_lost``). It is
         counted and said, and its async handler, if it runs, is stopped (`Invoker.lost`)."""
         note_loss(self._stats, handle, outage=self._outage, spans=spans)
-        lease = handle.lease
-        running = self._jobs.get((lease.job_id, lease.generation))  # atomic on any thread
+        running = self._jobs.get(handle)  # atomic on any thread
         if running is not None and self._invoker is not None:
             self._invoker.lost(running)
 
@@ -206,11 +208,10 @@ class Jobs:
         """On the loop, once the job is settled (``confirmed``: the store has just
         completed it): forget it and free its slot."""
         handle = running.handle
-        lease = handle.lease
         handle.finish(not confirmed)
         if self._keeper is not None:
             self._keeper.remove(handle)
-        self._jobs.pop((lease.job_id, lease.generation), None)
+        self._jobs.pop(handle, None)
         # The claim loop waits for a free slot (or, draining, for the last job).
         if self._slot_freed is not None and (
             len(self._jobs) < self._config.concurrency or self._stop_requested

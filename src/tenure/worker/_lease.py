@@ -75,8 +75,12 @@ class LeaseHandle:
         clock: Clock,
         on_lost: Callable[[LeaseHandle], None] | None = None,
         timeout: float | None = None,
+        lock: threading.Lock | None = None,
     ) -> None:
-        self._lock = threading.Lock()
+        # Held only for a few reads and writes of this handle's own fields, never while
+        # another lock is taken or a callback runs: so the handles of one claim may share
+        # one (``lock``), which spares a lock per job.
+        self._lock = lock or threading.Lock()
         self._lease = lease
         self._clock = clock
         # The per-attempt timeout (seconds) and when it passes, on the clock's monotonic time
@@ -378,7 +382,12 @@ class _Registry:
         """Under the lock: forget the leases that ended, all but the last `_ENDED_KEPT`
         registered (live ones stay, however old)."""
         leases = self._leases
-        ended = [key for key, found in leases.items() if _all_ended(found)]
+        ended = [
+            key
+            for key, found in leases.items()
+            # (a list only where two stores' leases share a key: almost never)
+            if (_all_ended(found) if isinstance(found, list) else found.ended_as is not None)
+        ]
         for key in ended[: max(0, len(ended) - _ENDED_KEPT)]:
             del leases[key]
         self._sweep_at = len(leases) + _ENDED_KEPT

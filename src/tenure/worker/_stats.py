@@ -104,24 +104,28 @@ class Stats:
                 self._renew_buckets[slot] += 1
 
     def handled(self, queue: str, outcome: str, seconds: float) -> None:
-        """A handler of ``queue`` ended with ``outcome`` after ``seconds``. (Once per job:
-        the count is the buckets' total, worked out when read.)"""
+        """A handler of ``queue`` ended with ``outcome`` after ``seconds``: on the worker's
+        event loop alone, once per job, so without the lock (as `on_loop`); a reader on
+        another thread copies each list in one step (`durations`). The count is the
+        buckets' total, worked out when read."""
         slot = bisect_left(HANDLER_BUCKETS, seconds)  # past the last bound: the +Inf slot
-        key = (queue, outcome)
-        with self._lock:
-            entry = self._handled.get(key)
-            if entry is None:
-                entry = self._handled[key] = [[0] * (len(HANDLER_BUCKETS) + 1), 0.0]
-            entry[0][slot] += 1
-            entry[1] += seconds
+        entry = self._handled.get((queue, outcome))
+        if entry is None:
+            with self._lock:  # a new key: `durations` copies the map under the lock
+                entry = self._handled[(queue, outcome)] = [[0] * (len(HANDLER_BUCKETS) + 1), 0.0]
+        entry[0][slot] += 1
+        entry[1] += seconds
 
     def durations(self) -> Durations:
-        """The handler durations so far, by (queue, outcome), with cumulative buckets."""
+        """The handler durations so far, by (queue, outcome), with cumulative buckets (the
+        sum may lag its buckets by a handler that is being counted right now)."""
         with self._lock:
-            return {
-                key: (list(itertools.accumulate(buckets[:-1])), total, sum(buckets))
-                for key, (buckets, total) in self._handled.items()
-            }
+            entries = list(self._handled.items())
+        durations: Durations = {}
+        for key, (buckets, total) in entries:
+            counts = list(buckets)  # one step: never half of a `handled`'s increment
+            durations[key] = (list(itertools.accumulate(counts[:-1])), total, sum(counts))
+        return durations
 
     def snapshot(self) -> dict[str, float]:
         with self._lock:

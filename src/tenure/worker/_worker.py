@@ -49,6 +49,7 @@ from ._config import start_method as resolve_start_method
 from ._invoke import Invoker, Running
 from ._jobs import Jobs
 from ._keeper import LeaseKeeper
+from ._lease import LeaseHandle
 from ._loop import DaemonThread, LoopCaller
 from ._periodic import Periodic
 from ._process import prepare_process_handlers
@@ -168,7 +169,7 @@ class Worker(Claiming, Jobs):
         self._stop_now = False
         self._stop_time = 0.0
         self._stop_announced = 0
-        self._jobs: dict[tuple[str, int], Running] = {}
+        self._jobs: dict[LeaseHandle, Running] = {}
         self._idle_scope: anyio.CancelScope | None = None
         self._slot_freed: anyio.Event | None = None
         # Made by _serve for each run, before any job starts.
