@@ -78,7 +78,10 @@ def _ask(deadline: Deadline) -> float | None:
 
 
 class _Entry:
-    __slots__ = ("deadline", "done", "error", "judged", "lease", "sent", "subject", "value")
+    # No slots: a class default spares most entries three of their eight attributes.
+    judged = False  # past its deadline already when handed in: the store judges it, once
+    error: BaseException | None = None
+    sent = False  # answered: by the store, or given up
 
     def __init__(
         self,
@@ -86,7 +89,6 @@ class _Entry:
         value: Any,
         deadline: SubjectDeadline,
         subject: Any,
-        judged: bool,
         done: Answered | None = None,
     ) -> None:
         self.lease = lease
@@ -94,10 +96,6 @@ class _Entry:
         # ``deadline(subject)``: the lease's local deadline (renewals move it).
         self.deadline = deadline
         self.subject = subject
-        # Past its deadline already when handed in: the store judges it, once.
-        self.judged = judged
-        self.error: BaseException | None = None
-        self.sent = False  # answered: by the store, or given up
         self.done = done  # `Completer.enqueue`'s callback (None: a caller awaits it)
 
     def answer(self) -> None:
@@ -182,7 +180,8 @@ class Completer:
         deadline = deadline or (lambda: lease.local_deadline)
         first = deadline()
         judged = first is not None and first <= self._clock.monotonic()
-        entry = _Entry(lease, value, _ask, deadline, judged)
+        entry = _Entry(lease, value, _ask, deadline)
+        entry.judged = judged
         self._append(entry)
         while not entry.sent:
             if self._sending:
@@ -212,7 +211,7 @@ class Completer:
         lease is one whose ``deadline(subject)`` has not passed (the worker hands in only
         leases it has just found held)."""
         # `_append`, written out: one Python call fewer per job.
-        self._pending.append(_Entry(lease, value, deadline, subject, False, done))
+        self._pending.append(_Entry(lease, value, deadline, subject, done))
         arrived, self._arrived = self._arrived, None
         if arrived is not None:
             arrived.set()
@@ -288,8 +287,8 @@ class Completer:
             while True:
                 # A completion whose lease's deadline passed while it waited (for the
                 # store, or for its turn) is given up, not sent.
-                now = self._clock.monotonic()
-                batch = [entry for entry in batch if not self._expired(entry, now, failures)]
+                limit = self._clock.monotonic() + self._rule.attempt_time
+                batch = [entry for entry in batch if not self._expired(entry, limit, failures)]
                 if failures:
                     # What finished meanwhile goes along, after the older ones.
                     room = MAX_BATCH - len(batch)
@@ -337,15 +336,15 @@ class Completer:
                         ),
                     )
 
-    def _expired(self, entry: _Entry, now: float, failures: int) -> bool:
-        """Whether no attempt for ``entry`` can finish before its deadline any more (then it
-        is answered `DeadlinePassed`)."""
+    def _expired(self, entry: _Entry, limit: float, failures: int) -> bool:
+        """Whether no attempt for ``entry`` can finish before its deadline any more, an
+        attempt started now ending by ``limit`` (then it is answered `DeadlinePassed`)."""
         if entry.sent:
             return True
         deadline = entry.deadline(entry.subject)
         if (entry.judged or deadline is None) and not failures:
             return False
-        if deadline is not None and now + self._rule.attempt_time <= deadline:
+        if deadline is not None and limit <= deadline:
             return False
         self._answer(entry, _gave_up(entry))
         return True

@@ -30,7 +30,7 @@ from ._config import Handler, Isolation
 from ._context import JobContext
 from ._lease import LeaseHandle, lease_extra
 from ._loop import DaemonThread, LoopCaller, ThreadPool
-from ._outcome import Outcome, handler_outcome, outcome_of
+from ._outcome import Outcome, handler_outcome, outcome_of, returned_outcome
 from ._process import run_in_process
 from ._slots import Slot, resume_in_context
 from ._stats import Stats
@@ -205,7 +205,7 @@ class Invoker:
     def _returned(running: Running, value: Any) -> Outcome:
         assert running.slot is not None
         running.slot.handling = None
-        return outcome_of(running.context, None, value)
+        return returned_outcome(running.context, value)
 
     def _raised(self, running: Running, exc: BaseException) -> Outcome:
         """The outcome of an async handler that raised ``exc`` (or raise it again: not its

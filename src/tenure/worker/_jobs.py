@@ -69,6 +69,7 @@ class Jobs:
     _slots: Slots[Running] | None
     _outage: Outage | None
     _stop_requested: bool
+    _say_started: bool = False
     _idle_scope: anyio.CancelScope | None
     _slot_freed: anyio.Event | None
 
@@ -81,6 +82,8 @@ class Jobs:
         assert self._slots is not None
         assert self._invoker is not None
         traced = tracing()  # once per claim: a provider set meanwhile traces the next one
+        # Whether each job says it started (DEBUG): asked once per claim, as tracing is.
+        self._say_started = log.isEnabledFor(logging.DEBUG)
         handlers, config, jobs = self._handlers, self._config, self._jobs
         on_lost = self._lease_lost
         lock = threading.Lock()  # one for the claim's handles (`LeaseHandle` says why)
@@ -135,7 +138,7 @@ class Jobs:
         assert self._invoker is not None
         assert self._settler is not None
         handle = running.handle
-        if log.isEnabledFor(logging.DEBUG):
+        if self._say_started:
             extra = lease_extra(handle.lease, queue=running.job.queue, attempt=handle.lease.attempt)
             log.debug("job started", extra=extra)
         running.slot = slot

@@ -105,6 +105,11 @@ class LeaseKeeper:
         self._cond = threading.Condition(self._lock)
         self._handles: set[LeaseHandle] = set()
         self._removed: deque[LeaseHandle] = deque()  # appends are atomic on any thread
+        # ``remove(handle)``: stop keeping ``handle`` (finished). Noted without the lock (the
+        # deque's own append, atomic on any thread, and no Python call: once per job) and
+        # forgotten under it by the next registration or either thread's next look. The
+        # threads skip a finished handle meanwhile.
+        self.remove: Callable[[LeaseHandle], None] = self._removed.append
         self._stopped = False
         # When (clock time) each thread wakes at the latest, under the lock (inf: only when
         # notified): adding a lease notifies them only if it is due before that, so that a
@@ -153,12 +158,6 @@ class LeaseKeeper:
                     watch_at = decide_at
             if renew_at < self._renew_wake or watch_at < self._watch_wake:
                 self._cond.notify_all()
-
-    def remove(self, handle: LeaseHandle) -> None:
-        """Stop keeping ``handle`` (finished): noted without the lock (an append to a
-        deque, atomic on any thread) and forgotten under it by the next registration or
-        either thread's next look. The threads skip a finished handle meanwhile."""
-        self._removed.append(handle)
 
     def _forget_removed(self) -> None:
         """Under the lock: forget the handles removed so far."""

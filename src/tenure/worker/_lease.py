@@ -54,7 +54,6 @@ class LeaseHandle:
         "_callbacks",
         "_clock",
         "_finished",
-        "_lease",
         "_lock",
         "_lost_at",
         "_lost_kind",
@@ -65,6 +64,7 @@ class LeaseHandle:
         "_timeout",
         "_timeout_at",
         "ended_as",
+        "lease",
         "next_renew_at",
         "renew_failures",
     )
@@ -81,7 +81,10 @@ class LeaseHandle:
         # another lock is taken or a callback runs: so the handles of one claim may share
         # one (``lock``), which spares a lock per job.
         self._lock = lock or threading.Lock()
-        self._lease = lease
+        # The most recent lease (renewals replace it; job, owner and generation stay): a
+        # plain attribute, read without the lock (one reference read is atomic) and
+        # replaced under it. Read by the worker several times per job.
+        self.lease: Lease = lease
         self._clock = clock
         # The per-attempt timeout (seconds) and when it passes, on the clock's monotonic time
         # from now (the handler starts now).
@@ -106,13 +109,7 @@ class LeaseHandle:
 
     def __repr__(self) -> str:
         state = f"lost: {self._lost_reason}" if self._lost_reason else "held"
-        return f"<LeaseHandle {self._lease.job_id!r} gen {self._lease.generation} {state}>"
-
-    @property
-    def lease(self) -> Lease:
-        """The most recent lease (renewals replace it; job, owner and generation stay).
-        One reference read: atomic, so no lock (writers replace it under the lock)."""
-        return self._lease
+        return f"<LeaseHandle {self.lease.job_id!r} gen {self.lease.generation} {state}>"
 
     @property
     def clock(self) -> Clock:
@@ -167,7 +164,7 @@ class LeaseHandle:
         if self._finished:
             return False
         now = self._clock.monotonic()
-        if now < self._lease.local_deadline:
+        if now < self.lease.local_deadline:
             timeout_at = self._timeout_at
             if timeout_at is None or now < timeout_at or self._settling:
                 return False  # most looks end here: held, and within any timeout
@@ -175,7 +172,7 @@ class LeaseHandle:
 
     def _decide(self, now: float) -> bool:
         """`is_lost` past the local deadline, or past a running handler's timeout."""
-        overdue = now - self._lease.local_deadline
+        overdue = now - self.lease.local_deadline
         if overdue >= 0:  # the lease itself is gone: nothing may be settled with it
             self.mark_lost(
                 f"the local deadline passed {overdue:.3f} s ago without a confirmed renewal",
@@ -196,7 +193,7 @@ class LeaseHandle:
         it only says when to look (`is_lost` decides), and a look at a renewal's or a
         settle's moment reads the fields from before or after it, either being a time at
         which the watchdog looks again."""
-        deadline = self._lease.local_deadline
+        deadline = self.lease.local_deadline
         timeout_at = self._timeout_at
         if timeout_at is None or self._settling:
             return deadline
@@ -256,16 +253,16 @@ class LeaseHandle:
         if self.is_lost():
             return None
         with self._lock:
-            return None if self._finished else self._lease
+            return None if self._finished else self.lease
 
     def renewed(self, lease: Lease) -> bool:
         """Adopt a confirmed renewal, unless the previous local deadline passed first."""
         with self._lock:
             if self._lost_reason is not None or self._finished:
                 return False
-            overdue = self._clock.monotonic() - self._lease.local_deadline
+            overdue = self._clock.monotonic() - self.lease.local_deadline
             if overdue < 0:
-                self._lease = lease
+                self.lease = lease
                 listeners = list(self._renew_listeners or ())
             else:
                 listeners = None

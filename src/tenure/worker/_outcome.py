@@ -47,7 +47,7 @@ from .._validate import error_text
 from ..errors import LeaseLost
 from ._context import JobContext, ReleaseDecision, RetryDecision, decision_of
 
-__all__ = ["Outcome", "OutcomeKind", "handler_outcome", "outcome_of"]
+__all__ = ["Outcome", "OutcomeKind", "handler_outcome", "outcome_of", "returned_outcome"]
 
 OutcomeKind = Literal["ok", "error", "release", "retry", "lost", "abandoned", "died"]
 
@@ -95,6 +95,14 @@ def outcome_of(context: JobContext, raised: BaseException | None, value: Any = N
     return Outcome("error", error=raised)
 
 
+def returned_outcome(context: JobContext, value: Any) -> Outcome:
+    """`outcome_of` a handler call that returned ``value``: its common case (no decision
+    taken) first, as it comes once per job."""
+    if decision_of(context) is None:
+        return Outcome("ok", value) if value is not None else _OK
+    return outcome_of(context, None, value)
+
+
 def handler_outcome(context: JobContext, call: Callable[[], Any]) -> Outcome:
     """Run a sync handler call (on a handler thread, or in a handler process) and say how
     it ended. Every exception is the handler's: there, no cancellation comes from us."""
@@ -102,4 +110,4 @@ def handler_outcome(context: JobContext, call: Callable[[], Any]) -> Outcome:
         value = call()
     except BaseException as exc:
         return outcome_of(context, exc)
-    return outcome_of(context, None, value)
+    return returned_outcome(context, value)
