@@ -177,8 +177,9 @@ class Invoker:
         try:
             coroutine = running.handler.function(running.context)
             yielded = own.run(coroutine.send, None)
-        except StopIteration as stop:
-            outcome = self._returned(running, stop.value)
+        except StopIteration as stop:  # `_returned`, written out: most jobs end here
+            slot.handling = None
+            outcome = returned_outcome(running.context, stop.value)
         except BaseException as exc:
             outcome = self._raised(running, exc)
         else:

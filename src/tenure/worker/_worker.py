@@ -431,9 +431,8 @@ class Worker(Claiming, Jobs):
             clock, self._stats, on_lost=lambda error: caller.call_soon(partial(self._lost, error))
         )
         self._outage = outage
-        # The keeper's own connection opens on a thread meanwhile (a start waits for one
-        # connect, not two in a row), and before the first lease exists: a first renewal
-        # that had to connect, perhaps in an outage, would spend the lease's margin on it.
+        # The keeper's own connection opens on a thread meanwhile (one connect to wait for, not
+        # two), before the first lease: a first renewal that connects spends its margin on it.
         open_renewer = partial(connect, url, **options)
         renewer_opening = DaemonThread(open_renewer, caller, name="tenure-connect")
         try:
