@@ -215,11 +215,14 @@ class Jobs:
         if self._keeper is not None:
             self._keeper.remove(handle)
         self._jobs.pop(handle, None)
-        # The claim loop waits for a free slot (or, draining, for the last job).
-        if self._slot_freed is not None and (
+        # The claim loop waits for a free slot (or, draining, for the last job). Set once:
+        # its waiter holds it, and each wait makes a new one (no call per job meanwhile).
+        freed = self._slot_freed
+        if freed is not None and (
             len(self._jobs) < self._config.concurrency or self._stop_requested
         ):
-            self._slot_freed.set()
+            self._slot_freed = None
+            freed.set()
         # The idle claim loop looks again once its last job ended: a burst may be
         # waiting for it, and a limited queue has room again (no store notifies that;
         # its wait would last until the first lease's end). On Redis this costs the
