@@ -221,6 +221,71 @@ async def test_each_job_gets_its_own_answer(
     assert states == {"job-00": "leased", "job-01": "done", "job-02": "leased", "job-03": "done"}
 
 
+class Told:
+    """An `Answers` that records what it hears (`Completer.enqueue`)."""
+
+    def __init__(self) -> None:
+        self.completed_calls: list[list[str]] = []
+        self.errors: dict[str, BaseException] = {}
+
+    def completed(self, subjects: list[Any]) -> None:
+        self.completed_calls.append(list(subjects))
+
+    def answered(self, subject: Any, error: BaseException) -> None:
+        self.errors[subject] = error
+
+
+def _held(subject: Any) -> float:
+    return math.inf  # `enqueue`'s deadline: held for as long as the test runs
+
+
+async def test_enqueued_jobs_the_store_completed_together_are_told_in_one_call(
+    gated: tuple[tenure.aio.AsyncStore, GatedDriver],
+) -> None:
+    """A worker's completions are handed in with `enqueue` and told back through one
+    `Answers`: the jobs of one store call in one `completed` call, in order, and a caller
+    awaiting `complete` in the same batch gets its own answer as before."""
+    store, driver = gated
+    driver.gate.set()
+    completer, told, leases = Completer(store), Told(), await claimed(store, 6)
+    for lease in leases[:5]:
+        completer.enqueue(lease, lease.job_id, _held, told, lease.job_id)
+    with anyio.fail_after(10):
+        await completer.complete(leases[5], "awaited")  # leads the batch, its own included
+    assert driver.sizes == [6]
+    assert told.completed_calls == [[lease.job_id for lease in leases[:5]]]
+    assert told.errors == {}
+    for lease in leases:
+        assert (await store.get(lease.job_id)).state == "done"
+
+
+async def test_an_enqueued_job_the_store_refused_is_told_alone(
+    gated: tuple[tenure.aio.AsyncStore, GatedDriver], clock: tenure.ManualClock
+) -> None:
+    store, driver = gated
+    driver.gate.set()
+    (stale,) = await claimed(store, 1)
+    clock.advance(61)  # its lease expired, and another worker took the job
+    assert await store.claim("job-00", "other", 60) is not None
+    for index in range(1, 4):
+        await store.submit(f"job-{index:02d}")
+    live = await store.claim_many("w", 60, 3)
+    completer = Completer(store)
+    told = Told()
+    for lease in [stale, *live]:
+        completer.enqueue(lease, "ok", _held, told, lease.job_id)
+    with anyio.fail_after(10):
+        await completer.lead()
+    assert set(told.errors) == {"job-00"}
+    assert isinstance(told.errors["job-00"], tenure.LeaseLost)
+    assert sorted(job for call in told.completed_calls for job in call) == [
+        "job-01",
+        "job-02",
+        "job-03",
+    ]
+    assert (await store.get("job-00")).state == "leased"
+
+
 async def test_a_cancelled_leader_strands_nobody(
     gated: tuple[tenure.aio.AsyncStore, GatedDriver],
 ) -> None:

@@ -23,9 +23,10 @@ from __future__ import annotations
 import logging
 import math
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import anyio.lowlevel
@@ -67,10 +68,19 @@ class Refill:
 # it), or None: the store judges it once, and it is not tried again.
 Deadline = Callable[[], "float | None"]
 
-# `Completer.enqueue`'s deadline and callback take the job they are about (its "subject"):
-# two functions shared by every job, not two closures made per job.
+# `Completer.enqueue`'s deadline takes the job it is about (its "subject"): one function
+# shared by every job, not a closure made per job.
 SubjectDeadline = Callable[[Any], "float | None"]
-Answered = Callable[[Any, "BaseException | None"], None]
+
+
+class Answers(Protocol):
+    """Who hears, on the event loop, the answers to `Completer.enqueue`'s completions. The
+    jobs the store completed in one call are told in one `completed` call (most jobs: no
+    Python call per job); any other answer comes to `answered`, job by job."""
+
+    def completed(self, subjects: list[Any]) -> None: ...
+
+    def answered(self, subject: Any, error: BaseException) -> None: ...
 
 
 def _ask(deadline: Deadline) -> float | None:
@@ -89,14 +99,14 @@ class _Entry:
         value: Any,
         deadline: SubjectDeadline,
         subject: Any,
-        done: Answered | None = None,
+        answers: Answers | None = None,
     ) -> None:
         self.lease = lease
         self.value = value
         # ``deadline(subject)``: the lease's local deadline (renewals move it).
         self.deadline = deadline
         self.subject = subject
-        self.done = done  # `Completer.enqueue`'s callback (None: a caller awaits it)
+        self.answers = answers  # `Completer.enqueue`'s (None: a caller awaits the answer)
 
     def answer(self) -> None:
         if self.error is not None:
@@ -104,11 +114,43 @@ class _Entry:
 
     def settle(self, error: BaseException | None) -> None:
         self.error, self.sent = error, True
-        if self.done is not None:
-            try:
-                self.done(self.subject, error)
-            except Exception:  # one job's bookkeeping must not cost the others theirs
-                log.exception("tenure: a completion callback failed")
+        answers = self.answers
+        if answers is not None:
+            with _told():
+                if error is None:
+                    answers.completed([self.subject])
+                else:
+                    answers.answered(self.subject, error)
+
+
+@contextmanager
+def _told() -> Iterator[None]:
+    """Around an `Answers` call: one job's bookkeeping must not cost the others theirs."""
+    try:
+        yield
+    except Exception:
+        log.exception("tenure: a completion callback failed")
+
+
+def _completed(batch: list[_Entry]) -> None:
+    """Answer ``batch``, every job of which the store has completed: one `Answers.completed`
+    call for each run of entries with the same `Answers` (a worker's are all one)."""
+    answers: Answers | None = None
+    subjects: list[Any] = []
+    for entry in batch:
+        entry.sent = True  # (its error stays None: a caller awaiting it goes on)
+        told = entry.answers
+        if told is None:
+            continue
+        if told is not answers:
+            if answers is not None:
+                with _told():
+                    answers.completed(subjects)
+            answers, subjects = told, []
+        subjects.append(entry.subject)
+    if answers is not None:
+        with _told():
+            answers.completed(subjects)
 
 
 class Completer:
@@ -202,16 +244,16 @@ class Completer:
         lease: Lease,
         value: Any,
         deadline: SubjectDeadline,
-        done: Answered,
+        answers: Answers,
         subject: Any,
     ) -> None:
-        """Queue a completion without waiting for it: ``done(subject, error)`` is called on
-        the event loop once it is answered (``error`` None: completed; else what `complete`
-        would raise). The caller then awaits `lead` so that a batch is on its way. The
-        lease is one whose ``deadline(subject)`` has not passed (the worker hands in only
-        leases it has just found held)."""
+        """Queue a completion without waiting for it: ``answers`` hears, on the event loop,
+        that the store completed ``subject`` (with others of its batch), or what `complete`
+        would have raised for it. The caller then awaits `lead` so that a batch is on its
+        way. The lease is one whose ``deadline(subject)`` has not passed (the worker hands
+        in only leases it has just found held)."""
         # `_append`, written out: one Python call fewer per job.
-        self._pending.append(_Entry(lease, value, deadline, subject, done))
+        self._pending.append(_Entry(lease, value, deadline, subject, answers))
         arrived, self._arrived = self._arrived, None
         if arrived is not None:
             arrived.set()
@@ -239,7 +281,7 @@ class Completer:
 
     def _awaited(self) -> bool:
         """Whether a queued entry has a caller of `complete` waiting for it."""
-        return any(entry.done is None for entry in self._pending)
+        return any(entry.answers is None for entry in self._pending)
 
     async def _lead_one(self, *, shielded: bool = False) -> None:
         """Send one batch; ``shielded``: the caller holds a shielded scope already."""
@@ -298,6 +340,7 @@ class Completer:
                     return
                 error = await self._send(batch, claim=not failures)
                 if error is None:
+                    batch = []  # every entry is answered: none for the `finally` to look at
                     if self._outage is not None:
                         self._outage.ok()
                     return
@@ -376,8 +419,7 @@ class Completer:
             for entry in batch:
                 entry.settle(errors.get(entry.lease.job_id))
         else:  # most batches
-            for entry in batch:
-                entry.settle(None)
+            _completed(batch)
         self._wake()
         return None
 

@@ -26,7 +26,7 @@ import anyio
 
 from .._protocol import RetryPolicy
 from ..models import Job
-from ._config import Handler, Isolation
+from ._config import Config, Handler, Isolation
 from ._context import JobContext
 from ._lease import LeaseHandle, lease_extra
 from ._loop import DaemonThread, LoopCaller, ThreadPool
@@ -36,16 +36,35 @@ from ._slots import Slot, resume_in_context
 from ._stats import Stats
 from ._telemetry import JobSpans
 
-__all__ = ["Invoker", "Running", "attempt_timeout"]
+__all__ = ["HowItRuns", "Invoker", "Running", "attempt_timeout"]
 
 log = logging.getLogger("tenure")
 
 
-class Running:
-    """One job in flight: its handler, how it runs, and its lease."""
+class HowItRuns:
+    """How the handler of one queue runs, worked out once per claim (`Jobs._start`) and
+    shared by that claim's jobs of the queue."""
 
-    # Most jobs never change these: they start as the class's, so that a claim sets nine
-    # attributes per job rather than fourteen.
+    __slots__ = ("handler", "isolation", "on_loop", "on_thread", "retry", "timeout")
+
+    def __init__(self, handler: Handler, config: Config) -> None:
+        self.handler = handler
+        self.isolation: Isolation = handler.isolation or config.isolation
+        in_process = self.isolation == "process"
+        # An async handler on the loop (in its slot task, `Invoker.begin`), a sync one on
+        # a thread of the worker's pool, or either in a process (neither).
+        self.on_loop = not in_process and handler.is_async
+        self.on_thread = not in_process and not handler.is_async
+        self.retry: RetryPolicy = handler.retry or config.retry
+        # Its attempts' timeout, unless a job has one of its own.
+        self.timeout = attempt_timeout(None, handler, config.timeout)
+
+
+class Running:
+    """One job in flight: how its handler runs, the job, and its lease."""
+
+    # Most jobs never change these: they start as the class's, so that a claim sets five
+    # attributes per job rather than ten.
     # A sync handler's wait for its thread: cancelled to stop waiting (worker stopping).
     wait_scope: anyio.CancelScope | None = None
     # A timed-out sync handler's thread, still running after the attempt was failed.
@@ -58,27 +77,16 @@ class Running:
 
     def __init__(
         self,
-        handler: Handler,
-        isolation: Isolation,
-        retry: RetryPolicy,
+        how: HowItRuns,
         job: Job,
         handle: LeaseHandle,
         context: JobContext,
-        on_loop: bool,
-        on_thread: bool,
         spans: JobSpans | None = None,  # its OpenTelemetry spans (None without OpenTelemetry)
     ) -> None:
-        self.handler = handler
-        self.isolation = isolation
-        self.retry = retry
+        self.how = how
         self.job = job
         self.handle = handle
         self.context = context
-        # How its handler runs: an async one on the loop (in its slot task,
-        # `Invoker.begin`), a sync one on a thread of the worker's pool, or either in a
-        # process (neither).
-        self.on_loop = on_loop
-        self.on_thread = on_thread
         self.spans = spans
 
     def abandon(self) -> None:
@@ -126,7 +134,7 @@ class Invoker:
         """Run ``running``'s handler, whichever way it runs, traced or not. (`Jobs._job`
         runs the common case, an untraced async handler, with `begin` and `go_on`.)"""
         spans = running.spans
-        if running.on_loop:
+        if running.how.on_loop:
             if spans is None:
                 return self.begin(running) or await self.go_on(running)
             with spans.handling():
@@ -142,15 +150,15 @@ class Invoker:
                     outcome = await self._invoke(running)
                 spans.handled(outcome, running.handle)
         finally:
-            if running.on_thread:
+            if running.how.on_thread:
                 self._expected -= 1
         self._stats.handled(running.job.queue, outcome.kind, time.perf_counter() - started)
         return outcome
 
     async def _invoke(self, running: Running) -> Outcome:
-        if running.isolation == "process":
+        if running.how.isolation == "process":
             return await run_in_process(
-                running.handler.function,
+                running.how.handler.function,
                 running.job,
                 running.handle,
                 self._caller,
@@ -175,7 +183,7 @@ class Invoker:
         own = contextvars.copy_context()
         started = time.perf_counter()
         try:
-            coroutine = running.handler.function(running.context)
+            coroutine = running.how.handler.function(running.context)
             yielded = own.run(coroutine.send, None)
         except StopIteration as stop:  # `_returned`, written out: most jobs end here
             slot.handling = None
@@ -231,7 +239,7 @@ class Invoker:
 
     async def _run_thread(self, running: Running) -> Outcome:
         context = running.context
-        function = running.handler.function
+        function = running.how.handler.function
         thread = DaemonThread(
             partial(handler_outcome, context, lambda: function(context)),
             self._caller,

@@ -17,12 +17,11 @@ import anyio
 import anyio.abc
 
 from .._clock import Clock
-from .._protocol import RetryPolicy
 from ..models import Job, Lease
 from ._completer import Completer
-from ._config import Config, Handler, Isolation
+from ._config import Config, Handler
 from ._context import JobContext, set_current
-from ._invoke import Invoker, Running, attempt_timeout
+from ._invoke import HowItRuns, Invoker, Running
 from ._keeper import LeaseKeeper
 from ._lease import REGISTRY, LeaseHandle, lease_extra
 from ._outcome import Outcome
@@ -35,24 +34,6 @@ from ._telemetry import JobSpans, job_spans, tracing
 __all__ = ["Jobs"]
 
 log = logging.getLogger("tenure")
-
-
-# How a queue's handler runs: the handler, its isolation and retry policy, whether on the
-# loop (async), whether on a thread (sync), and its attempts' timeout unless a job has one.
-_HowItRuns = tuple[Handler, Isolation, RetryPolicy, bool, bool, "float | None"]
-
-
-def _how_it_runs(handler: Handler, config: Config) -> _HowItRuns:
-    isolation = handler.isolation or config.isolation
-    in_process = isolation == "process"
-    return (
-        handler,
-        isolation,
-        handler.retry or config.retry,
-        not in_process and handler.is_async,
-        not in_process and not handler.is_async,
-        attempt_timeout(None, handler, config.timeout),
-    )
 
 
 class Jobs:
@@ -90,35 +71,24 @@ class Jobs:
         started: list[Running] = []
         handles: list[LeaseHandle] = []
         on_threads = 0
-        runs: dict[str, _HowItRuns] = {}  # how each queue's handler runs, once per claim
+        runs: dict[str, HowItRuns] = {}  # how each queue's handler runs, once per claim
         for lease, job in claimed:
             how = runs.get(job.queue)
             if how is None:
-                how = runs[job.queue] = _how_it_runs(handlers[job.queue], config)
-            handler, isolation, retry, on_loop, on_thread, timeout = how
+                how = runs[job.queue] = HowItRuns(handlers[job.queue], config)
             spans = job_spans(job, lease) if traced else None
             handle = LeaseHandle(
                 lease,
                 clock,
                 on_lost if spans is None else partial(on_lost, spans=spans),
-                timeout if job.timeout is None else job.timeout,  # `attempt_timeout`
+                how.timeout if job.timeout is None else job.timeout,  # `attempt_timeout`
                 lock,
             )
-            running = Running(
-                handler,
-                isolation,
-                retry,
-                job,
-                handle,
-                JobContext(handle, job),
-                on_loop,
-                on_thread,
-                spans=spans,
-            )
+            running = Running(how, job, handle, JobContext(handle, job), spans)
             jobs[handle] = running
             started.append(running)
             handles.append(handle)
-            on_threads += on_thread
+            on_threads += how.on_thread
         self._stats.incr("claimed", len(started))
         REGISTRY.add_many(handles)
         self._keeper.add_many(handles)
@@ -145,7 +115,7 @@ class Jobs:
         set_current(running.context)
         invoker = self._invoker
         try:
-            if running.on_loop and running.spans is None:  # most jobs: no coroutine between
+            if running.how.on_loop and running.spans is None:  # most jobs: no coroutine between
                 outcome = invoker.begin(running) or await invoker.go_on(running)
             else:
                 outcome = await invoker(running)
@@ -207,14 +177,25 @@ class Jobs:
         if completer is not None and completer.unled:
             task_group.start_soon(completer.lead, name="tenure completions")
 
-    def _finished(self, running: Running, confirmed: bool = False) -> None:
-        """On the loop, once the job is settled (``confirmed``: the store has just
-        completed it): forget it and free its slot."""
-        handle = running.handle
-        handle.finish(not confirmed)
-        if self._keeper is not None:
-            self._keeper.remove(handle)
-        self._jobs.pop(handle, None)
+    def _finished(self, running: Running) -> None:
+        """On the loop, once the job is settled: forget it and free its slot."""
+        self._forget([running], False)
+
+    def _forget(self, runnings: list[Running], confirmed: bool) -> None:
+        """On the loop, once these jobs are settled (``confirmed``: the store has just
+        completed them, `Settler.completed`, a batch in one call): forget them and free
+        their slots."""
+        assert self._keeper is not None
+        remove, forget = self._keeper.remove, self._jobs.pop
+        for running in runnings:
+            handle = running.handle
+            handle.finish(not confirmed)
+            remove(handle)
+            forget(handle, None)
+        self._freed()
+
+    def _freed(self) -> None:
+        """On the loop: jobs have ended (`_finished`)."""
         # The claim loop waits for a free slot (or, draining, for the last job). Set once:
         # its waiter holds it, and each wait makes a new one (no call per job meanwhile).
         freed = self._slot_freed

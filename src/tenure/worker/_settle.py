@@ -98,18 +98,21 @@ def completion_deadline(handle: LeaseHandle) -> float | None:
 
 
 def _running_deadline(running: Running) -> float | None:
-    """`completion_deadline` of a handed-off job (`Completer.enqueue`'s deadline), its
-    common case written out: one Python call fewer per job."""
+    """`completion_deadline` of a handed-off job (`Completer.enqueue`'s deadline), asked
+    before each try to send it. Without a loss decided already, the lease's local deadline
+    as it stands, not deciding whether it has passed: the completer gives the completion
+    up unless that deadline is later than the try could end, which it is not once passed,
+    and the loss is decided as the job is forgotten (`LeaseHandle.finish`)."""
     handle = running.handle
-    if not handle.is_lost():
-        return handle.lease.local_deadline
-    return completion_deadline(handle)
+    if handle.lost_flag:
+        return completion_deadline(handle)
+    return handle.lease.local_deadline
 
 
 class Settler:
-    """Settles the jobs of one worker run in its store. ``finished(running, confirmed)``
-    is called once a job handed off (`hand_off`) has its store's answer (``confirmed``:
-    the store completed it): the worker forgets it."""
+    """Settles the jobs of one worker run in its store. ``finished(runnings, confirmed)``
+    is called once jobs handed off (`hand_off`) have their store's answer (``confirmed``:
+    the store completed them, a batch in one call): the worker forgets them."""
 
     def __init__(
         self,
@@ -119,7 +122,7 @@ class Settler:
         rng: random.Random,
         outage: Outage | None = None,
         *,
-        finished: Callable[[Running, bool], None],
+        finished: Callable[[list[Running], bool], None],
     ) -> None:
         self._store = store
         # Completions go through the completer: jobs finishing together share one call.
@@ -136,8 +139,8 @@ class Settler:
     def hand_off(self, running: Running, outcome: Outcome) -> bool:
         """The common settle without waiting: a handler that returned under a lease still
         held, untraced, is completed through `Completer.enqueue` (the caller then awaits
-        `Completer.lead`), and ``finished(running)`` is called once the store has
-        answered, as after `settle`. False: nothing was done, `settle` it."""
+        `Completer.lead`), and ``finished`` is called once the store has answered, as
+        after `settle`. False: nothing was done, `settle` it."""
         handle = running.handle
         if (
             outcome.kind != "ok"
@@ -147,32 +150,35 @@ class Settler:
         ):
             return False
         handle.ended_as = "ended"  # `REGISTRY.end`, written out: once per job
-        self._completer.enqueue(
-            handle.lease, outcome.value, _running_deadline, self._answered, running
-        )
+        self._completer.enqueue(handle.lease, outcome.value, _running_deadline, self, running)
         return True
 
-    def _answered(self, running: Running, error: BaseException | None) -> None:
-        """On the loop: the store's answer to a job `hand_off` handed in."""
-        if error is None:
-            self._completed["completed"] += 1
-            if log.isEnabledFor(logging.DEBUG):
+    # -- `Answers`: the store's answers to the jobs `hand_off` handed in, on the loop ------
+
+    def completed(self, runnings: list[Running]) -> None:
+        """The store completed these jobs (in one call): they are counted, and forgotten."""
+        self._completed["completed"] += len(runnings)
+        if log.isEnabledFor(logging.DEBUG):
+            for running in runnings:
                 log.debug("job completed", extra=_job_extra(running))
-            self._finished(running, True)
-        elif isinstance(error, InvalidArgument) and self.spawn is not None:
+        self._finished(runnings, True)
+
+    def answered(self, running: Running, error: BaseException) -> None:
+        """The store did not complete this job: ``error`` says why."""
+        if isinstance(error, InvalidArgument) and self.spawn is not None:
             self.spawn(self._refused, running, error)
         else:
             try:
                 self._call_failed("complete", running, error)
             finally:
-                self._finished(running, False)
+                self._finished([running], False)
 
     async def _refused(self, running: Running, error: InvalidArgument) -> None:
         try:
             with anyio.CancelScope(shield=True):
                 await self.fail(running, f"the handler's result was refused: {error}")
         finally:
-            self._finished(running, False)
+            self._finished([running], False)
 
     async def settle(self, running: Running, outcome: Outcome) -> None:
         spans = running.spans
@@ -236,7 +242,7 @@ class Settler:
                 await self.fail(running, timeout_error(handle.timeout))
             return
         if kind == "revoked":
-            if outcome.kind == "abandoned" and not running.handler.is_async:
+            if outcome.kind == "abandoned" and not running.how.handler.is_async:
                 log.warning(
                     "sync handler still running after its lease was revoked; it sees "
                     "ctx.lost and must stop",
@@ -281,7 +287,7 @@ class Settler:
         job = running.job
         requested = retry_in is not None
         if retry_in is None:
-            retry_in = running.retry.delay(lease.attempt, self._rng)
+            retry_in = running.how.retry.delay(lease.attempt, self._rng)
         summary = _one_line(error)
         extra = _job_extra(running, error=summary)
         trace: Any = error if isinstance(error, BaseException) else None

@@ -77,17 +77,14 @@ class Slots(Generic[T]):
         self._run = run
         self._idle = idle
         self._woke = woke
-        self._ready: deque[T] = deque()
+        # The jobs handed in that wait for a task (the running one may take them): read by
+        # the worker once per job, so a plain attribute.
+        self.waiting: deque[T] = deque()
         self._parked: list[anyio.Event] = []
         self._woken = 0  # tasks woken (or started) that have not run yet
         self._task_group: anyio.abc.TaskGroup | None = None
         self._closed = False
         self._event = Primitives.current().event  # made on the loop that runs the slots
-
-    @property
-    def waiting(self) -> bool:
-        """Whether jobs handed in wait for a task (the running one may take them)."""
-        return bool(self._ready)
 
     def start(self, task_group: anyio.abc.TaskGroup, item: T) -> None:
         """Run ``item`` at once: on the task running now once its job is done, or on a
@@ -96,8 +93,8 @@ class Slots(Generic[T]):
 
     def start_many(self, task_group: anyio.abc.TaskGroup, items: Iterable[T]) -> None:
         """`start` each of ``items``, in order."""
-        self._ready.extend(items)
-        if not self._woken and self._ready:
+        self.waiting.extend(items)
+        if not self._woken and self.waiting:
             self._task_group = task_group
             self._wake(1)
 
@@ -121,7 +118,7 @@ class Slots(Generic[T]):
                 self._task_group.start_soon(self._slot, name="tenure job slot")
 
     async def _slot(self) -> None:
-        ready = self._ready
+        ready = self.waiting
         self._woken -= 1
         woken = True
         while True:

@@ -447,7 +447,7 @@ class Worker(Claiming, Jobs):
             store, clock=clock, outage=outage, stats=self._stats, rng=self._rng, busy=invoker.busy
         )
         self._settler = Settler(
-            store, self._completer, self._stats, self._rng, outage, finished=self._finished
+            store, self._completer, self._stats, self._rng, outage, finished=self._forget
         )
         try:
             renewer_store = await _renewer_store(renewer_opening, open_renewer)
