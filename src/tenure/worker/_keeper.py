@@ -142,20 +142,27 @@ class LeaseKeeper:
         with self._lock:
             self._forget_removed()
             now = self._clock.monotonic()
-            renew_at = watch_at = math.inf
-            ttl = period = math.nan
+            renew_at = watch_at = next_renew_at = math.inf
+            ttl = math.nan
             for handle in handles:
                 lease = handle.lease
-                if lease.ttl != ttl:  # a claim's leases share one: its period is asked once
-                    ttl, period = lease.ttl, every(lease)
-                # `_period`, written out: one Python call fewer per lease.
-                next_renew_at = handle.next_renew_at = now + period * (_LOW + _SPAN * random())
+                if lease.ttl != ttl:
+                    # A claim's leases share a ttl, hence a period: asked once, and drawn
+                    # once with its jitter (`_period`, written out), so that they are due
+                    # together, as they would be after their first renewal anyway
+                    # (`renewal_batch`). The jitter spreads claims, not a claim's leases.
+                    ttl = lease.ttl
+                    next_renew_at = now + every(lease) * (_LOW + _SPAN * random())
+                    if next_renew_at < renew_at:
+                        renew_at = next_renew_at
+                handle.next_renew_at = next_renew_at
                 keep(handle)
-                if next_renew_at < renew_at:
-                    renew_at = next_renew_at
-                decide_at = handle.decide_at()
-                if decide_at < watch_at:
-                    watch_at = decide_at
+                # `decide_at`, written out: the handler has not ended.
+                if lease.local_deadline < watch_at:
+                    watch_at = lease.local_deadline
+                timeout_at = handle.timeout_at
+                if timeout_at is not None and timeout_at < watch_at:
+                    watch_at = timeout_at
             if renew_at < self._renew_wake or watch_at < self._watch_wake:
                 self._cond.notify_all()
 

@@ -62,11 +62,11 @@ class LeaseHandle:
         "_renew_listeners",
         "_settling",
         "_timeout",
-        "_timeout_at",
         "ended_as",
         "lease",
         "next_renew_at",
         "renew_failures",
+        "timeout_at",
     )
 
     def __init__(
@@ -87,9 +87,9 @@ class LeaseHandle:
         self.lease: Lease = lease
         self._clock = clock
         # The per-attempt timeout (seconds) and when it passes, on the clock's monotonic time
-        # from now (the handler starts now).
+        # from now (the handler starts now): set once, read by the keeper without a call.
         self._timeout = timeout
-        self._timeout_at = None if timeout is None else clock.monotonic() + timeout
+        self.timeout_at = None if timeout is None else clock.monotonic() + timeout
         self._on_lost = on_lost
         self._lost_reason: str | None = None
         self._lost_kind: LossKind | None = None
@@ -165,7 +165,7 @@ class LeaseHandle:
             return False
         now = self._clock.monotonic()
         if now < self.lease.local_deadline:
-            timeout_at = self._timeout_at
+            timeout_at = self.timeout_at
             if timeout_at is None or now < timeout_at or self._settling:
                 return False  # most looks end here: held, and within any timeout
         return self._decide(now)
@@ -194,7 +194,7 @@ class LeaseHandle:
         settle's moment reads the fields from before or after it, either being a time at
         which the watchdog looks again."""
         deadline = self.lease.local_deadline
-        timeout_at = self._timeout_at
+        timeout_at = self.timeout_at
         if timeout_at is None or self._settling:
             return deadline
         return min(deadline, timeout_at)
