@@ -12,10 +12,10 @@ the loop one thread report at a time (`Completer._gather`). Each job still learn
 answer: done, `LeaseLost` for its lease alone, or (once retrying is over, see `Completer`)
 `StoreUnavailable` for the batch.
 
-A job need not wait for its answer at all (`enqueue`, then `lead`): its callback is called
-with the answer, and the worker's task that ran the job goes on to the next one meanwhile
-(no event, cancel scope or suspended frames per job; the job keeps its slot and its lease
-until the callback).
+A job need not wait for its answer at all (`enqueue`, then `lead`): its `Answers` hears the
+answer (the jobs of one call in one call), and the worker's task that ran the job goes on to
+the next one meanwhile (no event, cancel scope or suspended frames per job; the job keeps its
+slot and its lease until it is told).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ import logging
 import time
 from collections.abc import Coroutine
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -173,7 +173,8 @@ class Invoker:
         around it: its outcome if it ended there (most do), else None, and `go_on` runs
         the rest."""
         slot = running.slot
-        assert slot is not None
+        if TYPE_CHECKING:  # (`Jobs._job` set it: asserted for mypy, not per job)
+            assert slot is not None
         # The loss cancels the slot's scope only while this handler runs in it (`lost`);
         # a loss decided before it started found no handler to stop.
         slot.handling = running

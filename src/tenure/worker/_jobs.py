@@ -12,6 +12,7 @@ import logging
 import threading
 from collections.abc import Sequence
 from functools import partial
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.abc
@@ -105,8 +106,11 @@ class Jobs:
 
     async def _job(self, running: Running, slot: Slot) -> None:
         """Run one job on ``slot``'s task: its handler, then its end (`_end`)."""
-        assert self._invoker is not None
-        assert self._settler is not None
+        if TYPE_CHECKING:  # (set by `_serve` before any job: asserted for mypy, not per job)
+            assert self._invoker is not None
+            assert self._settler is not None
+            assert self._slots is not None
+            assert self._completer is not None
         handle = running.handle
         if self._say_started:
             extra = lease_extra(handle.lease, queue=running.job.queue, attempt=handle.lease.attempt)
@@ -147,8 +151,6 @@ class Jobs:
             await self._end(running, outcome)
             return
         set_current(None)  # the slot task runs other jobs next
-        assert self._slots is not None
-        assert self._completer is not None
         # With jobs waiting for a task, this one takes them first (a batch whose handlers
         # do not suspend runs on one task) and leads the completions after the last
         # (`Slots` leads before parking; `_lead_unled` if it suspended).
