@@ -3,6 +3,7 @@ for all of a worker's leases, not one call per lease."""
 
 from __future__ import annotations
 
+import random
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -12,8 +13,9 @@ import pytest
 
 import tenure
 from tenure.worker import _worker as worker_module
-from tenure.worker._keeper import renewal_batch
+from tenure.worker._keeper import JITTER, LeaseKeeper, renewal_batch
 from tenure.worker._lease import LeaseHandle
+from tenure.worker._stats import Stats
 from tests.worker._support import running, wait_until
 
 TTL = 10.0
@@ -62,6 +64,26 @@ def test_nothing_is_taken_along_a_lease_that_is_not_half_way(
 ) -> None:
     handles = handles_due_at(leases, clock, PERIOD * 0.51, PERIOD, PERIOD * 2)
     assert renewal_batch(handles, clock.monotonic(), period) == []
+
+
+def test_a_claims_leases_fall_due_together_and_claims_are_spread(
+    store: tenure.Store, leases: list[tenure.Lease], clock: tenure.ManualClock
+) -> None:
+    # One jittered renewal time per claim: its leases go in one `renew_many`, and the
+    # jitter still spreads the claims (and the workers) over the period.
+    keeper = LeaseKeeper(store, clock, Stats(), renew_every=period, rng=random.Random(7))
+    first, second = (
+        [LeaseHandle(lease, clock) for lease in claim] for claim in (leases[:2], leases[2:])
+    )
+    keeper.add_many(first)
+    keeper.add_many(second)
+    low, high = (clock.monotonic() + PERIOD * factor for factor in JITTER)
+    due = []
+    for claim in (first, second):
+        (at,) = {handle.next_renew_at for handle in claim}
+        assert low <= at <= high
+        due.append(at)
+    assert due[0] != due[1]
 
 
 class CountingDriver:
