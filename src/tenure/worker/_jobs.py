@@ -187,12 +187,12 @@ class Jobs:
         """On the loop, once these jobs are settled (``confirmed``: the store has just
         completed them, `Settler.completed`, a batch in one call): forget them and free
         their slots."""
-        assert self._keeper is not None
-        remove, forget = self._keeper.remove, self._jobs.pop
+        keeper, forget = self._keeper, self._jobs.pop
         for running in runnings:
             handle = running.handle
             handle.finish(not confirmed)
-            remove(handle)
+            if keeper is not None:  # (none once the run has stopped it)
+                keeper.remove(handle)
             forget(handle, None)
         self._freed()
 
