@@ -25,6 +25,7 @@ import pytest
 import tenure
 import tenure.aio
 from tenure.worker import JobContext, check_token, current_context, token_state
+from tests.backends import Backend
 from tests.worker import apps
 from tests.worker._support import run_burst, running, wait_until
 
@@ -76,6 +77,42 @@ def test_sync_and_async_handlers_complete_with_their_result(
     assert (store.get("s").state, store.get("a").state) == ("done", "done")
     stats = worker.stats()
     assert (stats["claimed"], stats["completed"], stats["in_flight"]) == (2, 2, 0)
+
+
+def test_a_run_stops_its_keeper_and_connection_without_anyios_worker_threads(
+    make_worker: MakeWorker, store: tenure.Store, backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A short run (a burst, a rolling restart) pays its start and stop in full: anyio's
+    # worker threads would be started for the stop alone, so the stop runs on a thread of
+    # the worker's own. The keeper's threads and its connection must still be gone after.
+    used: list[Any] = []
+    run_sync = anyio.to_thread.run_sync
+
+    async def recorded(function: Any, *args: Any, **kwargs: Any) -> Any:
+        used.append(function)
+        return await run_sync(function, *args, **kwargs)
+
+    monkeypatch.setattr(anyio.to_thread, "run_sync", recorded)
+    closed: list[tenure.Store] = []
+    close = tenure.Store.close
+    monkeypatch.setattr(tenure.Store, "close", lambda self: (closed.append(self), close(self))[1])
+    worker = make_worker()
+
+    @worker.handler("default")
+    async def handler(ctx: JobContext) -> str:
+        return "done"
+
+    store.submit("a", None)
+    before = set(threading.enumerate())
+    run_burst(worker)
+    assert store.get("a").result == "done"
+    assert len(closed) == 1  # the keeper's own connection (the worker's own is async)
+    if backend.name != "sqlite":  # (whose async store runs each call on anyio's threads)
+        assert used == []
+    started = lambda: sorted(t.name for t in set(threading.enumerate()) - before)  # noqa: E731
+    with contextlib.suppress(AssertionError):
+        wait_until(lambda: not started(), timeout=5)
+    assert started() == []
 
 
 def test_jobs_finishing_together_are_completed_together(

@@ -90,6 +90,11 @@ def resolve_url(url: str | None) -> str:
     return url
 
 
+# Modules found to be backends, checked once: `isinstance` against the `Backend` protocol
+# inspects the module's members each time (tens of microseconds a store's open).
+_CHECKED: set[str] = set()
+
+
 def _backend(url: str) -> Backend:
     module_name, extra = _BACKENDS[urlsplit(url).scheme]
     try:
@@ -101,12 +106,15 @@ def _backend(url: str) -> Backend:
             f"the {urlsplit(url).scheme}:// store needs the {exc.name} package: "
             f"pip install 'tenure[{extra}]'"
         ) from exc
+    if module_name in _CHECKED:
+        return module
     if not isinstance(module, Backend):
         raise TypeError(
             f"{module_name} serves {urlsplit(url).scheme}:// URLs but is not a store backend: "
             "it must define open_sync(url, clock) and async open_async(url, clock) "
             "(see tenure.stores.abc)"
         )
+    _CHECKED.add(module_name)
     return module
 
 

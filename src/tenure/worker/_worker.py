@@ -50,7 +50,7 @@ from ._invoke import Invoker, Running
 from ._jobs import Jobs
 from ._keeper import LeaseKeeper
 from ._lease import LeaseHandle
-from ._loop import DaemonThread, LoopCaller
+from ._loop import DaemonThread, LoopCaller, run_in_daemon_thread
 from ._periodic import Periodic
 from ._process import prepare_process_handlers
 from ._retention import Retention
@@ -480,8 +480,13 @@ class Worker(Claiming, Jobs):
             finally:
                 restore()
                 self._invoker.close()
-                await anyio.to_thread.run_sync(keeper.stop)
-                await anyio.to_thread.run_sync(renewer_store.close)
+                # Both on one thread of their own: anyio's worker threads would be started
+                # for this alone, and their pool's start and stop cost a short run more
+                # than the two calls (`benchmarks/worker_start.py`).
+                with anyio.CancelScope(shield=True):
+                    await run_in_daemon_thread(
+                        partial(_stop_keeper, keeper, renewer_store), caller, name="tenure-stop"
+                    )
                 self._keeper = None
                 self._log_final(store)
         finally:
@@ -507,19 +512,24 @@ class Worker(Claiming, Jobs):
         """Claim and run jobs until stopped (or, in burst mode, out of jobs), then drain."""
         config = self._config
         assert self._completer is not None
-        summaries, purges, ticks = anyio.CancelScope(), anyio.CancelScope(), anyio.CancelScope()
+        # The background tasks' scopes, cancelled once the jobs are done. Only those of
+        # tasks started: anyio's `cancel` formats the current task's repr each time.
+        background: list[anyio.CancelScope] = []
         async with anyio.create_task_group() as task_group:
             if config.summary_every > 0:
-                task_group.start_soon(self._summaries, summaries, config.summary_every)
+                background.append(scope := anyio.CancelScope())
+                task_group.start_soon(self._summaries, scope, config.summary_every)
             if config.retention is not None:
                 retention = Retention(
                     store, self.owner or "", config.retention, config.retention_every
                 )
-                task_group.start_soon(self._retention, purges, retention)
+                background.append(scope := anyio.CancelScope())
+                task_group.start_soon(self._retention, scope, retention)
             if self._schedules or not burst:  # a burst run reads no store schedules
                 own, stored = list(self._schedules.values()), None if burst else queues
                 periodic = Periodic(store, own, clock.time, queues=stored)
-                task_group.start_soon(self._periodic, ticks, periodic)
+                background.append(scope := anyio.CancelScope())
+                task_group.start_soon(self._periodic, scope, periodic)
             # A completion call also claims for the slots it frees: one store call (one
             # commit) per batch, where completing and then refilling made two.
             self._completer.refill = Refill(
@@ -539,9 +549,8 @@ class Worker(Claiming, Jobs):
             await self._claim_loop(task_group, store, queues, burst, clock)
             await self._drain()
             self._slots.close()
-            summaries.cancel()
-            purges.cancel()
-            ticks.cancel()
+            for scope in background:
+                scope.cancel()
 
     async def _retention(self, scope: anyio.CancelScope, retention: Retention) -> None:
         with scope:
@@ -623,6 +632,14 @@ class Worker(Claiming, Jobs):
                 extra={"owner": self.owner},
             )
             self._revoke_all("the worker's grace period ended")
+
+
+def _stop_keeper(keeper: LeaseKeeper, renewer_store: Store) -> None:
+    """Stop the keeper's threads, then close its connection."""
+    try:
+        keeper.stop()
+    finally:
+        renewer_store.close()
 
 
 async def _renewer_store(opening: DaemonThread[Store], reopen: Callable[[], Store]) -> Store:
