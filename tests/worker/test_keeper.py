@@ -3,6 +3,7 @@ for all of a worker's leases, not one call per lease."""
 
 from __future__ import annotations
 
+import math
 import random
 import threading
 from collections import Counter
@@ -13,7 +14,7 @@ import pytest
 
 import tenure
 from tenure.worker import _worker as worker_module
-from tenure.worker._keeper import JITTER, LeaseKeeper, renewal_batch
+from tenure.worker._keeper import JITTER, LeaseKeeper, joined_renewal, renewal_batch
 from tenure.worker._lease import LeaseHandle
 from tenure.worker._stats import Stats
 from tests.worker._support import running, wait_until
@@ -84,6 +85,31 @@ def test_a_claims_leases_fall_due_together_and_claims_are_spread(
         assert low <= at <= high
         due.append(at)
     assert due[0] != due[1]
+
+
+def test_a_claim_drawn_before_the_renewers_wake_is_renewed_with_it() -> None:
+    now, wake = 100.0, 100.0 + PERIOD * 0.9  # an earlier claim's renewal, slept until
+    # Drawn before it: renewed with it, still within the claim's jitter range.
+    drawn = now + PERIOD * 0.8
+    assert joined_renewal(drawn, wake, now, PERIOD) == wake
+    assert now + PERIOD * JITTER[0] <= wake <= now + PERIOD * JITTER[1]
+    # Drawn after it: its own time (the renewer wakes first and sleeps on until then).
+    assert joined_renewal(now + PERIOD * 0.95, wake, now, PERIOD) == now + PERIOD * 0.95
+
+
+@pytest.mark.parametrize(
+    "wake",
+    [
+        math.inf,  # asleep with no lease to renew: woken for this one
+        -math.inf,  # awake: it looks at every lease again before sleeping
+        100.0 + PERIOD * 1.5,  # past the claim's period (a longer ttl's renewal)
+    ],
+)
+def test_a_claim_keeps_its_own_renewal_time_when_the_renewers_wake_is_no_use(
+    wake: float,
+) -> None:
+    drawn = 100.0 + PERIOD * 0.8
+    assert joined_renewal(drawn, wake, 100.0, PERIOD) == drawn
 
 
 class CountingDriver:

@@ -37,7 +37,7 @@ from ._lease import LeaseHandle
 from ._retry import RETRY, Outage
 from ._stats import Stats
 
-__all__ = ["TICK", "LeaseKeeper", "Renewer", "renewal_batch"]
+__all__ = ["TICK", "LeaseKeeper", "Renewer", "joined_renewal", "renewal_batch"]
 
 log = logging.getLogger("tenure")
 
@@ -73,6 +73,19 @@ def renewal_batch(
     return batch
 
 
+def joined_renewal(drawn: float, renewer_wake: float, now: float, period: float) -> float:
+    """When a claim made at ``now`` is first renewed: at ``drawn``, its jittered time, or at
+    ``renewer_wake``, when the renewer sleeps until an earlier claim's renewal that comes
+    after ``drawn`` but within this claim's ``period``.
+
+    Renewed then, with that claim's, the new leases need no wake-up of the renewer now (a
+    thread switch, the GIL taken from the event loop): half the claims of a busy worker
+    drew a time before the renewer's and woke it. Their renewal still falls between their
+    jittered time and a whole period after the claim, the range the jitter allows, and the
+    renewer's own time was jittered, so workers stay spread over the period."""
+    return renewer_wake if drawn < renewer_wake <= now + period else drawn
+
+
 class LeaseKeeper:
     """Keeps the leases of one worker alive, and declares them lost when they are not."""
 
@@ -102,7 +115,10 @@ class LeaseKeeper:
         # (registering and forgetting leases, once per job): a Condition's ``with`` adds
         # two Python calls around the lock's.
         self._lock = threading.RLock()
-        self._cond = threading.Condition(self._lock)
+        # One condition per thread, on the one lock: a claim wakes only the thread it is
+        # news to (mostly neither), not both.
+        self._renew_cond = threading.Condition(self._lock)
+        self._watch_cond = threading.Condition(self._lock)
         self._handles: set[LeaseHandle] = set()
         self._removed: deque[LeaseHandle] = deque()  # appends are atomic on any thread
         # ``remove(handle)``: stop keeping ``handle`` (finished). Noted without the lock (the
@@ -125,9 +141,10 @@ class LeaseKeeper:
             thread.start()
 
     def stop(self, timeout: float = 5.0) -> None:
-        with self._cond:
+        with self._lock:
             self._stopped = True
-            self._cond.notify_all()
+            self._renew_cond.notify()
+            self._watch_cond.notify()
         deadline = time.monotonic() + timeout
         for thread in self._threads:
             if thread.is_alive() and thread is not threading.current_thread():
@@ -152,7 +169,10 @@ class LeaseKeeper:
                     # together, as they would be after their first renewal anyway
                     # (`renewal_batch`). The jitter spreads claims, not a claim's leases.
                     ttl = lease.ttl
-                    next_renew_at = now + every(lease) * (_LOW + _SPAN * random())
+                    period = every(lease)
+                    next_renew_at = joined_renewal(
+                        now + period * (_LOW + _SPAN * random()), self._renew_wake, now, period
+                    )
                     if next_renew_at < renew_at:
                         renew_at = next_renew_at
                 handle.next_renew_at = next_renew_at
@@ -163,8 +183,10 @@ class LeaseKeeper:
                 timeout_at = handle.timeout_at
                 if timeout_at is not None and timeout_at < watch_at:
                     watch_at = timeout_at
-            if renew_at < self._renew_wake or watch_at < self._watch_wake:
-                self._cond.notify_all()
+            if renew_at < self._renew_wake:
+                self._renew_cond.notify()
+            if watch_at < self._watch_wake:
+                self._watch_cond.notify()
 
     def _forget_removed(self) -> None:
         """Under the lock: forget the handles removed so far."""
@@ -182,15 +204,17 @@ class LeaseKeeper:
         wake = math.inf if until is None else until
         if renewer:
             self._renew_wake = wake
+            cond = self._renew_cond
         else:
             self._watch_wake = wake
+            cond = self._watch_cond
         try:
             if until is None:
-                self._cond.wait()
+                cond.wait()
                 return
             delay = until - self._clock.monotonic()
             if delay > 0:
-                self._cond.wait(min(delay, self._tick))
+                cond.wait(min(delay, self._tick))
         finally:
             if renewer:
                 self._renew_wake = -math.inf
@@ -201,7 +225,7 @@ class LeaseKeeper:
 
     def _renew_loop(self) -> None:
         while True:
-            with self._cond:
+            with self._lock:
                 if self._stopped:
                     return
                 self._forget_removed()
@@ -269,7 +293,7 @@ class LeaseKeeper:
             # The job is being settled: the settle's own answer tells whether the lease
             # was still current (a complete that landed first rejects this renewal). No
             # renewal of it can succeed now: none is sent until its deadline.
-            with self._cond:
+            with self._lock:
                 handle.next_renew_at = handle.lease.local_deadline
             return
         handle.mark_lost(f"renewal rejected by the store: {exc}", "renewal_rejected")
@@ -280,7 +304,7 @@ class LeaseKeeper:
         if isinstance(exc, StoreLost):
             self._stats.incr("renewal_errors")
             self._outage.store_lost(exc)  # the worker revokes every lease
-            with self._cond:
+            with self._lock:
                 handle.next_renew_at = lease.local_deadline
             return
         self._renewal_failed(handle, lease, exc, self._clock.monotonic() - sent_at)
@@ -291,7 +315,7 @@ class LeaseKeeper:
         if not handle.renewed(renewed):
             return
         self._stats.renewal(latency)
-        with self._cond:
+        with self._lock:
             handle.next_renew_at = sent_at + self._period(renewed)
         slow = latency > lease.ttl / 10
         log.log(
@@ -337,14 +361,14 @@ class LeaseKeeper:
                 exc_info=True,
                 extra=extra,
             )
-        with self._cond:
+        with self._lock:
             handle.next_renew_at = retry_at
 
     # -- watchdog ------------------------------------------------------------------------
 
     def _watch_loop(self) -> None:
         while True:
-            with self._cond:
+            with self._lock:
                 if self._stopped:
                     return
                 self._forget_removed()
