@@ -4,13 +4,16 @@ process run under ``valgrind --tool=callgrind``. Instruction counts do not move 
 machine's load the way CPU time does, so two trees can be compared a percent apart.
 
     python benchmarks/client_instructions.py --url "redis://127.0.0.1:6379/5?prefix=ir" \
-        [--jobs 2000] [--batch 8] [--ways "hand loop (sync),Worker"]
+        [--jobs 2000] [--batch 8] [--ways "hand loop (sync),Worker"] [--start]
 
 Each way runs twice, on ``--jobs`` and on twice as many jobs; in each child the count is
 reset (``callgrind_control -z``) after the queue is filled and the way warmed up, and
 dumped (``-d``) once the queue is drained. A Worker's start (its connections, its threads)
 falls inside the window, so the figure is the difference of the two dumps divided by the
 ``--jobs`` jobs between them: the cost of one more job, start and imports cancelled out.
+With ``--start``, each way runs once on an empty queue instead, and the figure is that run's
+count (the dump's ``summary``): a way's start and stop (its connections, a Worker's
+threads), which a short-lived worker pays once per run.
 Callgrind runs one thread at a time: the keeper's thread is counted, not what a thread
 hand-off costs in time (`client_cpu.py` shows that). It prints each way's instructions per
 job and its ratio to the sync hand loop's. Needs valgrind (``apt-get install valgrind``);
@@ -50,8 +53,9 @@ def child(url: str, way: str, jobs: int, batch: int) -> None:
     assert done == jobs, (way, done)
 
 
-def counted(url: str, way: str, jobs: int, batch: int, folder: Path) -> int:
-    """Instructions of one drain of ``jobs`` jobs, from the child's dump."""
+def counted(url: str, way: str, jobs: int, batch: int, folder: Path, field: str = "totals") -> int:
+    """Instructions of one drain of ``jobs`` jobs, from the child's dump: its ``totals``
+    line, or its ``summary`` (the part's own count since the reset, for `--start`)."""
     for old in folder.glob("cg.*"):
         old.unlink()
     command = [
@@ -72,9 +76,25 @@ def counted(url: str, way: str, jobs: int, batch: int, folder: Path) -> int:
     subprocess.run(command, check=True, capture_output=True)
     (dump,) = folder.glob("cg.*.1")  # the dump taken after the drain
     for line in dump.read_text().splitlines():
-        if line.startswith("totals:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1])
-    raise SystemExit(f"no totals in {dump}")
+    raise SystemExit(f"no {field} in {dump}")
+
+
+def start_counts(url: str, ways: list[str], batch: int) -> int:
+    """``--start``: each way's instructions for one run that finds no job (its store's
+    connections opened and closed; a Worker's threads started and stopped too), from the
+    count since the reset, the only run in the window. What a short-lived worker pays
+    once per run (`worker_start.py` shows it in time)."""
+    counts: dict[str, int] = {}
+    with tempfile.TemporaryDirectory(prefix="tenure-callgrind-") as folder:
+        for way in ways:
+            counts[way] = counted(url, way, 0, batch, Path(folder), field="summary")
+    base = counts.get("hand loop (sync)")
+    for way, count in counts.items():
+        versus = "" if base is None else f"  {count / base:5.2f}x the sync hand loop's"
+        print(f"  {way:18} {count:12,} instructions{versus}")
+    return 0
 
 
 def main(argv: list[str]) -> int:
@@ -83,6 +103,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--jobs", type=int, default=2000)
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--ways", default=",".join(client_cpu.WAYS))
+    parser.add_argument(
+        "--start",
+        action="store_true",
+        help="count one run that finds no job instead: a way's start and stop",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -94,11 +119,14 @@ def main(argv: list[str]) -> int:
     unknown = [way for way in ways if way not in client_cpu.WAYS]
     if unknown:
         raise SystemExit(f"--ways: unknown {unknown}; choose from {list(client_cpu.WAYS)}")
-    print(f"client instructions per no-op job, batch {args.batch}; {machine_line()}")
+    what = "a start -> stop with no job" if args.start else "per no-op job"
+    print(f"client instructions {what}, batch {args.batch}; {machine_line()}")
     print(
         f"store: {args.url.split('://')[0]}; command: python benchmarks/client_instructions.py "
         + " ".join(argv)
     )
+    if args.start:
+        return start_counts(args.url, ways, args.batch)
     per_job: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="tenure-callgrind-") as folder:
         for way in ways:
