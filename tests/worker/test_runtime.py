@@ -115,6 +115,40 @@ def test_a_run_stops_its_keeper_and_connection_without_anyios_worker_threads(
     assert started() == []
 
 
+def test_a_run_cancelled_from_outside_still_stops_its_keeper_and_closes_its_connection(
+    make_worker: MakeWorker, store: tenure.Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    closed: list[tenure.Store] = []
+    close = tenure.Store.close
+    monkeypatch.setattr(tenure.Store, "close", lambda self: (closed.append(self), close(self))[1])
+    worker = make_worker()
+    started: list[anyio.Event] = []  # made on the run's loop
+
+    @worker.handler("default")
+    async def handler(ctx: JobContext) -> None:
+        started[0].set()
+        await anyio.sleep_forever()
+
+    store.submit("a", None)
+    before = set(threading.enumerate())
+
+    async def main() -> None:
+        started.append(anyio.Event())
+        async with anyio.create_task_group() as task_group:
+            task_group.start_soon(partial(worker.run_async, install_signal_handlers=False))
+            with anyio.fail_after(10):
+                await started[0].wait()
+            task_group.cancel_scope.cancel()
+
+    anyio.run(main)
+    assert len(closed) == 1  # the keeper's connection, closed though the run was cancelled
+    assert store.get("a").state == "ready"  # the job was given back
+    started_threads = lambda: sorted(t.name for t in set(threading.enumerate()) - before)  # noqa: E731
+    with contextlib.suppress(AssertionError):
+        wait_until(lambda: not started_threads(), timeout=5)
+    assert started_threads() == []
+
+
 def test_jobs_finishing_together_are_completed_together(
     make_worker: MakeWorker, store: tenure.Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -480,13 +480,7 @@ class Worker(Claiming, Jobs):
             finally:
                 restore()
                 self._invoker.close()
-                # Both on one thread of their own: anyio's worker threads would be started
-                # for this alone, and their pool's start and stop cost a short run more
-                # than the two calls (`benchmarks/worker_start.py`).
-                with anyio.CancelScope(shield=True):
-                    await run_in_daemon_thread(
-                        partial(_stop_keeper, keeper, renewer_store), caller, name="tenure-stop"
-                    )
+                await _stop_keeper(keeper, renewer_store, caller)
                 self._keeper = None
                 self._log_final(store)
         finally:
@@ -634,12 +628,20 @@ class Worker(Claiming, Jobs):
             self._revoke_all("the worker's grace period ended")
 
 
-def _stop_keeper(keeper: LeaseKeeper, renewer_store: Store) -> None:
-    """Stop the keeper's threads, then close its connection."""
-    try:
-        keeper.stop()
-    finally:
-        renewer_store.close()
+async def _stop_keeper(keeper: LeaseKeeper, renewer_store: Store, caller: LoopCaller) -> None:
+    """Stop the keeper's threads, then close its connection: both, even in a run cancelled
+    from outside, and on one thread of their own (anyio's worker threads would be started
+    for this alone, and their pool's start and stop cost a short run more than the calls:
+    `benchmarks/client_instructions.py --start`)."""
+
+    def stop() -> None:
+        try:
+            keeper.stop()
+        finally:
+            renewer_store.close()
+
+    with anyio.CancelScope(shield=True):
+        await run_in_daemon_thread(stop, caller, name="tenure-stop")
 
 
 async def _renewer_store(opening: DaemonThread[Store], reopen: Callable[[], Store]) -> Store:
