@@ -25,7 +25,7 @@ def test_one_script_run_for_completions_and_claims(
     assert lost == []
     assert [command[0] for command in sent] == ["EVALSHA"]
     # clock, the paused, limits and rates hashes, the 10 job keys, the queue's set
-    assert sent[0][2] == 15
+    assert sent[0][2] == "15"  # (the key count, sent as text)
     assert [lease.job_id for lease in claimed] == [f"job-{n:02}" for n in range(10, 20)]
     assert {lease.generation for lease in claimed} == {1}
     assert [real_store.get(f"job-{n:02}").result for n in range(10)] == list(range(10))

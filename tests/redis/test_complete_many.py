@@ -24,7 +24,7 @@ def test_one_script_run_for_the_whole_batch(
     sent = count_requests(real_store, monkeypatch)
     assert real_store.complete_many(leases, list(range(20))) == []
     assert [command[0] for command in sent] == ["EVALSHA"]
-    assert sent[0][2] == 21  # the clock and the 20 job keys, all declared
+    assert sent[0][2] == "21"  # the clock and the 20 job keys, all declared
     assert [real_store.get(f"job-{n}").result for n in range(20)] == list(range(20))
 
 

@@ -16,6 +16,8 @@ from tenure.stores.redis._common import pack_request
 
 REQUESTS: list[tuple[Any, ...]] = [
     ("EVALSHA", "a" * 40, 2, "{t}:clock", "{t}:job:é", "", "12.5", "owner"),
+    # All text, as the drivers' scripts are called: framed without a Python step each.
+    ("EVALSHA", "b" * 40, "2", "{t}:clock", "{t}:job:é", "", '{"r": "ü" }', "x" * 7000),
     ("BLPOP", "{t}:wake:q1", "{t}:wake:q2", "0.250"),
     ("EVAL", "return 1", 0),
     ("HSET", "{t}:k", "payload", '{"n": ' + "9" * 7000 + "}", "n", 3, "f", 0.1),
@@ -24,7 +26,7 @@ REQUESTS: list[tuple[Any, ...]] = [
 ]
 
 
-@pytest.mark.parametrize("command", REQUESTS, ids=lambda command: str(command[0]))
+@pytest.mark.parametrize("command", REQUESTS, ids=lambda command: f"{command[0]}-{command[2]!r}")
 def test_requests_are_the_bytes_redis_py_would_send(command: tuple[Any, ...]) -> None:
     for connection in (redis.connection.Connection(), redis.asyncio.connection.Connection()):
         assert pack_request(command) == b"".join(connection.pack_command(*command))

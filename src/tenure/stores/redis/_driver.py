@@ -219,7 +219,7 @@ class RedisDriver(RedisControl, JobsMixin, RedisSchedules):
         self, operation: str, script_name: str, keys: Sequence[str], args: Sequence[str]
     ) -> Any:
         script = SCRIPTS[script_name]
-        call = ("EVALSHA", script.sha, len(keys), *keys, *args)
+        call = ("EVALSHA", script.sha, str(len(keys)), *keys, *args)
         try:
             return self._send(operation, call)
         except NoScriptError:

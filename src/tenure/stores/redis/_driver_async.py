@@ -229,7 +229,7 @@ class AsyncRedisDriver(AsyncRedisControl, AsyncJobsMixin, AsyncRedisSchedules):
         self, operation: str, script_name: str, keys: Sequence[str], args: Sequence[str]
     ) -> Any:
         script = SCRIPTS[script_name]
-        call = ("EVALSHA", script.sha, len(keys), *keys, *args)
+        call = ("EVALSHA", script.sha, str(len(keys)), *keys, *args)
         try:
             return await self._send(operation, call)
         except NoScriptError:
