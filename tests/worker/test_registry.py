@@ -4,13 +4,16 @@ newest kept, live ones never."""
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 import tenure
-from tenure.worker import _lease
+from tenure.worker import JobContext, _lease, check_token, token_state
 from tenure.worker._lease import LeaseHandle
+from tests.worker._support import run_burst
 
 TTL = 30.0
 KEPT = 4
@@ -18,6 +21,7 @@ KEPT = 4
 
 def _handles(tmp_path: Path, count: int) -> list[LeaseHandle]:
     clock = tenure.ManualClock()
+    tmp_path.mkdir(parents=True, exist_ok=True)
     url = f"sqlite:///{tmp_path / 'registry.db'}"
     with tenure.connect(url, clock=clock, store_clock=clock) as store:
         store.submit_many([{"job_id": f"job-{n:02d}"} for n in range(count)])
@@ -71,3 +75,78 @@ def test_a_finished_handle_keeps_no_loss_callback(tmp_path: Path) -> None:
     assert handle._on_lost is None
     assert handle.mark_lost("too late (test)", "renewal_rejected") is False
     assert calls == []
+
+
+def test_ended_leases_are_kept_as_records_once_their_jobs_are_forgotten(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A worker hands the registry its forgotten jobs' handles (`keep_ended`): the ended
+    # ones are kept as their store and how they ended, not as handles (which kept the
+    # garbage collector busy), and every token is judged as before.
+    monkeypatch.setattr(_lease, "_ENDED_KEPT", KEPT)
+    registry = _lease._Registry()
+    live, done, lost, unended = _handles(tmp_path, 4)
+    registry.add_many([live, done, lost, unended])
+    registry.end(done, "ended")
+    registry.end(lost, "lost")
+    registry.keep_ended([done, lost, unended])
+    kept = {key[0]: entry for key, entry in registry._leases.items()}
+    assert kept[live.lease.job_id] is live
+    assert kept[unended.lease.job_id] is unended  # never ended: still judged by its handle
+    assert kept[done.lease.job_id] == (done.lease.store_id, "ended")
+    assert kept[lost.lease.job_id] == (lost.lease.store_id, "lost")
+    assert kept[done.lease.job_id] is registry._leases[(done.lease.job_id, 1)]
+    states = [registry.state(handle.lease.token) for handle in (live, done, lost, unended)]
+    assert states == ["held", "ended", "lost", "held"]
+    wire = tenure.FencingToken(done.lease.job_id, done.lease.generation)  # no store
+    assert registry.state(wire) == "unknown"
+    other_store = tenure.FencingToken(done.lease.job_id, done.lease.generation, "elsewhere")
+    assert registry.state(other_store) == "unknown"
+    # Records are forgotten in bulk like ended handles, the newest kept.
+    more = _handles(tmp_path / "more", 3 * KEPT)
+    for handle in more:
+        registry.add(handle)
+        registry.end(handle, "ended")
+        registry.keep_ended([handle])
+    assert len(registry._leases) <= 2 + 2 * KEPT
+    assert [registry.state(h.lease.token) for h in more[-KEPT:]] == ["ended"] * KEPT
+    assert registry.state(live.lease.token) == "held"
+
+
+def test_an_ended_lease_sharing_its_key_with_another_stores_is_kept_as_a_record(
+    tmp_path: Path,
+) -> None:
+    registry = _lease._Registry()
+    (mine,) = _handles(tmp_path / "mine", 1)
+    (theirs,) = _handles(tmp_path / "theirs", 1)  # the same job id and generation
+    assert mine.lease.store_id != theirs.lease.store_id
+    registry.add_many([mine, theirs])
+    registry.end(mine, "ended")
+    registry.keep_ended([mine])
+    (entry,) = registry._leases.values()
+    assert entry == [(mine.lease.store_id, "ended"), theirs]
+    assert registry.state(mine.lease.token) == "ended"
+    assert registry.state(theirs.lease.token) == "held"
+
+
+def test_a_workers_ended_jobs_leave_records_and_their_tokens_are_still_refused(
+    make_worker: Callable[..., tenure.Worker], store: tenure.Store
+) -> None:
+    worker = make_worker(concurrency=4)
+    tokens: list[tenure.FencingToken] = []
+
+    @worker.handler("default")
+    async def handler(ctx: JobContext) -> None:
+        tokens.append(ctx.token)
+
+    # Job ids of this test alone: the registry is the process's, shared by the tests.
+    run = uuid.uuid4().hex
+    store.submit_many([{"job_id": f"{run}-{n}"} for n in range(10)])
+    run_burst(worker)
+    assert len(tokens) == 10
+    for token in tokens:
+        entry = _lease.REGISTRY._leases[(token.job_id, token.generation)]
+        assert entry == (token.store_id, "ended")
+        assert token_state(token) == "ended"
+        with pytest.raises(tenure.LeaseLost, match="has already ended"):
+            check_token(token)

@@ -188,12 +188,15 @@ class Jobs:
         completed them, `Settler.completed`, a batch in one call): forget them and free
         their slots."""
         keeper, forget = self._keeper, self._jobs.pop
+        handles = []
         for running in runnings:
             handle = running.handle
             handle.finish(not confirmed)
             if keeper is not None:  # (none once the run has stopped it)
                 keeper.remove(handle)
             forget(handle, None)
+            handles.append(handle)
+        REGISTRY.keep_ended(handles)  # the registry keeps how they ended, not them
         self._freed()
 
     def _freed(self) -> None:

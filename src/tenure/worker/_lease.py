@@ -342,14 +342,20 @@ class _Registry:
     ended lease without its store cannot be told from another store's.
 
     A worker registers and ends each job's lease: registering costs one dict entry (a
-    claim's leases under one lock), ending one attribute write and no lock. Forgetting
-    ended leases is done in bulk, once the map has grown by `_ENDED_KEPT` entries."""
+    claim's leases under one lock), ending one attribute write and no lock. Once it is done
+    with a batch of jobs (`keep_ended`), their ended leases are kept as an `_Ended` record
+    (the store and how the lease ended: two strings), not as their handles: thousands of
+    handles and leases kept a while made the garbage collector run during a worker's run,
+    where a record of strings is not even tracked by it. Forgetting ended leases is done in
+    bulk, once the map has grown by `_ENDED_KEPT` entries."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         # In registration order (a dict's), which the sweep keeps.
-        self._leases: dict[tuple[str, int], LeaseHandle | list[LeaseHandle]] = {}
+        self._leases: dict[tuple[str, int], _Entry | list[_Entry]] = {}
         self._sweep_at = 2 * _ENDED_KEPT
+        # The `_Ended` records, one of each per store and state: shared, not kept per job.
+        self._records: dict[_Ended, _Ended] = {}
 
     def add(self, handle: LeaseHandle) -> None:
         self.add_many([handle])
@@ -375,6 +381,26 @@ class _Registry:
         end says the last word)."""
         handle.ended_as = state
 
+    def keep_ended(self, handles: list[LeaseHandle]) -> None:
+        """Nothing will end these handles' leases again (their jobs are forgotten): those
+        that ended are kept as `_Ended` records from now on. One lock per batch."""
+        with self._lock:
+            leases, records = self._leases, self._records
+            for handle in handles:
+                state = handle.ended_as
+                if state is not None:
+                    lease = handle.lease
+                    key = (lease.job_id, lease.generation)
+                    record = (lease.store_id, state)
+                    record = records.setdefault(record, record)  # one per store and state
+                    found = leases.get(key)
+                    if found is handle:
+                        leases[key] = record
+                    elif isinstance(found, list):  # two stores' leases share the key (rare)
+                        for index, entry in enumerate(found):
+                            if entry is handle:
+                                found[index] = record
+
     def _sweep(self) -> None:
         """Under the lock: forget the leases that ended, all but the last `_ENDED_KEPT`
         registered (live ones stay, however old)."""
@@ -383,7 +409,7 @@ class _Registry:
             key
             for key, found in leases.items()
             # (a list only where two stores' leases share a key: almost never)
-            if (_all_ended(found) if isinstance(found, list) else found.ended_as is not None)
+            if (_all_ended(found) if isinstance(found, list) else _ended_as(found) is not None)
         ]
         for key in ended[: max(0, len(ended) - _ENDED_KEPT)]:
             del leases[key]
@@ -395,21 +421,35 @@ class _Registry:
             found = self._leases.get((token.job_id, token.generation))
             if found is None:
                 return "unknown"
-            handles = list(found) if isinstance(found, list) else [found]
+            entries = list(found) if isinstance(found, list) else [found]
         if store_id is not None:
-            handles = [handle for handle in handles if handle.lease.store_id == store_id]
-        live = [handle for handle in handles if handle.ended_as is None]
+            entries = [entry for entry in entries if _store_of(entry) == store_id]
+        live = [e for e in entries if not isinstance(e, tuple) and e.ended_as is None]
         if live:
             return "lost" if any(handle.is_lost() for handle in live) else "held"
-        if store_id is None or not handles:
+        if store_id is None or not entries:
             return "unknown"
-        return handles[-1].ended_as or "unknown"
+        return _ended_as(entries[-1]) or "unknown"
 
 
-def _all_ended(found: LeaseHandle | list[LeaseHandle]) -> bool:
+# How an ended lease is kept (`_Registry.keep_ended`): its store, and how it ended. A plain
+# tuple of strings, which the garbage collector stops tracking.
+_Ended = tuple[str, TokenState]
+_Entry = LeaseHandle | _Ended
+
+
+def _store_of(entry: _Entry) -> str:
+    return entry[0] if isinstance(entry, tuple) else entry.lease.store_id
+
+
+def _ended_as(entry: _Entry) -> TokenState | None:
+    return entry[1] if isinstance(entry, tuple) else entry.ended_as
+
+
+def _all_ended(found: _Entry | list[_Entry]) -> bool:
     if isinstance(found, list):
-        return all(handle.ended_as is not None for handle in found)
-    return found.ended_as is not None
+        return all(_ended_as(entry) is not None for entry in found)
+    return _ended_as(found) is not None
 
 
 REGISTRY = _Registry()
