@@ -79,6 +79,22 @@ def test_sync_and_async_handlers_complete_with_their_result(
     assert (stats["claimed"], stats["completed"], stats["in_flight"]) == (2, 2, 0)
 
 
+def _recorded_closes(monkeypatch: pytest.MonkeyPatch) -> list[tenure.Store]:
+    """The sync stores closed from now on (a worker's only one is its keeper's)."""
+    closed: list[tenure.Store] = []
+    close = tenure.Store.close
+    monkeypatch.setattr(tenure.Store, "close", lambda self: (closed.append(self), close(self))[1])
+    return closed
+
+
+def _threads_left(before: set[threading.Thread]) -> list[str]:
+    """The names of the threads started since ``before`` still alive after up to 5 s."""
+    started = lambda: sorted(t.name for t in set(threading.enumerate()) - before)  # noqa: E731
+    with contextlib.suppress(AssertionError):
+        wait_until(lambda: not started(), timeout=5)
+    return started()
+
+
 def test_a_run_stops_its_keeper_and_connection_without_anyios_worker_threads(
     make_worker: MakeWorker, store: tenure.Store, backend: Backend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -93,9 +109,7 @@ def test_a_run_stops_its_keeper_and_connection_without_anyios_worker_threads(
         return await run_sync(function, *args, **kwargs)
 
     monkeypatch.setattr(anyio.to_thread, "run_sync", recorded)
-    closed: list[tenure.Store] = []
-    close = tenure.Store.close
-    monkeypatch.setattr(tenure.Store, "close", lambda self: (closed.append(self), close(self))[1])
+    closed = _recorded_closes(monkeypatch)
     worker = make_worker()
 
     @worker.handler("default")
@@ -109,18 +123,13 @@ def test_a_run_stops_its_keeper_and_connection_without_anyios_worker_threads(
     assert len(closed) == 1  # the keeper's own connection (the worker's own is async)
     if backend.name != "sqlite":  # (whose async store runs each call on anyio's threads)
         assert used == []
-    started = lambda: sorted(t.name for t in set(threading.enumerate()) - before)  # noqa: E731
-    with contextlib.suppress(AssertionError):
-        wait_until(lambda: not started(), timeout=5)
-    assert started() == []
+    assert _threads_left(before) == []
 
 
 def test_a_run_cancelled_from_outside_still_stops_its_keeper_and_closes_its_connection(
     make_worker: MakeWorker, store: tenure.Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    closed: list[tenure.Store] = []
-    close = tenure.Store.close
-    monkeypatch.setattr(tenure.Store, "close", lambda self: (closed.append(self), close(self))[1])
+    closed = _recorded_closes(monkeypatch)
     worker = make_worker()
     started: list[anyio.Event] = []  # made on the run's loop
 
@@ -143,10 +152,7 @@ def test_a_run_cancelled_from_outside_still_stops_its_keeper_and_closes_its_conn
     anyio.run(main)
     assert len(closed) == 1  # the keeper's connection, closed though the run was cancelled
     assert store.get("a").state == "ready"  # the job was given back
-    started_threads = lambda: sorted(t.name for t in set(threading.enumerate()) - before)  # noqa: E731
-    with contextlib.suppress(AssertionError):
-        wait_until(lambda: not started_threads(), timeout=5)
-    assert started_threads() == []
+    assert _threads_left(before) == []
 
 
 def test_jobs_finishing_together_are_completed_together(

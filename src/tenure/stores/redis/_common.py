@@ -435,6 +435,9 @@ _REFUSALS = (
 )
 
 
+_FRAME = b"$%d\r\n%s\r\n"  # one argument of a request: its length, then its bytes
+
+
 def pack_request(command: Sequence[str | int]) -> bytes:
     """``command`` as one RESP request (an array of bulk strings), in one buffer: the bytes
     redis-py's ``pack_command`` makes, joined.
@@ -457,9 +460,6 @@ def pack_request(command: Sequence[str | int]) -> bytes:
         parts = [arg.encode() if type(arg) is str else _encoded(arg) for arg in command]
     frames = map(_FRAME.__mod__, zip(map(len, parts), parts, strict=True))
     return b"*%d\r\n" % len(parts) + b"".join(frames)
-
-
-_FRAME = b"$%d\r\n%s\r\n"  # one argument of a request: its length, then its bytes
 
 
 def _encoded(arg: object) -> bytes:
