@@ -182,7 +182,8 @@ def test_warns_when_redis_keeps_nothing_on_disk(
 def test_the_configuration_is_read_once_per_server_and_process(
     url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A worker opens two stores (its own, its renewer's): the second reads no settings."""
+    """A worker opens two stores (its own, and its renewer's ahead of a renewal): the second
+    reads no settings."""
     from tenure.stores.redis._driver import RedisDriver
 
     monkeypatch.setattr(_common, "_noted", set())

@@ -195,3 +195,35 @@ def test_a_worker_renews_all_its_leases_in_one_call_per_period(
     assert sizes[-4:] == [6, 6, 6, 6], sizes
     assert len(sizes) <= 8, sizes
     assert all(job.state == "done" and job.generation == 1 for job in store.jobs(limit=10))
+
+
+def test_a_keeper_is_stopped_without_waiting_only_while_its_renewer_sleeps(
+    store: tenure.Store, leases: list[tenure.Lease], clock: tenure.ManualClock
+) -> None:
+    # A worker's stop waits on a thread of its own only when a renewal may be on its way.
+    in_call, release = threading.Event(), threading.Event()
+
+    class Slow:
+        def renew(self, lease: tenure.Lease) -> tenure.Lease:
+            in_call.set()
+            release.wait(10)
+            return store.renew(lease)
+
+    keeper = LeaseKeeper(Slow(), clock, Stats(), renew_every=period)
+    keeper.start()
+    try:
+        handle = LeaseHandle(leases[0], clock)
+        keeper.add_many([handle])
+        clock.advance(PERIOD)
+        assert in_call.wait(10)
+        assert keeper.stop_if_idle() is False  # a call on its way: nothing done
+        release.set()
+        wait_until(lambda: handle.lease is not leases[0], what="the renewal's answer")
+        keeper.remove(handle)
+        handle.finish(True)
+        wait_until(keeper.stop_if_idle, what="the renewer asleep")
+        threads = keeper._threads  # its renewer and its watchdog
+        wait_until(lambda: not any(t.is_alive() for t in threads), what="the threads' end")
+    finally:
+        release.set()
+        keeper.stop()

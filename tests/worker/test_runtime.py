@@ -25,6 +25,7 @@ import pytest
 import tenure
 import tenure.aio
 from tenure.worker import JobContext, check_token, current_context, token_state
+from tenure.worker import _worker as worker_module
 from tests.backends import Backend
 from tests.worker import apps
 from tests.worker._support import run_burst, running, wait_until
@@ -79,6 +80,19 @@ def test_sync_and_async_handlers_complete_with_their_result(
     assert (stats["claimed"], stats["completed"], stats["in_flight"]) == (2, 2, 0)
 
 
+def _recorded_opens(monkeypatch: pytest.MonkeyPatch) -> list[tenure.Store]:
+    """The keeper's connections opened from now on (a worker's only sync store)."""
+    opened: list[tenure.Store] = []
+    real_connect = worker_module.connect
+
+    def connect(url: str, **options: Any) -> tenure.Store:
+        opened.append(real_connect(url, **options))
+        return opened[-1]
+
+    monkeypatch.setattr(worker_module, "connect", connect)
+    return opened
+
+
 def _recorded_closes(monkeypatch: pytest.MonkeyPatch) -> list[tenure.Store]:
     """The sync stores closed from now on (a worker's only one is its keeper's)."""
     closed: list[tenure.Store] = []
@@ -109,7 +123,7 @@ def test_a_run_stops_its_keeper_and_connection_without_anyios_worker_threads(
         return await run_sync(function, *args, **kwargs)
 
     monkeypatch.setattr(anyio.to_thread, "run_sync", recorded)
-    closed = _recorded_closes(monkeypatch)
+    opened = _recorded_opens(monkeypatch)
     worker = make_worker()
 
     @worker.handler("default")
@@ -120,17 +134,22 @@ def test_a_run_stops_its_keeper_and_connection_without_anyios_worker_threads(
     before = set(threading.enumerate())
     run_burst(worker)
     assert store.get("a").result == "done"
-    assert len(closed) == 1  # the keeper's own connection (the worker's own is async)
+    # Its job ended long before a renewal was due: the keeper never opened its connection.
+    assert opened == []
     if backend.name != "sqlite":  # (whose async store runs each call on anyio's threads)
         assert used == []
     assert _threads_left(before) == []
 
 
 def test_a_run_cancelled_from_outside_still_stops_its_keeper_and_closes_its_connection(
-    make_worker: MakeWorker, store: tenure.Store, monkeypatch: pytest.MonkeyPatch
+    make_worker: MakeWorker,
+    store: tenure.Store,
+    clock: tenure.ManualClock,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    opened = _recorded_opens(monkeypatch)
     closed = _recorded_closes(monkeypatch)
-    worker = make_worker()
+    worker = make_worker()  # ttl 10: renewed 2.5-3.3 s after its claim, opened 1.7 s before
     started: list[anyio.Event] = []  # made on the run's loop
 
     @worker.handler("default")
@@ -147,10 +166,14 @@ def test_a_run_cancelled_from_outside_still_stops_its_keeper_and_closes_its_conn
             task_group.start_soon(partial(worker.run_async, install_signal_handlers=False))
             with anyio.fail_after(10):
                 await started[0].wait()
+                clock.advance(1.7)  # the keeper opens its connection ahead of the renewal
+                # Opened on the keeper's thread, which no event of this loop hears.
+                while not opened:  # noqa: ASYNC110
+                    await anyio.sleep(0.005)
             task_group.cancel_scope.cancel()
 
     anyio.run(main)
-    assert len(closed) == 1  # the keeper's connection, closed though the run was cancelled
+    assert closed == opened  # the keeper's connection, closed though the run was cancelled
     assert store.get("a").state == "ready"  # the job was given back
     assert _threads_left(before) == []
 

@@ -92,35 +92,3 @@ def test_a_lost_store_is_not_waited_for() -> None:
 
     with pytest.raises(tenure.StoreLost):
         anyio.run(lambda: open_through_outage(lost, Outage(tenure.ManualClock()), random.Random()))
-
-
-def test_the_keepers_connection_is_opened_again_after_failing_at_start() -> None:
-    """The keeper's connection opens beside the worker's own: if that attempt met the
-    outage the worker's open waited out, it is opened again; a worker that did not start
-    closes it once it is open."""
-    from typing import Any
-
-    import anyio
-
-    from tenure.worker._loop import DaemonThread, LoopCaller
-    from tenure.worker._worker import _discard, _renewer_store
-
-    closed: list[str] = []
-
-    class Opened:
-        def close(self) -> None:
-            closed.append("closed")
-
-    def down() -> Any:
-        raise tenure.StoreUnavailable(
-            "connect: refused", operation="connect", outcome_unknown=False
-        )
-
-    async def main() -> None:
-        caller = LoopCaller.current()
-        reopened: Any = Opened()
-        assert await _renewer_store(DaemonThread(down, caller), lambda: reopened) is reopened
-        await _discard(DaemonThread(Opened, caller))  # type: ignore[arg-type]
-        assert closed == ["closed"]
-
-    anyio.run(main)

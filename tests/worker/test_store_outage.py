@@ -306,14 +306,15 @@ def test_postgres_killed_backends_cost_no_reexecution(
     psycopg = pytest.importorskip("psycopg")
 
     def terminate() -> None:
-        # Every connection of the worker (pool, renewer, listener) killed at once.
+        # Every connection of the worker killed at once: its pool's (the renewer opens its
+        # own only ahead of a renewal, which none of these short jobs comes near).
         with psycopg.connect(pg.url, autocommit=True) as admin:
             killed = admin.execute(
                 "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
                 "WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'"
             ).fetchone()
         assert killed is not None
-        assert killed[0] >= 2
+        assert killed[0] >= 1
 
     run = Run(pg_url, terminate)
     run.run()

@@ -4,7 +4,8 @@
   that blocks its thread or the event loop (CPU-bound code, blocking calls) cannot starve
   it, and a slow claim or idle wait on the worker's connection cannot delay it. Its store
   renews many leases in one call (`renew_many`), so a worker holding N leases sends one
-  call per renewal period rather than N (`renewal_batch` decides which go together).
+  call per renewal period rather than N (`renewal_batch` decides which go together). The
+  worker's connection is opened half a period ahead of the first renewal (`OnDemandStore`).
 * The **watchdog** thread does no I/O at all: it wakes at each lease's local deadline and
   declares the lease lost if no renewal was confirmed by then. A renewal that hangs (the
   store stopped answering) therefore cannot delay the decision. It also wakes at each
@@ -34,6 +35,7 @@ from .._validate import MAX_BATCH
 from ..errors import LeaseLost, StoreLost, StoreUnavailable
 from ..models import Lease
 from ._lease import LeaseHandle
+from ._renewer_store import OnDemandStore
 from ._retry import RETRY, Outage
 from ._stats import Stats
 
@@ -100,6 +102,9 @@ class LeaseKeeper:
         outage: Outage | None = None,
     ) -> None:
         self._store = store
+        # A connection the keeper opens ahead of its first renewal (`_open_at`).
+        self._on_demand = store if isinstance(store, OnDemandStore) else None
+        self._open_ahead_failed = False
         self._renew_many: Callable[[list[Lease]], list[Lease | LeaseLost]] | None = getattr(
             store, "renew_many", None
         )
@@ -149,6 +154,20 @@ class LeaseKeeper:
         for thread in self._threads:
             if thread.is_alive() and thread is not threading.current_thread():
                 thread.join(max(0.0, deadline - time.monotonic()))
+
+    def stop_if_idle(self) -> bool:
+        """Stop the threads without waiting for them, if the renewer is asleep between
+        calls: it then sends nothing more, and both threads end at their next look (a
+        thread of the caller's own to wait on them costs a short run more than they do).
+        False, and nothing done, while the renewer is awake (a call may be on its way):
+        `stop` waits for it."""
+        with self._lock:
+            if self._renew_wake == -math.inf:  # awake: `_wait` sets it while asleep
+                return False
+            self._stopped = True
+            self._renew_cond.notify()
+            self._watch_cond.notify()
+        return True
 
     def add(self, handle: LeaseHandle) -> None:
         self.add_many([handle])
@@ -232,13 +251,24 @@ class LeaseKeeper:
                 now = self._clock.monotonic()
                 active = [h for h in self._handles if not (h.finished or h.lost_flag)]
                 if not any(h.next_renew_at <= now for h in active):
-                    self._wait(min((h.next_renew_at for h in active), default=None), renewer=True)
-                    continue
-                if self._renew_many is not None:
-                    due = renewal_batch(active, now, self._renew_every)
+                    until = min((h.next_renew_at for h in active), default=None)
+                    open_at = self._open_at(active)
+                    if open_at is None or open_at > now:
+                        self._wait(until if open_at is None else open_at, renewer=True)
+                        continue
+                    opening = True
                 else:
-                    due = [h for h in active if h.next_renew_at <= now]
-                    due.sort(key=lambda h: h.lease.local_deadline)
+                    # Renewing now: the renewal opens the connection if it must, and the
+                    # next leases may open it ahead again if that failed.
+                    opening = self._open_ahead_failed = False
+                    if self._renew_many is not None:
+                        due = renewal_batch(active, now, self._renew_every)
+                    else:
+                        due = [h for h in active if h.next_renew_at <= now]
+                        due.sort(key=lambda h: h.lease.local_deadline)
+            if opening:
+                self._open_ahead()
+                continue
             if self._renew_many is not None:
                 for start in range(0, len(due), MAX_BATCH):
                     if self._stopped:
@@ -249,6 +279,31 @@ class LeaseKeeper:
                 if self._stopped:
                     return
                 self._renew(handle)
+
+    def _open_at(self, active: list[LeaseHandle]) -> float | None:
+        """Under the lock: when to open an on-demand connection (`OnDemandStore`) that is
+        not open yet, half a renewal period ahead of the first renewal; None if there is
+        nothing to open, or the last try failed (the renewal opens it)."""
+        store = self._on_demand
+        if store is None or store.is_open or self._open_ahead_failed or not active:
+            return None
+        every = self._renew_every
+        return min(h.next_renew_at - every(h.lease) / 2 for h in active)
+
+    def _open_ahead(self) -> None:
+        """Open the on-demand connection now, so that the first renewal does not wait for
+        a connect; if that fails, the renewal opens it, and a failure then is a failed
+        renewal (retried while the lease's deadline allows)."""
+        assert self._on_demand is not None
+        try:
+            self._on_demand.open()
+        except Exception as exc:
+            with self._lock:
+                self._open_ahead_failed = True
+            log.debug(
+                "opening the renewer's connection failed; the renewal will try again",
+                extra={"error": str(exc)},
+            )
 
     def _renew(self, handle: LeaseHandle) -> None:
         lease = handle.lease_to_renew()

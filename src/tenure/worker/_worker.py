@@ -37,10 +37,10 @@ import anyio.to_thread
 from .._clock import Clock, LeaseTiming, SystemClock
 from .._protocol import RetryPolicy
 from .._schedule import Schedule, make_schedule
-from .._store import Store, connect
+from .._store import connect
 from .._store_async import AsyncStore
 from ..aio import connect as connect_async
-from ..errors import InvalidArgument, StoreLost, StoreUnavailable
+from ..errors import InvalidArgument, StoreLost
 from ..stores import resolve_url
 from ._claiming import Claiming
 from ._completer import Completer, Refill
@@ -50,9 +50,10 @@ from ._invoke import Invoker, Running
 from ._jobs import Jobs
 from ._keeper import LeaseKeeper
 from ._lease import LeaseHandle
-from ._loop import DaemonThread, LoopCaller, run_in_daemon_thread
+from ._loop import LoopCaller, run_in_daemon_thread
 from ._periodic import Periodic
 from ._process import prepare_process_handlers
+from ._renewer_store import OnDemandStore
 from ._retention import Retention
 from ._retry import Outage, open_through_outage
 from ._settle import Settler
@@ -431,17 +432,7 @@ class Worker(Claiming, Jobs):
             clock, self._stats, on_lost=lambda error: caller.call_soon(partial(self._lost, error))
         )
         self._outage = outage
-        # The keeper's own connection opens on a thread meanwhile (one connect to wait for, not
-        # two), before the first lease: a first renewal that connects spends its margin on it.
-        open_renewer = partial(connect, url, **options)
-        renewer_opening = DaemonThread(open_renewer, caller, name="tenure-connect")
-        try:
-            store = await open_through_outage(
-                partial(connect_async, url, **options), outage, self._rng
-            )
-        except BaseException:
-            await _discard(renewer_opening)
-            raise
+        store = await open_through_outage(partial(connect_async, url, **options), outage, self._rng)
         self._invoker = invoker = Invoker(self._caller, self._stats, method)
         self._completer = Completer(
             store, clock=clock, outage=outage, stats=self._stats, rng=self._rng, busy=invoker.busy
@@ -450,7 +441,9 @@ class Worker(Claiming, Jobs):
             store, self._completer, self._stats, self._rng, outage, finished=self._forget
         )
         try:
-            renewer_store = await _renewer_store(renewer_opening, open_renewer)
+            # The keeper's own connection: opened by its renewer ahead of the first renewal,
+            # and never by a run whose jobs all end before one is due.
+            renewer_store = OnDemandStore(partial(connect, url, **options))
             keeper = LeaseKeeper(
                 renewer_store,
                 clock,
@@ -628,11 +621,18 @@ class Worker(Claiming, Jobs):
             self._revoke_all("the worker's grace period ended")
 
 
-async def _stop_keeper(keeper: LeaseKeeper, renewer_store: Store, caller: LoopCaller) -> None:
+async def _stop_keeper(
+    keeper: LeaseKeeper, renewer_store: OnDemandStore, caller: LoopCaller
+) -> None:
     """Stop the keeper's threads, then close its connection: both, even in a run cancelled
-    from outside, and on one thread of their own (anyio's worker threads would be started
-    for this alone, and their pool's start and stop cost a short run more than the calls:
-    `benchmarks/client_instructions.py --start`)."""
+    from outside. Here, if the renewer is asleep and never opened its connection (most
+    short runs); else on one thread of their own, as they may wait for a call on its way
+    (anyio's worker threads would be started for this alone, and their pool's start and
+    stop cost a short run more than the calls: `benchmarks/client_instructions.py
+    --start`)."""
+    if keeper.stop_if_idle() and not renewer_store.is_open:
+        renewer_store.close()  # closes nothing, and refuses any open after it
+        return
 
     def stop() -> None:
         try:
@@ -642,26 +642,3 @@ async def _stop_keeper(keeper: LeaseKeeper, renewer_store: Store, caller: LoopCa
 
     with anyio.CancelScope(shield=True):
         await run_in_daemon_thread(stop, caller, name="tenure-stop")
-
-
-async def _renewer_store(opening: DaemonThread[Store], reopen: Callable[[], Store]) -> Store:
-    """The keeper's connection, opened by ``opening`` while the worker opened its own; if
-    that failed because the store was away (the worker's own open waited the outage out),
-    opened again now."""
-    try:
-        return await opening.wait()
-    except StoreUnavailable:
-        return await anyio.to_thread.run_sync(reopen)
-    except anyio.get_cancelled_exc_class():
-        await _discard(opening)
-        raise
-
-
-async def _discard(opening: DaemonThread[Store]) -> None:
-    """Close the keeper's connection once ``opening`` has it (the worker did not start)."""
-    with anyio.CancelScope(shield=True):
-        try:
-            store = await opening.wait()
-        except Exception:
-            return
-        await anyio.to_thread.run_sync(store.close)
