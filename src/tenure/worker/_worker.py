@@ -449,6 +449,9 @@ class Worker(Claiming, Jobs):
                 clock,
                 self._stats,
                 renew_every=lambda lease: config.renew_every or lease.ttl / 3,
+                # The worker's own: seeding one from the OS costs a short run 15 µs, and
+                # `Random.random` is one C call, safe from either thread.
+                rng=self._rng,
                 outage=outage,
             )
             self._keeper = keeper
