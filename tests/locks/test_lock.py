@@ -66,6 +66,29 @@ def test_tokens_strictly_increase_and_release_lets_the_next_in(store: tenure.Sto
     assert (job.queue, job.state, job.attempts) == ("tenure.lock:report", "ready", 0)
 
 
+def test_a_released_locks_lease_is_kept_as_a_record_and_its_token_refused(
+    store: tenure.Store,
+) -> None:
+    # As a worker's settled jobs are: the registry keeps how the lease ended, not its
+    # handle, and still refuses the token.
+    from tenure.worker import check_token, token_state
+    from tenure.worker._lease import REGISTRY
+
+    with tenure.lock(store, "records", ttl=TTL) as lock:
+        token = lock.token
+        assert token_state(token) == "held"
+    found = REGISTRY._leases[(token.job_id, token.generation)]
+    # (Other tests' stores in this process may have had a lock of that name: a list.)
+    entries = found if isinstance(found, list) else [found]
+    ours = [
+        e for e in entries if (e[0] if isinstance(e, tuple) else e.lease.store_id) == store.store_id
+    ]
+    assert ours == [(store.store_id, "ended")]
+    assert token_state(token) == "ended"
+    with pytest.raises(tenure.LeaseLost):
+        check_token(token)
+
+
 def test_a_held_lock_is_refused_to_others(store: tenure.Store, open_store: Any) -> None:
     other = open_store()
     with tenure.lock(store, "report", ttl=TTL) as lock:

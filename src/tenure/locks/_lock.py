@@ -189,6 +189,9 @@ class Lock:
         loss = handle.finish()
         keeper_for(self._store).remove(handle)
         REGISTRY.end(handle, "lost" if loss else "ended")
+        # Kept from now on as a record of how it ended, not as the handle (as a worker's
+        # settled jobs are): a process taking many locks keeps no handles alive for it.
+        REGISTRY.keep_ended([handle])
         self._loss = loss[1] if loss else None
         if loss is None or loss[0] == "deadline_passed":
             try:
