@@ -80,6 +80,25 @@ def test_woken_by_a_release_and_a_fail(open_real_store: Callable[..., tenure.Sto
         assert waiter.claim_next("A", 30) is not None  # take it, so that the next wait waits
 
 
+def test_a_notification_left_from_an_earlier_wait_does_not_end_the_next(
+    open_real_store: Callable[..., tenure.Store],
+) -> None:
+    # A notification that reaches the listening connection after a wait was woken, before
+    # its UNLISTEN, is kept by psycopg for the next `notifies()`: the next wait on that
+    # connection must not take it for news. Made here on the driver's pooled listener.
+    waiter, other = open_real_store(), open_real_store()
+    waiter.wait_for_jobs(timeout=0.01)  # its listener is opened, then pooled
+    driver: Any = waiter._driver
+    conn = driver._listeners[-1]
+    conn.execute(driver._sql["listen"].text)
+    other.submit("J")
+    assert other.claim_next("B", 30) is not None  # nothing ready for the next wait
+    time.sleep(0.1)  # the notification reaches the listener's socket
+    conn.execute("SELECT 1")  # read with the reply, into psycopg's backlog
+    conn.execute(driver._sql["unlisten"].text)
+    assert _timed_wait(waiter, 0.5) >= 0.45
+
+
 def test_woken_by_plain_sql_writers(real_store: tenure.Store, admin: Any, schema: str) -> None:
     def insert() -> None:
         admin.execute(

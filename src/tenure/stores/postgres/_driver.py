@@ -474,6 +474,11 @@ class PostgresDriver(PostgresControl, JobsMixin, PostgresSchedules):
             params = {"queues": list(queues), "max_generation": MAX_GENERATION, "now": self._now()}
             next_due = self._sql["next_due"]
             with uncancellable(), self._bounded(conn):
+                # Notifications that reached this connection after an earlier wait on it was
+                # woken, before its UNLISTEN, wait in psycopg's backlog: the look below
+                # covers them, and left there they would end this wait at once.
+                for _stale in conn.notifies(timeout=0):
+                    pass
                 # LISTEN first, then look: a job submitted in between is seen by one or the
                 # other.
                 cur.execute(self._sql["listen"].text)
