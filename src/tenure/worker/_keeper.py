@@ -251,22 +251,22 @@ class LeaseKeeper:
                 now = self._clock.monotonic()
                 active = [h for h in self._handles if not (h.finished or h.lost_flag)]
                 if not any(h.next_renew_at <= now for h in active):
-                    until = min((h.next_renew_at for h in active), default=None)
                     open_at = self._open_at(active)
                     if open_at is None or open_at > now:
+                        until = min((h.next_renew_at for h in active), default=None)
                         self._wait(until if open_at is None else open_at, renewer=True)
                         continue
-                    opening = True
+                    due = None  # nothing to renew yet: the connection to open first
                 else:
                     # Renewing now: the renewal opens the connection if it must, and the
                     # next leases may open it ahead again if that failed.
-                    opening = self._open_ahead_failed = False
+                    self._open_ahead_failed = False
                     if self._renew_many is not None:
                         due = renewal_batch(active, now, self._renew_every)
                     else:
                         due = [h for h in active if h.next_renew_at <= now]
                         due.sort(key=lambda h: h.lease.local_deadline)
-            if opening:
+            if due is None:
                 self._open_ahead()
                 continue
             if self._renew_many is not None:
