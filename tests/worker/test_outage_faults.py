@@ -28,7 +28,10 @@ class Faults:
     def __init__(self) -> None:
         self.failing: dict[str, BaseException] = {}
         self.calls: Counter[str] = Counter()
+        self.refused: Counter[str] = Counter()
         self.lock = threading.Lock()
+        # (operations, n): heal once calls of these operations have been refused n times.
+        self._heal_when: tuple[frozenset[str], int] | None = None
 
     def check(self, operation: str) -> None:
         # The keeper sends its renewals in batches: a failing "renew" fails those too.
@@ -37,8 +40,21 @@ class Faults:
             error = self.failing.get(operation)
             if error is None:
                 self.calls[operation] += 1
+            else:
+                self.refused[operation] += 1
+                if self._heal_when is not None:
+                    operations, times = self._heal_when
+                    if sum(self.refused[name] for name in operations) >= times:
+                        self.failing.clear()
+                        self._heal_when = None
         if error is not None:
             raise error
+
+    def heal_after(self, times: int, *operations: str) -> None:
+        """Heal when calls of ``operations`` have been refused ``times`` times in all (on
+        cue, not after some real time: a loaded machine may not reach them in time)."""
+        with self.lock:
+            self._heal_when = (frozenset(operations), times)
 
     def fail(self, error: BaseException, *operations: str) -> None:
         with self.lock:
@@ -73,6 +89,10 @@ class _Faulty:
 
         return call
 
+
+# The tries a store makes of one call before StoreUnavailable reaches the worker: the
+# first and the store's own retries (``retries=2``, the default).
+STORE_TRIES = 3
 
 SETTLES = ("complete", "complete_many", "complete_and_claim", "fail", "release")
 
@@ -156,9 +176,11 @@ def test_settles_wait_for_the_store_within_the_lease(
     async def handle(ctx: tenure.JobContext) -> str:
         starts[ctx.job_id] += 1
         if ctx.job_id == "job-0":
-            # Every settle and claim fails from now on, for half a second of real time.
+            # Every settle and claim fails from now on, until the store has refused every
+            # try of one settle call: its own retries did not ride the outage out, the
+            # worker's must.
             faults.fail(unavailable("settle"), *SETTLES, "claim_next", "renew")
-            threading.Timer(0.5, faults.heal).start()
+            faults.heal_after(STORE_TRIES, *SETTLES)
         await anyio.sleep(0.001)
         return ctx.job_id
 
@@ -172,6 +194,7 @@ def test_settles_wait_for_the_store_within_the_lease(
     assert stats["completed"] == 6
     assert stats["leases_lost"] == stats["settles_given_up"] == 0
     assert stats["settle_retries"] >= 1
+    assert sum(faults.refused[name] for name in SETTLES) == STORE_TRIES
     assert stats["outages"] == 1
     warnings = tenure_records(caplog, logging.WARNING)
     assert len([w for w in warnings if w.startswith("store unavailable:")]) == 1, warnings
