@@ -527,11 +527,12 @@ def _start(harness: Harness, schedule: list[Fault], nemesis_rec: Recorder) -> Ne
     processes.write_config()
     processes.start_locker()
     if not harness.locks:
-        processes.start_storms()
+        processes.spawn_storms()
     harness.calibrate()
     harness.set_limits()
     harness.submit(over=options.duration * 0.8)
-    processes.start_workers()
+    processes.spawn_workers()
+    processes.wait_ready()
     echo(
         f"  sink {processes.sink_url}; {len(schedule)} faults over {options.duration:g} s"
         + (f" (proxy :{processes.proxy.port})" if processes.proxy else "")

@@ -186,15 +186,24 @@ class Processes:
         self._logs.append(log)
         return log
 
-    def start_workers(self, *, ready_within: float = 30.0) -> None:
-        """Start every worker, and return once each has sent its first store call, or
-        after ``ready_within`` seconds. The nemesis's schedule starts after this: a worker
-        takes about a second to import and connect, several on a loaded machine, and a
-        fault aimed at one before it is up would miss (a pause point never reached)."""
+    def spawn_workers(self) -> None:
+        """Start every worker (and the supervisor that restarts a killed one); `wait_ready`
+        waits for them."""
         for slot in self.slots:
             self._spawn_worker(slot)
         self.in_thread(self._supervise, "tenure-chaos-supervisor")
-        deadline = time.monotonic() + ready_within
+
+    def wait_ready(self, *, within: float = 30.0) -> None:
+        """Return once every storm process has said it is ready (an error if one did not)
+        and each worker has sent its first store call, or after ``within`` seconds for the
+        workers. The nemesis's schedule starts after this: a worker takes about a second to
+        import and connect, several on a loaded machine, and a fault aimed at one before it
+        is up would miss (a pause point never reached)."""
+        for process in self.storms:
+            assert process.stdout is not None
+            if process.stdout.readline().strip() != "ready":
+                raise RuntimeError(f"a storm process did not start (see {self.out / 'logs'})")
+        deadline = time.monotonic() + within
         waiting = [slot.name for slot in self.slots]
         while waiting and time.monotonic() < deadline:
             waiting = [name for name in waiting if not self._started(name)]
@@ -273,13 +282,11 @@ class Processes:
                         )
             time.sleep(0.05)
 
-    def start_storms(self) -> None:
+    def spawn_storms(self) -> None:
+        """Start the claim storm processes; `wait_ready` waits for them (they import while
+        the workers do: on two cores, one wave of starts, not two)."""
         for n in range(1, self.o.storm + 1):
             self.storms.append(self._helper("storm", f"s{n}"))
-        for process in self.storms:
-            assert process.stdout is not None
-            if process.stdout.readline().strip() != "ready":
-                raise RuntimeError(f"a storm process did not start (see {self.out / 'logs'})")
 
     def start_locker(self) -> None:
         """The SQLite lock holder (again, after the nemesis killed the last one)."""
