@@ -27,9 +27,10 @@ pytestmark = pytest.mark.slow
 WORKERS, TTL, DURATION, INTERVAL, JOBS = 3, 3.0, 10.0, 8.0, 150
 
 
-def _seed() -> int:
-    """The first seed whose failover comes once the workers are busy (they take a second
+def _seeds(count: int = 2) -> list[int]:
+    """The first seeds whose failover comes once the workers are busy (they take a second
     or two to start on a loaded machine) and well before the end: 4-6 s in."""
+    found = []
     for seed in range(1, 1000):
         faults = make_schedule(
             seed,
@@ -41,7 +42,9 @@ def _seed() -> int:
             kinds=("failover",),
         )
         if faults and 4.0 <= faults[0].at <= 6.0:
-            return seed
+            found.append(seed)
+            if len(found) == count:
+                return found
     raise AssertionError("no seed found")
 
 
@@ -59,12 +62,18 @@ def test_failover_on_a_primary_and_replica_of_the_runs_own(tmp_path: Path) -> No
     missing = missing_binaries("postgres")
     if missing is not None:
         unavailable(f"{missing}: no throwaway primary and replica for the failover fault")
-    with POSTGRES.isolated_url(tmp_path) as url:
-        out = tmp_path / "run"
-        command = _command(url, out, "--faults", "failover", "--seed", str(_seed()))
-        done = subprocess.run(command, capture_output=True, text=True, timeout=200)
-        assert done.stdout.strip(), done.stderr[-3000:]
-        answer = json.loads(done.stdout)
+    # A run whose one failover did not bite (seen once, on a machine under twice CI's load;
+    # why was not found) proves nothing either way: UNPROVEN, not INVALID. It is run again
+    # with the next seed; any other verdict is judged at once.
+    for seed in _seeds():
+        out = tmp_path / f"run-{seed}"
+        with POSTGRES.isolated_url(tmp_path) as url:
+            command = _command(url, out, "--faults", "failover", "--seed", str(seed))
+            done = subprocess.run(command, capture_output=True, text=True, timeout=200)
+            assert done.stdout.strip(), done.stderr[-3000:]
+            answer = json.loads(done.stdout)
+        if answer["verdict"] != "UNPROVEN":
+            break
     shown = f"{answer['headline']}\n{done.stderr[-3000:]}"
     counts = answer["counts"]
     assert done.returncode == 0, shown
