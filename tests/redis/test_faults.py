@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -190,9 +191,9 @@ def test_the_configuration_is_read_once_per_server_and_process(
     sent: list[tuple[Any, ...]] = []
     send = RedisDriver._send
 
-    def recording(self: RedisDriver, operation: str, command: Any) -> Any:
-        sent.append(tuple(command))
-        return send(self, operation, command)
+    def recording(self: RedisDriver, operation: str, command: Any, **options: Any) -> Any:
+        sent.extend(tuple(c) for c in (command, *options.get("pipelined", ())))
+        return send(self, operation, command, **options)
 
     monkeypatch.setattr(RedisDriver, "_send", recording)
     tenure.connect(url).close()
@@ -201,6 +202,73 @@ def test_the_configuration_is_read_once_per_server_and_process(
     tenure.connect(url).close()
     assert sent  # the store's own commands still go through _send
     assert not [c for c in sent if c[0] == "CONFIG"]
+
+
+@pytest.mark.parametrize("opener", ["sync", "async"])
+def test_the_configuration_is_read_in_one_round_trip(
+    url: str, monkeypatch: pytest.MonkeyPatch, opener: str
+) -> None:
+    """A new process's first connect to a server reads its settings in one write and one
+    wait for the replies, not one per setting (each is a round trip to a distant server)."""
+    import redis.asyncio.connection
+    import redis.connection
+
+    monkeypatch.setattr(_common, "_noted", set())
+    writes: list[bytes] = []
+    sync_send = redis.connection.Connection.send_packed_command
+    async_send = redis.asyncio.connection.Connection.send_packed_command
+
+    def sync_recording(self: Any, command: Any, check_health: bool = True) -> None:
+        writes.append(b"".join(command))
+        sync_send(self, command, check_health)
+
+    async def async_recording(self: Any, command: Any, check_health: bool = True) -> None:
+        writes.append(b"".join(command))
+        await async_send(self, command, check_health)
+
+    monkeypatch.setattr(redis.connection.Connection, "send_packed_command", sync_recording)
+    monkeypatch.setattr(redis.asyncio.connection.Connection, "send_packed_command", async_recording)
+    if opener == "sync":
+        tenure.connect(url).close()
+    else:
+
+        async def open_and_close() -> None:
+            store = await tenure.aio.connect(url)
+            await store.close()
+
+        anyio.run(open_and_close)
+    with_config = [write for write in writes if b"CONFIG" in write]
+    assert len(with_config) == 1, with_config
+    for name in _common.CHECKED_CONFIG:
+        assert name.encode() in with_config[0]
+
+
+def test_a_server_that_refuses_config_is_noted_and_served(
+    url: str, raw: Any, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Managed services often refuse CONFIG: every refusal of the one round trip is read
+    (the connection stays in step), the settings are said to be unchecked, and the store
+    works on that same connection."""
+    monkeypatch.setattr(_common, "_noted", set())
+    user = f"tenure-noconfig-{uuid.uuid4().hex[:8]}"
+    raw.execute_command("ACL", "SETUSER", user, "on", "nopass", "~*", "&*", "+@all", "-config")
+    try:
+        limited = url.replace("redis://", f"redis://{user}@", 1)
+        with caplog.at_level(logging.INFO, logger="tenure"):
+            store = tenure.connect(limited)
+        try:
+            store.submit("after-config")
+            assert store.get("after-config").state == "ready"
+            lease = store.claim_next("w", 30)
+            assert lease is not None and lease.job_id == "after-config"
+        finally:
+            store.close()
+    finally:
+        raw.execute_command("ACL", "DELUSER", user)
+    said = [r.getMessage() for r in caplog.records if r.name == "tenure"]
+    assert len(said) == 1, said
+    assert said[0].startswith("could not read Redis persistence settings (")
+    assert "config" in said[0].lower(), said
 
 
 @pytest.mark.parametrize(

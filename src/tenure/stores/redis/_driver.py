@@ -133,8 +133,11 @@ class RedisDriver(RedisControl, JobsMixin, RedisSchedules):
     def _check_persistence(self) -> None:
         if config_noted(self._address):
             return
+        first, *rest = [("CONFIG", "GET", name) for name in CHECKED_CONFIG]
         try:
-            replies = [self._send("connect", ("CONFIG", "GET", name)) for name in CHECKED_CONFIG]
+            # In one round trip: a new process's first connect to a distant server pays
+            # three fewer of them (a CLI command, a worker's start).
+            replies = self._send("connect", first, pipelined=rest)
         except StoreUnavailable as exc:
             if not isinstance(exc.__cause__, ResponseError):
                 raise
@@ -149,9 +152,13 @@ class RedisDriver(RedisControl, JobsMixin, RedisSchedules):
         # '' tells a script to use the server's TIME; the test hook passes its own now.
         return "" if self._store_clock is None else repr(float(self._store_clock.time()))
 
-    def _send(self, operation: str, command: Sequence[Any]) -> Any:
+    def _send(
+        self, operation: str, command: Sequence[Any], *, pipelined: Sequence[Sequence[Any]] = ()
+    ) -> Any:
         """One request and its answer on a pooled connection; errors as StoreUnavailable
-        (NoScriptError is passed through: the call did not run)."""
+        (NoScriptError is passed through: the call did not run). With ``pipelined``, those
+        requests go in the same write, and the answer is the list of every reply, in order
+        (all of them read, then the first error reply raised)."""
         if self._closed:
             raise StoreUnavailable(
                 f"{operation}: this store was closed", operation=operation, outcome_unknown=False
@@ -166,10 +173,14 @@ class RedisDriver(RedisControl, JobsMixin, RedisSchedules):
             # above 6 kB (a batch's JSON) as a chunk of its own, which a sync connection
             # sends with a sendall each (as many wake-ups of the server).
             packed = pack_request(command)
+            if pipelined:
+                packed += b"".join(map(pack_request, pipelined))
             # Past the URL's timeout: TimeoutError, an OSError (a sync socket times out itself).
             with request_bound(self._timeout):
                 conn.send_packed_command([packed])  # a list: sync redis-py iterates it
                 sent = True
+                if pipelined:
+                    return _read_replies(conn, 1 + len(pipelined))
                 return conn.read_response()
         except NoScriptError:
             raise
@@ -459,3 +470,19 @@ def _result_args(result: str | None) -> tuple[str, str]:
     """A result as the scripts take it: its JSON text and whether there is one (a Lua
     string cannot be nil, so "no result" travels as a flag)."""
     return ("", "0") if result is None else (result, "1")
+
+
+def _read_replies(conn: Any, count: int) -> list[Any]:
+    """``count`` replies from ``conn``, every one read (the connection stays in step with
+    its requests) before the first error reply among them is raised."""
+    replies: list[Any] = []
+    error: ResponseError | None = None
+    for _ in range(count):
+        try:
+            replies.append(conn.read_response())
+        except ResponseError as exc:
+            error = error or exc
+            replies.append(None)
+    if error is not None:
+        raise error
+    return replies
