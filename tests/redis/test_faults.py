@@ -260,7 +260,8 @@ def test_a_server_that_refuses_config_is_noted_and_served(
             store.submit("after-config")
             assert store.get("after-config").state == "ready"
             lease = store.claim_next("w", 30)
-            assert lease is not None and lease.job_id == "after-config"
+            assert lease is not None
+            assert lease.job_id == "after-config"
         finally:
             store.close()
     finally:
