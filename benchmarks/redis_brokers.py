@@ -33,7 +33,11 @@ The workload, for each system, on fresh keys (a new key prefix, queue name or na
      (polled every 5 ms); *Dramatiq 1 thr*: the same with ``worker_threads=1`` (prefetch 2),
      one thread per process like the other systems.
 
-   Figure: jobs processed per second, from the first worker's start to the last one's end.
+   Figures: jobs processed per second, from the first worker's start to the last one's end;
+   and CPU per job, the worker processes' own (every thread of theirs, from their release
+   to their end: a Worker's start and a Dramatiq worker's are in it, the hand loops opened
+   their stores before) and the Redis server's (from before the workers' setup to their
+   end: the setup's few commands are in it).
 
 The systems alternate (ABC..., ...CBA) so that machine noise spreads over all of them. Every
 run checks that each job ran exactly once (per-process counters summed; for tenure, every
@@ -59,7 +63,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import _batch_runtime
 import redis
@@ -81,6 +85,13 @@ SYSTEMS = (
 TENURE = tuple(system for system in SYSTEMS if system.startswith("tenure"))
 TTL = 60.0
 BATCH = 10
+
+
+class Cost(NamedTuple):
+    """CPU spent on a run (or per job): the worker processes' own, and the Redis server's."""
+
+    client: float
+    server: float
 
 
 def handle(n: int) -> None:
@@ -251,19 +262,29 @@ def _child(system: str, url: str, tag: str, index: int, barrier: Any, results: A
     try:
         loop = process(system, url, tag, index)
         barrier.wait()
-        start = time.monotonic()
+        start, cpu = time.monotonic(), time.process_time()
         done = loop()
-        end = time.monotonic()
-        results.put((start, end, done, None))
+        end, cpu = time.monotonic(), time.process_time() - cpu
+        results.put((start, end, done, cpu, None))
         stop = getattr(loop, "stop", None)
         if stop is not None:
             stop()
     except BaseException as exc:
         barrier.abort()
-        results.put((0.0, 0.0, 0, f"{type(exc).__name__}: {exc}"))
+        results.put((0.0, 0.0, 0, 0.0, f"{type(exc).__name__}: {exc}"))
 
 
-def run_workers(system: str, url: str, tag: str, workers: int) -> tuple[int, float]:
+def server_cpu(url: str) -> float:
+    """The Redis server's CPU time so far (seconds, its process's user and system time)."""
+    r = redis.Redis.from_url(url)
+    info = r.info("cpu")
+    r.close()
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
+def run_workers(system: str, url: str, tag: str, workers: int) -> tuple[int, float, Cost]:
+    """Run ``workers`` processes of ``system`` until its jobs are done: the jobs they did, the
+    time from the first start to the last end, and the CPU they and the server spent."""
     context = multiprocessing.get_context("spawn")
     barrier = context.Barrier(workers)
     results = context.Queue()
@@ -271,13 +292,18 @@ def run_workers(system: str, url: str, tag: str, workers: int) -> tuple[int, flo
         context.Process(target=_child, args=(system, url, tag, index, barrier, results))
         for index in range(workers)
     ]
+    # The server's share from before the workers' setup to their end: the setup's few
+    # commands (a connect, a warm-up run that finds no job) are in it, its run is not.
+    server_before = server_cpu(url)
     try:
         reports = run_children(children, results)
     except RuntimeError as exc:
         raise RuntimeError(f"{system}: {exc}") from None
+    server = server_cpu(url) - server_before
     start = min(report[0] for report in reports)
     end = max(report[1] for report in reports)
-    return sum(report[2] for report in reports), end - start
+    client = sum(report[3] for report in reports)
+    return sum(report[2] for report in reports), end - start, Cost(client, server)
 
 
 # -- checks and cleanup ------------------------------------------------------------------
@@ -329,6 +355,26 @@ def cleanup(url: str, tag: str, system: str) -> None:
     r.close()
 
 
+def print_costs(label: str, costs: dict[str, list[Cost]], baseline: str) -> None:
+    """CPU per job, medians over the runs: the worker processes' (from their release to
+    their end, every thread of theirs) and the server's, with the client's against
+    ``baseline``'s: what the runtime costs per job at this process count."""
+    medians = {
+        system: Cost(
+            statistics.median(cost.client for cost in runs),
+            statistics.median(cost.server for cost in runs),
+        )
+        for system, runs in costs.items()
+    }
+    width = max(12, *(len(system) + 1 for system in medians))
+    print(f"\nCPU per job, {label} (median; us)")
+    print(f"  {'':<{width}}{'client':>9}{'server':>9}   client / {baseline}")
+    base = medians[baseline].client
+    for system, cost in medians.items():
+        versus = "(baseline)" if system == baseline else f"{cost.client / base:.2f}x"
+        print(f"  {system:<{width}}{cost.client:>9.1f}{cost.server:>9.1f}   {versus}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", default="redis://127.0.0.1:6379/13", help="Redis server")
@@ -367,6 +413,7 @@ def main(argv: list[str] | None = None) -> int:
     for workers in worker_counts:
         enqueued = {system: Result(system) for system in systems}
         processed = {system: Result(system) for system in systems}
+        costs: dict[str, list[Cost]] = {system: [] for system in systems}
         for rep in range(1 + args.repeat):
             order = list(systems) if rep % 2 == 0 else list(reversed(systems))
             for system in order:
@@ -376,7 +423,7 @@ def main(argv: list[str] | None = None) -> int:
                     start = time.perf_counter()
                     loop()
                     enqueue_seconds = time.perf_counter() - start
-                    done, seconds = run_workers(system, args.url, tag, workers)
+                    done, seconds, cost = run_workers(system, args.url, tag, workers)
                     if system == "RQ":
                         done = rq_finished(args.url, tag)
                     check(system, args.url, tag, args.jobs, done)
@@ -385,6 +432,7 @@ def main(argv: list[str] | None = None) -> int:
                 if rep:  # the first round warms up
                     enqueued[system].rates.append(args.jobs / enqueue_seconds)
                     processed[system].rates.append(done / seconds)
+                    costs[system].append(Cost(cost.client / done * 1e6, cost.server / done * 1e6))
         label = "1 worker process" if workers == 1 else f"{workers} worker processes"
         # The ratios are to the `tenure` row, or to the run's first system without it.
         baseline = "tenure" if "tenure" in systems else systems[0]
@@ -392,6 +440,7 @@ def main(argv: list[str] | None = None) -> int:
         ratios = print_report(
             f"process, {label}", list(processed.values()), baseline, unit="jobs/s"
         )
+        print_costs(label, costs, baseline)
         best = max(processed, key=lambda s: statistics.median(processed[s].rates))
         rivals = [s for s in systems if s not in tenure_rows]
         if not rivals:  # tenure's rows only: the report above is the whole answer
