@@ -227,3 +227,34 @@ def test_a_keeper_is_stopped_without_waiting_only_while_its_renewer_sleeps(
     finally:
         release.set()
         keeper.stop()
+
+
+def test_a_keepers_threads_start_with_its_first_leases(
+    store: tenure.Store, leases: list[tenure.Lease], clock: tenure.ManualClock
+) -> None:
+    # A run that holds no lease (a burst that finds no job, a worker idle since its start)
+    # starts no thread; the first claim starts both, before its handlers run.
+    keeper = LeaseKeeper(store, clock, Stats(), renew_every=period)
+    renewer, watchdog = keeper._threads
+    keeper.start()
+    try:
+        assert not any(thread.is_alive() for thread in (renewer, watchdog))
+        handle = LeaseHandle(leases[0], clock)
+        keeper.add_many([handle])
+        assert all(thread.is_alive() for thread in (renewer, watchdog))
+        keeper.add_many([LeaseHandle(leases[1], clock)])  # started once, not again
+        clock.advance(PERIOD)
+        wait_until(lambda: handle.lease is not leases[0], what="the first lease's renewal")
+    finally:
+        keeper.stop()
+    assert not any(thread.is_alive() for thread in (renewer, watchdog))
+
+
+def test_a_keeper_stopped_before_any_lease_starts_no_thread(
+    store: tenure.Store, leases: list[tenure.Lease], clock: tenure.ManualClock
+) -> None:
+    keeper = LeaseKeeper(store, clock, Stats(), renew_every=period)
+    keeper.start()
+    assert keeper.stop_if_idle()  # no thread to wait for
+    keeper.add_many([LeaseHandle(leases[0], clock)])  # a claim that raced the stop
+    assert not any(thread.is_alive() for thread in keeper._threads)

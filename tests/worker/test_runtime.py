@@ -141,6 +141,34 @@ def test_a_run_stops_its_keeper_and_connection_without_anyios_worker_threads(
     assert _threads_left(before) == []
 
 
+def test_a_run_that_finds_no_job_starts_no_keeper_thread(
+    make_worker: MakeWorker, store: tenure.Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The keeper's renewer and watchdog start with the first claim: a burst that finds the
+    # queue empty (a cron'd drain, a fleet's late process) starts neither.
+    names: list[str] = []
+    start = threading.Thread.start
+
+    def recorded(thread: threading.Thread) -> None:
+        names.append(thread.name)
+        start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", recorded)
+    worker = make_worker()
+
+    @worker.handler("default")
+    async def handler(ctx: JobContext) -> None:
+        pass
+
+    keeper = {"tenure-renewer", "tenure-lease-watchdog"}
+    run_burst(worker)
+    assert keeper.isdisjoint(names), names
+    store.submit("a", None)
+    run_burst(worker)
+    assert store.get("a").state == "done"
+    assert keeper <= set(names), names
+
+
 def test_a_run_cancelled_from_outside_still_stops_its_keeper_and_closes_its_connection(
     make_worker: MakeWorker,
     store: tenure.Store,

@@ -11,12 +11,13 @@
   store stopped answering) therefore cannot delay the decision. It also wakes at each
   handler's per-attempt timeout, which ends renewals and stops the handler the same way.
 
-Both wait on the worker's clock (`Clock.monotonic`). On the system clock they sleep until
-the next renewal or deadline (adding a lease due earlier wakes them); on any other clock
-they wake at least every `TICK` seconds of real time while leases are held, so a
-`ManualClock` that a test moves is noticed promptly. Waking every `TICK` on the system
-clock too cost a busy worker two thread switches, each taking the GIL from the event
-loop, twenty times a second for nothing.
+Both start with the first lease the keeper is given, not with the worker: a run that
+holds no lease starts neither. Both wait on the worker's clock (`Clock.monotonic`). On the
+system clock they sleep until the next renewal or deadline (adding a lease due earlier
+wakes them); on any other clock they wake at least every `TICK` seconds of real time while
+leases are held, so a `ManualClock` that a test moves is noticed promptly. Waking every
+`TICK` on the system clock too cost a busy worker two thread switches, each taking the GIL
+from the event loop, twenty times a second for nothing.
 """
 
 from __future__ import annotations
@@ -140,10 +141,15 @@ class LeaseKeeper:
             threading.Thread(target=self._renew_loop, name="tenure-renewer", daemon=True),
             threading.Thread(target=self._watch_loop, name="tenure-lease-watchdog", daemon=True),
         ]
+        self._ready = False  # `start` was called: the first lease starts the threads
+        self._threads_started = False
 
     def start(self) -> None:
-        for thread in self._threads:
-            thread.start()
+        """Ready the keeper. Its threads start with the first leases it is given
+        (`add_many`), before those leases' handlers run: a run that holds no lease (a
+        burst that finds no job, a worker idle since its start) starts no thread, where
+        two thread starts were a tenth of a short run's start."""
+        self._ready = True
 
     def stop(self, timeout: float = 5.0) -> None:
         with self._lock:
@@ -206,6 +212,17 @@ class LeaseKeeper:
                 self._renew_cond.notify()
             if watch_at < self._watch_wake:
                 self._watch_cond.notify()
+            start = (
+                self._ready and not self._threads_started and not self._stopped and bool(handles)
+            )
+            if start:
+                # Awake until each has looked at the leases and gone to sleep (`_wait`):
+                # no claim needs to wake them, and `stop_if_idle` waits for the renewer.
+                self._threads_started = True
+                self._renew_wake = self._watch_wake = -math.inf
+        if start:  # out of the lock, which each thread takes first
+            for thread in self._threads:
+                thread.start()
 
     def _forget_removed(self) -> None:
         """Under the lock: forget the handles removed so far."""
