@@ -5,7 +5,8 @@ token issued twice, tokens growing, one holder at a time by the store's clock, s
 renewals and releases refused, the sink's writes never going back to a lower token) and
 the faults must have bitten: a stale holder's write refused by the sink.
 
-Kept short (CI's time is tight): one run of a few seconds per store, on SQLite and Redis.
+Kept short (CI's time is tight): one run of a few seconds, on SQLite, and another with the
+next seed only when a run's faults did not bite (two at most).
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ TAKERS, TTL, DURATION, INTERVAL = 3, 1.0, 6.0, 0.6
 # proxy and store faults of the default mix slow every holder down (fewer holdings, fewer
 # takeovers in a short run); `tenure chaos --workload locks` runs them by default.
 FAULTS = ("pause", "pause-handler", "pause-renew", "kill", "skew")
+# Seeds to try before a run whose stale writes never reached the sink fails: two, as the
+# schedules `_seeds` asks for are rare (seeds 620 and 4251 of the first 6,000).
+STALL_RUNS = 2
 
 
 def _clean_stall(fault: Fault, faults: list[Fault]) -> bool:
@@ -52,15 +56,16 @@ def _clean_stall(fault: Fault, faults: list[Fault]) -> bool:
     return True
 
 
-def _seed(url: str) -> int:
-    """The first seed whose schedule stops a lock taker mid-write (between stamping a write
+def _seeds(url: str, count: int = STALL_RUNS) -> list[int]:
+    """The first seeds whose schedule stops a lock taker mid-write (between stamping a write
     and sending it) twice in the first half of the run (not in its first second, while the
     takers may still be starting), each time for 1.5 TTL or more, and kills one: a stopped
     holder's lease runs out within a TTL, the next taker (woken at the expiry) takes the
     lock and writes with a greater token, so the stopped holder's write, sent when it
     resumes, reaches the sink after that one and is refused. (A kill of the stopped
     process while it is stopped would take that write with it.)"""
-    for seed in range(1, 1000):
+    found = []
+    for seed in range(1, 10_000):
         faults = make_schedule(
             seed,
             store=store_kind(url),
@@ -73,8 +78,35 @@ def _seed(url: str) -> int:
         kills = [f for f in faults if f.kind == "kill"]
         stalls = [f for f in faults if _clean_stall(f, faults)]
         if len(stalls) >= 2 and kills:
-            return seed
+            found.append(seed)
+            if len(found) == count:
+                return found
     raise AssertionError("no seed found")
+
+
+def _lock_chaos(url: str, out: Path, seed: int) -> tuple[list[str], int, int]:
+    """One locks run: its report's lines (its exit status and verdict checked), and the
+    writes the sink accepted and refused as stale."""
+    command = [
+        *(sys.executable, "-m", "tenure", "--store", url, "chaos", "--workload", "locks"),
+        *("--workers", str(TAKERS), "--ttl", str(TTL), "--duration", str(DURATION)),
+        *("--fault-interval", str(INTERVAL), "--seed", str(seed)),
+        *("--faults", ",".join(FAULTS)),
+        *("--out", str(out), "--no-png"),
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=90)
+    lines = done.stdout.strip().splitlines()
+    output = "\n".join(lines)
+    assert lines, done.stderr[-3000:]
+    assert done.returncode == 0, output
+    assert lines[-2].startswith("verdict: VALID: I1-I5 held on 1 lock over "), output
+    for line in lines:
+        if line.startswith(("I1 ", "I2 ", "I3 ", "I4 ", "I5 ")):
+            assert line.endswith(" ok"), output
+    writes = next(line for line in lines if line.startswith("writes: "))
+    found = re.match(r"writes: (\d+) accepted, (\d+) stale rejected", writes)
+    assert found is not None, writes
+    return lines, int(found[1]), int(found[2])
 
 
 # One store: a lock is a job, and the lock conformance suite and its state machine run on
@@ -84,38 +116,27 @@ def test_lock_chaos_run_is_valid_and_stale_writes_are_refused(
     backend: Backend, tmp_path: Path
 ) -> None:
     assert set(FAULTS) <= set(LOCK_KINDS)  # all in a locks run's own mix
-    with backend.isolated_url(tmp_path) as url:
-        out = tmp_path / "run"
-        command = [
-            *(sys.executable, "-m", "tenure", "--store", url, "chaos", "--workload", "locks"),
-            *("--workers", str(TAKERS), "--ttl", str(TTL), "--duration", str(DURATION)),
-            *("--fault-interval", str(INTERVAL), "--seed", str(_seed(url))),
-            *("--faults", ",".join(FAULTS)),
-            *("--out", str(out), "--no-png"),
-        ]
-        done = subprocess.run(command, capture_output=True, text=True, timeout=90)
-        lines = done.stdout.strip().splitlines()
-        output = "\n".join(lines)
-        assert lines, done.stderr[-3000:]
-        assert done.returncode == 0, output
-        assert lines[-2].startswith("verdict: VALID: I1-I5 held on 1 lock over "), output
-        for line in lines:
-            if line.startswith(("I1 ", "I2 ", "I3 ", "I4 ", "I5 ")):
-                assert line.endswith(" ok"), output
-        # The faults bit: a stale holder's write reached the sink and was refused.
-        writes = next(line for line in lines if line.startswith("writes: "))
-        found = re.match(r"writes: (\d+) accepted, (\d+) stale rejected", writes)
-        assert found is not None, writes
-        accepted, stale = map(int, found.groups())
-        assert stale >= 1, output
-        assert accepted >= 4, output
-        holdings = re.search(r"locks: 1 lock, (\d+) holdings, tokens up to (\d+)", output)
-        assert holdings is not None, output
-        assert int(holdings[1]) >= 3, output
-        assert int(holdings[2]) >= int(holdings[1]), output  # one token per holding at least
-        faults = next(line for line in lines if line.startswith("faults: "))
-        assert "pause-handler" in faults, output
-        assert "storm" not in faults, output  # not in a locks run's mix
-        # The lock can still be taken: released by its last holder (or left to expire).
-        assert re.search(r"final states: 1 (ready|leased)$", output, re.MULTILINE), output
-        print(output)  # the counts, for whoever runs it with -s
+    # The faults must bite: a stale holder's write reaches the sink and is refused. A run in
+    # which none did (a stop aimed at a taker that did not reach its point in time, or a
+    # stopped holder that resumed to find its lock lost and withheld the write: timing on
+    # a loaded machine) proves nothing either way, and is run again with the next seed.
+    # A run that is not VALID fails at once.
+    for number in range(STALL_RUNS):
+        with backend.isolated_url(tmp_path / str(number)) as url:
+            seed = _seeds(url)[number]
+            lines, accepted, stale = _lock_chaos(url, tmp_path / str(number) / "run", seed)
+        if stale >= 1:
+            break
+    output = "\n".join(lines)
+    assert stale >= 1, output
+    assert accepted >= 4, output
+    holdings = re.search(r"locks: 1 lock, (\d+) holdings, tokens up to (\d+)", output)
+    assert holdings is not None, output
+    assert int(holdings[1]) >= 3, output
+    assert int(holdings[2]) >= int(holdings[1]), output  # one token per holding at least
+    faults = next(line for line in lines if line.startswith("faults: "))
+    assert "pause-handler" in faults, output
+    assert "storm" not in faults, output  # not in a locks run's mix
+    # The lock can still be taken: released by its last holder (or left to expire).
+    assert re.search(r"final states: 1 (ready|leased)$", output, re.MULTILINE), output
+    print(output)  # the counts, for whoever runs it with -s
