@@ -141,15 +141,15 @@ class LeaseKeeper:
             threading.Thread(target=self._renew_loop, name="tenure-renewer", daemon=True),
             threading.Thread(target=self._watch_loop, name="tenure-lease-watchdog", daemon=True),
         ]
-        self._ready = False  # `start` was called: the first lease starts the threads
-        self._threads_started = False
+        # The threads `start` readied and no lease has started yet (`add_many` starts them).
+        self._unstarted: list[threading.Thread] = []
 
     def start(self) -> None:
         """Ready the keeper. Its threads start with the first leases it is given
         (`add_many`), before those leases' handlers run: a run that holds no lease (a
         burst that finds no job, a worker idle since its start) starts no thread, where
         two thread starts were a tenth of a short run's start."""
-        self._ready = True
+        self._unstarted = list(self._threads)
 
     def stop(self, timeout: float = 5.0) -> None:
         with self._lock:
@@ -212,17 +212,14 @@ class LeaseKeeper:
                 self._renew_cond.notify()
             if watch_at < self._watch_wake:
                 self._watch_cond.notify()
-            start = (
-                self._ready and not self._threads_started and not self._stopped and bool(handles)
-            )
-            if start:
+            starting: list[threading.Thread] = []
+            if handles and self._unstarted and not self._stopped:
+                starting, self._unstarted = self._unstarted, []
                 # Awake until each has looked at the leases and gone to sleep (`_wait`):
                 # no claim needs to wake them, and `stop_if_idle` waits for the renewer.
-                self._threads_started = True
                 self._renew_wake = self._watch_wake = -math.inf
-        if start:  # out of the lock, which each thread takes first
-            for thread in self._threads:
-                thread.start()
+        for thread in starting:  # out of the lock, which each thread takes first
+            thread.start()
 
     def _forget_removed(self) -> None:
         """Under the lock: forget the handles removed so far."""
