@@ -8,9 +8,15 @@ bookkeeping per claimed batch instead of per job:
   `renew_many` per live batch each third of the TTL; a lease the store refuses is marked
   lost in its batch, and its handler, if it is suspended, is cancelled on the loop;
 * a lost lease is not completed (the store would refuse it anyway);
-* each handler runs at once on the batch's task (a coroutine that returns without
-  suspending costs no task); one that suspends is finished on a task of its own, in a
-  cancel scope the renewer can cancel, and the batch waits for it;
+* the batch's handlers run one after the other on one task (a coroutine that returns
+  without suspending costs no task); one that suspends is finished on the task that
+  started it, in a cancel scope the renewer can cancel, and the jobs after it go on on a
+  new task. A handler must end on the task it started on: a cancel scope it entered
+  (``anyio.move_on_after``, ``asyncio.timeout``) belongs to that task. The first version
+  of this sketch finished a suspended handler on a task of its own: such a handler's
+  ``move_on_after`` raised RuntimeError on exit, and its ``asyncio.timeout`` cancelled
+  the batch's task and so the whole run (seen 2026-12-07). `tenure.Worker`'s slots
+  (`tenure.worker._slots`) do the same as this version;
 * a handler that raises fails its attempt through the store (retry policy and all);
 * the batch's completions go with the next claim (`complete_and_claim_jobs`).
 
@@ -122,48 +128,68 @@ def _resume(coroutine: Coroutine[Any, Any, Any], yielded: Any) -> Generator[Any,
             return
 
 
-async def _finish(
-    batch: Batch,
-    index: int,
-    coroutine: Coroutine[Any, Any, Any],
-    yielded: Any,
-    failed: list[tuple[int, BaseException]],
-) -> None:
-    scope = batch.scopes[index] = anyio.CancelScope()
-    try:
-        with scope:
-            await _resume(coroutine, yielded)
-    except Exception as exc:
-        failed.append((index, exc))
-    finally:
-        del batch.scopes[index]
-        batch.running -= 1
-        if not batch.running and batch.finished is not None:
-            batch.finished.set()
+class _BatchRun:
+    """The handlers of one claimed batch, run on as few tasks as they allow."""
 
+    def __init__(
+        self,
+        task_group: anyio.abc.TaskGroup,
+        claimed: list[models.Claim],
+        handler: Handler,
+        batch: Batch,
+    ) -> None:
+        self.task_group = task_group
+        self.claimed = claimed
+        self.handler = handler
+        self.batch = batch
+        self.failed: list[tuple[int, BaseException]] = []
 
-async def _run_batch(
-    task_group: anyio.abc.TaskGroup,
-    claimed: list[models.Claim],
-    handler: Handler,
-    batch: Batch,
-) -> list[tuple[int, BaseException]]:
-    failed: list[tuple[int, BaseException]] = []
-    for index, (_, job) in enumerate(claimed):
-        coroutine = handler(job)
+    async def run(self) -> list[tuple[int, BaseException]]:
+        batch = self.batch
+        await self._run_from(0)
+        if batch.running:
+            batch.finished = anyio.Event()
+            await batch.finished.wait()
+        return self.failed
+
+    async def _run_from(self, first: int) -> None:
+        """Run the handlers of the jobs from ``first`` on, one after the other on this
+        task, up to one that suspends: this task finishes that one, and a new task takes
+        the jobs after it. Each handler starts inside the task's one cancel scope, which a
+        loss of the lease of the handler that suspended cancels: a scope the handler
+        enters nests inside it."""
+        claimed, batch, failed = self.claimed, self.batch, self.failed
+        with anyio.CancelScope() as scope:
+            for index in range(first, len(claimed)):
+                coroutine = self.handler(claimed[index][1])
+                try:
+                    yielded = coroutine.send(None)
+                except StopIteration:
+                    continue
+                except Exception as exc:
+                    failed.append((index, exc))
+                    continue
+                if index + 1 < len(claimed):
+                    batch.running += 1
+                    self.task_group.start_soon(self._run_rest, index + 1)
+                batch.scopes[index] = scope
+                try:
+                    await _resume(coroutine, yielded)
+                except Exception as exc:
+                    failed.append((index, exc))
+                finally:
+                    del batch.scopes[index]
+                return
+
+    async def _run_rest(self, first: int) -> None:
+        """`_run_from` on a task of its own, which the batch waits for."""
+        batch = self.batch
         try:
-            yielded = coroutine.send(None)
-        except StopIteration:
-            continue
-        except Exception as exc:
-            failed.append((index, exc))
-            continue
-        batch.running += 1
-        task_group.start_soon(_finish, batch, index, coroutine, yielded, failed)
-    if batch.running:
-        batch.finished = anyio.Event()
-        await batch.finished.wait()
-    return failed
+            await self._run_from(first)
+        finally:
+            batch.running -= 1
+            if not batch.running and batch.finished is not None:
+                batch.finished.set()
 
 
 async def drain(url: str, queue: str, owner: str, ttl: float, size: int, handler: Handler) -> int:
@@ -177,7 +203,7 @@ async def drain(url: str, queue: str, owner: str, ttl: float, size: int, handler
             while claimed:
                 batch = Batch([lease for lease, _ in claimed], loop_call)
                 renewer.add(batch)
-                failed = await _run_batch(group, claimed, handler, batch)
+                failed = await _BatchRun(group, claimed, handler, batch).run()
                 renewer.remove(batch)
                 ended = batch.lost.union(index for index, _ in failed)
                 for index, error in failed:

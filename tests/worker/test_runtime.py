@@ -289,6 +289,32 @@ def test_sync_jobs_of_one_claim_are_completed_together(
     assert len([size for size in sizes if size < 8]) <= 4, sizes
 
 
+def test_a_handler_ends_on_the_task_it_started_on_with_its_cancel_scopes(
+    make_worker: MakeWorker, store: tenure.Store
+) -> None:
+    # The jobs of one claim start one after the other on one task; one that suspends must
+    # be finished on that same task, or a cancel scope its handler entered before its first
+    # await (`move_on_after`, `asyncio.timeout`) is exited on another task: RuntimeError,
+    # or its timeout cancels the wrong task. A design with one task per claimed batch that
+    # finished suspended handlers elsewhere did exactly that (docs/benchmarks.md).
+    worker = make_worker(concurrency=4)
+
+    @worker.handler("default")
+    async def handler(ctx: JobContext) -> Any:
+        entered = anyio.get_current_task().id
+        with anyio.move_on_after(0.01) as scope:
+            await anyio.sleep(10)
+        return {"timed_out": scope.cancelled_caught, "same": anyio.get_current_task().id == entered}
+
+    jobs = [f"j{n}" for n in range(4)]
+    for job_id in jobs:
+        store.submit(job_id, None)
+    run_burst(worker)
+    assert [store.get(job_id).result for job_id in jobs] == [{"timed_out": True, "same": True}] * 4
+    stats = worker.stats()
+    assert (stats["claimed"], stats["completed"]) == (4, 4)
+
+
 def test_explicit_register_and_bare_decorator(make_worker: MakeWorker, store: tenure.Store) -> None:
     worker = make_worker()
 
