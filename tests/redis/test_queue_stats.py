@@ -79,3 +79,35 @@ def test_opening_an_older_store_indexes_its_leases(
     assert counted_stats(newer) == expected
     assert expected["limited"][2] == 4
     assert newer.claim_next("B", 10, queues=["limited"]) is None  # 4 held, limit 3
+
+
+def test_the_sets_a_claim_writes_are_skiplists_whatever_their_size(
+    store: tenure.Store, raw: Any, prefix: str
+) -> None:
+    # A listpack's ZADD reads every entry before it: at the 100-128 leases a fleet of that
+    # many slots holds, each claim's ZADD cost the server 10-20 us more than a skiplist's;
+    # a candidate set under 128 jobs likewise.
+    leases = Keys(prefix).candidates("default") + ":leased"
+    for n in range(3):
+        store.submit(f"J{n}")
+    first = store.claim("J0", "A", 10)
+    assert first is not None
+    assert raw.object("encoding", leases) == b"skiplist"
+    assert [member[16:] for member in raw.zrange(leases, 0, -1)] == [b"J0"]  # nothing else
+    candidates = Keys(prefix).candidates("default")  # its three jobs: likewise
+    assert raw.object("encoding", candidates) == b"skiplist"
+    assert [member[16:] for member in raw.zrange(candidates, 0, -1)] == [b"J1", b"J2", b"J0"]
+    # Emptied, Redis deletes the set; made again by the next claim, it is a skiplist again.
+    store.complete(first)
+    assert not raw.exists(leases)
+    claimed = store.claim_jobs("A", 10, 2)
+    assert raw.object("encoding", leases) == b"skiplist"
+    assert raw.zcard(leases) == 2  # the leases, and nothing else
+    # A set a store of an older tenure left as a listpack becomes a skiplist at its next write.
+    held = dict(raw.zrange(leases, 0, -1, withscores=True))
+    raw.delete(leases)
+    raw.zadd(leases, held)
+    assert raw.object("encoding", leases) == b"listpack"
+    store.renew(claimed[0][0], 10)
+    assert raw.object("encoding", leases) == b"skiplist"
+    assert counted_stats(store) == recomputed_stats(store)

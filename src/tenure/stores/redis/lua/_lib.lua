@@ -145,8 +145,35 @@ local function leases_key(candidates)
   return queue_base(candidates) .. ':leased'
 end
 
+-- A queue's sets are kept as skiplists, whatever their size. Its leases set holds about
+-- one member per busy slot of the fleet, and a fleet of 64 to 128 slots keeps it just under
+-- Redis's zset-max-listpack-entries (128): a listpack, whose ZADD reads the entries from the
+-- first one on (11 us at 127 members against 1.2 us for a skiplist; 16 workers of 8 slots
+-- paid 19-21 us a ZADD, the largest part of a claim's server time: docs/benchmarks.md,
+-- nineteenth round). A candidate set with a backlog under 128 jobs is a listpack too, and
+-- each claim moves its job's score there. So the sets a claim or a renewal writes are made
+-- skiplists: a member longer than any zset-max-listpack-value in use, put in and taken out
+-- again. Redis keeps a set's skiplist until the set empties (and is deleted); a set made
+-- again is made a skiplist again. Looked at once per set and script run.
+local SKIPLIST_MEMBER = string.rep('~', 4097)
+local skiplists = {}
+
+local function as_skiplist(key)
+  if skiplists[key] then
+    return
+  end
+  skiplists[key] = true
+  local encoding = redis.pcall('OBJECT', 'ENCODING', key) -- pcall: as in submit_many.lua
+  if encoding == 'listpack' or encoding == 'ziplist' then
+    redis.call('ZADD', key, '-inf', SKIPLIST_MEMBER)
+    redis.call('ZREM', key, SKIPLIST_MEMBER)
+  end
+end
+
 local function lease_mark(candidates, member, lease_until_s)
-  redis.call('ZADD', leases_key(candidates), lease_until_s, member)
+  local key = leases_key(candidates)
+  redis.call('ZADD', key, lease_until_s, member)
+  as_skiplist(key)
 end
 
 local function lease_clear(candidates, member)
@@ -316,6 +343,7 @@ local function take(job, f, member, candidates, owner, ttl, secret_hash, now)
     'lu', lease_until, 'av', lease_until, 'u', fmt(now),
     'a', string.format('%d', tonumber(f[4]) + 1))
   redis.call('ZADD', candidates, lease_until, member)
+  as_skiplist(candidates)
   lease_mark(candidates, member, lease_until)
   local taken = row(job)
   attempt_start(job, owner, now, taken[GENERATION])

@@ -207,17 +207,17 @@ for n = 1, size do
     details[#details + 1] = json_row(holders[n] or job)
   end
 end
--- One ZADD per set. A set of fewer than 128 members (Redis's default
--- zset-max-listpack-entries) is still a listpack, which finds each new member's place by
--- reading from its first entry on: members in increasing order (as gathered) would each be
--- read past all the others, so they go in reversed, each found at the first entry. A larger
--- set is a skiplist, for which the reversal costs more than it saves (server instructions
--- under callgrind, docs/benchmarks.md): its members go in as gathered.
+-- One ZADD per set. A new set, or a listpack (fewer than 128 members, Redis's default
+-- zset-max-listpack-entries, in a set no claim has written: see _lib.lua's as_skiplist),
+-- finds each new member's place by reading from its first entry on: members in increasing
+-- order (as gathered) would each be read past all the others, so they go in reversed, each
+-- found at the first entry. A skiplist, for which the reversal costs more than it saves
+-- (server instructions under callgrind, docs/benchmarks.md), takes them as gathered.
 for set, pairs_ in pairs(adds) do
   local size_ = #pairs_
   if size_ > 0 then
-    local members = redis.pcall('ZCARD', set) -- pcall: as OBJECT above
-    if type(members) == 'number' and members < 128 then
+    local encoding = redis.pcall('OBJECT', 'ENCODING', set) -- pcall: as OBJECT above
+    if not encoding or encoding == 'listpack' or encoding == 'ziplist' then
       local reversed = {}
       for i = 1, size_, 2 do
         reversed[size_ - i] = pairs_[i]
