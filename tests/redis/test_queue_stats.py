@@ -81,33 +81,33 @@ def test_opening_an_older_store_indexes_its_leases(
     assert newer.claim_next("B", 10, queues=["limited"]) is None  # 4 held, limit 3
 
 
-def test_the_sets_a_claim_writes_are_skiplists_whatever_their_size(
+def test_the_sets_a_claim_writes_are_skiplists_from_32_members(
     store: tenure.Store, raw: Any, prefix: str
 ) -> None:
     # A listpack's ZADD reads every entry before it: at the 100-128 leases a fleet of that
     # many slots holds, each claim's ZADD cost the server 10-20 us more than a skiplist's;
     # a candidate set under 128 jobs likewise.
-    leases = Keys(prefix).candidates("default") + ":leased"
-    for n in range(3):
-        store.submit(f"J{n}")
-    first = store.claim("J0", "A", 10)
-    assert first is not None
-    assert raw.object("encoding", leases) == b"skiplist"
-    assert [member[16:] for member in raw.zrange(leases, 0, -1)] == [b"J0"]  # nothing else
-    candidates = Keys(prefix).candidates("default")  # its three jobs: likewise
-    assert raw.object("encoding", candidates) == b"skiplist"
-    assert [member[16:] for member in raw.zrange(candidates, 0, -1)] == [b"J1", b"J2", b"J0"]
-    # Emptied, Redis deletes the set; made again by the next claim, it is a skiplist again.
-    store.complete(first)
-    assert not raw.exists(leases)
-    claimed = store.claim_jobs("A", 10, 2)
-    assert raw.object("encoding", leases) == b"skiplist"
-    assert raw.zcard(leases) == 2  # the leases, and nothing else
-    # A set a store of an older tenure left as a listpack becomes a skiplist at its next write.
-    held = dict(raw.zrange(leases, 0, -1, withscores=True))
-    raw.delete(leases)
-    raw.zadd(leases, held)
+    candidates = Keys(prefix).candidates("default")
+    leases = candidates + ":leased"
+    store.submit_many([{"job_id": f"J{n}"} for n in range(80)])
+    first = store.claim_jobs("A", 10, 3)
+    # Small sets stay listpacks (a queue running a job now and then makes them often).
     assert raw.object("encoding", leases) == b"listpack"
-    store.renew(claimed[0][0], 10)
+    more = store.claim_jobs("A", 10, 40)  # the candidate set of 80: made a skiplist
+    assert raw.object("encoding", candidates) == b"skiplist"
+    assert raw.object("encoding", leases) == b"listpack"  # 3 members when this claim began
+    store.renew(first[0][0], 10)  # 43 members: made a skiplist
     assert raw.object("encoding", leases) == b"skiplist"
+    # Nothing but the leases is left in it, and nothing but the jobs in the candidate set.
+    held = sorted(lease.job_id for lease, _ in first + more)
+    assert sorted(member[16:].decode() for member in raw.zrange(leases, 0, -1)) == held
+    assert raw.zcard(candidates) == 80
+    # Emptied, Redis deletes the set; made again and grown, it is a skiplist again.
+    assert store.complete_many([lease for lease, _ in first + more]) == []
+    assert not raw.exists(leases)
+    again = store.claim_jobs("A", 10, 33)
+    assert raw.object("encoding", leases) == b"listpack"
+    store.renew(again[0][0], 10)
+    assert raw.object("encoding", leases) == b"skiplist"
+    assert raw.zcard(leases) == 33
     assert counted_stats(store) == recomputed_stats(store)

@@ -151,10 +151,13 @@ end
 -- first one on (11 us at 127 members against 1.2 us for a skiplist; 16 workers of 8 slots
 -- paid 19-21 us a ZADD, the largest part of a claim's server time: docs/benchmarks.md,
 -- nineteenth round). A candidate set with a backlog under 128 jobs is a listpack too, and
--- each claim moves its job's score there. So the sets a claim or a renewal writes are made
--- skiplists: a member longer than any zset-max-listpack-value in use, put in and taken out
+-- each claim moves its job's score there. So a set a claim or a renewal writes is made a
+-- skiplist once it holds 32 members (below, a listpack costs at most about a microsecond
+-- more a ZADD, and a queue that runs a job now and then would make its sets again at each
+-- job): a member longer than any zset-max-listpack-value in use, put in and taken out
 -- again. Redis keeps a set's skiplist until the set empties (and is deleted); a set made
 -- again is made a skiplist again. Looked at once per set and script run.
+local SKIPLIST_FROM = 32
 local SKIPLIST_MEMBER = string.rep('~', 4097)
 local skiplists = {}
 
@@ -164,7 +167,8 @@ local function as_skiplist(key)
   end
   skiplists[key] = true
   local encoding = redis.pcall('OBJECT', 'ENCODING', key) -- pcall: as in submit_many.lua
-  if encoding == 'listpack' or encoding == 'ziplist' then
+  if (encoding == 'listpack' or encoding == 'ziplist')
+    and redis.call('ZCARD', key) >= SKIPLIST_FROM then
     redis.call('ZADD', key, '-inf', SKIPLIST_MEMBER)
     redis.call('ZREM', key, SKIPLIST_MEMBER)
   end
