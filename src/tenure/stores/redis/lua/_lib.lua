@@ -145,11 +145,11 @@ local function leases_key(candidates)
   return queue_base(candidates) .. ':leased'
 end
 
--- A queue's sets are kept as skiplists, whatever their size. Its leases set holds about
--- one member per busy slot of the fleet, and a fleet of 64 to 128 slots keeps it just under
--- Redis's zset-max-listpack-entries (128): a listpack, whose ZADD reads the entries from the
--- first one on (11 us at 127 members against 1.2 us for a skiplist; 16 workers of 8 slots
--- paid 19-21 us a ZADD, the largest part of a claim's server time: docs/benchmarks.md,
+-- A queue's busy sets are kept as skiplists. Its leases set holds about one member per busy
+-- slot of the fleet, and a fleet of 64 to 128 slots keeps it just under Redis's
+-- zset-max-listpack-entries (128): a listpack, whose ZADD reads the entries from the first
+-- one on (11 us at 127 members against 1.2 us for a skiplist; 16 workers of 8 slots paid
+-- 19-21 us a ZADD, the largest part of a claim's server time: docs/benchmarks.md,
 -- nineteenth round). A candidate set with a backlog under 128 jobs is a listpack too, and
 -- each claim moves its job's score there. So a set a claim or a renewal writes is made a
 -- skiplist once it holds 32 members (below, a listpack costs at most about a microsecond
