@@ -151,8 +151,8 @@ end
 -- one on (11 us at 127 members against 1.2 us for a skiplist; 16 workers of 8 slots paid
 -- 19-21 us a ZADD, the largest part of a claim's server time: docs/benchmarks.md,
 -- nineteenth round). A candidate set with a backlog under 128 jobs is a listpack too, and
--- each claim moves its job's score there. So a set a claim or a renewal writes is made a
--- skiplist once it holds 32 members (below, a listpack costs at most about a microsecond
+-- each claim moves its job's score there. So the candidate set a claim writes, and the
+-- leases set a claim or a renewal writes, is made a skiplist once it holds 32 members (below, a listpack costs at most about a microsecond
 -- more a ZADD, and a queue that runs a job now and then would make its sets again at each
 -- job): a member longer than any zset-max-listpack-value in use, put in and taken out
 -- again. Redis keeps a set's skiplist until the set empties (and is deleted); a set made
