@@ -14,7 +14,7 @@ import pytest
 import tenure
 import tenure.aio
 from tenure._protocol import hash_secret, settle_receipt
-from tenure.stores.redis import _common
+from tenure.stores.redis import RedisDriver, _common
 from tests.proxy import Proxy, proxy_for
 
 
@@ -153,6 +153,32 @@ def test_newer_layout_is_refused(url: str, raw: Any, prefix: str) -> None:
     raw.hset("{" + prefix + "}:meta", mapping={"store_id": "x", "layout": "99"})
     with pytest.raises(tenure.StoreUnavailable, match="layout version 99"):
         tenure.connect(url)
+    # Refused before anything is written to it: no clock made for its store id.
+    assert raw.exists("{" + prefix + "}:clock:x") == 0
+    assert raw.hgetall("{" + prefix + "}:meta") == {b"store_id": b"x", b"layout": b"99"}
+
+
+def test_opening_a_current_store_is_one_script_run(
+    url: str, raw: Any, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The store exists in the current layout, and this process has checked the server's
+    # persistence settings (once per server and process): what is left of an open is
+    # the store's own request.
+    tenure.connect(url).close()
+    ran: list[str] = []
+    send = RedisDriver._send
+
+    def counting_send(driver: Any, operation: str, command: Any, **options: Any) -> Any:
+        ran.append(command[0])
+        return send(driver, operation, command, **options)
+
+    monkeypatch.setattr(RedisDriver, "_send", counting_send)
+    with tenure.connect(url) as store:
+        # One EVALSHA (then an EVAL, had the server's script cache been emptied) answers
+        # the id and makes sure of the store's clock key, which every script needs.
+        assert ran in (["EVALSHA"], ["EVALSHA", "EVAL"]), ran
+        assert raw.exists("{" + prefix + "}:clock:" + store.store_id) == 1
+        assert store.submit("J").job_id == "J"
 
 
 def test_store_id_is_kept(open_real_store: Callable[..., tenure.Store]) -> None:

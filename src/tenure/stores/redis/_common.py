@@ -289,7 +289,7 @@ def _script(name: str) -> Script:
 SCRIPTS: dict[str, Script] = {
     name: _script(name)
     for name in (
-        "init",
+        "open",
         "identity",
         "now",
         "submit",

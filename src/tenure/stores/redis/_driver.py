@@ -102,8 +102,10 @@ class RedisDriver(RedisControl, JobsMixin, RedisSchedules):
     def open(self) -> None:
         """Register this store in the server (or find it) and check its persistence."""
         try:
+            # One script run: the store's id and layout, and its clock key made sure of.
+            keys = [self.keys.meta, self.keys.layout1_clock]
             store_id, layout = self._eval(
-                "connect", "init", [self.keys.meta], [uuid.uuid4().hex, str(LAYOUT_VERSION)]
+                "connect", "open", keys, [uuid.uuid4().hex, str(LAYOUT_VERSION)]
             )
             if int(layout) > LAYOUT_VERSION:
                 raise StoreUnavailable(
@@ -114,11 +116,9 @@ class RedisDriver(RedisControl, JobsMixin, RedisSchedules):
                 )
             self.store_id = str(store_id)
             self.keys = self.keys.for_store(self.store_id)
-            current = int(layout) >= LAYOUT_VERSION
             # An older store is marked layout 3 only once its leases are indexed (issue
             # #20): until then every client that opens it builds the index first.
-            self._identity(LAYOUT_VERSION if current else LAYOUT_VERSION - 1)
-            if not current:
+            if int(layout) < LAYOUT_VERSION:
                 self.index_leases()
                 self._identity(LAYOUT_VERSION)
             self._check_persistence()

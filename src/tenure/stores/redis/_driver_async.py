@@ -110,8 +110,10 @@ class AsyncRedisDriver(AsyncRedisControl, AsyncJobsMixin, AsyncRedisSchedules):
     async def open(self) -> None:
         """Register this store in the server (or find it) and check its persistence."""
         try:
+            # One script run: the store's id and layout, and its clock key made sure of.
+            keys = [self.keys.meta, self.keys.layout1_clock]
             store_id, layout = await self._eval(
-                "connect", "init", [self.keys.meta], [uuid.uuid4().hex, str(LAYOUT_VERSION)]
+                "connect", "open", keys, [uuid.uuid4().hex, str(LAYOUT_VERSION)]
             )
             if int(layout) > LAYOUT_VERSION:
                 raise StoreUnavailable(
@@ -122,11 +124,9 @@ class AsyncRedisDriver(AsyncRedisControl, AsyncJobsMixin, AsyncRedisSchedules):
                 )
             self.store_id = str(store_id)
             self.keys = self.keys.for_store(self.store_id)
-            current = int(layout) >= LAYOUT_VERSION
             # An older store is marked layout 3 only once its leases are indexed (issue
             # #20): until then every client that opens it builds the index first.
-            await self._identity(LAYOUT_VERSION if current else LAYOUT_VERSION - 1)
-            if not current:
+            if int(layout) < LAYOUT_VERSION:
                 await self.index_leases()
                 await self._identity(LAYOUT_VERSION)
             await self._check_persistence()

@@ -200,7 +200,7 @@ local function store_now(clock_key, override, write)
     now = tonumber(t[1]) + tonumber(t[2]) / 1000000
   end
   -- The clock key carries the store's id in its name and exists from the client's connect
-  -- on (identity.lua). Without it the data this client saw is gone (a restart without
+  -- on (open.lua). Without it the data this client saw is gone (a restart without
   -- persistence, FLUSHALL, eviction, a failover to a replica that missed it), and the
   -- generations the store issued could be issued again: refuse, before any write.
   local floor = redis.call('GET', clock_key)

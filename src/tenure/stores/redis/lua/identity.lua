@@ -1,5 +1,6 @@
 -- identity: make sure the clock key of this store id exists (every script refuses to run
 -- without it: see store_now), moving a layout-1 store's clock there; then mark the layout.
+-- Run once an older store's leases are indexed (open.lua does the rest of an open).
 -- KEYS: meta, the store id's clock, the layout-1 clock
 -- ARGV: layout version
 if redis.call('EXISTS', KEYS[2]) == 0 then
