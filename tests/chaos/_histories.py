@@ -62,10 +62,13 @@ class History:
         at: float,
         *,
         lease_from: float | None = None,
+        found: bool = False,
     ) -> str:
         """A claim_next granting ``job``; its lease starts at ``lease_from`` (default: its
-        store time ``at``; later on PostgreSQL, for a limited queue's claim)."""
-        claim = {
+        store time ``at``; later on PostgreSQL, for a limited queue's claim). ``found``:
+        the lease a claim whose reply was lost took, found by its secret at ``at`` (its
+        lease started at ``lease_from``, before)."""
+        claim: dict[str, Any] = {
             "job": job,
             "gen": gen,
             "store_now": T0 + at,
@@ -73,6 +76,8 @@ class History:
             "attempts": gen,
             "max_attempts": 5,
         }
+        if found:
+            claim["found"] = True
         return self.op(
             proc,
             "claim_next",

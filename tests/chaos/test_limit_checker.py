@@ -223,6 +223,22 @@ def test_a_slow_window_does_not_excuse_a_fast_one() -> None:
     assert "3 leases started in 0.000000 s" in message
 
 
+def test_a_lease_found_after_its_claims_reply_was_lost_started_with_that_claim() -> None:
+    # r1's claim at 1.0 took a token, but its reply was lost; the worker found the lease
+    # by its secret at 1.52, after another worker's claim took the two tokens of 1.5.
+    # The lease started at 1.0 (its lease_until less the TTL), not at the find's store
+    # time: three leases from 1.0 to 1.5 are within 2 a second and a burst of 2.
+    h = _rated(3)
+    h.lost_claim("w1.1", A, at=1.0)
+    for job in ("r2", "r3"):
+        h.claim("w2.1", B, job, 1, at=1.5)
+    h.claim("w1.1", A, "r1", 1, at=1.52, lease_from=1.0, found=True)
+    messages, info = _check(_rated_done(h, 3))
+    assert messages == []
+    [rated] = info["limits"]  # type: ignore[misc]
+    assert rated["drawn"] == 2.0  # type: ignore[index]
+
+
 def test_the_verdict_lists_i6_and_the_rates_draw() -> None:
     h = _rated(2)
     for n, at in enumerate((1.0, 1.5), start=1):

@@ -111,12 +111,17 @@ class Claims:
 
 
 def _interval(op: Op, claim: Op, known: dict[str, list[Interval]]) -> Interval | None:
-    """The interval a granted claim starts; None for a repeat of one already known."""
+    """The interval a granted claim starts; None for a repeat of one already known.
+
+    A repeat (a claim by id finding its own earlier claim) and a lease found by its secret
+    after a claim's reply was lost (``found``, the recorder's `find_leases`) were granted
+    by an earlier statement than the one answering: the lease started at its lease_until
+    less the claim's TTL, before this answer's store time."""
     job = claim["job"]
     gen = int(claim.get("row_gen", claim.get("gen", 0)) or 0)
     until = float(claim["lease_until"])
     start = float(claim["store_now"])
-    if claim.get("repeat"):
+    if claim.get("repeat") or claim.get("found"):
         if any(c.gen == gen and c.owner == op.get("owner") for c in known.get(job, [])):
             return None
         start = until - float(op.get("ttl") or 0.0)

@@ -246,7 +246,7 @@ class RecordingDriver(PassThroughDriver):
         except BaseException as exc:
             self._rec.end(op, "claim_next", _ended(exc), error=str(exc)[:300])
             raise
-        self._claimed(op, secret_hashes, outcomes)
+        self._claimed(op, set(secret_hashes), outcomes, False)
         return outcomes
 
     def find_leases(
@@ -255,18 +255,18 @@ class RecordingDriver(PassThroughDriver):
         # The leases a claim whose reply was lost took, found by their secrets: the client
         # holds them from this answer on, so the history records it as the claim that
         # granted them (the lost claim itself is recorded with its outcome unknown). It
-        # changes nothing: when it fails, it failed.
+        # changes nothing: when it fails, it failed. Each lease is marked "found": it was
+        # granted by the lost claim, before this answer's store time (`_context._interval`).
         op = self._rec.invoke("claim_next", owner=owner, ttl=ttl, limit=len(secret_hashes))
         try:
             outcomes = self._inner.find_leases(owner, ttl, queues, secret_hashes)
         except BaseException as exc:
             self._rec.end(op, "claim_next", "fail", error=str(exc)[:300])
             raise
-        self._claimed(op, secret_hashes, outcomes)
+        self._claimed(op, set(secret_hashes), outcomes, True)
         return outcomes
 
-    def _claimed(self, op: str, secret_hashes: Sequence[str], outcomes: list[Outcome]) -> None:
-        ours = set(secret_hashes)
+    def _claimed(self, op: str, ours: set[str], got: list[Outcome], found: bool) -> None:
         claims = [
             {
                 "job": o.row.job_id,
@@ -275,11 +275,12 @@ class RecordingDriver(PassThroughDriver):
                 "lease_until": o.row.lease_until,
                 "attempts": o.row.attempts,
                 "max_attempts": o.row.max_attempts,
+                "found": found,
             }
-            for o in outcomes
+            for o in got
             if o.status == Status.APPLIED and o.row is not None and o.row.secret_hash in ours
         ]
-        store_now = outcomes[0].now if outcomes else None
+        store_now = got[0].now if got else None
         self._rec.end(op, "claim_next", "ok", claims=claims, store_now=store_now)
 
     def renew(
@@ -397,7 +398,7 @@ class RecordingDriver(PassThroughDriver):
             self._rec.end(op, "claim_next", _ended(exc), error=str(exc)[:300])
             raise
         self._completes_settled(ops, completions, completed)
-        self._claimed(op, secret_hashes, claimed)
+        self._claimed(op, set(secret_hashes), claimed, False)
         return completed, claimed
 
     def _invoke_each(self, f: str, items: _Batch) -> list[str]:
