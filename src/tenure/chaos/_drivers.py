@@ -246,7 +246,7 @@ class RecordingDriver(PassThroughDriver):
         except BaseException as exc:
             self._rec.end(op, "claim_next", _ended(exc), error=str(exc)[:300])
             raise
-        self._claimed(op, set(secret_hashes), outcomes, False)
+        self._claimed(op, secret_hashes, outcomes, False)
         return outcomes
 
     def find_leases(
@@ -263,10 +263,11 @@ class RecordingDriver(PassThroughDriver):
         except BaseException as exc:
             self._rec.end(op, "claim_next", "fail", error=str(exc)[:300])
             raise
-        self._claimed(op, set(secret_hashes), outcomes, True)
+        self._claimed(op, secret_hashes, outcomes, True)
         return outcomes
 
-    def _claimed(self, op: str, ours: set[str], got: list[Outcome], found: bool) -> None:
+    def _claimed(self, op: str, hashes: Sequence[str], got: list[Outcome], found: bool) -> None:
+        ours = set(hashes)
         claims = [
             {
                 "job": o.row.job_id,
@@ -398,7 +399,7 @@ class RecordingDriver(PassThroughDriver):
             self._rec.end(op, "claim_next", _ended(exc), error=str(exc)[:300])
             raise
         self._completes_settled(ops, completions, completed)
-        self._claimed(op, set(secret_hashes), claimed, False)
+        self._claimed(op, secret_hashes, claimed, False)
         return completed, claimed
 
     def _invoke_each(self, f: str, items: _Batch) -> list[str]:

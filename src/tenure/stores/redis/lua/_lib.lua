@@ -191,6 +191,23 @@ local function queue_known(base, name)
   redis.call('HSET', string.match(base, '^(%b{})') .. ':queues', base, name)
 end
 
+-- A store's identity (open.lua, identity.lua): make sure the clock key of its store id
+-- exists (every script refuses to run without it: see store_now), moving a layout-1 store's
+-- clock there, then raise the layout marked in meta to `layout` if it is lower.
+local function store_identity(meta, clock, layout1_clock, layout)
+  if redis.call('EXISTS', clock) == 0 then
+    if redis.call('EXISTS', layout1_clock) == 1 then
+      redis.call('RENAME', layout1_clock, clock)
+    else
+      redis.call('SET', clock, '0')
+    end
+  end
+  local marked = tonumber(redis.call('HGET', meta, 'layout') or '0')
+  if marked < layout then
+    redis.call('HSET', meta, 'layout', string.format('%d', layout))
+  end
+end
+
 local function store_now(clock_key, override, write)
   local now
   if override ~= '' then
