@@ -17,14 +17,13 @@ from .._protocol import (
     Outcome,
     Renewal,
     Status,
-    Submission,
     is_repeat,
 )
-from .._schedule import ScheduleRow
 from ..errors import StoreUnavailable
 from ..stores.abc import Driver
 from ._control import TAKEOVERS, Control
 from ._history import Recorder
+from ._passthrough import PassThroughDriver
 
 __all__ = ["RecordingDriver", "UnsafeDriver"]
 
@@ -53,125 +52,6 @@ def _ended(error: BaseException) -> str:
     if isinstance(error, StoreUnavailable) and not error.outcome_unknown:
         return "fail"
     return "unknown"
-
-
-class PassThroughDriver:
-    """Hands every call to ``inner``; the drivers below override what they watch or break."""
-
-    def __init__(self, inner: Driver) -> None:
-        self._inner = inner
-        self.store_id = inner.store_id
-        self.url = inner.url
-
-    def now(self) -> float:
-        return self._inner.now()
-
-    def submit(
-        self,
-        job_id: str,
-        queue: str,
-        payload: str | None,
-        delay: float,
-        max_attempts: int,
-        priority: int = 0,
-        timeout: float | None = None,
-        **unique: Any,  # unique_key, unique_for (issue #18), headers (#20): passed through
-    ) -> Outcome:
-        return self._inner.submit(
-            job_id, queue, payload, delay, max_attempts, priority, timeout, **unique
-        )
-
-    def claim(self, job_id: str, owner: str, ttl: float, secret_hash: str) -> Outcome:
-        return self._inner.claim(job_id, owner, ttl, secret_hash)
-
-    def complete_and_claim(
-        self,
-        completions: Sequence[Completion],
-        owner: str,
-        ttl: float,
-        queues: Sequence[str],
-        secret_hashes: Sequence[str],
-    ) -> tuple[list[Outcome], list[Outcome]]:
-        return self._inner.complete_and_claim(completions, owner, ttl, queues, secret_hashes)
-
-    def find_leases(
-        self, owner: str, ttl: float, queues: Sequence[str], secret_hashes: Sequence[str]
-    ) -> list[Outcome]:
-        return self._inner.find_leases(owner, ttl, queues, secret_hashes)
-
-    def get(self, job_id: str) -> Outcome:
-        return self._inner.get(job_id)
-
-    def list_jobs(self, selection: JobFilter) -> tuple[float, list[JobRow], int | None]:
-        return self._inner.list_jobs(selection)
-
-    # Not recorded: the chaos workload neither submits in batches nor waits.
-    def submit_many(self, submissions: Sequence[Submission]) -> list[Outcome]:
-        return self._inner.submit_many(submissions)
-
-    def wait_job(self, job_id: str, timeout: float) -> Outcome:
-        return self._inner.wait_job(job_id, timeout)
-
-    def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
-        self._inner.wait_for_jobs(queues, timeout)
-
-    # Job control (the recording driver records cancel, requeue and delete).
-    def cancel(self, job_id: str, reason: str, takes: Sequence[str]) -> Outcome:
-        return self._inner.cancel(job_id, reason, takes)
-
-    def requeue(
-        self, job_id: str, delay: float, reset_attempts: bool, takes: Sequence[str]
-    ) -> Outcome:
-        return self._inner.requeue(job_id, delay, reset_attempts, takes)
-
-    def delete(self, job_id: str, takes: Sequence[str]) -> Outcome:
-        return self._inner.delete(job_id, takes)
-
-    def purge(
-        self, states: Sequence[str], older_than: float, limit: int, cursor: str | None
-    ) -> tuple[int, str | None]:
-        return self._inner.purge(states, older_than, limit, cursor)
-
-    def set_paused(self, queue: str, paused: bool) -> None:
-        self._inner.set_paused(queue, paused)
-
-    def paused_queues(self) -> list[str]:
-        return self._inner.paused_queues()
-
-    def set_queue_limit(self, queue: str, limit: int | None) -> None:
-        self._inner.set_queue_limit(queue, limit)
-
-    def queue_limits(self) -> dict[str, int]:
-        return self._inner.queue_limits()
-
-    def set_queue_rate(self, queue: str, rate: tuple[float, int] | None) -> None:
-        self._inner.set_queue_rate(queue, rate)
-
-    def queue_rates(self) -> dict[str, tuple[float, int]]:
-        return self._inner.queue_rates()
-
-    def put_schedule(self, row: ScheduleRow) -> ScheduleRow:
-        return self._inner.put_schedule(row)
-
-    def delete_schedule(self, name: str) -> bool:
-        return self._inner.delete_schedule(name)
-
-    def schedules(self) -> list[ScheduleRow]:
-        return self._inner.schedules()
-
-    def close(self) -> None:
-        self._inner.close()
-
-    # The optional readers (a driver may have none): the store asks for them by name, so a
-    # wrapper forwards what its inner driver has, and a chaos run's store shows its attempt
-    # history and queue counts like any other.
-    @property
-    def attempts(self) -> Any:
-        return getattr(self._inner, "attempts", None)
-
-    @property
-    def queue_stats(self) -> Any:
-        return getattr(self._inner, "queue_stats", None)
 
 
 class RecordingDriver(PassThroughDriver):
