@@ -134,3 +134,73 @@ def test_generations_are_counted_per_timeline() -> None:
     h.holder("complete", "w2.1", B, "k", BASE_2 + 3, at=3.1)
     h.final("k", "done", BASE_2 + 3, attempts=1)
     assert "I1" in {v.invariant for v in check_history(h.events).violations}
+
+
+def held_across_a_failover() -> History:
+    """A holds j's generation 1, renewed at 1.8 (replicated); the primary dies at 2.0 and
+    the replica is promoted at 2.5."""
+    h = History()
+    h.submit("j")
+    h.claim("w1.1", A, "j", 1, at=1.0)
+    h.write("w1.1", A, "j", 1, 1, at=1.1)
+    h.holder("renew", "w1.1", A, "j", 1, at=1.8)
+    h.outage("failover", 2.0, 2.5)
+    return h
+
+
+def given_back(*, released_at: float) -> History:
+    """`held_across_a_failover`, then A releases j at ``released_at``; B takes it at 2^40
+    at 2.7 and completes it. (Before the kill: the old primary took the release; after the
+    promotion: the new one did, as in a `--workload locks` run with `failover`.)"""
+    h = held_across_a_failover()
+    h.holder("release", "w1.1", A, "j", 1, at=released_at, row_state="ready")
+    h.claim("w2.1", B, "j", BASE_2, at=2.7)
+    h.write("w2.1", B, "j", BASE_2, 1, at=2.8)
+    h.holder("complete", "w2.1", B, "j", BASE_2, at=2.9)
+    h.final("j", "done", BASE_2, attempts=2)
+    return h
+
+
+def test_a_release_across_a_failover_is_no_reexecution() -> None:
+    # A release gives the job back: the next attempt is its due, whichever primary took the
+    # release. (The checker once counted both as re-executions caused by the failover.)
+    for released_at in (1.9, 2.6):
+        verdict = check_history(given_back(released_at=released_at).events)
+        assert verdict.violations == [], released_at
+        assert verdict.counts["reexecutions"] == 0, released_at
+        assert verdict.counts["reexecutions_failover"] == 0, released_at
+
+
+def test_a_completion_the_new_primary_accepted_was_not_lost_with_the_old_one() -> None:
+    # A's complete of generation 1 is answered after the promotion: the new primary has it,
+    # and nothing ran j again.
+    h = held_across_a_failover()
+    h.holder("complete", "w1.1", A, "j", 1, at=2.6)
+    h.final("j", "done", 1, attempts=1)
+    verdict = check_history(h.events)
+    assert verdict.violations == []
+    assert verdict.counts["reexecutions"] == 0
+    assert verdict.counts["completions_lost_failover"] == 0
+
+
+def test_a_done_job_requeued_after_a_failover_runs_again_as_its_due() -> None:
+    # A completes j at 1.5 on the old primary, which replicated it; the primary dies at 2.0;
+    # the harness requeues the done job at 2.6 on the new primary (the cancel fault), and
+    # B runs it at 2^40. A new life, not a re-execution. (Seen in a `--workload flow` run
+    # with `failover` and `cancel`, seed 305.)
+    h = History()
+    h.submit("j")
+    h.claim("w1.1", A, "j", 1, at=1.0)
+    h.write("w1.1", A, "j", 1, 1, at=1.1)
+    h.holder("complete", "w1.1", A, "j", 1, at=1.5, row_state="done")
+    h.outage("failover", 2.0, 2.5)
+    h.requeue("j", at=2.6, row_gen=1)
+    h.claim("w2.1", B, "j", BASE_2, at=2.7)
+    h.write("w2.1", B, "j", BASE_2, 1, at=2.8)
+    h.holder("complete", "w2.1", B, "j", BASE_2, at=2.9, row_state="done")
+    h.final("j", "done", BASE_2, attempts=2)
+    verdict = check_history(h.events)
+    assert verdict.violations == []
+    assert verdict.counts["reexecutions"] == 0
+    assert verdict.counts["reexecutions_failover"] == 0
+    assert verdict.counts["completions_lost_failover"] == 0

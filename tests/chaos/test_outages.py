@@ -105,6 +105,33 @@ def test_a_lost_lease_outside_any_outage_is_counted_but_not_against_the_store() 
     assert c["reexecutions_store_faults"] == 0
 
 
+def test_a_lease_cancelled_after_an_outage_it_lived_through_is_not_counted_against_it() -> None:
+    # A's lease of j lives through a store-kill (renewed before and after it); the harness
+    # cancels j at 3.0 and requeues it; B runs it again. The cancel took the lease: a
+    # re-execution, not one the store fault caused. (Seen in a `--workload flow` run with
+    # `failover` and `cancel`, seed 305.)
+    h = History()
+    h.submit("j")
+    h.claim("w1.1", A, "j", 1, at=1.0)
+    h.write("w1.1", A, "j", 1, 1, at=1.1)
+    h.holder("renew", "w1.1", A, "j", 1, at=1.5)
+    h.outage("store-kill", 2.0, 2.3)
+    h.holder("renew", "w1.1", A, "j", 1, at=2.5)
+    h.cancel("j", at=3.0, row_gen=2)
+    h.holder("renew", "w1.1", A, "j", 1, at=3.5, outcome="fail", row_gen=2, row_state="cancelled")
+    h.requeue("j", at=4.0, row_gen=2)
+    h.claim("w2.1", B, "j", 3, at=4.1)
+    h.write("w2.1", B, "j", 3, 1, at=4.2)
+    h.holder("complete", "w2.1", B, "j", 3, at=4.3, row_state="done")
+    h.final("j", "done", 3)
+    verdict = check_history(h.events)
+    assert verdict.violations == []
+    assert verdict.counts["reexecutions"] == 1
+    assert verdict.counts["reexecutions_store_faults"] == 0
+    [found] = reexecutions(Context(h.events))
+    assert (found.lost.gen, found.again.gen, found.outage) == (1, 3, None)
+
+
 def test_what_is_not_a_reexecution() -> None:
     h = History()
     h.outage("store-kill", 1.0, 6.0)

@@ -87,14 +87,15 @@ def test_store_faults_are_scheduled_only_when_named() -> None:
         ttl=2.0,
         duration=120,
         interval=2.0,
-        kinds=("store-restart", "store-kill", "pause"),
+        kinds=("store-restart", "store-kill", "failover", "pause"),
     )
     kinds = [f.kind for f in named]
-    assert {"store-restart", "store-kill", "pause"} == set(kinds)
+    assert {"store-restart", "store-kill", "failover", "pause"} == set(kinds)
     for fault in named:
         if fault.kind in STORE_FAULTS:
             assert fault.target is None
-            # Down for 0.1-0.25 TTL between the stop and the start: well within a lease.
+            # Down for 0.1-0.25 TTL between the stop and the start (a failover: between
+            # the primary's kill and the replica's promotion): well within a lease.
             assert 0.2 <= fault.params["outage"] <= 0.5, fault
     # A default schedule has none (so a seed's default schedule did not change with them).
     default = make_schedule(7, store="postgres", workers=4, ttl=2.0, duration=120)

@@ -25,8 +25,9 @@ store-restart       the run's own store server stopped (pg_ctl stop -m fast / SI
 store-kill          the same server killed with SIGKILL (PostgreSQL: the postmaster) and
                     started again; SQLite: the lock holder killed -9 mid-transaction
 failover            PostgreSQL only: the run's own primary killed with SIGKILL and its
-                    streaming replica promoted (once a run: then there is no replica);
-                    the workers reach the new primary through a multi-host URL
+                    streaming replica promoted 0.1-0.25 TTL later, as a failover manager
+                    would once it noticed (once a run: then there is no replica); the
+                    workers reach the new primary through a multi-host URL
 cancel              1-3 jobs cancelled through the store (leased ones first, then ready);
                     with odds of 2 in 3 they are requeued 0.5-2 TTL later; and a done job
                     requeued at once (run again: it must end done once more)
@@ -164,11 +165,11 @@ def _params(rng: random.Random, kind: str, ttl: float) -> dict[str, float]:
             "requeue_after": r(rng.uniform(0.5, 2.0) * ttl),
             "requeue": float(rng.random() < 2 / 3),
         }
-    if kind == "failover":
-        return {}
     if kind in STORE_FAULTS:
-        # Down this long between the stop and the start (which adds its own time): well
-        # within the lease, which a renewal made at most a third of a TTL ago still holds.
+        # Down this long between the stop and the start, or between the primary's kill and
+        # the replica's promotion (either adds its own time): well within the lease, which
+        # a renewal made at most a third of a TTL ago still holds. A failover promoted at
+        # once was down for about 0.1 s, in which a run could have no call in flight.
         return {"outage": r(rng.uniform(0.1, 0.25) * ttl)}
     return {}
 
@@ -207,8 +208,9 @@ class Target(Protocol):
         seconds later, on a thread; ``record("start" | "end", what)`` as it goes. False
         when the previous one is still going on."""
 
-    def failover(self, record: Callable[[str, dict[str, Any]], None]) -> bool:
-        """kill -9 the store's primary and promote its replica, on a thread;
+    def failover(self, outage: float, record: Callable[[str, dict[str, Any]], None]) -> bool:
+        """kill -9 the store's primary and promote its replica ``outage`` seconds later, on
+        a thread;
         ``record("start" | "end", what)`` as it goes. False when there is no replica
         (already promoted) or another store fault is going on."""
 
@@ -414,9 +416,9 @@ class Nemesis:
 
     def _failover(self, fault: Fault) -> str:
         def record(phase: str, what: dict[str, Any]) -> None:
-            self._record("failover", phase, **what)
+            self._record("failover", phase, **what, **(fault.params if phase == "start" else {}))
 
-        if self._target.failover(record):
+        if self._target.failover(fault.params["outage"], record):
             return _INJECTED
         return (
             "no replica left to promote (the run's one failover already happened), or the "

@@ -16,7 +16,8 @@ Definitions, all read from the history:
   had been invoked (only the completion was lost).
 * A re-execution was **caused by a store fault** when the lost attempt's lease (from its
   claim to its last confirmed ``lease_until``, moved onto host time by the run's offset)
-  overlaps an outage: the lease was live while the store was down, and was lost.
+  overlaps an outage: the lease was live while the store was down, and was lost; unless
+  an accepted cancel or requeue of its job ended it (that one took the lease).
 
 So a run whose outages are shorter than what its leases have left shows none: a settle
 that failed while the store was down is retried within the lease and lands once the store
@@ -34,7 +35,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from ._context import Context
+from ._context import CONTROL_OPS, Context
 from ._failover import crossed, failovers
 from ._nemesis import STORE_FAULTS
 from ._verdict import Interval
@@ -84,10 +85,11 @@ def _float(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) else None
 
 
-def _runs(ctx: Context) -> dict[tuple[str, int, str], dict[str, bool]]:
-    """Per attempt (job, generation, owner): whether its handler ran, invoked a complete,
-    had a settle accepted."""
-    runs: dict[tuple[str, int, str], dict[str, bool]] = defaultdict(dict)
+def _runs(ctx: Context) -> dict[tuple[str, int, str], dict[str, Any]]:
+    """Per attempt (job, generation, owner): whether its handler ran (``ran``), invoked a
+    complete (``finished``), had a settle accepted (``settled``), and the store time at
+    which a complete of it was accepted (``completed_at``)."""
+    runs: dict[tuple[str, int, str], dict[str, Any]] = defaultdict(dict)
 
     def key(item: dict[str, Any]) -> tuple[str, int, str]:
         return str(item.get("job")), int(item.get("gen") or 0), str(item.get("owner"))
@@ -103,6 +105,9 @@ def _runs(ctx: Context) -> dict[tuple[str, int, str], dict[str, bool]]:
             run["finished"] = True
         if op.get("type") == "ok":
             run["settled"] = True
+            if op["f"] == "complete":
+                at = op.get("store_now")
+                run["completed_at"] = float(at if at is not None else op["t"] + ctx.offset)
     return runs
 
 
@@ -125,14 +130,32 @@ def reexecutions(ctx: Context) -> list[Reexecution]:
                 continue
             start, end = lost.start - ctx.offset, lost.end - ctx.offset
             hit = next((o for o in spans if o.start <= end and start <= o.end), None)
+            if _ended_by_control(ctx, lost):
+                hit = None  # a cancel (or requeue) took the lease, whatever the store went through
             if run.get("settled"):
-                if not crossed(windows, lost.start, again.start):
+                # Only a completion can be lost with the old primary and make its job run
+                # again: a release or a fail gives the job (or a lock) back, and the next
+                # attempt is its due, as is the next after an accepted requeue of the
+                # done job; a completion the new primary accepted, after the promotion,
+                # was not lost.
+                completed_at = run.get("completed_at")
+                if (
+                    completed_at is None
+                    or not crossed(windows, completed_at, again.start)
+                    or ctx.control.lives(job, completed_at) != ctx.control.lives(job, again.start)
+                ):
                     continue
                 # A settle the old primary accepted, lost with it: a re-run it caused.
                 again_at = again.start - ctx.offset
                 hit = next(o for o in spans if o.kind == "failover" and start < o.start < again_at)
             found.append(Reexecution(job, lost, again, bool(run.get("finished")), hit))
     return found
+
+
+def _ended_by_control(ctx: Context, lease: Interval) -> bool:
+    """Whether an accepted cancel or requeue of its job ended ``lease``."""
+    ender = ctx.paired.ops.get(lease.ended_by) if lease.ended_by is not None else None
+    return ender is not None and ender.get("f") in CONTROL_OPS
 
 
 def count_outages(ctx: Context) -> list[Reexecution]:

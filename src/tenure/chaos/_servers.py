@@ -429,10 +429,11 @@ class OwnedServer:
             self.replica.init_replica(self.server, name="tenure-chaos-replica")
             self.replica.start()
 
-    def failover(self) -> dict[str, Any]:
-        """kill -9 the primary (the postmaster), then promote the replica (``pg_ctl promote
-        -w``): it is the server from then on. Returns once it takes writes, with what was
-        done and how long writes were refused. Only once: then there is no replica."""
+    def failover(self, seconds: float = 0.0) -> dict[str, Any]:
+        """kill -9 the primary (the postmaster), wait ``seconds`` (a failover manager's time
+        to notice), then promote the replica (``pg_ctl promote -w``): it is the server from
+        then on. Returns once it takes writes, with what was done and how long writes were
+        refused. Only once: then there is no replica."""
         replica = self.replica
         if replica is None:
             raise RuntimeError("no replica to promote (the run's one failover already happened)")
@@ -441,6 +442,7 @@ class OwnedServer:
         before = self.server.pid()
         self.server.kill()
         killed = time.monotonic()
+        time.sleep(seconds)
         replica.promote()
         back = time.monotonic()
         self.dead, self.server, self.replica = self.server, replica, None

@@ -312,7 +312,7 @@ class FaultTarget:
         self._in_thread(guarded)
         return True
 
-    def failover(self, record: Callable[[str, dict[str, Any]], None]) -> bool:
+    def failover(self, outage: float, record: Callable[[str, dict[str, Any]], None]) -> bool:
         server = self.p.server
         if server is None or server.replica is None:
             return False
@@ -323,7 +323,7 @@ class FaultTarget:
             try:
                 assert server is not None
                 record("start", {"how": "failover", "server_pid": server.pid})
-                record("end", server.failover())
+                record("end", server.failover(outage))
             except Exception as exc:  # the history says; the start has no end then
                 error = f"{type(exc).__name__}: {exc}"[:300]
                 self.p.rec.event("fault-error", kind="failover", error=error)
