@@ -104,7 +104,7 @@ def test_a_locks_schedule_has_no_storm_cancel_or_pause_complete() -> None:
     [
         (["--faults", "pause,storm"], "--faults: not with --workload locks: storm"),
         (["--faults", "cancel,pause-complete"], "cancel, pause-complete"),
-        (["--unsafe", "no-fence"], "--unsafe: applies to the jobs workload only"),
+        (["--unsafe", "no-fence"], "--unsafe: applies to the jobs and flow workloads only"),
     ],
 )
 def test_what_a_locks_run_cannot_do_is_refused(options: list[str], named: str) -> None:

@@ -34,7 +34,8 @@ def check_lock_options(kinds: tuple[str, ...] | None, unsafe: str | None) -> Non
     """Refuse what a locks run cannot do (`InvalidArgument`, naming the option)."""
     if unsafe is not None:
         raise InvalidArgument(
-            "--unsafe", "applies to the jobs workload only; leave it out with --workload locks"
+            "--unsafe",
+            "applies to the jobs and flow workloads only; leave it out with --workload locks",
         )
     refused = sorted(set(kinds or ()) & set(NOT_FOR_LOCKS))
     if refused:
