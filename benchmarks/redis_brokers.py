@@ -21,6 +21,9 @@ The workload, for each system, on fresh keys (a new key prefix, queue name or na
      (``claim_many``), runs the jobs, and acknowledges the finished ones in one call
      (``complete_many``): two store operations per ``--batch`` jobs, the counterpart of
      Dramatiq's prefetch and threads, which also hold several messages per worker;
+   * *tenure many connecting*: the same, opening its store in the timed window (its
+     connection, the store's open script) as a Worker does, where *tenure many* opens it
+     in the untimed setup;
    * *tenure Worker*: ``tenure.Worker(concurrency=8)`` with an async handler,
      ``run(burst=True)``: the runtime users run; *tenure Worker sync*: the same with a
      plain function as the handler, run on the worker's handler threads;
@@ -75,6 +78,7 @@ SYSTEMS = (
     "tenure",
     "tenure batch",
     "tenure many",
+    "tenure many connecting",
     "tenure Worker",
     "tenure Worker sync",
     "tenure batch sketch",
@@ -189,9 +193,15 @@ def process(system: str, url: str, tag: str, index: int) -> Callable[[], int]:
 
             return lambda: _batch_runtime.run(sketch_url, "default", owner, TTL, batch, run_one)
 
-        if system == "tenure many":
+        if system.startswith("tenure many"):
+            url_of_run = tenure_url(url, tag)
+            if system.endswith("connecting"):
+                store.close()  # opened again in the timed window, as a Worker's store is
 
             def tenure_many_loop() -> int:
+                nonlocal store
+                if system.endswith("connecting"):
+                    store = tenure.connect(url_of_run)
                 done = 0
                 while claimed := store.claim_jobs(owner, TTL, batch):
                     for _, job in claimed:
@@ -341,6 +351,7 @@ def cleanup(url: str, tag: str, system: str) -> None:
         "tenure": ["{" + tag + "}:*"],
         "tenure batch": ["{" + tag + "}:*"],
         "tenure many": ["{" + tag + "}:*"],
+        "tenure many connecting": ["{" + tag + "}:*"],
         "tenure Worker": ["{" + tag + "}:*"],
         "tenure Worker sync": ["{" + tag + "}:*"],
         "tenure batch sketch": ["{" + tag + "}:*"],
