@@ -194,14 +194,14 @@ def process(system: str, url: str, tag: str, index: int) -> Callable[[], int]:
             return lambda: _batch_runtime.run(sketch_url, "default", owner, TTL, batch, run_one)
 
         if system.startswith("tenure many"):
-            url_of_run = tenure_url(url, tag)
-            if system.endswith("connecting"):
+            connecting = system.endswith("connecting")
+            if connecting:
                 store.close()  # opened again in the timed window, as a Worker's store is
 
             def tenure_many_loop() -> int:
                 nonlocal store
-                if system.endswith("connecting"):
-                    store = tenure.connect(url_of_run)
+                if connecting:
+                    store = tenure.connect(tenure_url(url, tag))
                 done = 0
                 while claimed := store.claim_jobs(owner, TTL, batch):
                     for _, job in claimed:

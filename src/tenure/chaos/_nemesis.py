@@ -391,34 +391,31 @@ class Nemesis:
             outcome = self._cancel(fault)
         self._outcome(fault, outcome)
 
-    def _cancel(self, fault: Fault) -> str:
-        p = fault.params
+    def _phases(self, fault: Fault) -> Callable[[str, dict[str, Any]], None]:
+        """``record(phase, what)`` for a fault the target carries out on a thread of its own:
+        each phase recorded with what was done, the start with the scheduled parameters."""
 
         def record(phase: str, what: dict[str, Any]) -> None:
-            self._record("cancel", phase, **what, **(p if phase == "start" else {}))
+            self._record(fault.kind, phase, **what, **(fault.params if phase == "start" else {}))
 
+        return record
+
+    def _cancel(self, fault: Fault) -> str:
+        p = fault.params
         after = p["requeue_after"] if p["requeue"] else None
-        if self._target.cancel_jobs(int(p["jobs"]), after, record):
+        if self._target.cancel_jobs(int(p["jobs"]), after, self._phases(fault)):
             return _INJECTED
         return "no ready or leased job to cancel at that moment"
 
     def _store_outage(self, fault: Fault) -> str:
-        kind = fault.kind
-
-        def record(phase: str, what: dict[str, Any]) -> None:
-            self._record(kind, phase, **what, **(fault.params if phase == "start" else {}))
-
         if self._target.store_outage(
-            fault.params["outage"], kill=kind == "store-kill", record=record
+            fault.params["outage"], kill=fault.kind == "store-kill", record=self._phases(fault)
         ):
             return _INJECTED
         return "the store was still in the previous store fault (restart, kill, SQLite pause)"
 
     def _failover(self, fault: Fault) -> str:
-        def record(phase: str, what: dict[str, Any]) -> None:
-            self._record("failover", phase, **what, **(fault.params if phase == "start" else {}))
-
-        if self._target.failover(fault.params["outage"], record):
+        if self._target.failover(fault.params["outage"], self._phases(fault)):
             return _INJECTED
         return (
             "no replica left to promote (the run's one failover already happened), or the "

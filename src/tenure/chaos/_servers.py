@@ -435,7 +435,7 @@ class OwnedServer:
             self.replica.init_replica(self.server, name="tenure-chaos-replica")
             self.replica.start()
 
-    def failover(self, seconds: float = 0.0) -> dict[str, Any]:
+    def failover(self, seconds: float) -> dict[str, Any]:
         """kill -9 the primary (the postmaster), wait ``seconds`` (a failover manager's time
         to notice), then promote the replica (``pg_ctl promote -w``): it is the server from
         then on. Returns once it takes writes, with what was done and how long writes were
