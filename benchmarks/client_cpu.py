@@ -8,13 +8,17 @@ renewer and watchdog too) while it drains N queued jobs, four ways, taking turns
 * **batch runtime sketch**: not the product; the runtime issue #19 names as its way out,
   designed around claimed batches, sketched to measure its floor (``_batch_runtime.py``);
 * **Worker**: ``tenure.Worker(concurrency=batch)`` with an async no-op handler,
-  ``run(burst=True)`` (warmed up first on an empty queue, untimed).
+  ``run(burst=True)`` (warmed up first on an empty queue, untimed);
+* **Worker sync**: the same with a sync no-op handler (a plain function, run on the
+  worker's handler threads).
 
     python benchmarks/client_cpu.py --url redis://127.0.0.1:6379/5 [--jobs 20000] [--repeat 3] \
         [--batch 8]
     python benchmarks/client_cpu.py --url postgresql://postgres@127.0.0.1:5432/bench_cpu --batch 10
 
-It prints each way's median CPU per job and jobs/s and its ratio to the sync hand loop.
+It prints each way's median CPU per job, jobs/s, context switches per job (voluntary:
+a thread waited; involuntary: it was preempted; from ``getrusage``, all threads) and its
+ratio to the sync hand loop.
 Give it a store of its own (a database, a Redis db or prefix): between runs it purges the
 store's done jobs. CPU counts work, not waiting,
 so it moves far less with the machine's load than jobs/s does. Run it on two trees
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import resource
 import statistics
 import sys
 import time
@@ -95,9 +100,13 @@ def batch_sketch(url: str, batch: int) -> int:
     return _batch_runtime.run(url, QUEUE, OWNER, TTL, batch, _batch_runtime.no_op)
 
 
-def worker_run(url: str, batch: int) -> int:
+def worker_run(url: str, batch: int, *, sync: bool = False) -> int:
     worker = tenure.Worker(url, concurrency=batch, ttl=TTL, owner=OWNER, summary_every=0)
-    return burst_run(worker, QUEUE, lambda ctx: None)()
+    return burst_run(worker, QUEUE, lambda ctx: None, sync=sync)()
+
+
+def worker_sync_run(url: str, batch: int) -> int:
+    return worker_run(url, batch, sync=True)
 
 
 WAYS: dict[str, Callable[[str, int], int]] = {
@@ -105,6 +114,7 @@ WAYS: dict[str, Callable[[str, int], int]] = {
     "hand loop (async)": async_loop,
     "batch runtime sketch": batch_sketch,
     "Worker": worker_run,
+    "Worker sync": worker_sync_run,
 }
 
 
@@ -121,26 +131,38 @@ def main(argv: list[str]) -> int:
     warm_up_worker(args.url)
     cpu: dict[str, list[float]] = {way: [] for way in WAYS}
     rate: dict[str, list[float]] = {way: [] for way in WAYS}
+    switches: dict[str, list[tuple[float, float]]] = {way: [] for way in WAYS}
     for round_ in range(args.repeat):
         ways = list(WAYS) if round_ % 2 == 0 else list(reversed(WAYS))
         for way in ways:
             fill(args.url, args.jobs)
+            before = resource.getrusage(resource.RUSAGE_SELF)
             started, wall = time.process_time(), time.perf_counter()
             done = WAYS[way](args.url, args.batch)
             wall = time.perf_counter() - wall
             spent = time.process_time() - started
+            after = resource.getrusage(resource.RUSAGE_SELF)
             assert done == args.jobs, (way, done)
             cpu[way].append(spent / done * 1e6)
             rate[way].append(done / wall)
+            switches[way].append(
+                (
+                    (after.ru_nvcsw - before.ru_nvcsw) / done,
+                    (after.ru_nivcsw - before.ru_nivcsw) / done,
+                )
+            )
     with tenure.connect(args.url) as store:
         store.purge(states=("done",), older_than=0)
     base = statistics.median(cpu["hand loop (sync)"])
     for way in WAYS:
         median = statistics.median(cpu[way])
         runs = ", ".join(f"{c:.1f}" for c in cpu[way])
+        waited = statistics.median(v for v, _ in switches[way])
+        preempted = statistics.median(i for _, i in switches[way])
         print(
             f"  {way:20} {median:6.1f} us CPU/job ({runs})  {statistics.median(rate[way]):8,.0f} "
-            f"jobs/s  {median / base:4.2f}x the sync hand loop's CPU"
+            f"jobs/s  switches/job {waited:4.2f} + {preempted:4.2f}  "
+            f"{median / base:4.2f}x the sync hand loop's CPU"
         )
     return 0
 

@@ -11,7 +11,7 @@ import anyio.lowlevel
 import pytest
 
 import tenure
-from tenure.worker._loop import Primitives, ThreadPool
+from tenure.worker._loop import LoopCaller, Primitives, ThreadPool
 from tenure.worker._slots import Slot, Slots, in_context
 from tests.worker._support import wait_until
 
@@ -225,8 +225,13 @@ def _nothing() -> None:
     pass
 
 
+# The pool's reports go to an event loop's caller; here they run at once, on the thread
+# that sends them.
+_AT_ONCE = LoopCaller(lambda callback: callback())
+
+
 def test_a_thread_pool_reuses_an_idle_thread_and_ends_it_when_closed() -> None:
-    pool = ThreadPool()
+    pool = ThreadPool(_AT_ONCE)
     ran: list[threading.Thread] = []
     done = threading.Event()
 
@@ -250,7 +255,7 @@ def test_a_thread_pool_reuses_an_idle_thread_and_ends_it_when_closed() -> None:
 def test_a_thread_pool_never_makes_a_function_wait_for_a_blocked_one() -> None:
     # Handed in together, as a claimed batch's sync jobs are: each of the first three
     # blocks until the last has run, which it can only do on a fourth thread.
-    pool = ThreadPool()
+    pool = ThreadPool(_AT_ONCE)
     last_ran = threading.Event()
     ran: list[threading.Thread] = []
     lock = threading.Lock()
@@ -277,10 +282,31 @@ def test_a_thread_pool_never_makes_a_function_wait_for_a_blocked_one() -> None:
         assert not thread.is_alive()
 
 
+def test_a_thread_pool_sends_a_report_while_a_later_function_blocks() -> None:
+    # A thread sends the reports of the functions it ran once the queue is empty, so that
+    # a batch's reach the loop together; not once a function it takes next returns, as
+    # that one may block: a spare sends them (`SPARE_DELAY` after it was woken).
+    pool = ThreadPool(_AT_ONCE)
+    warm = threading.Event()
+    pool.run(_nothing, warm.set, "tenure-job-warm")
+    assert warm.wait(5)
+    # One thread parked: it takes "a" once woken, and finds "b" queued by then.
+    wait_until(lambda: pool.idle == 1, 5, "an idle thread")
+    reported = threading.Event()
+    release = threading.Event()
+    pool.run(_nothing, reported.set, "tenure-job-a")
+    pool.run(lambda: release.wait(10) and None, _nothing, "tenure-job-b")
+    try:
+        assert reported.wait(5), "a report waited for a blocked function"
+    finally:
+        release.set()
+    pool.close()
+
+
 def test_a_thread_pool_runs_quick_functions_back_to_back_on_few_threads() -> None:
     # A batch of functions that return at once is taken from the shared queue by the
     # threads already awake, not one woken thread each.
-    pool = ThreadPool()
+    pool = ThreadPool(_AT_ONCE)
     names: list[str] = []
     threads: set[int] = set()
     all_ran = threading.Event()

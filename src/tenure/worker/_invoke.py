@@ -29,7 +29,7 @@ from ..models import Job
 from ._config import Config, Handler, Isolation
 from ._context import JobContext
 from ._lease import LeaseHandle, lease_extra
-from ._loop import DaemonThread, LoopCaller, ThreadPool
+from ._loop import DaemonThread, LoopCaller, Primitives, ThreadPool
 from ._outcome import Outcome, handler_outcome, outcome_of, returned_outcome
 from ._process import run_in_process
 from ._slots import Slot, resume_in_context
@@ -65,7 +65,9 @@ class Running:
 
     # Most jobs never change these: they start as the class's, so that a claim sets five
     # attributes per job rather than ten.
-    # A sync handler's wait for its thread: cancelled to stop waiting (worker stopping).
+    # A sync handler's thread, until it ends: interrupted to stop waiting (worker stopping).
+    thread: DaemonThread[Outcome] | None = None
+    # A sync handler's wait for its thread after the loss: cancelled to stop waiting.
     wait_scope: anyio.CancelScope | None = None
     # A timed-out sync handler's thread, still running after the attempt was failed.
     straggler: DaemonThread[Outcome] | None = None
@@ -94,6 +96,8 @@ class Running:
         self.abandoned = True
         if self.wait_scope is not None:
             self.wait_scope.cancel()
+        if self.thread is not None:
+            self.thread.interrupt()
 
 
 class Invoker:
@@ -103,7 +107,8 @@ class Invoker:
         self._caller = caller
         self._stats = stats
         self._start_method = start_method
-        self._threads = ThreadPool()  # sync handlers' threads, kept for the next job
+        self._threads = ThreadPool(caller)  # sync handlers' threads, kept for the next job
+        self._event = Primitives.current().event  # made on the loop that runs the handlers
         self._expected = 0  # started jobs of sync handlers whose handlers have not ended
 
     def expect(self, count: int) -> None:
@@ -144,7 +149,10 @@ class Invoker:
         started = time.perf_counter()
         try:
             if spans is None:
-                outcome = await self._invoke(running)
+                # (`_invoke`, written out for the sync handlers' threads: most of the rest)
+                outcome = await (
+                    self._run_thread(running) if running.how.on_thread else self._invoke(running)
+                )
             else:
                 with spans.handling():
                     outcome = await self._invoke(running)
@@ -241,18 +249,21 @@ class Invoker:
     async def _run_thread(self, running: Running) -> Outcome:
         context = running.context
         function = running.how.handler.function
-        thread = DaemonThread(
+        running.thread = thread = DaemonThread(
             partial(handler_outcome, context, lambda: function(context)),
             self._caller,
             name=f"tenure-job-{context.job_id}"[:64],
             pool=self._threads,
+            event=self._event,
         )
-        # Until the lease is lost, only the thread is waited for (no helper tasks), in one
-        # scope that the loss and the worker's stopping (`Running.abandon`) both cancel.
-        with anyio.CancelScope() as until_lost:
-            running.wait_scope = until_lost
-            running.handle.on_loss(partial(self._caller.call_soon, until_lost.cancel))
-            return await thread.wait()
+        # Until the lease is lost, only the thread is waited for (no helper tasks, no
+        # cancel scope): the loss and the worker's stopping (`Running.abandon`) interrupt
+        # the wait.
+        running.handle.on_loss(partial(self._caller.call_soon, thread.interrupt))
+        ended = await thread.wait_until_interrupted()
+        running.thread = None
+        if ended:
+            return thread.result()
         if running.abandoned:
             return Outcome("abandoned")
         with anyio.CancelScope() as wait_scope:

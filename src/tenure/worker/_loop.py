@@ -12,6 +12,7 @@ import asyncio
 import contextvars
 import importlib
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any, Generic, NamedTuple, TypeVar
@@ -68,13 +69,13 @@ class LoopCaller:
             return False
         return True
 
-    def call_soon_batched(self, callback: Callable[[], object]) -> None:
-        """Run ``callback`` on the loop soon, with any others handed in meanwhile: one wake
+    def call_soon_batched(self, *callbacks: Callable[[], object]) -> None:
+        """Run ``callbacks`` on the loop soon, with any others handed in meanwhile: one wake
         of the loop (a write to its self-pipe, a GIL hand-over) for handler threads that
         end together, not one each. For callbacks that must not wait behind the loop's
         other work, such as a lease's loss, use `call_soon`."""
         with self._lock:
-            self._batch.append(callback)
+            self._batch.extend(callbacks)
             if self._scheduled:
                 return
             self._scheduled = True
@@ -88,6 +89,22 @@ class LoopCaller:
             callback()
 
 
+# How long a spare thread waits before it looks at the pool (`ThreadPool`): the longest a
+# function waits behind a handler that blocks, or a finished one's report behind it.
+SPARE_DELAY = 0.001
+
+
+class _Parked:
+    """A parked pool thread: released to take functions, at once or as a spare."""
+
+    __slots__ = ("lock", "spare")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.lock.acquire()
+        self.spare = False
+
+
 class ThreadPool:
     """Daemon threads that run functions handed to them (`DaemonThread` with ``pool``) and
     then take the next one: a new thread per sync handler cost its start and more GIL
@@ -96,19 +113,32 @@ class ThreadPool:
     Functions wait in one queue that every thread of the pool takes from, and a thread is
     woken only when no other is on its way to the queue (as `_slots.Slots` does for tasks):
     the jobs of a claimed batch, handed in together, cost one thread wake-up, and one thread
-    runs those whose handlers return at once back to back (a wake-up and a GIL hand-over
-    each cost more than a no-op handler). No function waits for another's: a thread that
-    takes one while others still wait wakes a thread first (or starts one), so that if its
-    handler blocks the next function is taken by that one. A thread busy with a function
-    that never returns stays busy, and is never given another meanwhile; `close` ends the
-    idle threads and the others once their function returns."""
+    runs those whose handlers return at once back to back. It reports them (to the loop)
+    together once the queue is empty, not one by one: each report wakes the loop, and a
+    wake-up and a GIL hand-over each cost more than a no-op handler.
 
-    def __init__(self) -> None:
+    No function waits for another's, and no report waits for another function: a thread
+    that takes a function while others wait, or while reports wait, wakes a spare thread
+    first (or starts one), unless one is on its way. The spare sleeps `SPARE_DELAY` (the
+    GIL released), then takes what is still waiting and sends the reports: if the handler
+    blocks, the rest go on within that delay; if it returns at once (most), the first
+    thread has taken them all by then, and the spare has one look and parks. (Woken at
+    once, the spare fought the first thread for the GIL over a batch of quick handlers,
+    and the batch spread over several threads.) A thread busy with a function that never
+    returns stays busy, and is never given another meanwhile; `close` ends the idle threads
+    and the others once their function returns."""
+
+    def __init__(self, caller: LoopCaller) -> None:
+        self._caller = caller  # told of the functions that returned (`run`'s ``reported``)
         self._lock = threading.Lock()
         self._ready: deque[tuple[Callable[[], None], Callable[[], None], str]] = deque()
-        self._idle: list[threading.Lock] = []  # parked threads, each waiting on its lock
+        self._idle: list[_Parked] = []  # parked threads
         self._woken = 0  # threads woken (or started) that have not taken a function yet
+        # Spare threads woken (or started) that have not looked yet: not `_woken`, so that
+        # a function handed in meanwhile does not wait for a spare's delay.
+        self._spares = 0
         self._running = 0  # functions taken by a thread and not yet returned
+        self._unreported: list[Callable[[], None]] = []  # reports of functions returned
         self._closed = False
 
     @property
@@ -118,19 +148,20 @@ class ThreadPool:
 
     @property
     def busy(self) -> bool:
-        """Whether functions are queued or running (read without the lock: a hint)."""
-        return bool(self._running or self._ready)
+        """Whether functions are queued or running, or their reports not sent yet (read
+        without the lock: a hint)."""
+        return bool(self._running or self._ready or self._unreported)
 
-    def run(self, target: Callable[[], None], report: Callable[[], None], name: str) -> None:
-        """Run ``target`` then ``report`` on a thread of the pool (renamed ``name``),
-        waking or starting one unless one is already on its way to the queue. Neither may
-        raise."""
+    def run(self, target: Callable[[], None], reported: Callable[[], None], name: str) -> None:
+        """Run ``target`` on a thread of the pool (renamed ``name``), waking or starting one
+        unless one is already on its way to the queue; then ``reported`` on the loop (the
+        caller's), with the others reported together. Neither may raise."""
         with self._lock:
-            self._ready.append((target, report, name))
+            self._ready.append((target, reported, name))
             if self._woken:
                 return
-            parked = self._wake_locked()
-        self._start_or_wake(parked)
+            parked = self._wake_locked(spare=False)
+        self._start_or_wake(parked, spare=False)
 
     def close(self) -> None:
         with self._lock:
@@ -138,62 +169,84 @@ class ThreadPool:
             idle, self._idle = self._idle, []
             self._woken += len(idle)
         for parked in idle:
-            parked.release()
+            parked.spare = False
+            parked.lock.release()
 
-    def _wake_locked(self) -> threading.Lock | None:
-        """With the lock held: count one more thread on its way, and return the parked one
-        to release (None: a new thread is to be started)."""
-        self._woken += 1
+    def _wake_locked(self, *, spare: bool) -> _Parked | None:
+        """With the lock held: count one more thread on its way (or spare), and return the
+        parked one to release (None: a new thread is to be started)."""
+        if spare:
+            self._spares += 1
+        else:
+            self._woken += 1
         return self._idle.pop() if self._idle else None
 
-    def _start_or_wake(self, parked: threading.Lock | None) -> None:
+    def _start_or_wake(self, parked: _Parked | None, *, spare: bool) -> None:
         if parked is not None:
-            parked.release()
+            parked.spare = spare
+            parked.lock.release()
         else:
-            threading.Thread(target=self._serve, name="tenure-handler", daemon=True).start()
+            threading.Thread(
+                target=self._serve, args=(spare,), name="tenure-handler", daemon=True
+            ).start()
 
-    def _serve(self) -> None:
+    def _serve(self, spare: bool) -> None:
         thread = threading.current_thread()
-        ready = self._ready
-        woken = True  # started or woken: counted in `_woken` until it takes a function
-        parked = threading.Lock()
-        parked.acquire()
+        ready, unreported = self._ready, self._unreported
+        counted = True  # started or woken: counted (`_woken`, `_spares`) until it looks
+        parked = _Parked()
         while True:
+            if spare:
+                time.sleep(SPARE_DELAY)
             with self._lock:
-                if woken:
-                    woken = False
-                    self._woken -= 1
+                if counted:
+                    counted = False
+                    if spare:
+                        self._spares -= 1
+                        spare = False
+                    else:
+                        self._woken -= 1
                 if not ready:
-                    if self._closed:
-                        return
-                    self._idle.append(parked)
+                    reports = unreported.copy()
+                    unreported.clear()
+                    if not reports:
+                        if self._closed:
+                            return
+                        self._idle.append(parked)
                     item = None
                 else:
+                    reports = None
                     item = ready.popleft()
                     self._running += 1
-                    # Its handler may block: the next function must not wait for it.
-                    more = bool(ready) and not self._woken
-                    spare = self._wake_locked() if more else None
+                    # Its handler may block: what waits must not wait for it.
+                    more = bool(ready or unreported) and not (self._woken or self._spares)
+                    waking = self._wake_locked(spare=True) if more else None
             if item is None:
-                parked.acquire()  # released by `run` or `close`, which counted it woken
-                woken = True
+                if reports:
+                    # Sent once no longer counted running: the loop, woken by a report,
+                    # must not see these functions as still busy (`busy`). In one call:
+                    # each write to the loop's self-pipe let it take the GIL for one.
+                    self._caller.call_soon_batched(*reports)
+                    continue  # (one more look: something may have come meanwhile)
+                parked.lock.acquire()  # released by `run` or `close`, which counted it woken
+                spare = parked.spare
+                counted = True
                 continue
-            target, report, thread.name = item
+            target, reported, thread.name = item
             if more:
-                self._start_or_wake(spare)
+                self._start_or_wake(waking, spare=True)
             target()  # never raises (DaemonThread's target catches everything)
             with self._lock:
                 self._running -= 1
-            # Reported once no longer counted running: the loop, woken by the report,
-            # must not see this function as still busy (`busy`).
-            report()
+                unreported.append(reported)
 
 
 class DaemonThread(Generic[T]):
     """``function`` running on a new daemon thread (with the starting task's context
     variables), or on one of ``pool``'s; `wait` for its result from the loop of ``caller``,
     any number of times. Cancelling a wait abandons nothing: the thread runs on, and can be
-    waited for again."""
+    waited for again. ``event``: the loop's `anyio.Event` class (`Primitives`), found once
+    by a caller that starts many."""
 
     def __init__(
         self,
@@ -202,43 +255,68 @@ class DaemonThread(Generic[T]):
         *,
         name: str = "tenure-handler",
         pool: ThreadPool | None = None,
+        event: Callable[[], anyio.Event] = anyio.Event,
     ) -> None:
-        self._done = anyio.Event()
+        self._event_class = event
+        # Set once the loop is told the thread ended, or by `interrupt` (then replaced).
+        self._event = event()
+        self._told = False
         self._outcome: list[tuple[bool, Any]] = []
-        context = contextvars.copy_context()
-
-        def target() -> None:
-            try:
-                self._outcome.append((True, context.run(function)))
-            except BaseException as exc:
-                self._outcome.append((False, exc))
-
-        def report() -> None:
-            caller.call_soon_batched(self._done.set)
-
+        self._function = function
+        self._caller = caller
+        self._context = contextvars.copy_context()
         if pool is None:
-
-            def alone() -> None:
-                try:
-                    target()
-                finally:
-                    report()
-
-            threading.Thread(target=alone, name=name, daemon=True).start()
+            threading.Thread(target=self._alone, name=name, daemon=True).start()
         else:
-            pool.run(target, report, name)
+            pool.run(self._target, self._reported, name)
+
+    def _target(self) -> None:
+        try:
+            self._outcome.append((True, self._context.run(self._function)))
+        except BaseException as exc:
+            self._outcome.append((False, exc))
+
+    def _alone(self) -> None:
+        try:
+            self._target()
+        finally:
+            self._caller.call_soon_batched(self._reported)
+
+    def _reported(self) -> None:
+        self._told = True
+        self._event.set()
 
     @property
     def done(self) -> bool:
         """Whether the loop has been told the thread ended."""
-        return self._done.is_set()
+        return self._told
 
-    async def wait(self) -> T:
-        await self._done.wait()
+    def interrupt(self) -> None:
+        """On the loop: end a `wait_until_interrupted` now (the thread runs on)."""
+        self._event.set()
+
+    async def wait_until_interrupted(self) -> bool:
+        """Wait until the thread has ended (True) or `interrupt` is called (False): one
+        event for both, where a cancel scope around `wait` cost as much as the rest of a
+        sync handler's run on the loop."""
+        if not self._told:
+            await self._event.wait()
+            if not self._told:
+                self._event = self._event_class()
+                return False
+        return True
+
+    def result(self) -> T:
+        """The function's return value (or its exception raised), once `done`."""
         ok, value = self._outcome[0]
         if ok:
             return value  # type: ignore[no-any-return]
         raise value
+
+    async def wait(self) -> T:
+        while not await self.wait_until_interrupted():
+            pass
+        return self.result()
 
 
 async def run_in_daemon_thread(
