@@ -122,7 +122,8 @@ class ThreadPool:
     first (or starts one), unless one is on its way. The spare sleeps `SPARE_DELAY` (the
     GIL released), then takes what is still waiting and sends the reports: if the handler
     blocks, the rest go on within that delay; if it returns at once (most), the first
-    thread has taken them all by then, and the spare has one look and parks. (Woken at
+    thread has taken them all by then, and the spare has one look and parks (so it does
+    too if no handler runs and a thread is on its way to the queue). (Woken at
     once, the spare fought the first thread for the GIL over a batch of quick handlers,
     and the batch spread over several threads.) A thread busy with a function that never
     returns stays busy, and is never given another meanwhile; `close` ends the idle threads
@@ -199,6 +200,10 @@ class ThreadPool:
             if spare:
                 time.sleep(SPARE_DELAY)
             with self._lock:
+                # A spare is for a handler that may block: with none running and a thread
+                # on its way to the queue, it leaves the functions to that one (it would
+                # only fight it for the GIL over them).
+                needless = spare and not self._running and self._woken
                 if counted:
                     counted = False
                     if spare:
@@ -206,16 +211,17 @@ class ThreadPool:
                         spare = False
                     else:
                         self._woken -= 1
-                if not ready:
+                if not ready or needless:
                     reports = unreported.copy()
                     unreported.clear()
-                    if not reports:
-                        if self._closed:
-                            return
+                    closing = self._closed
+                    if not closing:
+                        # Parked from now on: a function handed in while it sends the
+                        # reports releases it, and it looks again at once.
                         self._idle.append(parked)
                     item = None
                 else:
-                    reports = None
+                    reports, closing = None, False
                     item = ready.popleft()
                     self._running += 1
                     # Its handler may block: what waits must not wait for it.
@@ -227,7 +233,8 @@ class ThreadPool:
                     # must not see these functions as still busy (`busy`). In one call:
                     # each write to the loop's self-pipe let it take the GIL for one.
                     self._caller.call_soon_batched(*reports)
-                    continue  # (one more look: something may have come meanwhile)
+                if closing:
+                    return
                 parked.lock.acquire()  # released by `run` or `close`, which counted it woken
                 spare = parked.spare
                 counted = True
