@@ -149,10 +149,7 @@ class Invoker:
         started = time.perf_counter()
         try:
             if spans is None:
-                # (`_invoke`, written out for the sync handlers' threads: most of the rest)
-                outcome = await (
-                    self._run_thread(running) if running.how.on_thread else self._invoke(running)
-                )
+                outcome = await self._invoke(running)
             else:
                 with spans.handling():
                     outcome = await self._invoke(running)

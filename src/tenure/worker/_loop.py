@@ -293,11 +293,6 @@ class DaemonThread(Generic[T]):
         self._told = True
         self._event.set()
 
-    @property
-    def done(self) -> bool:
-        """Whether the loop has been told the thread ended."""
-        return self._told
-
     def interrupt(self) -> None:
         """On the loop: end a `wait_until_interrupted` now (the thread runs on)."""
         self._event.set()
@@ -314,7 +309,8 @@ class DaemonThread(Generic[T]):
         return True
 
     def result(self) -> T:
-        """The function's return value (or its exception raised), once `done`."""
+        """The function's return value (or its exception raised), once the loop has been
+        told the thread ended."""
         ok, value = self._outcome[0]
         if ok:
             return value  # type: ignore[no-any-return]
