@@ -547,35 +547,41 @@ def test_async_handler_is_cancelled_at_loss(
     assert (store.get("J").generation, store.get("J").result) == (2, "second")
 
 
-def test_a_lease_lost_before_its_async_handler_starts_cancels_it_as_it_starts(
-    make_worker: MakeWorker, store: tenure.Store, clock: tenure.ManualClock
+@pytest.mark.parametrize("kind", ["async", "sync"])
+def test_a_handler_whose_lease_was_lost_before_it_started_is_never_started(
+    make_worker: MakeWorker,
+    store: tenure.Store,
+    clock: tenure.ManualClock,
+    caplog: pytest.LogCaptureFixture,
+    kind: str,
 ) -> None:
     # Two jobs of one claim: the first handler blocks the event loop, so the second has not
-    # started when the watchdog finds both leases lost. The loss finds no handler of it to
-    # stop then; its handler must be stopped as it starts, at its first suspension.
+    # started when the watchdog finds both leases lost (as when a worker is paused between
+    # its claim and the start). The loss finds no handler of it to stop then; its handler
+    # must not be started under the lost lease, and the job runs again at generation 2.
+    caplog.set_level(logging.INFO, logger="tenure")
     worker = make_worker(concurrency=2)
     blocking = threading.Event()
     unblock = threading.Event()
-    seen: dict[str, Any] = {}
+    calls: list[tuple[str, int]] = []
 
-    @worker.handler("q")
-    async def handler(ctx: JobContext) -> str:
-        if ctx.lease.generation > 1:
-            return "second"
-        if ctx.job_id == "first":
+    @worker.handler("block")
+    async def blocker(ctx: JobContext) -> str:
+        calls.append((ctx.job_id, ctx.lease.generation))
+        if ctx.lease.generation == 1:
             blocking.set()
             unblock.wait(10)  # blocks the loop on purpose
-            return "late"
-        seen["lost at start"] = ctx.lost
-        try:
-            await anyio.sleep(60)
-        except anyio.get_cancelled_exc_class():
-            seen["cancelled"] = True
-            raise
-        seen["slept"] = True
-        return "never"
+        return "blocker"
 
-    store.submit("first", queue="q")
+    def second(ctx: JobContext) -> str:
+        calls.append((ctx.job_id, ctx.lease.generation))
+        return "second"
+
+    async def second_async(ctx: JobContext) -> str:
+        return second(ctx)
+
+    worker.register("q", second_async if kind == "async" else second)
+    store.submit("first", queue="block")
     store.submit("second", queue="q")
     with running(worker):
         assert blocking.wait(10)
@@ -586,10 +592,18 @@ def test_a_lease_lost_before_its_async_handler_starts_cancels_it_as_it_starts(
             lambda: [store.get(j).state for j in ("first", "second")] == ["done", "done"],
             what="the second attempts",
         )
-    assert seen == {"lost at start": True, "cancelled": True}
+    # The second job's handler ran once, at generation 2: never under the lost lease.
+    assert sorted(calls) == [("first", 1), ("first", 2), ("second", 2)]
+    assert [store.get(j).generation for j in ("first", "second")] == [2, 2]
+    assert [store.get(j).result for j in ("first", "second")] == ["blocker", "second"]
     stats = worker.stats()
-    assert (stats["cancelled_on_loss"], stats["completed"]) == (1, 2)
-    assert [store.get(j).result for j in ("first", "second")] == ["second", "second"]
+    assert (stats["cancelled_on_loss"], stats["completions_refused"], stats["completed"]) == (
+        0,
+        1,  # the blocker's first attempt returned under its lost lease
+        2,
+    )
+    not_started = [r for r in caplog.records if r.getMessage().startswith("handler not started")]
+    assert [(r.job_id, r.generation) for r in not_started] == [("second", 1)]  # type: ignore[attr-defined]
 
 
 def test_sync_handler_that_ignores_its_loss_is_reported(

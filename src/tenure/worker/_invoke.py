@@ -6,6 +6,9 @@
   cannot be stopped, so the handler sees ``ctx.lost`` and is reminded until it returns;
 * with ``isolation="process"``, either kind runs in a child process (`_process`).
 
+A handler whose lease is already lost when its turn comes (the worker paused between the
+claim and the start, say) is not started at all: no work begins under a lost lease.
+
 At a handler's timeout (a loss of kind ``timed_out``) the async handler is cancelled and the
 process killed as at any loss; a sync handler's thread is not waited for any longer: the
 runner returns at once, so that the attempt is failed while the lease is still the worker's,
@@ -121,8 +124,8 @@ class Invoker:
     def lost(self, running: Running) -> None:
         """Any thread: ``running``'s lease is lost. Its async handler, if it still runs in
         its slot, is cancelled on the loop (`Slot.stop`); one that has not started yet is
-        cancelled as it starts (`begin`). The other runners wait for the loss on
-        their own (`LeaseHandle.on_loss`)."""
+        never started (`begin`). The other runners wait for the loss on their own
+        (`LeaseHandle.on_loss`)."""
         slot = running.slot
         if slot is not None:
             self._caller.call_soon(partial(slot.stop, running))
@@ -148,6 +151,8 @@ class Invoker:
             return outcome
         started = time.perf_counter()
         try:
+            if running.handle.is_lost():  # before its thread or process is started
+                return _not_started(running)
             if spans is None:
                 outcome = await self._invoke(running)
             else:
@@ -180,11 +185,11 @@ class Invoker:
         slot = running.slot
         if TYPE_CHECKING:  # (`Jobs._job` set it: asserted for mypy, not per job)
             assert slot is not None
-        # The loss cancels the slot's scope only while this handler runs in it (`lost`);
-        # a loss decided before it started found no handler to stop.
+        # A loss decided before now found no handler to stop (`lost` cancels the slot's
+        # scope only while this handler runs in it): the handler is not started at all.
+        if running.handle.is_lost():
+            return _not_started(running)
         slot.handling = running
-        if running.handle.lost_flag:
-            slot.stop(running)
         # In a context of its own: the slot task runs other jobs after this one.
         own = contextvars.copy_context()
         started = time.perf_counter()
@@ -303,6 +308,19 @@ def attempt_timeout(job: Job | None, handler: Handler, default: float | None) ->
     if job is not None and job.timeout is not None:
         return job.timeout
     return handler.timeout if handler.timeout is not None else default
+
+
+def _not_started(running: Running) -> Outcome:
+    """The outcome of a job whose lease was lost before its handler started (a worker
+    paused between its claim and the handler's start, a timeout already passed, the worker
+    stopping): the handler is not run, as a worker that cannot keep a lease stops its work,
+    and the job is settled as after any loss."""
+    handle = running.handle
+    log.info(
+        "handler not started: the job's lease was lost before it could start",
+        extra=lease_extra(handle.lease, reason=handle.lost_reason),
+    )
+    return Outcome("lost")
 
 
 def _propagates(exc: BaseException) -> bool:
