@@ -67,3 +67,18 @@ def run_burst(worker: tenure.Worker, timeout: float = 15.0) -> None:
         raise AssertionError(f"burst run did not finish within {timeout} s")
     if errors:
         raise errors[0]
+
+
+def until_lost(started: threading.Event, seen: dict[str, Any]) -> Callable[[Any], str]:
+    """A sync handler that sets ``started``, runs until it sees ``ctx.lost`` (10 s at
+    most), records its ``lost_reason`` in ``seen["reason"]`` and returns "late"."""
+
+    def handler(ctx: Any) -> str:
+        started.set()
+        deadline = time.monotonic() + 10
+        while not ctx.lost and time.monotonic() < deadline:
+            time.sleep(0.002)
+        seen["reason"] = ctx.lost_reason
+        return "late"
+
+    return handler

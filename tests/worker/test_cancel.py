@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ import pytest
 import tenure
 from tenure import JobContext
 from tests.worker import apps
-from tests.worker._support import running, wait_until
+from tests.worker._support import running, until_lost, wait_until
 
 TTL = 10.0
 
@@ -34,13 +33,7 @@ def test_cancel_stops_the_handler_at_its_next_renewal(
     started = threading.Event()
     seen: dict[str, Any] = {}
 
-    def handler(ctx: JobContext) -> str:
-        started.set()
-        deadline = time.monotonic() + 10
-        while not ctx.lost and time.monotonic() < deadline:
-            time.sleep(0.002)
-        seen["reason"] = ctx.lost_reason
-        return "late"
+    handler = until_lost(started, seen)
 
     async def ahandler(ctx: JobContext) -> str:
         started.set()

@@ -28,7 +28,7 @@ from tenure.worker import JobContext, check_token, current_context, token_state
 from tenure.worker import _worker as worker_module
 from tests.backends import Backend
 from tests.worker import apps
-from tests.worker._support import run_burst, running, wait_until
+from tests.worker._support import run_burst, running, until_lost, wait_until
 
 MakeWorker = Callable[..., tenure.Worker]
 TTL = 10.0  # make_worker's default: local deadline 9.85 s after sending, renewals <= 3.33 s
@@ -204,6 +204,40 @@ def test_a_run_cancelled_from_outside_still_stops_its_keeper_and_closes_its_conn
     assert closed == opened  # the keeper's connection, closed though the run was cancelled
     assert store.get("a").state == "ready"  # the job was given back
     assert _threads_left(before) == []
+
+
+def test_a_run_cancelled_from_outside_gives_back_a_sync_handlers_job(
+    make_worker: MakeWorker, store: tenure.Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A sync handler's job has no task of its own while its thread runs: the cancelled run
+    # still releases it (claimable at once, its attempt refunded) and tells its handler.
+    caplog.set_level(logging.WARNING, logger="tenure")
+    worker = make_worker()
+    gate = Gate()
+
+    @worker.handler("default")
+    def handler(ctx: JobContext) -> None:
+        gate.block()
+        gate.seen["lost"] = ctx.lost
+
+    store.submit("a", None)
+
+    async def main() -> None:
+        async with anyio.create_task_group() as task_group:
+            task_group.start_soon(partial(worker.run_async, install_signal_handlers=False))
+            with anyio.fail_after(10):
+                await anyio.to_thread.run_sync(gate.wait_started)
+            task_group.cancel_scope.cancel()
+
+    anyio.run(main)
+    job = store.get("a")
+    assert (job.state, job.attempts, job.generation) == ("ready", 0, 1)  # given back
+    gate.proceed.set()
+    wait_until(lambda: "lost" in gate.seen, what="the handler to return")
+    assert gate.seen["lost"] is True
+    assert any(
+        "still running after its lease was revoked" in r.getMessage() for r in caplog.records
+    )
 
 
 def test_jobs_finishing_together_are_completed_together(
@@ -547,12 +581,13 @@ def test_async_handler_is_cancelled_at_loss(
     assert (store.get("J").generation, store.get("J").result) == (2, "second")
 
 
-@pytest.mark.parametrize("kind", ["async", "sync"])
+@pytest.mark.parametrize("kind", ["async", "process"])
 def test_a_handler_whose_lease_was_lost_before_it_started_is_never_started(
     make_worker: MakeWorker,
     store: tenure.Store,
     clock: tenure.ManualClock,
     caplog: pytest.LogCaptureFixture,
+    tmp_path: Path,
     kind: str,
 ) -> None:
     # Two jobs of one claim: the first handler blocks the event loop, so the second has not
@@ -573,16 +608,17 @@ def test_a_handler_whose_lease_was_lost_before_it_started_is_never_started(
             unblock.wait(10)  # blocks the loop on purpose
         return "blocker"
 
-    def second(ctx: JobContext) -> str:
+    async def second(ctx: JobContext) -> str:
         calls.append((ctx.job_id, ctx.lease.generation))
         return "second"
 
-    async def second_async(ctx: JobContext) -> str:
-        return second(ctx)
-
-    worker.register("q", second_async if kind == "async" else second)
+    events = tmp_path / "events.jsonl"  # the process handler's first attempt records its start
+    if kind == "async":
+        worker.register("q", second)
+    else:
+        worker.register("q", apps.write_pid_and_sleep, isolation="process")
     store.submit("first", queue="block")
-    store.submit("second", queue="q")
+    store.submit("second", {"events": str(events)}, queue="q")
     with running(worker):
         assert blocking.wait(10)
         clock.advance(TTL)
@@ -593,17 +629,42 @@ def test_a_handler_whose_lease_was_lost_before_it_started_is_never_started(
             what="the second attempts",
         )
     # The second job's handler ran once, at generation 2: never under the lost lease.
-    assert sorted(calls) == [("first", 1), ("first", 2), ("second", 2)]
+    assert sorted(calls) == [("first", 1), ("first", 2)] + [("second", 2)] * (kind == "async")
+    assert apps.read_events(events) == []
     assert [store.get(j).generation for j in ("first", "second")] == [2, 2]
     assert [store.get(j).result for j in ("first", "second")] == ["blocker", "second"]
     stats = worker.stats()
-    assert (stats["cancelled_on_loss"], stats["completions_refused"], stats["completed"]) == (
-        0,
-        1,  # the blocker's first attempt returned under its lost lease
-        2,
-    )
+    assert (stats["cancelled_on_loss"], stats["killed_on_loss"]) == (0, 0)
+    assert (stats["completions_refused"], stats["completed"]) == (1, 2)  # 1: the blocker's
     not_started = [r for r in caplog.records if r.getMessage().startswith("handler not started")]
     assert [(r.job_id, r.generation) for r in not_started] == [("second", 1)]  # type: ignore[attr-defined]
+
+
+def test_a_sync_handler_starts_at_its_claim_while_another_handler_holds_the_loop(
+    make_worker: MakeWorker, store: tenure.Store
+) -> None:
+    # A sync handler's thread is started with the claim, not by a task of the event loop:
+    # an async handler that blocks the loop does not hold it back.
+    worker = make_worker(concurrency=2)
+    blocking = threading.Event()
+    sync_ran = threading.Event()
+
+    @worker.handler("block")
+    async def blocker(ctx: JobContext) -> None:
+        blocking.set()
+        sync_ran.wait(10)  # blocks the loop until the sync handler has run
+
+    worker.register("q", lambda ctx: sync_ran.set() or "ran")
+    store.submit("first", queue="block")
+    store.submit("second", queue="q")
+    with running(worker):
+        assert blocking.wait(10)
+        assert sync_ran.wait(5), "the sync handler waited for the loop"
+        wait_until(
+            lambda: [store.get(j).state for j in ("first", "second")] == ["done", "done"],
+            what="both jobs",
+        )
+    assert store.get("second").result == "ran"
 
 
 def test_sync_handler_that_ignores_its_loss_is_reported(
@@ -778,13 +839,7 @@ def test_grace_period_over_releases_the_job(
     seen: dict[str, Any] = {}
     started = threading.Event()
 
-    def stubborn(ctx: JobContext) -> str:
-        started.set()
-        deadline = time.monotonic() + 10
-        while not ctx.lost and time.monotonic() < deadline:
-            time.sleep(0.002)
-        seen["reason"] = ctx.lost_reason
-        return "late"
+    stubborn = until_lost(started, seen)
 
     async def astubborn(ctx: JobContext) -> str:
         started.set()
@@ -809,6 +864,32 @@ def test_grace_period_over_releases_the_job(
     assert (job.state, job.attempts, job.generation) == ("ready", 0, 1)
     stats = worker.stats()
     assert (stats["released_at_stop"], stats["leases_lost"]) == (1, 0)
+
+
+def test_a_run_with_no_task_but_a_sync_job_gives_it_back_at_the_end_of_its_grace(
+    make_worker: MakeWorker, store: tenure.Store
+) -> None:
+    # A burst run with no summaries and no schedules has no task of its own, and a sync
+    # handler's job has none either while its thread runs: the job given back at the end
+    # of the grace period goes to a new slot task (from its loss's loop callback), which
+    # the run must still take and wait for.
+    worker = make_worker(grace=0.2, summary_every=0)
+    started = threading.Event()
+    seen: dict[str, Any] = {}
+
+    worker.register("q", until_lost(started, seen))
+    store.submit("J", queue="q")
+    run = threading.Thread(target=partial(worker.run, burst=True, install_signal_handlers=False))
+    run.start()
+    assert started.wait(10)
+    worker.stop()
+    run.join(10)
+    assert not run.is_alive()
+    wait_until(lambda: "reason" in seen, what="the handler to see the loss")
+    assert "grace period ended" in seen["reason"]
+    job = store.get("J")
+    assert (job.state, job.attempts, job.generation) == ("ready", 0, 1)
+    assert worker.stats()["released_at_stop"] == 1
 
 
 def test_immediate_stop_releases_at_once(make_worker: MakeWorker, store: tenure.Store) -> None:

@@ -2,8 +2,10 @@
 
 * ``async def`` handlers run on the worker's event loop, in their slot task's cancel scope,
   which the lease's loss cancels while the handler runs (`_slots.Slot`);
-* sync handlers run on a daemon thread of the invoker's pool (`DaemonThread`); a thread
-  cannot be stopped, so the handler sees ``ctx.lost`` and is reminded until it returns;
+* sync handlers run on a daemon thread of the invoker's pool (`DaemonThread`), untraced
+  ones with no task waiting for them until their lease is lost (`Invoker.start_thread`);
+  a thread cannot be stopped, so the handler sees ``ctx.lost`` and is reminded until it
+  returns;
 * with ``isolation="process"``, either kind runs in a child process (`_process`).
 
 A handler whose lease is already lost when its turn comes (the worker paused between the
@@ -21,7 +23,7 @@ from __future__ import annotations
 import contextvars
 import logging
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -74,6 +76,12 @@ class Running:
     wait_scope: anyio.CancelScope | None = None
     # A timed-out sync handler's thread, still running after the attempt was failed.
     straggler: DaemonThread[Outcome] | None = None
+    # An untraced sync handler's thread, which no task waits for (`Invoker.start_thread`),
+    # until it returns or its lease is lost (then `lost_thread`, for the slot task that
+    # waits for it: `Invoker._run_thread`).
+    detached: DaemonThread[Outcome] | None = None
+    lost_thread: DaemonThread[Outcome] | None = None
+    started: float = 0.0  # when a detached handler started (`time.perf_counter`)
     abandoned: bool = False  # the worker stopped waiting for this handler (stopping)
     slot: Slot | None = None  # the slot task it runs on (`Jobs._job`)
     # An async handler that suspended in its first step (`Invoker.begin`): its context,
@@ -149,10 +157,11 @@ class Invoker:
                 outcome = self.begin(running) or await self.go_on(running)
             spans.handled(outcome, running.handle)
             return outcome
-        started = time.perf_counter()
+        # (A detached handler brought here by its loss started earlier: `start_thread`.)
+        started = time.perf_counter() if running.lost_thread is None else running.started
         try:
-            if running.handle.is_lost():  # before its thread or process is started
-                return _not_started(running)
+            if running.lost_thread is None and running.handle.is_lost():
+                return _not_started(running)  # before its thread or process is started
             if spans is None:
                 outcome = await self._invoke(running)
             else:
@@ -164,6 +173,58 @@ class Invoker:
                 self._expected -= 1
         self._stats.handled(running.job.queue, outcome.kind, time.perf_counter() - started)
         return outcome
+
+    def start_thread(
+        self,
+        running: Running,
+        returned: Callable[[Running, Outcome], object],
+        lost: Callable[[Running], object],
+    ) -> None:
+        """Start an untraced sync handler (`Jobs._start`) on a pool thread that no task
+        waits for: a slot task per job, suspended on an event until the thread reported,
+        cost a sync job about as much on the loop as the rest of its run there. On the
+        loop, ``returned(running, outcome)`` once the handler has returned; or, if its lease
+        is lost first, ``lost(running)``, which gives the job to a slot task that waits for
+        the thread as `_run_thread` does after a loss (reminded, left at its timeout,
+        abandoned when the worker stops waiting)."""
+        context = running.context
+        function = running.how.handler.function
+        running.started = time.perf_counter()
+        running.detached = DaemonThread(
+            partial(handler_outcome, context, lambda: function(context)),
+            self._caller,
+            name=f"tenure-job-{context.job_id}"[:64],
+            pool=self._threads,
+            event=self._event,
+            then=partial(self._thread_returned, running, returned),
+        )
+        running.handle.on_loss(
+            partial(self._caller.call_soon, partial(self._thread_lost, running, lost))
+        )
+
+    def _thread_returned(
+        self, running: Running, returned: Callable[[Running, Outcome], object]
+    ) -> None:
+        """On the loop: a detached handler returned, unless its loss came first (then
+        the task waiting for `lost_thread` takes its outcome)."""
+        thread = running.detached
+        if thread is None:
+            return
+        running.detached = None
+        self._expected -= 1
+        outcome = thread.result()
+        self._stats.handled(running.job.queue, outcome.kind, time.perf_counter() - running.started)
+        returned(running, outcome)
+
+    @staticmethod
+    def _thread_lost(running: Running, lost: Callable[[Running], object]) -> None:
+        """On the loop: a detached handler's lease is lost before it returned."""
+        thread = running.detached
+        if thread is None:  # it returned first: its settle finds the loss
+            return
+        running.detached = None
+        running.lost_thread = thread
+        lost(running)
 
     async def _invoke(self, running: Running) -> Outcome:
         if running.how.isolation == "process":
@@ -249,6 +310,10 @@ class Invoker:
         return Outcome("lost")
 
     async def _run_thread(self, running: Running) -> Outcome:
+        thread = running.lost_thread
+        if thread is not None:  # a detached handler whose lease was lost (`start_thread`)
+            running.lost_thread = None
+            return await self._wait_after_loss(running, thread)
         context = running.context
         function = running.how.handler.function
         running.thread = thread = DaemonThread(
@@ -266,6 +331,12 @@ class Invoker:
         running.thread = None
         if ended:
             return thread.result()
+        return await self._wait_after_loss(running, thread)
+
+    @staticmethod
+    async def _wait_after_loss(running: Running, thread: DaemonThread[Outcome]) -> Outcome:
+        """A sync handler whose lease is lost (or that the worker stopped waiting for) runs
+        on: its outcome once it returns, unless it times out or is abandoned first."""
         if running.abandoned:
             return Outcome("abandoned")
         with anyio.CancelScope() as wait_scope:

@@ -1,5 +1,8 @@
 """One job in the worker: started on a slot task once claimed (`Slots`), its handler run
-(`_invoke`), its job settled (`_settle`), then forgotten.
+(`_invoke`), its job settled (`_settle`), then forgotten. An untraced sync handler's job
+holds no task: its thread starts with the claim and its job is settled from the loop's
+callback when it returns, or on a slot task once its lease is lost first
+(`_start_threads`).
 
 `Jobs` is the part of `Worker` that owns this (the worker mixes it in); the state it shares
 with the rest of the worker is declared here, and set by `Worker.__init__` and
@@ -52,6 +55,7 @@ class Jobs:
     _outage: Outage | None
     _stop_requested: bool
     _say_started: bool = False
+    _leading: bool = False  # a task is on its way to lead returned handlers' completions
     _idle_scope: anyio.CancelScope | None
     _slot_freed: anyio.Event | None
 
@@ -69,7 +73,8 @@ class Jobs:
         handlers, config, jobs = self._handlers, self._config, self._jobs
         on_lost = self._lease_lost
         lock = threading.Lock()  # one for the claim's handles (`LeaseHandle` says why)
-        started: list[Running] = []
+        started: list[Running] = []  # on slot tasks
+        detached: list[Running] = []  # untraced sync handlers: on pool threads, no task
         handles: list[LeaseHandle] = []
         on_threads = 0
         runs: dict[str, HowItRuns] = {}  # how each queue's handler runs, once per claim
@@ -87,14 +92,82 @@ class Jobs:
             )
             running = Running(how, job, handle, JobContext(handle, job), spans)
             jobs[handle] = running
-            started.append(running)
+            (detached if how.on_thread and spans is None else started).append(running)
             handles.append(handle)
             on_threads += how.on_thread
-        self._stats.incr("claimed", len(started))
+        self._stats.incr("claimed", len(handles))
         REGISTRY.add_many(handles)
         self._keeper.add_many(handles)
         self._invoker.expect(on_threads)
+        if detached:
+            self._start_threads(task_group, detached)
         self._slots.start_many(task_group, started)
+
+    def _start_threads(self, task_group: anyio.abc.TaskGroup, runnings: list[Running]) -> None:
+        """Start sync handlers on pool threads with no task waiting for each
+        (`Invoker.start_thread`). One that returns is settled from the loop's callback
+        (`_thread_returned`); one whose lease is lost first goes to a slot task, which
+        waits for its thread as for any sync handler after a loss."""
+        assert self._invoker is not None
+        assert self._slots is not None
+        start, slots = self._invoker.start_thread, self._slots
+        returned = partial(self._thread_returned, task_group)
+        lost = partial(slots.start, task_group)
+        for running in runnings:
+            handle = running.handle
+            if self._say_started:
+                extra = lease_extra(
+                    handle.lease, queue=running.job.queue, attempt=handle.lease.attempt
+                )
+                log.debug("job started", extra=extra)
+            if handle.is_lost():  # lost already: not started, on a slot task (`Invoker`)
+                slots.start(task_group, running)
+                continue
+            set_current(running.context)  # the thread's copy of the context: its handler's
+            start(running, returned, lost)
+        set_current(None)
+
+    def _thread_returned(
+        self, task_group: anyio.abc.TaskGroup, running: Running, outcome: Outcome
+    ) -> None:
+        """On the loop: a sync handler with no task of its own returned (`_start_threads`).
+        Its job is settled as `_job` settles one: most are completed in a batch, whose call
+        one task leads for all the handlers that returned together."""
+        assert self._settler is not None
+        try:
+            handed_off = self._settler.hand_off(running, outcome)
+        except BaseException:
+            self._finished(running)
+            raise
+        if not handed_off:
+            task_group.start_soon(self._end, running, outcome)
+        elif not self._leading:
+            self._leading = True
+            task_group.start_soon(self._lead_returned)
+
+    async def _lead_returned(self) -> None:
+        """Lead the completions of the sync handlers that returned (`_thread_returned`)."""
+        assert self._completer is not None
+        self._leading = False
+        await self._completer.lead()
+
+    async def _give_back_threads(self) -> None:
+        """The run ends with an error or is cancelled from outside: the jobs whose sync
+        handlers run with no task waiting for them are given back (released), as `_job`
+        gives back its own."""
+        assert self._settler is not None
+        runnings = [running for running in self._jobs.values() if running.detached is not None]
+        if not runnings:
+            return
+        for running in runnings:
+            running.detached = None  # nothing is settled when its handler returns
+            running.handle.mark_lost("the worker was cancelled", "revoked")
+        try:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+                for running in runnings:
+                    await self._settler.settle(running, Outcome("abandoned"))
+        finally:
+            self._forget(runnings, False)
 
     def _lease_lost(self, handle: LeaseHandle, spans: JobSpans | None = None) -> None:
         """Any thread, once: a job's lease is lost (its `LeaseHandle`'s ``on_lost``). It is

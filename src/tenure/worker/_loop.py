@@ -251,9 +251,10 @@ class ThreadPool:
 class DaemonThread(Generic[T]):
     """``function`` running on a new daemon thread (with the starting task's context
     variables), or on one of ``pool``'s; `wait` for its result from the loop of ``caller``,
-    any number of times. Cancelling a wait abandons nothing: the thread runs on, and can be
-    waited for again. ``event``: the loop's `anyio.Event` class (`Primitives`), found once
-    by a caller that starts many."""
+    any number of times, or be told by ``then``, called on the loop once it has ended.
+    Cancelling a wait abandons nothing: the thread runs on, and can be waited for again.
+    ``event``: the loop's `anyio.Event` class (`Primitives`), found once by a caller that
+    starts many."""
 
     def __init__(
         self,
@@ -263,11 +264,15 @@ class DaemonThread(Generic[T]):
         name: str = "tenure-handler",
         pool: ThreadPool | None = None,
         event: Callable[[], anyio.Event] = anyio.Event,
+        then: Callable[[], object] | None = None,
     ) -> None:
         self._event_class = event
-        # Set once the loop is told the thread ended, or by `interrupt` (then replaced).
-        self._event = event()
+        # Made by a wait (a thread that only tells ``then`` needs none), set once the loop
+        # is told the thread ended or by `interrupt`.
+        self._event: anyio.Event | None = None
         self._told = False
+        self._interrupted = False
+        self._then = then
         self._outcome: list[tuple[bool, Any]] = []
         self._function = function
         self._caller = caller
@@ -291,22 +296,38 @@ class DaemonThread(Generic[T]):
 
     def _reported(self) -> None:
         self._told = True
-        self._event.set()
+        if self._event is not None:
+            self._event.set()
+        if self._then is not None:
+            self._then()
+
+    @property
+    def ended(self) -> bool:
+        """Whether the loop has been told the thread ended (its `result` is there)."""
+        return self._told
 
     def interrupt(self) -> None:
-        """On the loop: end a `wait_until_interrupted` now (the thread runs on)."""
-        self._event.set()
+        """On the loop: end a `wait_until_interrupted` now, or the next one (the thread
+        runs on)."""
+        self._interrupted = True
+        if self._event is not None:
+            self._event.set()
 
     async def wait_until_interrupted(self) -> bool:
         """Wait until the thread has ended (True) or `interrupt` is called (False): one
         event for both, where a cancel scope around `wait` cost as much as the rest of a
         sync handler's run on the loop."""
-        if not self._told:
-            await self._event.wait()
-            if not self._told:
-                self._event = self._event_class()
-                return False
-        return True
+        if not self._told and not self._interrupted:
+            event = self._event
+            if event is None:  # (shared by the waits of the moment)
+                self._event = event = self._event_class()
+            await event.wait()
+        if self._told:
+            return True
+        # Interrupted: the next wait waits again.
+        self._interrupted = False
+        self._event = None
+        return False
 
     def result(self) -> T:
         """The function's return value (or its exception raised), once the loop has been

@@ -505,42 +505,46 @@ class Worker(Claiming, Jobs):
         # The background tasks' scopes, cancelled once the jobs are done. Only those of
         # tasks started: anyio's `cancel` formats the current task's repr each time.
         background: list[anyio.CancelScope] = []
-        async with anyio.create_task_group() as task_group:
-            if config.summary_every > 0:
-                background.append(scope := anyio.CancelScope())
-                task_group.start_soon(self._summaries, scope, config.summary_every)
-            if config.retention is not None:
-                retention = Retention(
-                    store, self.owner or "", config.retention, config.retention_every
+        try:
+            async with anyio.create_task_group() as task_group:
+                if config.summary_every > 0:
+                    background.append(scope := anyio.CancelScope())
+                    task_group.start_soon(self._summaries, scope, config.summary_every)
+                if config.retention is not None:
+                    retention = Retention(
+                        store, self.owner or "", config.retention, config.retention_every
+                    )
+                    background.append(scope := anyio.CancelScope())
+                    task_group.start_soon(self._retention, scope, retention)
+                if self._schedules or not burst:  # a burst run reads no store schedules
+                    own, stored = list(self._schedules.values()), None if burst else queues
+                    periodic = Periodic(store, own, clock.time, queues=stored)
+                    background.append(scope := anyio.CancelScope())
+                    task_group.start_soon(self._periodic, scope, periodic)
+                # A completion call also claims for the slots it frees: one store call (one
+                # commit) per batch, where completing and then refilling made two.
+                self._completer.refill = Refill(
+                    self.owner or "",
+                    config.ttl,
+                    queues,
+                    self._refill_slots,
+                    partial(self._take_claimed, task_group, clock),
+                    partial(self._claim_reply_lost, clock),
                 )
-                background.append(scope := anyio.CancelScope())
-                task_group.start_soon(self._retention, scope, retention)
-            if self._schedules or not burst:  # a burst run reads no store schedules
-                own, stored = list(self._schedules.values()), None if burst else queues
-                periodic = Periodic(store, own, clock.time, queues=stored)
-                background.append(scope := anyio.CancelScope())
-                task_group.start_soon(self._periodic, scope, periodic)
-            # A completion call also claims for the slots it frees: one store call (one
-            # commit) per batch, where completing and then refilling made two.
-            self._completer.refill = Refill(
-                self.owner or "",
-                config.ttl,
-                queues,
-                self._refill_slots,
-                partial(self._take_claimed, task_group, clock),
-                partial(self._claim_reply_lost, clock),
-            )
-            # Before a slot task parks it leads what its jobs queued (`Jobs._end`).
-            self._slots = Slots(
-                self._job, self._completer.lead, partial(self._lead_unled, task_group)
-            )
-            assert self._settler is not None
-            self._settler.spawn = task_group.start_soon
-            await self._claim_loop(task_group, store, queues, burst, clock)
-            await self._drain()
-            self._slots.close()
-            for scope in background:
-                scope.cancel()
+                # Before a slot task parks it leads what its jobs queued (`Jobs._end`).
+                self._slots = Slots(
+                    self._job, self._completer.lead, partial(self._lead_unled, task_group)
+                )
+                assert self._settler is not None
+                self._settler.spawn = task_group.start_soon
+                await self._claim_loop(task_group, store, queues, burst, clock)
+                await self._drain()
+                self._slots.close()
+                for scope in background:
+                    scope.cancel()
+        except BaseException:  # cancelled from outside, or failed
+            await self._give_back_threads()
+            raise
 
     async def _retention(self, scope: anyio.CancelScope, retention: Retention) -> None:
         with scope:
@@ -622,6 +626,12 @@ class Worker(Claiming, Jobs):
                 extra={"owner": self.owner},
             )
             self._revoke_all("the worker's grace period ended")
+        # Every lease left is revoked: those jobs are given back now, each on a slot task;
+        # a sync handler's job goes to one from its loss's loop callback (`Jobs._start_threads`),
+        # so the run waits for them here, while its task group still takes new tasks.
+        while self._jobs:
+            self._slot_freed = anyio.Event()
+            await self._slot_freed.wait()
 
 
 async def _stop_keeper(
