@@ -206,6 +206,35 @@ def test_a_run_cancelled_from_outside_still_stops_its_keeper_and_closes_its_conn
     assert _threads_left(before) == []
 
 
+def test_sync_jobs_settle_with_sniffio_installed(
+    make_worker: MakeWorker, store: tenure.Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A sync handler's job is settled from a callback of the event loop, which has no
+    # current task; with sniffio installed anyio finds the loop through that task, so a
+    # task started straight from the callback failed there ("Exception in callback"), and
+    # the jobs were never completed or failed.
+    import sniffio  # the test extra installs it, as many libraries do
+
+    assert sniffio.__name__ == "sniffio"
+    caplog.set_level(logging.ERROR)
+    worker = make_worker(concurrency=4)
+
+    def handler(ctx: JobContext) -> str:
+        if ctx.job_id == "bad":
+            raise ValueError("bad job")
+        return ctx.job_id
+
+    worker.register("q", handler)
+    ids = [f"j{n}" for n in range(12)]
+    for job_id in ids:
+        store.submit(job_id, queue="q")
+    store.submit("bad", queue="q", max_attempts=1)
+    run_burst(worker)
+    assert [store.get(job_id).result for job_id in ids] == ids
+    assert store.get("bad").state == "dead"
+    assert [r.getMessage() for r in caplog.records if r.name == "asyncio"] == []
+
+
 def test_a_run_cancelled_from_outside_gives_back_a_sync_handlers_job(
     make_worker: MakeWorker, store: tenure.Store, caplog: pytest.LogCaptureFixture
 ) -> None:

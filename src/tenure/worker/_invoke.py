@@ -81,6 +81,7 @@ class Running:
     # waits for it: `Invoker._run_thread`).
     detached: DaemonThread[Outcome] | None = None
     lost_thread: DaemonThread[Outcome] | None = None
+    lost_to: Callable[[Running], object] | None = None  # takes a detached job at its loss
     started: float = 0.0  # when a detached handler started (`time.perf_counter`)
     abandoned: bool = False  # the worker stopped waiting for this handler (stopping)
     slot: Slot | None = None  # the slot task it runs on (`Jobs._job`)
@@ -132,11 +133,14 @@ class Invoker:
     def lost(self, running: Running) -> None:
         """Any thread: ``running``'s lease is lost. Its async handler, if it still runs in
         its slot, is cancelled on the loop (`Slot.stop`); one that has not started yet is
-        never started (`begin`). The other runners wait for the loss on their own
+        never started (`begin`). A sync handler that no task waits for has its job go to
+        one (`_thread_lost`). The other runners wait for the loss on their own
         (`LeaseHandle.on_loss`)."""
         slot = running.slot
         if slot is not None:
             self._caller.call_soon(partial(slot.stop, running))
+        elif running.detached is not None:  # (checked again on the loop)
+            self._caller.call_soon(partial(self._thread_lost, running))
 
     def busy(self) -> bool:
         """Whether sync handlers run, wait for a thread, or are about to."""
@@ -190,6 +194,7 @@ class Invoker:
         context = running.context
         function = running.how.handler.function
         running.started = time.perf_counter()
+        running.lost_to = lost
         running.detached = DaemonThread(
             partial(handler_outcome, context, lambda: function(context)),
             self._caller,
@@ -198,9 +203,10 @@ class Invoker:
             event=self._event,
             then=partial(self._thread_returned, running, returned),
         )
-        running.handle.on_loss(
-            partial(self._caller.call_soon, partial(self._thread_lost, running, lost))
-        )
+        # Its loss reaches `_thread_lost` through `lost` (the handle's one callback, not
+        # one more per job), which finds no detached thread if it came before it was set.
+        if running.handle.lost_flag:
+            self._caller.call_soon(partial(self._thread_lost, running))
 
     def _thread_returned(
         self, running: Running, returned: Callable[[Running, Outcome], object]
@@ -217,14 +223,15 @@ class Invoker:
         returned(running, outcome)
 
     @staticmethod
-    def _thread_lost(running: Running, lost: Callable[[Running], object]) -> None:
-        """On the loop: a detached handler's lease is lost before it returned."""
+    def _thread_lost(running: Running) -> None:
+        """On the loop: a detached handler's lease is lost before it returned (`lost`)."""
         thread = running.detached
         if thread is None:  # it returned first: its settle finds the loss
             return
         running.detached = None
         running.lost_thread = thread
-        lost(running)
+        assert running.lost_to is not None
+        running.lost_to(running)
 
     async def _invoke(self, running: Running) -> Outcome:
         if running.how.isolation == "process":

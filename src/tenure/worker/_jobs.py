@@ -28,6 +28,7 @@ from ._context import JobContext, set_current
 from ._invoke import HowItRuns, Invoker, Running
 from ._keeper import LeaseKeeper
 from ._lease import REGISTRY, LeaseHandle, lease_extra
+from ._loop import CallsInTask
 from ._outcome import Outcome
 from ._retry import Outage
 from ._settle import Settler, note_loss
@@ -56,6 +57,7 @@ class Jobs:
     _stop_requested: bool
     _say_started: bool = False
     _leading: bool = False  # a task is on its way to lead returned handlers' completions
+    _calls: CallsInTask | None = None  # starts the tasks that loop callbacks need
     _idle_scope: anyio.CancelScope | None
     _slot_freed: anyio.Event | None
 
@@ -110,9 +112,10 @@ class Jobs:
         waits for its thread as for any sync handler after a loss."""
         assert self._invoker is not None
         assert self._slots is not None
+        assert self._calls is not None
         start, slots = self._invoker.start_thread, self._slots
         returned = partial(self._thread_returned, task_group)
-        lost = partial(slots.start, task_group)
+        lost = partial(self._calls.call, slots.start, task_group)
         for running in runnings:
             handle = running.handle
             if self._say_started:
@@ -134,16 +137,17 @@ class Jobs:
         Its job is settled as `_job` settles one: most are completed in a batch, whose call
         one task leads for all the handlers that returned together."""
         assert self._settler is not None
+        assert self._calls is not None
         try:
             handed_off = self._settler.hand_off(running, outcome)
         except BaseException:
             self._finished(running)
             raise
         if not handed_off:
-            task_group.start_soon(self._end, running, outcome)
+            self._calls.call(task_group.start_soon, self._end, running, outcome)
         elif not self._leading:
             self._leading = True
-            task_group.start_soon(self._lead_returned)
+            self._calls.call(task_group.start_soon, self._lead_returned)
 
     async def _lead_returned(self) -> None:
         """Lead the completions of the sync handlers that returned (`_thread_returned`)."""
@@ -156,11 +160,16 @@ class Jobs:
         handlers run with no task waiting for them are given back (released), as `_job`
         gives back its own."""
         assert self._settler is not None
-        runnings = [running for running in self._jobs.values() if running.detached is not None]
+        runnings = [
+            running
+            for running in self._jobs.values()
+            # (lost: on its way to a slot task, which the cancellation stopped)
+            if running.detached is not None or running.lost_thread is not None
+        ]
         if not runnings:
             return
         for running in runnings:
-            running.detached = None  # nothing is settled when its handler returns
+            running.detached = running.lost_thread = None  # its return settles nothing
             running.handle.mark_lost("the worker was cancelled", "revoked")
         try:
             with anyio.CancelScope(shield=True), anyio.move_on_after(5):

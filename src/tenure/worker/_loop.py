@@ -15,11 +15,19 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from functools import partial
 from typing import Any, Generic, NamedTuple, TypeVar
 
 import anyio
 
-__all__ = ["DaemonThread", "LoopCaller", "Primitives", "ThreadPool", "run_in_daemon_thread"]
+__all__ = [
+    "CallsInTask",
+    "DaemonThread",
+    "LoopCaller",
+    "Primitives",
+    "ThreadPool",
+    "run_in_daemon_thread",
+]
 
 T = TypeVar("T")
 
@@ -87,6 +95,36 @@ class LoopCaller:
             self._scheduled = False
         for callback in batch:
             callback()
+
+
+class CallsInTask:
+    """Calls that the loop's callbacks hand to one task (`run`), which makes them: starting
+    a task takes a task to start it from, as anyio finds the loop's backend through the
+    current task when sniffio is installed, and a callback of the loop has none."""
+
+    def __init__(self, event: Callable[[], anyio.Event]) -> None:
+        self._event_class = event  # the loop's (`Primitives`)
+        self._calls: list[Callable[[], object]] = []
+        self._wake: anyio.Event | None = None  # set by `call` while `run` waits
+
+    def call(self, function: Callable[..., object], *args: Any) -> None:
+        """On the loop: have ``function(*args)`` called in the task, soon."""
+        self._calls.append(partial(function, *args))
+        if self._wake is not None:
+            self._wake.set()
+
+    async def run(self) -> None:
+        """Make the calls handed in, until cancelled."""
+        while True:
+            while self._calls:
+                calls, self._calls = self._calls, []
+                for call in calls:
+                    call()
+            self._wake = self._event_class()
+            try:
+                await self._wake.wait()
+            finally:
+                self._wake = None
 
 
 # How long a spare thread waits before it looks at the pool (`ThreadPool`): the longest a

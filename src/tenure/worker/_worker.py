@@ -50,7 +50,7 @@ from ._invoke import Invoker, Running
 from ._jobs import Jobs
 from ._keeper import LeaseKeeper
 from ._lease import LeaseHandle
-from ._loop import LoopCaller, run_in_daemon_thread
+from ._loop import CallsInTask, LoopCaller, Primitives, run_in_daemon_thread
 from ._periodic import Periodic
 from ._process import prepare_process_handlers
 from ._renewer_store import OnDemandStore
@@ -516,6 +516,12 @@ class Worker(Claiming, Jobs):
                     )
                     background.append(scope := anyio.CancelScope())
                     task_group.start_soon(self._retention, scope, retention)
+                self._calls = None
+                if any(not self._handlers[queue].is_async for queue in queues):
+                    # The tasks that loop callbacks start (a sync handler returned or lost).
+                    self._calls = calls = CallsInTask(Primitives.current().event)
+                    background.append(scope := anyio.CancelScope())
+                    task_group.start_soon(self._make_calls, scope, calls)
                 if self._schedules or not burst:  # a burst run reads no store schedules
                     own, stored = list(self._schedules.values()), None if burst else queues
                     periodic = Periodic(store, own, clock.time, queues=stored)
@@ -545,6 +551,11 @@ class Worker(Claiming, Jobs):
         except BaseException:  # cancelled from outside, or failed
             await self._give_back_threads()
             raise
+
+    @staticmethod
+    async def _make_calls(scope: anyio.CancelScope, calls: CallsInTask) -> None:
+        with scope:
+            await calls.run()
 
     async def _retention(self, scope: anyio.CancelScope, retention: Retention) -> None:
         with scope:
