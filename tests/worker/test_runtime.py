@@ -267,6 +267,8 @@ def test_a_run_cancelled_from_outside_gives_back_a_sync_handlers_job(
     assert any(
         "still running after its lease was revoked" in r.getMessage() for r in caplog.records
     )
+    run_burst(worker)  # the same worker runs again, and does the job
+    assert (store.get("a").state, store.get("a").generation) == ("done", 2)
 
 
 def test_jobs_finishing_together_are_completed_together(

@@ -516,7 +516,7 @@ class Worker(Claiming, Jobs):
                     )
                     background.append(scope := anyio.CancelScope())
                     task_group.start_soon(self._retention, scope, retention)
-                self._calls = None
+                self._calls, self._leading = None, False  # (a run cancelled may leave them)
                 if any(not self._handlers[queue].is_async for queue in queues):
                     # The tasks that loop callbacks start (a sync handler returned or lost).
                     self._calls = calls = CallsInTask(Primitives.current().event)
