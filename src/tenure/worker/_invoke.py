@@ -81,7 +81,6 @@ class Running:
     # waits for it: `Invoker._run_thread`).
     detached: DaemonThread[Outcome] | None = None
     lost_thread: DaemonThread[Outcome] | None = None
-    lost_to: Callable[[Running], object] | None = None  # takes a detached job at its loss
     started: float = 0.0  # when a detached handler started (`time.perf_counter`)
     abandoned: bool = False  # the worker stopped waiting for this handler (stopping)
     slot: Slot | None = None  # the slot task it runs on (`Jobs._job`)
@@ -122,6 +121,20 @@ class Invoker:
         self._threads = ThreadPool(caller)  # sync handlers' threads, kept for the next job
         self._event = Primitives.current().event  # made on the loop that runs the handlers
         self._expected = 0  # started jobs of sync handlers whose handlers have not ended
+        # Where a detached sync handler's job goes once it returned, or lost its lease
+        # first (`report_threads_to`).
+        self._report_returned: Callable[[Running, Outcome], object] | None = None
+        self._report_lost: Callable[[Running], object] | None = None
+
+    def report_threads_to(
+        self, returned: Callable[[Running, Outcome], object], lost: Callable[[Running], object]
+    ) -> None:
+        """For `start_thread`, once per run: on the loop, ``returned(running, outcome)``
+        once a detached handler has returned; or, if its lease is lost first,
+        ``lost(running)``, which gives the job to a slot task that waits for the thread as
+        `_run_thread` does after a loss (reminded, left at its timeout, abandoned when the
+        worker stops waiting)."""
+        self._report_returned, self._report_lost = returned, lost
 
     def expect(self, count: int) -> None:
         """``count`` jobs of a claim, whose handlers run on threads (`Running.on_thread`),
@@ -178,39 +191,28 @@ class Invoker:
         self._stats.handled(running.job.queue, outcome.kind, time.perf_counter() - started)
         return outcome
 
-    def start_thread(
-        self,
-        running: Running,
-        returned: Callable[[Running, Outcome], object],
-        lost: Callable[[Running], object],
-    ) -> None:
+    def start_thread(self, running: Running) -> None:
         """Start an untraced sync handler (`Jobs._start`) on a pool thread that no task
-        waits for: a slot task per job, suspended on an event until the thread reported,
-        cost a sync job about as much on the loop as the rest of its run there. On the
-        loop, ``returned(running, outcome)`` once the handler has returned; or, if its lease
-        is lost first, ``lost(running)``, which gives the job to a slot task that waits for
-        the thread as `_run_thread` does after a loss (reminded, left at its timeout,
-        abandoned when the worker stops waiting)."""
+        waits for (a slot task per job, suspended on an event until the thread reported,
+        cost a sync job about as much on the loop as the rest of its run there); its job
+        goes where `report_threads_to` said."""
         context = running.context
         function = running.how.handler.function
         running.started = time.perf_counter()
-        running.lost_to = lost
         running.detached = DaemonThread(
             partial(handler_outcome, context, lambda: function(context)),
             self._caller,
             name=f"tenure-job-{context.job_id}"[:64],
             pool=self._threads,
             event=self._event,
-            then=partial(self._thread_returned, running, returned),
+            then=partial(self._thread_returned, running),
         )
         # Its loss reaches `_thread_lost` through `lost` (the handle's one callback, not
         # one more per job), which finds no detached thread if it came before it was set.
         if running.handle.lost_flag:
             self._caller.call_soon(partial(self._thread_lost, running))
 
-    def _thread_returned(
-        self, running: Running, returned: Callable[[Running, Outcome], object]
-    ) -> None:
+    def _thread_returned(self, running: Running) -> None:
         """On the loop: a detached handler returned, unless its loss came first (then
         the task waiting for `lost_thread` takes its outcome)."""
         thread = running.detached
@@ -220,18 +222,18 @@ class Invoker:
         self._expected -= 1
         outcome = thread.result()
         self._stats.handled(running.job.queue, outcome.kind, time.perf_counter() - running.started)
-        returned(running, outcome)
+        assert self._report_returned is not None
+        self._report_returned(running, outcome)
 
-    @staticmethod
-    def _thread_lost(running: Running) -> None:
+    def _thread_lost(self, running: Running) -> None:
         """On the loop: a detached handler's lease is lost before it returned (`lost`)."""
         thread = running.detached
         if thread is None:  # it returned first: its settle finds the loss
             return
         running.detached = None
         running.lost_thread = thread
-        assert running.lost_to is not None
-        running.lost_to(running)
+        assert self._report_lost is not None
+        self._report_lost(running)
 
     async def _invoke(self, running: Running) -> Outcome:
         if running.how.isolation == "process":

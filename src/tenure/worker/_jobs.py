@@ -112,22 +112,15 @@ class Jobs:
         waits for its thread as for any sync handler after a loss."""
         assert self._invoker is not None
         assert self._slots is not None
-        assert self._calls is not None
         start, slots = self._invoker.start_thread, self._slots
-        returned = partial(self._thread_returned, task_group)
-        lost = partial(self._calls.call, slots.start, task_group)
         for running in runnings:
-            handle = running.handle
-            if self._say_started:
-                extra = lease_extra(
-                    handle.lease, queue=running.job.queue, attempt=handle.lease.attempt
-                )
-                log.debug("job started", extra=extra)
-            if handle.is_lost():  # lost already: not started, on a slot task (`Invoker`)
+            if running.handle.is_lost():  # lost already: not started, on a slot task
                 slots.start(task_group, running)
                 continue
+            if self._say_started:
+                _say_started(running)
             set_current(running.context)  # the thread's copy of the context: its handler's
-            start(running, returned, lost)
+            start(running)
         set_current(None)
 
     def _thread_returned(
@@ -170,13 +163,20 @@ class Jobs:
             return
         for running in runnings:
             running.detached = running.lost_thread = None  # its return settles nothing
-            running.handle.mark_lost("the worker was cancelled", "revoked")
         try:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(5):
-                for running in runnings:
-                    await self._settler.settle(running, Outcome("abandoned"))
+            await self._give_back(runnings)
         finally:
             self._forget(runnings, False)
+
+    async def _give_back(self, runnings: list[Running]) -> None:
+        """The worker is being cancelled from outside: these jobs' leases are revoked and
+        released (shielded, for 5 s at most), so that another worker takes them at once."""
+        assert self._settler is not None
+        for running in runnings:
+            running.handle.mark_lost("the worker was cancelled", "revoked")
+        with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+            for running in runnings:
+                await self._settler.settle(running, Outcome("abandoned"))
 
     def _lease_lost(self, handle: LeaseHandle, spans: JobSpans | None = None) -> None:
         """Any thread, once: a job's lease is lost (its `LeaseHandle`'s ``on_lost``). It is
@@ -193,10 +193,8 @@ class Jobs:
             assert self._settler is not None
             assert self._slots is not None
             assert self._completer is not None
-        handle = running.handle
-        if self._say_started:
-            extra = lease_extra(handle.lease, queue=running.job.queue, attempt=handle.lease.attempt)
-            log.debug("job started", extra=extra)
+        if self._say_started and running.lost_thread is None:  # (else said as it started)
+            _say_started(running)
         running.slot = slot
         set_current(running.context)
         invoker = self._invoker
@@ -208,10 +206,7 @@ class Jobs:
         except BaseException as exc:
             try:
                 if isinstance(exc, anyio.get_cancelled_exc_class()):
-                    # The worker itself is being cancelled from outside: give the job back.
-                    handle.mark_lost("the worker was cancelled", "revoked")
-                    with anyio.CancelScope(shield=True), anyio.move_on_after(5):
-                        await self._settler.settle(running, Outcome("abandoned"))
+                    await self._give_back([running])  # the worker is cancelled from outside
             finally:
                 set_current(None)
                 self._finished(running)
@@ -297,3 +292,12 @@ class Jobs:
         # wait's connection (a BLPOP cut off mid-reply is not reused).
         if self._idle_scope is not None and not self._jobs:
             self._idle_scope.cancel()
+
+
+def _say_started(running: Running) -> None:
+    """The DEBUG record of a job whose handler starts (`Jobs._say_started`)."""
+    lease = running.handle.lease
+    log.debug(
+        "job started",
+        extra=lease_extra(lease, queue=running.job.queue, attempt=lease.attempt),
+    )

@@ -339,11 +339,6 @@ class DaemonThread(Generic[T]):
         if self._then is not None:
             self._then()
 
-    @property
-    def ended(self) -> bool:
-        """Whether the loop has been told the thread ended (its `result` is there)."""
-        return self._told
-
     def interrupt(self) -> None:
         """On the loop: end a `wait_until_interrupted` now, or the next one (the thread
         runs on)."""

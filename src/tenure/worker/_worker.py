@@ -541,6 +541,12 @@ class Worker(Claiming, Jobs):
                 self._slots = Slots(
                     self._job, self._completer.lead, partial(self._lead_unled, task_group)
                 )
+                if self._calls is not None:
+                    assert self._invoker is not None
+                    self._invoker.report_threads_to(
+                        partial(self._thread_returned, task_group),
+                        partial(self._calls.call, self._slots.start, task_group),
+                    )
                 assert self._settler is not None
                 self._settler.spawn = task_group.start_soon
                 await self._claim_loop(task_group, store, queues, burst, clock)
