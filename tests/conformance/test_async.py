@@ -1,4 +1,6 @@
-"""The async twin (`tenure.aio`): a representative subset of the protocol through `astore`."""
+"""The async twin (`tenure.aio`): a representative subset of the protocol through `astore`,
+on asyncio and on trio (where the server stores run their sync drivers on worker threads:
+their async clients run on asyncio only)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,11 @@ import tenure.aio
 
 pytestmark = pytest.mark.anyio
 T0 = tenure.ManualClock().time()
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
 
 
 async def test_lifecycle(astore: tenure.aio.AsyncStore, clock: tenure.ManualClock) -> None:

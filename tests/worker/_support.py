@@ -6,9 +6,24 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from functools import partial
+from typing import Any, Literal
+
+import trio
 
 import tenure
+
+# The event loops a worker runs on: ``worker.run`` (asyncio), or ``await worker.run_async()``
+# under ``trio.run`` (through anyio; the server stores run their sync drivers on threads).
+Loop = Literal["asyncio", "trio"]
+LOOPS: tuple[Loop, ...] = ("asyncio", "trio")
+
+
+def _run(worker: tenure.Worker, loop: Loop, burst: bool) -> None:
+    if loop == "trio":
+        trio.run(partial(worker.run_async, burst=burst, install_signal_handlers=False))
+    else:
+        worker.run(burst=burst, install_signal_handlers=False)
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
@@ -24,14 +39,16 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, what: str = 
 
 
 @contextmanager
-def running(worker: tenure.Worker, *, timeout: float = 15.0) -> Iterator[tenure.Worker]:
-    """Run ``worker`` on a thread for the duration of the block; stop it afterwards and
-    fail if it does not stop within ``timeout`` or if it raised."""
+def running(
+    worker: tenure.Worker, *, timeout: float = 15.0, loop: Loop = "asyncio"
+) -> Iterator[tenure.Worker]:
+    """Run ``worker`` on a thread (on ``loop``) for the duration of the block; stop it
+    afterwards and fail if it does not stop within ``timeout`` or if it raised."""
     errors: list[BaseException] = []
 
     def target() -> None:
         try:
-            worker.run(install_signal_handlers=False)
+            _run(worker, loop, burst=False)
         except BaseException as exc:  # reported by the test
             errors.append(exc)
 
@@ -48,13 +65,13 @@ def running(worker: tenure.Worker, *, timeout: float = 15.0) -> Iterator[tenure.
             raise errors[0]
 
 
-def run_burst(worker: tenure.Worker, timeout: float = 15.0) -> None:
-    """``worker.run(burst=True)`` on a thread, bounded by ``timeout``."""
+def run_burst(worker: tenure.Worker, timeout: float = 15.0, loop: Loop = "asyncio") -> None:
+    """A burst run of ``worker`` on a thread (on ``loop``), bounded by ``timeout``."""
     errors: list[BaseException] = []
 
     def target() -> None:
         try:
-            worker.run(burst=True, install_signal_handlers=False)
+            _run(worker, loop, burst=True)
         except BaseException as exc:
             errors.append(exc)
 

@@ -3,7 +3,8 @@
 The worker's lease clock is a `ManualClock` shared with the store (``store_clock``): leases
 are renewed, expire locally and expire in the store only when a test moves the clock, so
 each scenario happens at a known moment. Handlers hand-shake with the test through
-threading events; every wait is bounded.
+threading events; every wait is bounded. Tests parametrized over ``loop`` also run the
+worker under trio (`tests/worker/_support.py`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from tenure.worker import JobContext, check_token, current_context, token_state
 from tenure.worker import _worker as worker_module
 from tests.backends import Backend
 from tests.worker import apps
-from tests.worker._support import run_burst, running, until_lost, wait_until
+from tests.worker._support import LOOPS, Loop, run_burst, running, until_lost, wait_until
 
 MakeWorker = Callable[..., tenure.Worker]
 TTL = 10.0  # make_worker's default: local deadline 9.85 s after sending, renewals <= 3.33 s
@@ -53,8 +54,9 @@ class Gate:
 # -- outcomes ----------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("loop", LOOPS)
 def test_sync_and_async_handlers_complete_with_their_result(
-    make_worker: MakeWorker, store: tenure.Store
+    make_worker: MakeWorker, store: tenure.Store, loop: Loop
 ) -> None:
     worker = make_worker(concurrency=2)
 
@@ -72,7 +74,7 @@ def test_sync_and_async_handlers_complete_with_their_result(
 
     store.submit("s", [1, 2], queue="sync")
     store.submit("a", "x", queue="async")
-    run_burst(worker)
+    run_burst(worker, loop=loop)
     assert store.get("s").result == {"sync": [1, 2], "attempt": 1, "queue": "sync"}
     assert store.get("a").result == {"async": "x", "state": "leased"}
     assert (store.get("s").state, store.get("a").state) == ("done", "done")
@@ -575,8 +577,9 @@ def test_rejected_renewal_is_a_loss_before_the_local_deadline(
     assert (store.get("J").owner, store.get("J").result) == ("B", "by B")
 
 
+@pytest.mark.parametrize("loop", LOOPS)
 def test_async_handler_is_cancelled_at_loss(
-    make_worker: MakeWorker, store: tenure.Store, clock: tenure.ManualClock
+    make_worker: MakeWorker, store: tenure.Store, clock: tenure.ManualClock, loop: Loop
 ) -> None:
     worker = make_worker()
     cancelled = threading.Event()
@@ -598,7 +601,7 @@ def test_async_handler_is_cancelled_at_loss(
         return "never"
 
     store.submit("J", queue="q")
-    with running(worker):
+    with running(worker, loop=loop):  # (on trio the loss reaches the loop by its token)
         assert started.wait(10)
         moved_at = time.monotonic()
         clock.advance(TTL)
@@ -862,9 +865,10 @@ def test_jobs_a_completion_claims_as_the_worker_stops_are_given_back(
     assert worker.stats()["completed"] == len([j for j in "ABCD" if store.get(j).state == "done"])
 
 
+@pytest.mark.parametrize("loop", LOOPS)
 @pytest.mark.parametrize("kind", ["sync", "async"])
 def test_grace_period_over_releases_the_job(
-    make_worker: MakeWorker, store: tenure.Store, kind: str
+    make_worker: MakeWorker, store: tenure.Store, kind: str, loop: Loop
 ) -> None:
     worker = make_worker(grace=0.2)
     seen: dict[str, Any] = {}
@@ -883,10 +887,10 @@ def test_grace_period_over_releases_the_job(
 
     worker.register("q", stubborn if kind == "sync" else astubborn)
     store.submit("J", queue="q")
-    with running(worker):
+    with running(worker, loop=loop):
         assert started.wait(10)
         stopped_at = time.monotonic()
-        worker.stop()
+        worker.stop()  # (on trio, from this thread into trio's loop by its token)
     took = time.monotonic() - stopped_at
     assert took < 3
     wait_until(lambda: "reason" in seen, what="the handler to see the loss")

@@ -1,9 +1,12 @@
 """`ThreadedDriver`: a naturally blocking driver (SQLite) offered to async code, each call
 run in a worker thread (the driver interfaces are in ``_driver_async.py``, the source, and
-``_driver.py``, its generated sync twin)."""
+``_driver.py``, its generated sync twin). The server stores' async clients (psycopg's async
+connections, redis.asyncio) run on asyncio only: under trio their stores offer their sync
+driver this way (`on_asyncio`)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from types import TracebackType
@@ -16,7 +19,16 @@ from .._schedule import ScheduleRow
 from ..errors import InvalidArgument
 from ._driver import Driver, Transaction
 
-__all__ = ["ThreadedDriver", "ThreadedTransaction"]
+__all__ = ["ThreadedDriver", "ThreadedTransaction", "on_asyncio"]
+
+
+def on_asyncio() -> bool:
+    """Whether the calling code runs on asyncio (else on trio, through anyio)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 class ThreadedDriver:

@@ -3,6 +3,8 @@
 The store's clock is the server's (``clock_timestamp()``, read inside each statement), so
 client clocks do not matter. Tables live in one schema (``public`` unless ``?schema=``),
 created or upgraded on first connect (or with ``tenure migrate``). See docs/postgres.md.
+psycopg's async connections run on asyncio only, so under trio the async API runs the sync
+driver in worker threads.
 
 Bring your own pool::
 
@@ -12,7 +14,11 @@ Bring your own pool::
 
 from __future__ import annotations
 
+import anyio.to_thread
+
 from ..._clock import Clock
+from .._driver_async import AsyncDriver
+from .._threaded import ThreadedDriver, on_asyncio
 from ._common import PostgresOptions, parse_postgres_url, redact, validate_schema
 from ._driver import PostgresDriver
 from ._driver_async import AsyncPostgresDriver
@@ -40,5 +46,7 @@ def open_sync(url: str, clock: Clock | None) -> PostgresDriver:
     return PostgresDriver.open(url, store_clock=clock)
 
 
-async def open_async(url: str, clock: Clock | None) -> AsyncPostgresDriver:
+async def open_async(url: str, clock: Clock | None) -> AsyncDriver:
+    if not on_asyncio():  # trio: psycopg's async connections cannot run here
+        return ThreadedDriver(await anyio.to_thread.run_sync(open_sync, url, clock))
     return await AsyncPostgresDriver.open(url, store_clock=clock)

@@ -12,13 +12,11 @@ driver in worker threads.
 
 from __future__ import annotations
 
-import asyncio
-
 import anyio.to_thread
 
 from ..._clock import Clock
 from .._driver_async import AsyncDriver
-from .._threaded import ThreadedDriver
+from .._threaded import ThreadedDriver, on_asyncio
 from ._common import Keys, encode, parse_redis_url
 from ._driver import RedisDriver
 from ._driver_async import AsyncRedisDriver
@@ -41,9 +39,7 @@ def open_sync(url: str, clock: Clock | None) -> RedisDriver:
 
 
 async def open_async(url: str, clock: Clock | None) -> AsyncDriver:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:  # not asyncio (trio): redis.asyncio cannot run here
+    if not on_asyncio():  # trio: redis.asyncio cannot run here
         return ThreadedDriver(await anyio.to_thread.run_sync(open_sync, url, clock))
     driver = AsyncRedisDriver(url, clock)
     await driver.open()
