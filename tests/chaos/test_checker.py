@@ -289,3 +289,12 @@ def test_check_command(tmp_path: Path, history: str, code: int, word: str) -> No
     assert (tmp_path / "report.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
     if word == "INVALID":
         assert "I4 destinations        VIOLATED x1" in result.output
+    # The JSON says the same: each invariant listed, with how many violations.
+    result = CliRunner().invoke(main, ["check", str(path), "--no-png", "--json"])
+    assert result.exit_code == code, result.output
+    answer = json.loads(result.output)
+    assert answer["verdict"] == word
+    violated = {key: found["violations"] for key, found in answer["invariants"].items()}
+    assert violated == {"I1": 0, "I2": 0, "I3": 0, "I4": int(word == "INVALID"), "I5": 0}
+    assert answer["invariants"]["I4"]["name"] == "destinations"
+    assert (answer["limits"], answer["top_token"]) == ([], 2)  # j1 claimed twice

@@ -13,10 +13,11 @@ mid-complete or mid-write for over a TTL loses its lease to another worker).
 
 from __future__ import annotations
 
-import re
+import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -69,20 +70,21 @@ def _seeds() -> list[int]:
     raise AssertionError("no seed found")
 
 
-def _run(tmp_path: Path, seed: int) -> tuple[int, list[str]]:
+def _run(tmp_path: Path, seed: int) -> tuple[int, dict[str, Any]]:
+    """One run: its exit status and its verdict (``--json``; the progress goes to stderr)."""
     with SQLITE.isolated_url(tmp_path / str(seed)) as url:
         out = tmp_path / str(seed) / "run"
         command = [
-            *(sys.executable, "-m", "tenure", "--store", url, "chaos", "--workload", "flow"),
-            *("--workers", str(WORKERS), "--ttl", str(TTL), "--duration", str(DURATION)),
-            *("--jobs", str(JOBS), "--fault-interval", str(INTERVAL), "--seed", str(seed)),
+            *(sys.executable, "-m", "tenure", "--store", url, "--json", "chaos"),
+            *("--workload", "flow", "--workers", str(WORKERS), "--ttl", str(TTL)),
+            *("--duration", str(DURATION), "--jobs", str(JOBS)),
+            *("--fault-interval", str(INTERVAL), "--seed", str(seed)),
             *("--faults", ",".join(FAULTS), "--storm", "0", "--drain-timeout", "30"),
             *("--out", str(out), "--no-png"),
         ]
         done = subprocess.run(command, capture_output=True, text=True, timeout=90)
-        lines = done.stdout.strip().splitlines()
-        assert lines, done.stderr[-3000:]
-        return done.returncode, lines
+        assert done.stdout.strip(), done.stderr[-3000:]
+        return done.returncode, json.loads(done.stdout)
 
 
 def test_flow_chaos_run_keeps_i1_to_i6(tmp_path: Path) -> None:
@@ -91,35 +93,32 @@ def test_flow_chaos_run_keeps_i1_to_i6(tmp_path: Path) -> None:
     next seed runs then. Any violation fails at once."""
     for seed in _seeds():
         (tmp_path / str(seed)).mkdir()
-        code, lines = _run(tmp_path, seed)
-        output = "\n".join(lines)
-        assert code in (0, 3), output
+        code, answer = _run(tmp_path, seed)
+        shown = json.dumps(answer, indent=1)
+        assert code in (0, 3), shown
         if code == 0:
             break
-    assert code == 0, f"{RUNS} runs, none of whose faults bit; the last:\n{output}"
-    assert lines[-2].startswith(f"verdict: VALID: I1-I6 held on {JOBS} jobs"), output
-    for line in lines:
-        if line.startswith(("I1 ", "I2 ", "I3 ", "I4 ", "I5 ", "I6 ")):
-            assert line.endswith(" ok"), output
-    assert any(line.startswith("I6 queue limits") for line in lines), output
-    assert f"{JOBS} done" in output, output
-    assert "0 stranded" in output, output
+    assert code == 0, f"{RUNS} runs, none of whose faults bit; the last:\n{shown}"
+    assert answer["verdict"] == "VALID", shown
+    assert answer["headline"].startswith(f"VALID: I1-I6 held on {JOBS} jobs"), shown
+    invariants = answer["invariants"]
+    assert sorted(invariants) == ["I1", "I2", "I3", "I4", "I5", "I6"], shown
+    assert invariants["I6"]["name"] == "queue limits", shown
+    assert all(found["violations"] == 0 for found in invariants.values()), shown
+    counts = answer["counts"]
+    assert (counts["jobs_done"], counts["jobs_stranded"]) == (JOBS, 0), shown
     # Both limits were in force and used: the queue limited to 1 held one at a time;
     # the timeouts fired (and their jobs ended done all the same).
-    limits = next(line for line in lines if line.startswith("limits: "))
-    found = re.search(r"-limit1 at most 1 \(peak (\d+) over (\d+) leases\)", limits)
-    assert found is not None, limits
-    assert found[1] == "1", limits
-    assert int(found[2]) >= 2, limits
-    assert re.search(r"-limit3 at most 3 \(peak [1-3] over \d+ leases\)", limits), limits
+    limits = {found["queue"].rsplit("-", 1)[-1]: found for found in answer["limits"]}
+    assert sorted(limits) == ["limit1", "limit3", "rate"], shown
+    assert (limits["limit1"]["limit"], limits["limit1"]["peak"]) == (1, 1), shown
+    assert limits["limit1"]["leases"] >= 2, shown
+    assert limits["limit3"]["limit"] == 3, shown
+    assert 1 <= limits["limit3"]["peak"] <= 3, shown
     # The rate-limited queue started its jobs within its bucket, and some started at all.
-    rated = re.search(
-        r"-rate at most 4/s, burst 2 \(drew ([\d.]+) of 2 over (\d+) leases\)", limits
-    )
-    assert rated is not None, limits
-    assert float(rated[1]) <= 2, limits
-    assert int(rated[2]) >= 1, limits
-    timeouts = re.search(r"timeouts: (\d+) attempts", limits)
-    assert timeouts is not None, limits
-    assert int(timeouts[1]) >= 1, limits
-    print(output)  # the counts, for whoever runs it with -s
+    rated = limits["rate"]
+    assert (rated["per_second"], rated["burst"]) == (4, 2), shown
+    assert rated["drawn"] <= 2, shown
+    assert rated["leases"] >= 1, shown
+    assert counts["timeouts"] >= 1, shown
+    print(shown)  # the counts, for whoever runs it with -s

@@ -11,13 +11,15 @@ next seed only when a run's faults did not bite (two at most).
 
 from __future__ import annotations
 
-import re
+import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+import tenure
 from tenure.chaos import Fault, make_schedule, store_kind
 from tenure.chaos._lock_mode import LOCK_KINDS
 from tests.backends import SQLITE, Backend
@@ -84,29 +86,26 @@ def _seeds(url: str, count: int = STALL_RUNS) -> list[int]:
     raise AssertionError("no seed found")
 
 
-def _lock_chaos(url: str, out: Path, seed: int) -> tuple[list[str], int, int]:
-    """One locks run: its report's lines (its exit status and verdict checked), and the
-    writes the sink accepted and refused as stale."""
+def _lock_chaos(url: str, out: Path, seed: int) -> dict[str, Any]:
+    """One locks run: its verdict (``--json``; the progress goes to stderr), its exit status
+    and validity checked."""
     command = [
-        *(sys.executable, "-m", "tenure", "--store", url, "chaos", "--workload", "locks"),
-        *("--workers", str(TAKERS), "--ttl", str(TTL), "--duration", str(DURATION)),
-        *("--fault-interval", str(INTERVAL), "--seed", str(seed)),
+        *(sys.executable, "-m", "tenure", "--store", url, "--json", "chaos"),
+        *("--workload", "locks", "--workers", str(TAKERS), "--ttl", str(TTL)),
+        *("--duration", str(DURATION), "--fault-interval", str(INTERVAL), "--seed", str(seed)),
         *("--faults", ",".join(FAULTS)),
         *("--out", str(out), "--no-png"),
     ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=90)
-    lines = done.stdout.strip().splitlines()
-    output = "\n".join(lines)
-    assert lines, done.stderr[-3000:]
-    assert done.returncode == 0, output
-    assert lines[-2].startswith("verdict: VALID: I1-I5 held on 1 lock over "), output
-    for line in lines:
-        if line.startswith(("I1 ", "I2 ", "I3 ", "I4 ", "I5 ")):
-            assert line.endswith(" ok"), output
-    writes = next(line for line in lines if line.startswith("writes: "))
-    found = re.match(r"writes: (\d+) accepted, (\d+) stale rejected", writes)
-    assert found is not None, writes
-    return lines, int(found[1]), int(found[2])
+    assert done.stdout.strip(), done.stderr[-3000:]
+    answer: dict[str, Any] = json.loads(done.stdout)
+    shown = json.dumps(answer, indent=1)
+    assert done.returncode == 0, shown
+    assert answer["verdict"] == "VALID", shown
+    assert answer["headline"].startswith("VALID: I1-I5 held on 1 lock over "), shown
+    assert sorted(answer["invariants"]) == ["I1", "I2", "I3", "I4", "I5"], shown
+    assert all(found["violations"] == 0 for found in answer["invariants"].values()), shown
+    return answer
 
 
 # One store: a lock is a job, and the lock conformance suite and its state machine run on
@@ -125,19 +124,19 @@ def test_lock_chaos_run_is_valid_and_stale_writes_are_refused(
     for number in range(STALL_RUNS):
         with backend.isolated_url(tmp_path / str(number)) as url:
             seeds = seeds or _seeds(url)  # one search: every run's store is of one kind
-            lines, accepted, stale = _lock_chaos(url, tmp_path / str(number) / "run", seeds[number])
-        if stale >= 1:
+            answer = _lock_chaos(url, tmp_path / str(number) / "run", seeds[number])
+            with tenure.connect(url) as store:
+                finals = [job.state for job in store.jobs()]
+        counts = answer["counts"]
+        if counts["stale_writes_rejected"] >= 1:
             break
-    output = "\n".join(lines)
-    assert stale >= 1, output
-    assert accepted >= 4, output
-    holdings = re.search(r"locks: 1 lock, (\d+) holdings, tokens up to (\d+)", output)
-    assert holdings is not None, output
-    assert int(holdings[1]) >= 3, output
-    assert int(holdings[2]) >= int(holdings[1]), output  # one token per holding at least
-    faults = next(line for line in lines if line.startswith("faults: "))
-    assert "pause-handler" in faults, output
-    assert "storm" not in faults, output  # not in a locks run's mix
+    shown = json.dumps(answer, indent=1)
+    assert counts["stale_writes_rejected"] >= 1, shown
+    assert counts["writes_accepted"] >= 4, shown
+    assert (counts["locks"], counts["claims"] >= 3) == (1, True), shown
+    assert answer["top_token"] >= counts["claims"], shown  # one token per holding at least
+    assert answer["faults"].get("pause-handler", 0) >= 1, shown
+    assert "storm" not in answer["faults"], shown  # not in a locks run's mix
     # The lock can still be taken: released by its last holder (or left to expire).
-    assert re.search(r"final states: 1 (ready|leased)$", output, re.MULTILINE), output
-    print(output)  # the counts, for whoever runs it with -s
+    assert finals in (["ready"], ["leased"]), (finals, shown)
+    print(shown)  # the counts, for whoever runs it with -s

@@ -76,6 +76,7 @@ def _finish(
     look: str | None = None,
 ) -> None:
     if state.json:
+        violated = verdict.by_invariant()
         click.echo(
             json.dumps(
                 {
@@ -89,6 +90,14 @@ def _finish(
                         "store_outages": verdict.counts.get("store_outages", 0),
                         "failover": verdict.counts.get("reexecutions_failover", 0),
                     },
+                    # Each invariant the verdict lists (I6 only with queue limits), held or
+                    # not, and the limited queues' peaks and draws: what the text's lines say.
+                    "invariants": {
+                        key: {"name": name, "violations": len(violated[key])}
+                        for key, name in verdict.shown_invariants().items()
+                    },
+                    "limits": verdict.limits,
+                    "top_token": verdict.top_token(),
                     "violations": [
                         {"invariant": v.invariant, "job": v.job, "message": v.message, "ops": v.ops}
                         for v in verdict.violations
