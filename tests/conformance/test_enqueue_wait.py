@@ -201,6 +201,28 @@ def test_wait_wakes_when_another_client_finishes_the_job(
     assert got[0].state == ("done" if ending == "complete" else "dead")
 
 
+@pytest.mark.parametrize("through", ["the same store", "another client"])
+def test_wait_for_jobs_wakes_when_a_job_is_submitted(
+    open_real_store: Callable[[], tenure.Store], through: str
+) -> None:
+    # A worker's idle wait, a lock's waiter: woken by a submit (or a release) through the
+    # store it waits on as well as through another client. SQLite's change counter moves
+    # only for other connections' commits, and a submit through the same store woke its
+    # waiter at the wait's timeout.
+    waiter = open_real_store()
+    submitter = waiter if through == "the same store" else open_real_store()
+    waiter.wait_for_jobs(queues=["q"], timeout=0.01)  # (a listener opened, on some stores)
+    submit = threading.Timer(0.2, lambda: submitter.submit("J", queue="q"))
+    started = time.monotonic()
+    submit.start()
+    try:
+        waiter.wait_for_jobs(queues=["q"], timeout=5)
+    finally:
+        submit.join()
+    assert time.monotonic() - started < 2
+    assert waiter.get("J").state == "ready"
+
+
 def _all_pages(store: tenure.Store, **filters: object) -> list[tenure.JobPage]:
     pages = [store.jobs(**filters)]  # type: ignore[arg-type]
     while pages[-1].next_cursor is not None:

@@ -87,6 +87,10 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin, SQLiteSchedules):
         self._lock = threading.Lock()
         self._closed = False
         self.poll_interval = 0.02
+        # Write transactions this connection committed: `wait_for_jobs` watches them beside
+        # PRAGMA data_version, which moves only for other connections' commits (a submit or
+        # a lock's release through this same store must wake its waiters too).
+        self._commits = 0
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -197,6 +201,7 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin, SQLiteSchedules):
             cur.execute("COMMIT")
         except sqlite3.Error as exc:
             raise self._commit_failed(operation, exc) from exc
+        self._commits += 1  # (under self._lock)
 
     def _commit_failed(self, operation: str, exc: sqlite3.Error) -> StoreUnavailable:
         self._conn.rollback()
@@ -242,6 +247,7 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin, SQLiteSchedules):
                 cur.execute("COMMIT")
             except sqlite3.Error as exc:
                 raise self._commit_failed(operation, exc) from exc
+            self._commits += 1  # (`_commit`, spelled out)
             return result
 
     def _answer(
@@ -568,10 +574,11 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin, SQLiteSchedules):
 
     def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
         # SQLite cannot notify: watch PRAGMA data_version, which changes when another
-        # connection commits, and wake up when the earliest pending job falls due.
+        # connection commits, and this connection's own commits; and wake up when the
+        # earliest pending job falls due.
         deadline = time.monotonic() + timeout
         with self._lock:
-            version = self._conn.execute("PRAGMA data_version").fetchone()[0]
+            version = self._version()
             now = float(self._conn.execute(READ_CLOCK, self.clock_params()).fetchone()[0])
             for queue in queues:
                 due = self._conn.execute(
@@ -584,8 +591,12 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin, SQLiteSchedules):
             with self._lock:
                 if self._closed:
                     return
-                if self._conn.execute("PRAGMA data_version").fetchone()[0] != version:
+                if self._version() != version:
                     return
+
+    def _version(self) -> tuple[int, int]:
+        """What moves with each commit to the file, by any connection; under self._lock."""
+        return self._conn.execute("PRAGMA data_version").fetchone()[0], self._commits
 
     def close(self) -> None:
         with self._lock:
