@@ -42,7 +42,6 @@ from ._sql import (
     FIND_LEASES,
     GET,
     HOLDER_UPDATES,
-    NEXT_DUE,
     PACKAGE,
     PICK,
     READ_CLOCK,
@@ -571,32 +570,6 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin, SQLiteSchedules):
             params["now"] = as_of = float(now.fetchone()[0])
             found = self._conn.execute(FIND_LEASES, params).fetchall()
         return [Outcome(Status.APPLIED, JobRow._make(row), as_of) for row in found]
-
-    def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
-        # SQLite cannot notify: watch PRAGMA data_version, which changes when another
-        # connection commits, and this connection's own commits; and wake up when the
-        # earliest pending job falls due.
-        deadline = time.monotonic() + timeout
-        with self._lock:
-            version = self._version()
-            now = float(self._conn.execute(READ_CLOCK, self.clock_params()).fetchone()[0])
-            for queue in queues:
-                due = self._conn.execute(
-                    NEXT_DUE, {"queue": queue, "max_generation": MAX_GENERATION, "now": now}
-                ).fetchone()
-                if due is not None:
-                    deadline = min(deadline, time.monotonic() + max(0.0, float(due[0]) - now))
-        while (remaining := deadline - time.monotonic()) > 0:
-            time.sleep(min(self.poll_interval, remaining))
-            with self._lock:
-                if self._closed:
-                    return
-                if self._version() != version:
-                    return
-
-    def _version(self) -> tuple[int, int]:
-        """What moves with each commit to the file, by any connection; under self._lock."""
-        return self._conn.execute("PRAGMA data_version").fetchone()[0], self._commits
 
     def close(self) -> None:
         with self._lock:

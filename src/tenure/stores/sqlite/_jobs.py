@@ -1,6 +1,7 @@
 """The SQLite driver's enqueue-and-wait operations (issue #17): batch submit (one write
-transaction), submit on the caller's connection, waiting by short polling, and listing in
-pages. A mixin of `SQLiteDriver`, which provides the connection, lock and write path."""
+transaction), submit on the caller's connection, waiting by short polling (for a job to
+finish, for jobs to claim), and listing in pages. A mixin of `SQLiteDriver`, which provides
+the connection, lock and write path."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..._protocol import UNFINISHED_STATES, JobFilter, JobRow, Outcome, Status, Submission
+from ..._validate import MAX_GENERATION
 from ...errors import InvalidArgument, StoreUnavailable
 from ._sql import (
     ATTEMPTS,
@@ -20,6 +22,7 @@ from ._sql import (
     EXISTING,
     GET,
     LIST_PAGE,
+    NEXT_DUE,
     QUEUE_STATS,
     READ_CLOCK,
     STORE_ID,
@@ -87,6 +90,8 @@ class SQLiteJobsMixin:
         _conn: sqlite3.Connection
         _lock: threading.Lock
         _closed: bool
+        _commits: int
+        poll_interval: float
 
         def _write(self, operation: str, body: Callable[[sqlite3.Cursor, float], T]) -> T: ...
 
@@ -159,6 +164,32 @@ class SQLiteJobsMixin:
             as_of = float(self._conn.execute(READ_CLOCK, self.clock_params()).fetchone()[0])
             row = read_row(self._conn.cursor(), GET, {"job_id": job_id})
         return Outcome(Status.MISSING if row is None else Status.APPLIED, row, as_of)
+
+    def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
+        # SQLite cannot notify: watch PRAGMA data_version, which changes when another
+        # connection commits, and this connection's own commits; and wake up when the
+        # earliest pending job falls due.
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            version = self._version()
+            now = float(self._conn.execute(READ_CLOCK, self.clock_params()).fetchone()[0])
+            for queue in queues:
+                due = self._conn.execute(
+                    NEXT_DUE, {"queue": queue, "max_generation": MAX_GENERATION, "now": now}
+                ).fetchone()
+                if due is not None:
+                    deadline = min(deadline, time.monotonic() + max(0.0, float(due[0]) - now))
+        while (remaining := deadline - time.monotonic()) > 0:
+            time.sleep(min(self.poll_interval, remaining))
+            with self._lock:
+                if self._closed:
+                    return
+                if self._version() != version:
+                    return
+
+    def _version(self) -> tuple[int, int]:
+        """What moves with each commit to the file, by any connection; under self._lock."""
+        return self._conn.execute("PRAGMA data_version").fetchone()[0], self._commits
 
     def wait_job(self, job_id: str, timeout: float) -> Outcome:
         # SQLite cannot notify: look every WAIT_POLL seconds (a read of one row by key).
