@@ -1,5 +1,7 @@
 """`tenure.fence.complete_with` on a `tenure.aio.AsyncStore` (``async with``): the tests of
-test_complete_with.py, on SQLite and PostgreSQL (psycopg ``AsyncConnection``)."""
+test_complete_with.py, on SQLite and PostgreSQL (psycopg ``AsyncConnection``), on asyncio
+and on trio (where PostgreSQL's async store runs its sync driver on worker threads, as
+SQLite's does: its cursor is psycopg's blocking one, and ``conn=`` a sync connection)."""
 
 from __future__ import annotations
 
@@ -23,6 +25,11 @@ from tests.backends import POSTGRES, SQLITE, Backend
 from tests.fence._complete_env import TTL, Env, create_table
 
 pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
 
 
 @dataclass
@@ -185,7 +192,7 @@ async def test_an_edited_lease_is_refused_by_the_store(aenv: AsyncEnv) -> None:
     assert (await aenv.store.get("job-1")).state == "done"
 
 
-async def test_your_own_connection(aenv: AsyncEnv) -> None:
+async def test_your_own_connection(aenv: AsyncEnv, anyio_backend: str) -> None:
     lease = await claimed(aenv)
     if aenv.sync.backend == "sqlite":
         # The guard's steps run in a worker thread: the connection must allow that.
@@ -195,7 +202,10 @@ async def test_your_own_connection(aenv: AsyncEnv) -> None:
 
         from tests.backends import POSTGRES_URL
 
-        conn = await psycopg.AsyncConnection.connect(POSTGRES_URL)
+        if anyio_backend == "trio":  # psycopg's async connections run on asyncio only
+            conn = psycopg.connect(POSTGRES_URL)
+        else:
+            conn = await psycopg.AsyncConnection.connect(POSTGRES_URL)
     try:
         async with fence.complete_with(aenv.store, lease, conn=conn) as done:
             assert done.conn is conn
@@ -208,17 +218,22 @@ async def test_your_own_connection(aenv: AsyncEnv) -> None:
     assert (await aenv.store.get("job-1")).state == "done"
 
 
-async def test_a_connection_of_the_wrong_kind_is_refused(aenv: AsyncEnv) -> None:
+async def test_a_connection_of_the_wrong_kind_is_refused(
+    aenv: AsyncEnv, anyio_backend: str
+) -> None:
     import psycopg
 
     from tests.backends import POSTGRES_URL
 
     lease = await claimed(aenv)
-    # A sync psycopg connection: an async PostgreSQL store needs an AsyncConnection.
-    expected = "sqlite3 connection" if aenv.sync.backend == "sqlite" else "AsyncConnection"
-    with (
-        psycopg.connect(POSTGRES_URL) as conn,
-        pytest.raises(tenure.InvalidArgument, match=expected),
-    ):
-        fence.complete_with(aenv.store, lease, conn=conn)
+    if aenv.sync.backend == "postgres" and anyio_backend == "trio":
+        # On trio a PostgreSQL store's steps run on threads: it needs a sync Connection.
+        wrong: Any = sqlite3.connect(":memory:")
+        expected = "must be a psycopg Connection"
+    else:
+        # A sync psycopg connection: an async PostgreSQL store needs an AsyncConnection.
+        wrong = psycopg.connect(POSTGRES_URL)
+        expected = "sqlite3 connection" if aenv.sync.backend == "sqlite" else "AsyncConnection"
+    with wrong, pytest.raises(tenure.InvalidArgument, match=expected):
+        fence.complete_with(aenv.store, lease, conn=wrong)
     assert (await aenv.store.get("job-1")).state == "leased"
