@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
+
+import pytest
 
 import tenure
 
@@ -63,6 +66,22 @@ def test_a_lost_leader_is_told_and_runs_again(
         assert leader.token is not None
         assert leader.token.generation == 2
     assert events.seen == [("a", "elected", 1), ("a", "lost", 1), ("a", "elected", 2)]
+
+
+def test_a_leader_whose_lock_an_operator_cancelled_is_told_and_stops(
+    store: tenure.Store, clock: tenure.ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.ERROR, logger="tenure")
+    events = Events()
+    with tenure.Leader(store, "scheduler", TTL, owner="a", **events.callbacks("a")) as leader:
+        assert leader.wait_elected(10)
+        store.cancel("lock:scheduler", reason="operator broke the lock")
+        clock.advance(TTL / 2)  # its next renewal is refused: the lock is lost
+        wait_until(lambda: any(r.getMessage().endswith("election stopped") for r in caplog.records))
+        assert not leader.is_leader
+        assert leader.terms == 1  # it did not run again: the lock cannot be taken
+    assert events.seen == [("a", "elected", 1), ("a", "lost", 1)]
+    assert store.get("lock:scheduler").state == "cancelled"
 
 
 def test_a_failing_callback_does_not_stop_the_leader(store: tenure.Store) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import anyio
 import pytest
 
@@ -54,3 +56,20 @@ async def test_handover_and_loss(
     finally:
         await other.close()
     assert seen == [("a", "elected", 1), ("b", "elected", 2), ("b", "lost", 2), ("b", "elected", 3)]
+
+
+async def test_a_leader_whose_lock_an_operator_cancelled_stops(
+    astore: tenure.aio.AsyncStore, clock: tenure.ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.ERROR, logger="tenure")
+    async with astore.elect("scheduler", TTL, owner="a") as leader:
+        with anyio.fail_after(10):
+            await leader.wait_elected()
+        await astore.cancel("lock:scheduler", reason="operator broke the lock")
+        clock.advance(TTL / 2)  # its next renewal is refused: the lock is lost
+        with anyio.fail_after(10):
+            while not any(r.getMessage().endswith("election stopped") for r in caplog.records):
+                await anyio.sleep(0.01)
+        assert not leader.is_leader
+        assert leader.terms == 1  # it did not run again: the lock cannot be taken
+    assert (await astore.get("lock:scheduler")).state == "cancelled"
