@@ -23,7 +23,16 @@ import tenure.fence
 from tenure.cli import COMMANDS, main
 from tenure.cli._demo import DemoResult, render, run_demo
 from tenure.cli._output import Output
-from tests.backends import BACKENDS, POSTGRES, POSTGRES_URL, REDIS_URL, SQLITE, Backend
+from tests.backends import (
+    BACKENDS,
+    POSTGRES,
+    POSTGRES_URL,
+    REDIS,
+    REDIS_URL,
+    SQLITE,
+    Backend,
+    redis_client,
+)
 from tests.integration._support import as_json, listed, ok
 
 DEMO_LINES = (
@@ -424,6 +433,63 @@ def test_migrate_creates_a_store_that_reading_commands_then_find(
         assert cli("--store", url, "jobs", "list").exit_code == 1
         ok(cli("--store", url, "migrate"))
         assert ok(cli("--store", url, "jobs", "list")).stdout.startswith("no jobs in ")
+
+
+@pytest.mark.parametrize("backend", BACKENDS, ids=str)
+def test_a_dry_run_of_migrate_says_what_it_would_do_and_creates_nothing(
+    cli: Any, backend: Backend, tmp_path: Path
+) -> None:
+    with backend.isolated_url(tmp_path) as url:
+        assert ok(cli("--store", url, "migrate", "--dry-run")).stdout.strip()
+        report = as_json(cli("--json", "--store", url, "migrate", "--dry-run"))
+        assert report["version"] == 0
+        assert report["pending"]
+        assert not _created(backend, url, tmp_path)
+        ok(cli("--store", url, "migrate"))
+        report = as_json(cli("--json", "--store", url, "migrate", "--dry-run"))
+        assert (report["version"], report["pending"]) == (report["latest"], [])
+
+
+@pytest.mark.parametrize("backend", [REDIS], ids=str)
+def test_migrate_sql_on_redis_is_a_usage_error_that_writes_nothing(
+    cli: Any, url: str, tmp_path: Path
+) -> None:
+    result = cli("--store", url, "migrate", "--sql")
+    assert result.exit_code == 2, (result.stdout, result.stderr)
+    assert result.stdout == ""
+    assert result.stderr.startswith("Error: --sql: redis:// stores have no SQL schema")
+    assert result.stderr.count("\n") == 1
+    assert "Traceback" not in result.stderr
+    result = cli("--json", "--store", url, "migrate", "--sql")
+    assert result.exit_code == 2
+    error = json.loads(result.stderr)
+    assert error["error"] == "InvalidArgument"
+    assert error["message"].startswith("--sql: ")
+    result = cli("--store", url, "migrate", "--schema", "s")
+    assert (result.exit_code, result.stderr) == (
+        2,
+        "Error: --schema: is for PostgreSQL stores only\n",
+    )
+    assert not _created(REDIS, url, tmp_path)
+
+
+@pytest.mark.parametrize("backend", [REDIS], ids=str)
+def test_a_dry_run_of_migrate_on_an_older_redis_layout_leaves_it(cli: Any, url: str) -> None:
+    from tenure.stores.redis import Keys, parse_redis_url
+
+    ok(cli("--store", url, "migrate"))
+    meta = Keys(parse_redis_url(url).prefix).meta
+    client = redis_client()
+    try:
+        client.hset(meta, "layout", "2")  # a store of tenure before issue #20
+        report = as_json(cli("--json", "--store", url, "migrate", "--dry-run"))
+        assert (report["version"], report["latest"]) == (2, 3)
+        assert report["pending"] == ["index the leases of each queue (layout 3)"]
+        assert client.hget(meta, "layout") == b"2"
+        ok(cli("--store", url, "migrate"))
+        assert client.hget(meta, "layout") == b"3"
+    finally:
+        client.close()
 
 
 def test_a_file_that_is_not_a_store_is_not_read(cli: Any, tmp_path: Path) -> None:

@@ -9,7 +9,8 @@ Shared by every command (`CliState`, `common_options`):
 * ``--store URL`` (``TENURE_STORE_URL``, default ``sqlite:///tenure.db``) and ``--json``
   (``TENURE_JSON``), accepted before or after the command name;
 * every other option is mirrored by an environment variable ``TENURE_<COMMAND>_<OPTION>``
-  (``tenure jobs list --queue`` ← ``TENURE_JOBS_LIST_QUEUE``), shown in ``--help``;
+  named after its long option (``tenure jobs list --state`` ← ``TENURE_JOBS_LIST_STATE``;
+  a repeatable option takes a space-separated list), shown in ``--help`` (`name_envvars`);
 * errors: a `TenureError` prints one line on stderr (a JSON object with ``--json``) and exits
   with 2 for `InvalidArgument` (like a usage error) or 1 for the others; no traceback. Usage
   errors (unknown command or option, bad value) are JSON on stderr too with ``--json``, and
@@ -34,9 +35,20 @@ from ..errors import InvalidArgument, TenureError
 from ..stores import DEFAULT_URL
 from ._output import Output
 
-__all__ = ["COMMANDS", "CliError", "CliState", "CliUsageError", "common_options", "main"]
+__all__ = [
+    "COMMANDS",
+    "ENV_PREFIX",
+    "CliError",
+    "CliState",
+    "CliUsageError",
+    "common_options",
+    "main",
+    "name_envvars",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+ENV_PREFIX = "TENURE"  # of every option's environment variable (`name_envvars`)
 
 # command name -> "module:attribute" of its click command
 COMMANDS: dict[str, str] = {
@@ -183,18 +195,50 @@ def _json_wanted(ctx: click.Context | None, args: Sequence[str] = ()) -> bool:
     return os.environ.get("TENURE_JSON", "").strip().lower() in ("1", "true", "yes", "on")
 
 
+def _env_word(name: str) -> str:
+    return name.lstrip("-").replace("-", "_").upper()
+
+
+def name_envvars(command: click.Command, prefix: str) -> click.Command:
+    """Give each option of ``command`` the variable ``<prefix>_<LONG OPTION>``, and each
+    subcommand's options theirs after its own name (``tenure jobs submit --max-attempts``:
+    ``TENURE_JOBS_SUBMIT_MAX_ATTEMPTS``), shown in ``--help``.
+
+    Named here, not by click's ``auto_envvar_prefix``: click names the variable after the
+    Python parameter, so an option read into another name (``--state`` into ``state_``,
+    ``--queue`` into ``queues``) read a variable no doc mentions. An option that names its
+    own variable (``--store``: ``TENURE_STORE_URL``) keeps it; one with
+    ``allow_from_autoenv=False``, or without a long name, reads none. Naming again changes
+    nothing, so a command may pass through here each time it is loaded."""
+    for param in command.params:
+        if not isinstance(param, click.Option) or not param.allow_from_autoenv:
+            continue
+        long = next((opt for opt in param.opts if opt.startswith("--")), None)
+        if param.envvar is None and long is not None:
+            param.envvar = f"{prefix}_{_env_word(long)}"
+        param.show_envvar = param.envvar is not None
+    if isinstance(command, click.Group):
+        for name, subcommand in command.commands.items():
+            name_envvars(subcommand, f"{prefix}_{_env_word(name)}")
+    return command
+
+
 def _name_the_envvar(exc: click.BadParameter) -> None:
-    """A bad value that came from an environment variable: say which variable."""
+    """A bad value that came from an environment variable: say which variable. One from
+    the command line names the option alone (click's own hint names the variable whenever
+    ``--help`` shows it, wherever the value came from); a missing one keeps click's hint,
+    which says the variable can give it."""
     param, ctx = exc.param, exc.ctx
     if not isinstance(param, click.Option) or ctx is None or param.name is None:
         return
+    if isinstance(exc, click.MissingParameter):
+        return
     if ctx.get_parameter_source(param.name) is not click.core.ParameterSource.ENVIRONMENT:
+        exc.param_hint = " / ".join(f"'{opt}'" for opt in param.opts)
         return
     envvar = param.envvar
     if isinstance(envvar, (list, tuple)):
         envvar = next((name for name in envvar if os.environ.get(name) is not None), envvar[0])
-    if not envvar and ctx.auto_envvar_prefix:
-        envvar = f"{ctx.auto_envvar_prefix}_{param.name.upper()}"
     if envvar:
         option = " / ".join(param.opts)
         exc.param_hint = f"{envvar} (the environment variable of {option})"
@@ -248,6 +292,8 @@ class TenureGroup(click.Group):
             module_name, _, attribute = COMMANDS[cmd_name].partition(":")
             command = getattr(importlib.import_module(module_name), attribute)
             assert isinstance(command, click.Command), COMMANDS[cmd_name]
+        if command is not None:  # every way to a command names its variables
+            name_envvars(command, f"{ENV_PREFIX}_{_env_word(cmd_name)}")
         return command
 
     def invoke(self, ctx: click.Context) -> Any:
@@ -266,10 +312,11 @@ class TenureGroup(click.Group):
             raise
 
 
+# No auto_envvar_prefix: click would name variables after the Python parameters
+# (`name_envvars` names them after the options instead).
 @click.group(
     cls=TenureGroup,
     context_settings={
-        "auto_envvar_prefix": "TENURE",
         "help_option_names": ["-h", "--help"],
         "show_default": True,
     },
@@ -292,7 +339,8 @@ class TenureGroup(click.Group):
     default=False,
     help="Print JSON for scripts instead of tables.",
 )
-@click.version_option(__version__, "--version", "-V", prog_name="tenure")
+# No variable: TENURE_VERSION would print the version in place of any command.
+@click.version_option(__version__, "--version", "-V", prog_name="tenure", allow_from_autoenv=False)
 @click.pass_context
 def main(ctx: click.Context, store_url: str, json_: bool) -> None:
     """tenure: jobs on distributed workers under expiring leases with fencing tokens.
@@ -303,3 +351,6 @@ def main(ctx: click.Context, store_url: str, json_: bool) -> None:
     state = ctx.ensure_object(CliState)
     state.store_url = store_url
     state.json = json_
+
+
+name_envvars(main, ENV_PREFIX)  # the global options; each command as it loads (get_command)

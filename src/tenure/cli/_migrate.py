@@ -3,8 +3,10 @@
 PostgreSQL: the versioned SQL files shipped in ``tenure/stores/postgres/sql/migrations``,
 applied in one transaction under an advisory lock (concurrent runs wait, then find the work
 done). ``--dry-run`` lists what would run; ``--sql`` prints it as a script for your own
-tooling (psql, Flyway, Liquibase...). SQLite migrates when opened; Redis has no schema
-(migrate opens the store, which registers it: read-only commands then find it).
+tooling (psql, Flyway, Liquibase...). SQLite migrates when opened. Redis has no schema and
+no SQL (``--sql`` is a usage error): migrate opens the store, which registers it (read-only
+commands then find it) and brings an older key layout up to date; ``--dry-run`` reads the
+store's key layout and says which of those it would do, writing nothing.
 """
 
 from __future__ import annotations
@@ -59,14 +61,7 @@ def migrate(
             raise InvalidArgument("--schema", "is for PostgreSQL stores only")
         report = _sqlite(state, dry_run, print_sql, from_version)
     else:
-        from ..stores import resolve_url
-
-        resolve_url(state.store_url)  # unknown schemes: the usual InvalidArgument
-        store = state.store()  # a Redis store exists once it has been opened (its store id)
-        report = {
-            "store": store.url,
-            "message": f"{scheme}:// stores have no schema; the store exists at {store.url}",
-        }
+        report = _without_schema(state, scheme, dry_run, print_sql, schema)
     if print_sql:
         click.echo(report.pop("sql"), nl=False)
         return
@@ -87,6 +82,87 @@ def migrate(
         out.line(f"{where}: applied {applied}; now at version {report['version']}", "good")
     else:
         out.line(f"{where}: up to date at version {report['version']}")
+
+
+def _refused(message: str) -> StoreUnavailable:
+    """A store migrate cannot read or would not change: exit code 1, nothing done."""
+    return StoreUnavailable(message, operation="migrate", outcome_unknown=False)
+
+
+def _without_schema(
+    state: CliState, scheme: str, dry_run: bool, print_sql: bool, schema: str | None
+) -> dict[str, Any]:
+    """Redis, and the stores of backends registered by others: no SQL, so no script to
+    print; the store exists once it has been opened (a Redis store's id and clock), which
+    also brings an older Redis key layout up to this tenure's."""
+    from ..stores import resolve_url
+
+    resolve_url(state.store_url)  # unknown schemes: the usual InvalidArgument
+    if print_sql:
+        raise InvalidArgument(
+            "--sql",
+            f"{scheme}:// stores have no SQL schema, so there is no migration script to "
+            "print; tenure migrate without --sql sets the store up",
+        )
+    if schema is not None:
+        raise InvalidArgument("--schema", "is for PostgreSQL stores only")
+    if dry_run:
+        # Opening the store would create it: read what is there instead.
+        if scheme in ("redis", "rediss"):
+            return _redis_plan(state.store_url)
+        return {
+            "store": state.store_url,
+            "message": f"{scheme}:// stores have no schema; a dry run cannot tell what "
+            "opening the store would do, and changed nothing",
+        }
+    store = state.store()
+    return {
+        "store": store.url,
+        "message": f"{scheme}:// stores have no schema; the store exists at {store.url}",
+    }
+
+
+# What opening a Redis store does (open.lua, index_leases.lua; docs/redis.md "Layout
+# versions"): a new store starts at this tenure's key layout; an older one is brought up to
+# it, a step from each layout to the next.
+_NEW_REDIS_STORE = "create the store (its id and clock key)"
+_REDIS_UPGRADES = {
+    1: "rename the clock key after the store id (layout 2)",
+    2: "index the leases of each queue (layout 3)",
+}
+
+
+def _redis_plan(url: str) -> dict[str, Any]:
+    """What ``tenure migrate`` would do to the Redis store at ``url``, read without a
+    write: its key layout against this tenure's."""
+    from redis import RedisError
+
+    from ..stores.redis import LAYOUT_VERSION, parse_redis_url
+    from ._probe import redis_layout
+
+    shown = parse_redis_url(url).public_url
+    try:
+        layout = redis_layout(url)
+    except RedisError as exc:
+        raise _refused(f"cannot read the Redis store at {shown}: {exc}") from exc
+    if layout > LAYOUT_VERSION:
+        raise _refused(
+            f"the Redis store {shown} has key layout version {layout}, newer than this "
+            f"tenure understands ({LAYOUT_VERSION}); upgrade tenure"
+        )
+    if layout == 0:
+        pending = [_NEW_REDIS_STORE]
+    else:
+        pending = [step for start, step in _REDIS_UPGRADES.items() if start >= layout]
+    found = f"key layout {layout}" if layout else "no store yet"
+    plan = f"would {'; '.join(pending)}; nothing changed" if pending else "nothing to do"
+    return {
+        "store": shown,
+        "version": layout,
+        "latest": LAYOUT_VERSION,
+        "pending": pending,
+        "message": f"{shown}: {found}, this tenure has key layout {LAYOUT_VERSION}; {plan}",
+    }
 
 
 def _postgres(
@@ -122,11 +198,9 @@ def _postgres(
         with psycopg.connect(options.conninfo, autocommit=True, **options.kwargs) as conn:
             current = schema_version(conn, schema) or 0
             if current > latest:
-                raise StoreUnavailable(
+                raise _refused(
                     f"schema {schema!r} is at version {current}, newer than this tenure "
-                    f"({latest}); upgrade tenure",
-                    operation="migrate",
-                    outcome_unknown=False,
+                    f"({latest}); upgrade tenure"
                 )
             if print_sql:
                 report["sql"] = migration_script(schema, current)
@@ -141,11 +215,7 @@ def _postgres(
                 report["applied"] = apply(conn, schema)
                 report["version"] = latest
     except psycopg.OperationalError as exc:
-        raise StoreUnavailable(
-            f"cannot reach PostgreSQL at {redact(url)}: {exc}",
-            operation="migrate",
-            outcome_unknown=False,
-        ) from exc
+        raise _refused(f"cannot reach PostgreSQL at {redact(url)}: {exc}") from exc
     return report
 
 

@@ -7,7 +7,8 @@ Each probe looks the way the store itself would, read-only:
 
 * SQLite: the file exists and has the ``tenure_jobs`` table (opened with ``mode=ro``);
 * PostgreSQL: the URL's schema has the ``tenure_jobs`` table;
-* Redis: the store's ``{prefix}:meta`` hash exists (written by the first connection).
+* Redis: the store's ``{prefix}:meta`` hash gives a key layout (written by the first
+  connection; `redis_layout`, which ``tenure migrate --dry-run`` reads too).
 
 A probe that cannot reach the server answers "unknown", and the command goes on to open
 the store, whose own error then says what is wrong with the connection.
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote, urlsplit
 
-__all__ = ["Probe", "probe_store"]
+__all__ = ["Probe", "probe_store", "redis_layout"]
 
 HOW_TO_CREATE = (
     "create it by submitting a job (tenure jobs submit), running a worker (tenure worker) or "
@@ -102,21 +103,40 @@ def _redis(url: str) -> Probe:
     try:
         import redis
 
-        from ..stores.redis import Keys, parse_redis_url
+        from ..stores.redis import parse_redis_url
     except ImportError:
         return Probe(None, url)
+    options = parse_redis_url(url)
+    try:
+        layout = redis_layout(url)
+    except redis.RedisError:
+        return Probe(None, options.public_url)
+    if not layout:
+        return Probe(False, options.public_url, f"nothing stored under prefix {options.prefix!r}")
+    return Probe(True, options.public_url)
+
+
+def redis_layout(url: str) -> int:
+    """The key layout version of the Redis store at ``url``, as its ``{prefix}:meta`` says
+    (0: no store there); reads that one key and writes nothing. Raises redis-py's
+    ``RedisError`` when the server cannot be reached or read."""
+    import redis
+
+    from ..stores.redis import LAYOUT_VERSION, Keys, parse_redis_url
+
     options = parse_redis_url(url)
     client = redis.Redis.from_url(
         options.redis_url,
         socket_timeout=options.timeout,
         socket_connect_timeout=options.connect_timeout,
     )
+    meta = Keys(options.prefix).meta
     try:
-        found = client.exists(Keys(options.prefix).meta)
-    except redis.RedisError:
-        return Probe(None, options.public_url)
+        layout = client.hget(meta, "layout")
+        # A meta hash without the field is a store all the same: opening it gives it
+        # this tenure's layout (open.lua's HSETNX).
+        if layout is None and client.exists(meta):
+            return LAYOUT_VERSION
     finally:
         client.close()
-    if not found:
-        return Probe(False, options.public_url, f"nothing stored under prefix {options.prefix!r}")
-    return Probe(True, options.public_url)
+    return int(layout or 0)

@@ -17,11 +17,12 @@ import anyio.to_thread
 from ..._clock import Clock
 from .._driver_async import AsyncDriver
 from .._threaded import ThreadedDriver, on_asyncio
-from ._common import Keys, encode, parse_redis_url
+from ._common import LAYOUT_VERSION, Keys, encode, parse_redis_url
 from ._driver import RedisDriver
 from ._driver_async import AsyncRedisDriver
 
 __all__ = [
+    "LAYOUT_VERSION",
     "AsyncRedisDriver",
     "Keys",
     "RedisDriver",
