@@ -19,6 +19,7 @@ it where it is there (`boot_clock`).
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 import uuid
@@ -111,6 +112,20 @@ class SystemClock:
         return "SystemClock()"
 
 
+def _finite(argument: str, value: object) -> float:
+    """A `ManualClock` time or step: a finite number (a NaN time would be stored by a
+    store that takes this clock as its own, and a lease ending at NaN never expires)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidArgument(argument, f"must be a number, not {type(value).__name__}")
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        raise InvalidArgument(argument, f"must be a finite number, got {str(value)[:40]}")
+    return number
+
+
 class ManualClock:
     """A clock that moves only when told to; for tests and simulations.
 
@@ -131,8 +146,8 @@ class ManualClock:
         boot_id: str | None = None,
     ):
         self._lock = threading.Lock()
-        self._wall = float(start)
-        self._mono = float(monotonic_start)
+        self._wall = _finite("start", start)
+        self._mono = _finite("monotonic_start", monotonic_start)
         self._boot = self._mono
         self._boot_id = uuid.uuid4().hex if boot_id is None else boot_id
 
@@ -149,7 +164,7 @@ class ManualClock:
             return self._boot_id, self._boot
 
     def advance(self, seconds: float) -> None:
-        if seconds < 0:
+        if _finite("seconds", seconds) < 0:
             raise InvalidArgument("seconds", "must be >= 0; use jump() to step wall time back")
         with self._lock:
             self._wall += seconds
@@ -157,13 +172,14 @@ class ManualClock:
             self._boot += seconds
 
     def jump(self, seconds: float) -> None:
+        seconds = _finite("seconds", seconds)
         with self._lock:
             self._wall += seconds
 
     def suspend(self, seconds: float) -> None:
         """The host sleeps for ``seconds``: wall time and the boot clock move on, monotonic
         time (``CLOCK_MONOTONIC``, which a process's local lease deadlines use) does not."""
-        if seconds < 0:
+        if _finite("seconds", seconds) < 0:
             raise InvalidArgument("seconds", "must be >= 0")
         with self._lock:
             self._wall += seconds

@@ -17,7 +17,7 @@ import random
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from ._clock import LeaseTiming
+from ._clock import Clock, LeaseTiming
 from ._snapshots import UNDECODED, job_from_row, new_lease
 from ._validate import (
     MAX_ATTEMPTS,
@@ -48,6 +48,7 @@ from .models import JobState, Lease, StrEnum
 
 __all__ = [
     "CLAIM_RECOVERY_TRIES",
+    "check_instances",
     "JOB_COLUMNS",
     "UNDECODED",
     "check_lease",
@@ -646,3 +647,24 @@ class RetryPolicy:
         ceiling = min(self.cap, self.base * (2.0 ** min(max(attempt - 1, 0), 60)))
         # Half fixed, half jitter: spreads retries without ever retrying at once.
         return ceiling / 2.0 + rng.uniform(0.0, ceiling / 2.0)
+
+
+# The options that take an object (the test hooks, the policies): what each must be.
+_INSTANCES: dict[str, tuple[type, str]] = {
+    "clock": (Clock, "tenure.Clock"),
+    "store_clock": (Clock, "tenure.Clock"),
+    "timing": (LeaseTiming, "tenure.LeaseTiming"),
+    "retry_policy": (RetryPolicy, "tenure.RetryPolicy"),
+    "retry": (RetryPolicy, "tenure.RetryPolicy"),
+    "rng": (random.Random, "random.Random"),
+}
+
+
+def check_instances(**options: object) -> None:
+    """Each of ``options`` (named as in `_INSTANCES`) None or an instance of its class: a
+    store or worker given another object would fail only at its first use, perhaps with a
+    job already leased under a secret nobody holds."""
+    for name, value in options.items():
+        kind, shown = _INSTANCES[name]
+        if value is not None and not isinstance(value, kind):
+            raise InvalidArgument(name, f"must be a {shown} or None, not {type(value).__name__}")

@@ -47,6 +47,9 @@ LATE_GRACE = 10.0
 # count as missed again, with LATE_GRACE.
 STALL_GRACE = 300.0
 TICK_PREFIX = "cron:"
+# A schedule's longest name: its ticks' job ids (`tick_job_id`: the prefix, the name, ':'
+# and a 20-character UTC time) must fit a job id's 255 characters.
+MAX_SCHEDULE_NAME = 255 - len(TICK_PREFIX) - 1 - len("2026-01-01T00:00:00Z")
 # Ticks walked at most to find the latest one due: a schedule of every second missed for
 # a long time is looked at from a recent window instead (see _latest_at_or_before).
 _WALK = 10_000
@@ -113,14 +116,22 @@ def make_schedule(
         # The tick's job id is cron:<name>:<tick>; a colon in the name would make two
         # schedules' ids meet.
         raise InvalidArgument("name", f"must not contain ':', got {name_s!r}")
+    if len(name_s) > MAX_SCHEDULE_NAME:
+        # A longer one makes tick ids past a job id's 255 characters: every tick refused.
+        raise InvalidArgument(
+            "name",
+            f"must be at most {MAX_SCHEDULE_NAME} characters (its ticks' job ids, "
+            f"cron:<name>:<tick>, are 26 more), got {len(name_s)}",
+        )
     queue_s = validate_id("queue", queue)
     encode_json("payload", payload)  # refused now, not at every tick
     if not isinstance(tz, str) or not tz:
         raise InvalidArgument("tz", f"must be an IANA time zone name, got {tz!r}")
     try:
         zone = ZoneInfo(tz)
-    except (ZoneInfoNotFoundError, ValueError) as exc:
-        raise InvalidArgument("tz", f"unknown time zone {tz!r}") from exc
+    # (OSError: a name that is a directory of the zone database, or too long a path)
+    except (ZoneInfoNotFoundError, ValueError, OSError) as exc:
+        raise InvalidArgument("tz", f"unknown time zone {tz[:100]!r}") from exc
     if catch_up not in CATCH_UP:
         raise InvalidArgument("catch_up", f"must be 'skip' or 'once', got {catch_up!r}")
     if not isinstance(cron, str):
@@ -200,7 +211,7 @@ def upcoming(cron: str, tz: str, after: float) -> float | None:
         return None
     try:
         return next_tick(Schedule("upcoming", cron, "upcoming", None, tz, "skip"), after)
-    except (refused, ValueError, StopIteration, ZoneInfoNotFoundError):
+    except (refused, ValueError, StopIteration, ZoneInfoNotFoundError, OSError):
         return None
 
 

@@ -26,6 +26,7 @@ from ._protocol import (
     Outcome,
     RetryPolicy,
     Status,
+    check_instances,
     claim_not_recovered,
     claim_recovery_budget,
     claim_recovery_pause,
@@ -95,6 +96,7 @@ class AsyncStore(
         retries: int = 2,
         rng: random.Random | None = None,
     ) -> None:
+        check_instances(clock=clock, timing=timing, retry_policy=retry_policy, rng=rng)
         self._driver = driver
         self._clock = clock or SystemClock()
         self._leases = LeaseMaker(driver.store_id, timing or LeaseTiming())
@@ -658,7 +660,11 @@ async def connect(
     anyway; for server stores it is a hook for deterministic tests only, never for
     production, where the server's time must decide.
     """
-    validate_payload_limit(payload_limit)  # before the store is touched
+    # Before the store is touched:
+    check_instances(
+        clock=clock, store_clock=store_clock, timing=timing, retry_policy=retry_policy, rng=rng
+    )
+    validate_payload_limit(payload_limit)
     driver = await open_driver_async(resolve_url(url), store_clock)
     return AsyncStore(
         driver,

@@ -86,6 +86,9 @@ MAX_GENERATION = 2**63 - 1
 MAX_QUEUE_LIMIT = 1_000_000
 # The largest fleet-wide queue rate (set_queue_rate), in jobs a second, and bucket size.
 MAX_QUEUE_RATE = 1_000_000
+# The slowest rate, about a job in 11.6 days: slower is no rate anyone means, and every
+# store must refuse the same values (Redis's script had a floor of its own, 1e-300).
+MIN_QUEUE_RATE = 1e-6
 _MAX_DEPTH = 64
 
 
@@ -460,7 +463,7 @@ def validate_queue_limit(value: object, argument: str = "n") -> int | None:
 
 
 def validate_queue_rate(per_second: object, burst: object) -> tuple[float, int] | None:
-    """A queue's rate: ``per_second`` a finite number above 0 and at most MAX_QUEUE_RATE,
+    """A queue's rate: ``per_second`` a finite number from MIN_QUEUE_RATE to MAX_QUEUE_RATE,
     ``burst`` an int from 1 to MAX_QUEUE_RATE or None for max(1, ceil(per_second)); None
     (with no burst) for no rate. Answers (per_second, burst)."""
     if per_second is None:
@@ -471,10 +474,12 @@ def validate_queue_rate(per_second: object, burst: object) -> tuple[float, int] 
         raise InvalidArgument(
             "per_second", f"must be a number or None, not {type(per_second).__name__}"
         )
-    rate = float(per_second)
-    if not (math.isfinite(rate) and 0 < rate <= MAX_QUEUE_RATE):
+    rate = float(min(per_second, MAX_QUEUE_RATE + 1))  # (an int too large for a float)
+    if not (math.isfinite(rate) and MIN_QUEUE_RATE <= rate <= MAX_QUEUE_RATE):
         raise InvalidArgument(
-            "per_second", f"must be a finite number above 0, at most {MAX_QUEUE_RATE}, got {rate!r}"
+            "per_second",
+            f"must be a finite number from {MIN_QUEUE_RATE:g} (a job in about 11.6 days) to "
+            f"{MAX_QUEUE_RATE}, got {str(per_second)[:40]}",
         )
     if burst is None:
         return rate, max(1, math.ceil(rate))

@@ -163,6 +163,9 @@ def test_rates_limits_and_pauses_live_side_by_side(store: tenure.Store) -> None:
         (0, None, "per_second"),
         (-1, None, "per_second"),
         (1_000_001, None, "per_second"),
+        (10**400, None, "per_second"),  # too large for a float
+        (5e-324, None, "per_second"),  # below the slowest rate (refused alike everywhere)
+        (1e-7, None, "per_second"),
         (float("inf"), None, "per_second"),
         (float("nan"), None, "per_second"),
         (True, None, "per_second"),

@@ -234,3 +234,23 @@ def test_retry_policy_refuses_nonsense(kwargs: dict[str, object], name: str) -> 
     with pytest.raises(tenure.InvalidArgument) as caught:
         tenure.RetryPolicy(**kwargs)  # type: ignore[arg-type]
     assert caught.value.argument == name
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf, 10**400, "5", None, True])
+def test_manual_clock_times_and_steps_are_finite_numbers(bad: object) -> None:
+    # A NaN time would reach a store that takes this clock as its own (a lease ending at
+    # NaN never expires there): refused, and the clock stays where it was.
+    clock = tenure.ManualClock()
+    before = (clock.time(), clock.monotonic())
+    calls = [
+        ("start", lambda: tenure.ManualClock(bad)),  # type: ignore[arg-type]
+        ("monotonic_start", lambda: tenure.ManualClock(monotonic_start=bad)),  # type: ignore[arg-type]
+        ("seconds", lambda: clock.advance(bad)),  # type: ignore[arg-type]
+        ("seconds", lambda: clock.jump(bad)),  # type: ignore[arg-type]
+        ("seconds", lambda: clock.suspend(bad)),  # type: ignore[arg-type]
+    ]
+    for argument, call in calls:
+        with pytest.raises(tenure.InvalidArgument) as caught:
+            call()
+        assert caught.value.argument == argument
+    assert (clock.time(), clock.monotonic()) == before

@@ -10,6 +10,7 @@ import pytest
 
 import tenure
 from tenure._schedule import (
+    MAX_SCHEDULE_NAME,
     due_ticks,
     make_schedule,
     next_tick,
@@ -17,6 +18,7 @@ from tenure._schedule import (
     tick_job_id,
     ticks_back,
 )
+from tenure._validate import validate_id
 
 PARIS = ZoneInfo("Europe/Paris")
 
@@ -110,6 +112,14 @@ def test_tick_job_id_is_the_same_for_every_worker() -> None:
     )
 
 
+def test_the_longest_schedule_name_makes_tick_ids_a_store_takes() -> None:
+    name = "n" * MAX_SCHEDULE_NAME
+    schedule = make_schedule(name, "* * * * *", queue="q")
+    job_id = tick_job_id(schedule.name, at(2026, 12, 31, 23, 59))
+    assert len(job_id) == 255
+    assert validate_id("job_id", job_id) == job_id
+
+
 def test_tick_delay_waits_for_the_tick_by_store_time() -> None:
     assert tick_delay(100.0, 70.0) == 30.0  # the submitting worker's clock is ahead
     assert tick_delay(100.0, 130.0) == 0.0  # behind: the tick is due already
@@ -120,6 +130,7 @@ def test_tick_delay_waits_for_the_tick_by_store_time() -> None:
     [
         ({"name": "", "cron": "* * * * *"}, "name"),
         ({"name": "a:b", "cron": "* * * * *"}, "name"),
+        ({"name": "n" * 230, "cron": "* * * * *"}, "name"),
         ({"name": "a", "cron": "not cron"}, "cron"),
         ({"name": "a", "cron": 5}, "cron"),
         ({"name": "a", "cron": "61 * * * *"}, "cron"),

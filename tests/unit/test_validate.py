@@ -242,3 +242,33 @@ def test_error_text() -> None:
     assert long.endswith("…[truncated]")
     for bad in (None, 42, b"x", ["e"]):
         assert "str or an exception" in refused("error", error_text, bad).rule
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("timing", 0.5), ("clock", "x"), ("store_clock", "x"), ("retry_policy", 1), ("rng", 1)],
+)
+def test_connect_refuses_an_option_of_the_wrong_kind_before_opening_the_store(
+    tmp_path: Any, option: str, value: object
+) -> None:
+    # `timing=0.5` was taken: the first claim leased a job and then failed, leaving it
+    # leased under a secret nobody held until its lease ran out.
+    import anyio
+
+    import tenure
+    import tenure.aio
+
+    path = tmp_path / "never.db"
+    url = f"sqlite:///{path}"
+    with pytest.raises(InvalidArgument) as caught:
+        tenure.connect(url, **{option: value})
+    assert caught.value.argument == option
+    with pytest.raises(InvalidArgument) as caught:
+        anyio.run(lambda: tenure.aio.connect(url, **{option: value}))
+    assert caught.value.argument == option
+    assert not path.exists()
+    if option != "store_clock":  # (a store built on a driver has none)
+        with tenure.connect(f"sqlite:///{tmp_path / 'other.db'}") as store:
+            with pytest.raises(InvalidArgument) as caught:
+                tenure.Store(store._driver, **{option: value})
+            assert caught.value.argument == option

@@ -13,7 +13,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Literal
 
 from .._clock import Clock, LeaseTiming
-from .._protocol import RetryPolicy
+from .._protocol import RetryPolicy, check_instances
 from .._validate import (
     MAX_BATCH,
     validate_age,
@@ -163,7 +163,7 @@ def make_config(
         raise InvalidArgument(
             "poll_interval", f"must be from 0.001 to 3600 seconds, got {poll_s:g}"
         )
-    _check_instances(clock=clock, store_clock=store_clock, timing=timing)
+    check_instances(clock=clock, store_clock=store_clock, timing=timing)
     _check_start_method(start_method)
     summary_s = validate_delay(summary_every, "summary_every")
     if summary_s != 0 and not 0.01 <= summary_s <= 86400:
@@ -233,17 +233,6 @@ def _retry_policy(retry: object) -> RetryPolicy:
     if not isinstance(retry, RetryPolicy):
         raise InvalidArgument("retry", f"must be a tenure.RetryPolicy, not {type(retry).__name__}")
     return retry
-
-
-def _check_instances(**options: object) -> None:
-    """The test hooks: each None or an instance of its class."""
-    expected = {"clock": Clock, "store_clock": Clock, "timing": LeaseTiming}
-    for name, value in options.items():
-        kind = expected[name]
-        if value is not None and not isinstance(value, kind):
-            raise InvalidArgument(
-                name, f"must be a tenure.{kind.__name__}, not {type(value).__name__}"
-            )
 
 
 def _check_start_method(start_method: object) -> None:
