@@ -255,6 +255,78 @@ def test_bad_auth_arguments() -> None:
         TenureAuth(token(1), keyring="secret")  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    ("headers", "options", "argument"),
+    [
+        (None, {}, "headers"),
+        ("Tenure-Job: a", {}, "headers"),
+        ([("Tenure-Job", "a")], {}, "headers"),
+        ({1: "x"}, {}, "headers"),
+        ({b"Tenure-Job": b"a"}, {}, "headers"),
+        ({"Tenure-Job": b"a"}, {}, "headers['Tenure-Job']"),
+        ({"Tenure-Generation": 3}, {}, "headers['Tenure-Generation']"),
+        ({"Tenure-Job": ["a", None]}, {}, "headers['Tenure-Job']"),
+        ({"Tenure-Job": "a", "Tenure-Generation": "3"}, {"keyring": "x"}, "keyring"),
+    ],
+)
+def test_bad_header_arguments(headers: Any, options: dict[str, Any], argument: str) -> None:
+    with pytest.raises(tenure.InvalidArgument) as caught:
+        wire.check_headers(headers, **options)
+    assert caught.value.argument == argument
+
+
+def test_header_objects_are_read(ring: fence.Keyring) -> None:
+    signed = wire.token_headers(token(7), ring)
+    assert wire.check_headers(httpx.Headers(signed), ring) == token(7)
+    from starlette.datastructures import Headers
+
+    assert wire.check_headers(Headers(signed), ring) == token(7)
+    repeated = Headers(raw=[(b"tenure-job", b"a"), (b"tenure-job", b"b")])
+    found = wire.check_headers(repeated)
+    assert isinstance(found, wire.Rejection)
+    assert found.kind == "malformed"
+
+
+@pytest.mark.parametrize("keyring", ["x", b"k1=" + KEY, {"k1": KEY}])
+def test_token_headers_refuse_what_tenure_auth_refuses(keyring: Any) -> None:
+    with pytest.raises(tenure.InvalidArgument) as caught:
+        wire.token_headers(token(7), keyring)
+    assert caught.value.argument == "keyring"
+    with pytest.raises(tenure.InvalidArgument) as caught:
+        TenureAuth(token(7), keyring=keyring)
+    assert caught.value.argument == "keyring"
+
+
+async def _asgi_app(scope: Any, receive: Any, send: Any) -> None:
+    pass
+
+
+class _NoHighest:
+    blocking = False
+
+    def advance(self, token: Any, *, strict: bool = False) -> asgi.FenceVerdict:
+        return asgi.FenceVerdict(True, None)
+
+
+@pytest.mark.parametrize(
+    ("app", "options", "argument"),
+    [
+        (None, {}, "app"),
+        ("myapp:app", {}, "app"),
+        (_asgi_app, {"store": 42}, "store"),
+        (_asgi_app, {"store": "fence.db"}, "store"),
+        (_asgi_app, {"store": _NoHighest()}, "store"),
+        (_asgi_app, {"on_rejected": 42}, "on_rejected"),
+        (_asgi_app, {"on_rejected": "log"}, "on_rejected"),
+        (_asgi_app, {"keyring": "x"}, "keyring"),
+    ],
+)
+def test_bad_middleware_arguments(app: Any, options: dict[str, Any], argument: str) -> None:
+    with pytest.raises(tenure.InvalidArgument) as caught:
+        FenceMiddleware(app, **options)
+    assert caught.value.argument == argument
+
+
 def test_problem_body_is_json(ring: fence.Keyring) -> None:
     rejection = wire.Rejection.stale(token(1), 2, strict=False)
     assert json.loads(rejection.body("/x"))["instance"] == "/x"

@@ -129,11 +129,65 @@ def test_compact_form_round_trips(ring: Keyring) -> None:
         ({"a": b"x" * 16}, {"current": "b"}, "current"),
         ({"a": b"x" * 16}, {"max_age": 0}, "max_age"),
         ({"a": b"x" * 16}, {"max_age": "60"}, "max_age"),
+        ({"a": b"x" * 16}, {"max_age": float("nan")}, "max_age"),
+        ({"k": "\ud800" * 40}, {}, "keys['k']"),  # a lone surrogate has no UTF-8
+        ({"k": b"x" * 16}, {"current": ["k"]}, "current"),
+        ({"k": b"x" * 16}, {"current": 1}, "current"),
+        ({"k": b"x" * 16}, {"clock": "c"}, "clock"),
+        ({"k": b"x" * 16}, {"clock": object()}, "clock"),
     ],
 )
 def test_bad_keyrings(keys: Any, options: dict[str, Any], argument: str) -> None:
     with pytest.raises(tenure.InvalidArgument) as caught:
         Keyring(keys, **options)
+    assert caught.value.argument == argument
+
+
+@pytest.mark.parametrize(
+    ("specs", "options", "argument"),
+    [
+        (42, {}, "specs"),
+        (None, {}, "specs"),
+        (b"k=0123456789abcdef", {}, "specs"),
+        ([b"k=0123456789abcdef"], {}, "specs"),
+        (["k=0123456789abcdef", 5], {}, "specs"),
+        (["k"], {}, "key"),
+        ([], {}, "key"),
+        ("k=0123456789abcdef", {"max_age": -1}, "max_age"),
+        ("k=0123456789abcdef", {"clock": "c"}, "clock"),
+    ],
+)
+def test_bad_keyring_specs(specs: Any, options: dict[str, Any], argument: str) -> None:
+    with pytest.raises(tenure.InvalidArgument) as caught:
+        Keyring.parse(specs, **options)
+    assert caught.value.argument == argument
+
+
+@pytest.mark.parametrize("issued_at", [1.5, "1", True, -1, 2**53 + 1, 2**80, float("nan")])
+def test_bad_issue_times(ring: Keyring, issued_at: Any) -> None:
+    with pytest.raises(tenure.InvalidArgument) as caught:
+        ring.sign(token(), issued_at=issued_at)
+    assert caught.value.argument == "issued_at"
+    assert ring.sign(token(), issued_at=0).issued_at == 0  # the bounds still sign
+    assert ring.sign(token(), issued_at=2**53).issued_at == 2**53
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "argument"),
+    [
+        ("issued_at", 1.5, "token issued_at"),
+        ("issued_at", "12", "token issued_at"),
+        ("key_id", ["new"], "token key_id"),
+        ("signature", None, "token signature"),
+    ],
+)
+def test_hand_made_signed_tokens_are_checked(
+    ring: Keyring, field: str, value: Any, argument: str
+) -> None:
+    fields = {"issued_at": 0, "key_id": "new", "signature": "A" * 43, field: value}
+    forged = SignedToken(JOB, 7, **fields)
+    with pytest.raises(tenure.InvalidArgument) as caught:
+        ring.check(forged)
     assert caught.value.argument == argument
 
 

@@ -192,3 +192,23 @@ def test_the_cli_reports_a_missing_port(tmp_path: Path) -> None:
     )
     assert bad_key.returncode == 2
     assert "at least 16 bytes" in bad_key.stderr
+
+
+@pytest.mark.parametrize(
+    ("db", "options", "argument"),
+    [
+        (None, {}, "path"),
+        (42, {}, "path"),
+        (":memory:", {}, "path"),
+        ("sink.db", {"keyring": "k1=secret"}, "keyring"),
+        ("sink.db", {"strict": "yes"}, "strict"),
+    ],
+)
+def test_bad_sink_arguments_create_no_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, db: Any, options: dict[str, Any], argument: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(tenure.InvalidArgument) as caught:
+        create_app(db, **options)
+    assert caught.value.argument == argument
+    assert list(tmp_path.iterdir()) == []

@@ -30,7 +30,7 @@ from urllib.parse import quote, unquote
 from .._validate import MAX_GENERATION, validate_id
 from ..errors import InvalidArgument
 from ..models import FencingToken
-from ._signed import Keyring, SignedToken, TokenCheck
+from ._signed import Keyring, SignedToken, TokenCheck, validate_keyring
 from ._token import fencing_token
 
 __all__ = [
@@ -44,6 +44,7 @@ __all__ = [
     "check_headers",
     "collect_headers",
     "missing",
+    "read_token",
     "Rejection",
     "token_headers",
 ]
@@ -141,6 +142,7 @@ class Rejection:
 def token_headers(token: object, keyring: Keyring | None = None) -> dict[str, str]:
     """The headers that carry ``token`` (a FencingToken, Lease, JobContext or SignedToken);
     signed now with ``keyring``'s current key when one is given."""
+    keyring = validate_keyring(keyring)
     signed = token if isinstance(token, SignedToken) else None
     plain = fencing_token(token)
     if keyring is not None:
@@ -165,13 +167,40 @@ def _malformed(detail: str, job_id: str | None = None, generation: int | None = 
     return Rejection("malformed", detail, job_id, generation)
 
 
-def _one(headers: Mapping[str, Any], name: str) -> str | Rejection | None:
+def _one(headers: Mapping[str, list[str]], name: str) -> str | Rejection | None:
     values = headers.get(name.lower())
     if not values:
         return None
     if len(values) > 1:
         return _malformed(f"{name} was sent {len(values)} times")
-    return str(values[0]).strip()
+    return values[0].strip()
+
+
+def _header_lists(headers: object) -> dict[str, list[str]]:
+    """``headers`` (a mapping, or any object with ``items()``) as lower-case name -> values,
+    refusing names that are not str and values that are not a str or a list of str."""
+    items = getattr(headers, "items", None)
+    if isinstance(headers, (str, bytes)) or not callable(items):
+        raise InvalidArgument(
+            "headers",
+            "must be a mapping of header names to a value or a list of values (a dict, "
+            f"httpx.Headers, starlette's Headers...), not {type(headers).__name__}",
+        )
+    merged: dict[str, list[str]] = {}
+    for name, value in items():
+        if not isinstance(name, str):
+            raise InvalidArgument("headers", f"names must be str, not {type(name).__name__}")
+        values = [value] if isinstance(value, str) else value
+        if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+            kind = type(value).__name__
+            if isinstance(values, list):
+                kind = f"a list holding {', '.join(sorted({type(v).__name__ for v in values}))}"
+            raise InvalidArgument(
+                f"headers[{name!r}]",
+                f"must be a str, or a list of str (a repeated header), not {kind}",
+            )
+        merged.setdefault(name.lower(), []).extend(values)
+    return merged
 
 
 def check_headers(
@@ -179,14 +208,17 @@ def check_headers(
 ) -> FencingToken | Rejection | None:
     """The (verified) token a request carries, or why it is refused, or None if it carries
     no token at all. ``headers``: names (any case) -> a value, or a list of the values of
-    a repeated header (`collect_headers` makes that from ASGI headers)."""
-    if not all(isinstance(v, list) and k == k.lower() for k, v in headers.items()):
-        merged: dict[str, list[str]] = {}
-        for name, value in headers.items():
-            merged.setdefault(name.lower(), []).extend(
-                value if isinstance(value, list) else [value]
-            )
-        headers = merged
+    a repeated header (`collect_headers` makes that from ASGI headers); any mapping of str
+    will do (httpx's and Starlette's header objects too). Other values raise
+    `InvalidArgument`, as does a ``keyring`` that is not a `Keyring` or None."""
+    return read_token(_header_lists(headers), validate_keyring(keyring))
+
+
+def read_token(
+    headers: Mapping[str, list[str]], keyring: Keyring | None
+) -> FencingToken | Rejection | None:
+    """`check_headers` for arguments known to be good: lower-case names -> lists of str
+    values (as `collect_headers` makes them), and a `Keyring` or None."""
     values: dict[str, str | None] = {}
     for name in _TOKEN_HEADERS:
         found = _one(headers, name)

@@ -42,7 +42,7 @@ from .._validate import validate_generation, validate_id
 from ..errors import InvalidArgument, StaleToken
 from ..models import FencingToken
 
-__all__ = ["Keyring", "SignedToken", "TokenCheck"]
+__all__ = ["Keyring", "SignedToken", "TokenCheck", "validate_keyring"]
 
 _DOMAIN = "tenure-fence-v1"
 _KEY_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
@@ -69,9 +69,24 @@ def validate_key_id(value: object, argument: str = "key_id") -> str:
     return value
 
 
+def validate_issued_at(value: object, argument: str = "issued_at") -> int:
+    """An issue time: an int of milliseconds since the epoch, from 0 to 2**53."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_ISSUED_AT:
+        shown = value if type(value) is int else type(value).__name__
+        raise InvalidArgument(
+            argument, f"must be an int of milliseconds from 0 to 2**53, not {shown}"
+        )
+    return value
+
+
 def _secret(key_id: str, value: object) -> bytes:
     if isinstance(value, str):
-        value = value.encode("utf-8")
+        try:
+            value = value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidArgument(
+                f"keys[{key_id!r}]", "must be valid Unicode text (it has a lone surrogate)"
+            ) from None
     if not isinstance(value, (bytes, bytearray)):
         raise InvalidArgument(
             f"keys[{key_id!r}]", f"must be bytes or str, not {type(value).__name__}"
@@ -138,24 +153,25 @@ class SignedToken:
     def build(
         cls, job_id: str, generation: int, issued_at: object, key_id: object, signature: object
     ) -> SignedToken:
-        """Check the form of each field (raises `InvalidArgument`); not the signature."""
-        validate_id("token job_id", job_id)
-        validate_generation("token generation", generation)
+        """Check the form of each field (raises `InvalidArgument`); not the signature.
+        ``issued_at`` may be given as its decimal digits (as a header carries it)."""
         if isinstance(issued_at, str):
             if not issued_at.isdigit() or not issued_at.isascii() or len(issued_at) > 16:
                 raise InvalidArgument("token issued_at", "must be milliseconds, in digits")
             issued_at = int(issued_at)
-        if isinstance(issued_at, bool) or not isinstance(issued_at, int):
-            raise InvalidArgument("token issued_at", "must be an int of milliseconds")
-        if not 0 <= issued_at <= MAX_ISSUED_AT:
-            raise InvalidArgument("token issued_at", f"must be from 0 to {MAX_ISSUED_AT}")
-        validate_key_id(key_id, "token key_id")
-        assert isinstance(key_id, str)
-        if not isinstance(signature, str) or not _SIGNATURE.fullmatch(signature):
+        return cls(job_id, generation, issued_at, key_id, signature)._checked()  # type: ignore[arg-type]
+
+    def _checked(self) -> SignedToken:
+        """This token, if each field has its form (raises `InvalidArgument`)."""
+        validate_id("token job_id", self.job_id)
+        validate_generation("token generation", self.generation)
+        validate_issued_at(self.issued_at, "token issued_at")
+        validate_key_id(self.key_id, "token key_id")
+        if not isinstance(self.signature, str) or not _SIGNATURE.fullmatch(self.signature):
             raise InvalidArgument(
                 "token signature", "must be 43 characters of base64url (HMAC-SHA256)"
             )
-        return cls(job_id, generation, issued_at, key_id, signature)
+        return self
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,7 +221,7 @@ class Keyring:
                     "current", "must name the signing key when the keyring has several"
                 )
             current = next(iter(self._keys))
-        if current not in self._keys:
+        if not isinstance(current, str) or current not in self._keys:
             raise InvalidArgument("current", f"must be one of the key ids, got {current!r}")
         self.current = current
         if max_age is not None:
@@ -214,6 +230,12 @@ class Keyring:
             if not 0 < max_age <= 366 * 24 * 3600:
                 raise InvalidArgument("max_age", "must be from 0 to 366 days (exclusive of 0)")
         self.max_age = None if max_age is None else float(max_age)
+        if clock is not None and not isinstance(clock, Clock):
+            raise InvalidArgument(
+                "clock",
+                "must be a clock (with .time() and .monotonic(), e.g. tenure.ManualClock) "
+                f"or None, not {type(clock).__name__}",
+            )
         self._clock = clock or SystemClock()
 
     def __repr__(self) -> str:  # never the secrets
@@ -232,8 +254,16 @@ class Keyring:
         commas or whitespace); the first is ``current``. For command lines and env vars."""
         if isinstance(specs, str):
             specs = specs.replace(",", " ").split()
+        elif isinstance(specs, (bytes, bytearray)) or not isinstance(specs, Iterable):
+            raise InvalidArgument(
+                "specs", f"must be a str or an iterable of str, not {type(specs).__name__}"
+            )
         keys: dict[str, str] = {}
         for spec in specs:
+            if not isinstance(spec, str):
+                raise InvalidArgument(
+                    "specs", f"must hold 'ID=SECRET' str items, not {type(spec).__name__}"
+                )
             key_id, sep, secret = spec.partition("=")
             if not sep:
                 raise InvalidArgument("key", f"must look like ID=SECRET, got {key_id[:8]!r}...")
@@ -256,12 +286,16 @@ class Keyring:
             raise InvalidArgument("token", f"must be a FencingToken, not {type(token).__name__}")
         validate_id("token job_id", token.job_id)
         validate_generation("token generation", token.generation)
-        when = round(self._clock.time() * 1000) if issued_at is None else issued_at
+        if issued_at is None:
+            when = round(self._clock.time() * 1000)
+        else:
+            when = validate_issued_at(issued_at)
         signature = self._mac(self.current, token.job_id, token.generation, when)
         return SignedToken.build(token.job_id, token.generation, when, self.current, signature)
 
     def check(self, token: object) -> FencingToken | TokenCheck:
-        """The verified plain token, or why it is refused. No exception for a refusal."""
+        """The verified plain token, or why it is refused. No exception for a refusal;
+        `InvalidArgument` for a `SignedToken` whose fields do not have their form."""
         if not isinstance(token, SignedToken):
             plain = token if isinstance(token, FencingToken) else None
             return TokenCheck(
@@ -270,6 +304,7 @@ class Keyring:
                 plain.job_id if plain else "?",
                 plain.generation if plain else 0,
             )
+        token._checked()  # a hand-made SignedToken: its fields must have their form
         job_id, generation = token.job_id, token.generation
         if token.key_id not in self._keys:
             return TokenCheck(
@@ -305,3 +340,10 @@ class Keyring:
         if isinstance(found, TokenCheck):
             raise found.error()
         return found
+
+
+def validate_keyring(value: object, argument: str = "keyring") -> Keyring | None:
+    """``value`` if it is a `Keyring` or None (what every ``keyring=`` argument takes)."""
+    if value is None or isinstance(value, Keyring):
+        return value
+    raise InvalidArgument(argument, f"must be a Keyring or None, not {type(value).__name__}")

@@ -11,9 +11,9 @@ from __future__ import annotations
 from .._validate import validate_generation, validate_id
 from ..errors import InvalidArgument
 from ..models import FencingToken, Lease
-from ._signed import Keyring, SignedToken
+from ._signed import Keyring, SignedToken, validate_keyring
 
-__all__ = ["fencing_token"]
+__all__ = ["fencing_token", "plain_token"]
 
 
 def fencing_token(
@@ -24,8 +24,7 @@ def fencing_token(
     Without ``keyring`` a `SignedToken` counts as its plain token (its signature is not
     checked). With one, ``value`` must be a `SignedToken` that verifies, else `StaleToken`.
     """
-    if keyring is not None and not isinstance(keyring, Keyring):
-        raise InvalidArgument("keyring", f"must be a Keyring or None, not {type(keyring).__name__}")
+    keyring = validate_keyring(keyring)
     signed = value if isinstance(value, SignedToken) else None
     if isinstance(value, Lease):
         value = value.token
@@ -41,8 +40,19 @@ def fencing_token(
             "must be a tenure.FencingToken, a tenure.Lease (its .token is used), a worker "
             f"JobContext or a SignedToken, not {type(value).__name__}",
         )
-    validate_id(f"{argument} job_id", value.job_id)
-    validate_generation(f"{argument} generation", value.generation)
+    plain_token(value, argument)
     if keyring is not None:
         return keyring.verify(signed if signed is not None else value)
+    return value
+
+
+def plain_token(value: object, argument: str = "token") -> FencingToken:
+    """``value`` itself, if it is a `FencingToken` with a valid job id and a generation from
+    1 to 2**63-1 (a FencingToken built by hand is not checked when it is made)."""
+    if not isinstance(value, FencingToken):
+        raise InvalidArgument(
+            argument, f"must be a tenure.FencingToken, not {type(value).__name__}"
+        )
+    validate_id(f"{argument} job_id", value.job_id)
+    validate_generation(f"{argument} generation", value.generation)
     return value

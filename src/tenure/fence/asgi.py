@@ -40,9 +40,15 @@ import anyio.to_thread
 
 from ..errors import InvalidArgument
 from ..models import FencingToken
-from ._headers import PROBLEM_CONTENT_TYPE, Rejection, check_headers, collect_headers, missing
-from ._signed import Keyring
-from ._stores import FenceStore, FenceVerdict, MemoryFenceStore, SQLiteFenceStore
+from ._headers import PROBLEM_CONTENT_TYPE, Rejection, collect_headers, missing, read_token
+from ._signed import Keyring, validate_keyring
+from ._stores import (
+    FenceStore,
+    FenceVerdict,
+    MemoryFenceStore,
+    SQLiteFenceStore,
+    validate_fence_store,
+)
 
 __all__ = [
     "STATE_KEY",
@@ -114,6 +120,10 @@ class FenceMiddleware:
     and refuse unsigned ones. ``strict``: one request per generation. ``require``: unsafe
     methods must carry a token. ``on_rejected(rejection, scope)``: called (awaited if it
     returns an awaitable) before each refusal is sent, e.g. to log it.
+
+    Each argument is checked here (`InvalidArgument`), not at the first request: ``app``
+    must be callable, ``store`` have ``advance`` and ``highest``, ``on_rejected`` be
+    callable or None.
     """
 
     def __init__(
@@ -127,16 +137,25 @@ class FenceMiddleware:
         serialize: bool = True,
         on_rejected: OnRejected | None = None,
     ) -> None:
-        if keyring is not None and not isinstance(keyring, Keyring):
+        if not callable(app):
             raise InvalidArgument(
-                "keyring", f"must be a Keyring or None, not {type(keyring).__name__}"
+                "app",
+                f"must be an ASGI app (called with scope, receive, send), not {type(app).__name__}",
             )
+        self.store: FenceStore = (
+            MemoryFenceStore() if store is None else validate_fence_store(store)
+        )
+        self.keyring = validate_keyring(keyring)
         for name, value in (("strict", strict), ("require", require), ("serialize", serialize)):
             if not isinstance(value, bool):
                 raise InvalidArgument(name, f"must be True or False, not {type(value).__name__}")
+        if on_rejected is not None and not callable(on_rejected):
+            raise InvalidArgument(
+                "on_rejected",
+                "must be a callable taking (rejection, scope), or None, "
+                f"not {type(on_rejected).__name__}",
+            )
         self.app = app
-        self.store: FenceStore = MemoryFenceStore() if store is None else store
-        self.keyring = keyring
         self.strict = strict
         self.require = require
         self.serialize = serialize
@@ -147,7 +166,7 @@ class FenceMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        found = check_headers(collect_headers(scope.get("headers", ())), self.keyring)
+        found = read_token(collect_headers(scope.get("headers", ())), self.keyring)
         if found is None:
             if self.require and scope.get("method", "GET").upper() in UNSAFE_METHODS:
                 await self._refuse(missing(f"a {scope['method']} request"), scope, send)

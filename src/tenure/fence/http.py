@@ -24,11 +24,11 @@ from typing import Any
 
 import httpx
 
-from ..errors import InvalidArgument, StaleToken
+from ..errors import StaleToken
 from ..models import FencingToken, Lease
 from ._headers import PROBLEM_CONTENT_TYPE, token_headers
 from ._loss import refuse_if_lost
-from ._signed import Keyring, SignedToken
+from ._signed import Keyring, SignedToken, validate_keyring
 from ._token import fencing_token
 
 __all__ = ["TenureAuth", "raise_for_fence", "token_headers"]
@@ -44,10 +44,7 @@ class TenureAuth(httpx.Auth):
     """
 
     def __init__(self, token: object, *, keyring: Keyring | None = None) -> None:
-        if keyring is not None and not isinstance(keyring, Keyring):
-            raise InvalidArgument(
-                "keyring", f"must be a Keyring or None, not {type(keyring).__name__}"
-            )
+        keyring = validate_keyring(keyring)
         direct = isinstance(token, (FencingToken, Lease, SignedToken)) or not callable(token)
         if direct:
             fencing_token(token)  # bad tokens fail here, not at the first request

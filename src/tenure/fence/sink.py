@@ -45,12 +45,12 @@ from starlette.routing import Route
 
 from .. import __version__
 from .._resources import load_text
-from .._validate import validate_id
+from .._validate import validate_flag, validate_id
 from ..errors import InvalidArgument, StaleToken
 from ..models import FencingToken
 from ._headers import EFFECT_KEY_HEADER, PROBLEM_CONTENT_TYPE, Rejection
 from ._ledger import apply_once_checked
-from ._signed import Keyring
+from ._signed import Keyring, validate_keyring
 from ._sql import SQLFenceGuard
 from ._stores import SQLiteFenceStore
 from .asgi import STATE_KEY, FenceMiddleware, Scope
@@ -101,10 +101,10 @@ class Sink:
     def __init__(
         self, db: str | Path, *, keyring: Keyring | None = None, strict: bool = False
     ) -> None:
-        self.db = str(db)
-        self.keyring = keyring
-        self.strict = strict
-        self.fence = SQLiteFenceStore(self.db)
+        self.keyring = validate_keyring(keyring)
+        self.strict = validate_flag(strict, "strict")
+        self.fence = SQLiteFenceStore(db)  # checks the path before it creates anything
+        self.db = self.fence.path
         schema = _sql("schema")
         self.fence.run(lambda conn: conn.executescript(schema))
 
