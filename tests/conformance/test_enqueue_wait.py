@@ -201,6 +201,24 @@ def test_wait_wakes_when_another_client_finishes_the_job(
     assert got[0].state == ("done" if ending == "complete" else "dead")
 
 
+def _wait_beside(
+    waiter: tenure.Store, timeout: float, beside: Callable[[threading.Event], object]
+) -> float:
+    """How long ``waiter.wait_for_jobs`` on queue "q" lasts while ``beside(over)`` runs on a
+    thread (``over`` is set once the wait has returned)."""
+    waiter.wait_for_jobs(queues=["q"], timeout=0.01)  # (a listener opened, on some stores)
+    over = threading.Event()
+    thread = threading.Thread(target=beside, args=(over,))
+    started = time.monotonic()
+    thread.start()
+    try:
+        waiter.wait_for_jobs(queues=["q"], timeout=timeout)
+        return time.monotonic() - started
+    finally:
+        over.set()
+        thread.join()
+
+
 @pytest.mark.parametrize("through", ["the same store", "another client"])
 def test_wait_for_jobs_wakes_when_a_job_is_submitted(
     open_real_store: Callable[[], tenure.Store], through: str
@@ -211,16 +229,34 @@ def test_wait_for_jobs_wakes_when_a_job_is_submitted(
     # waiter at the wait's timeout.
     waiter = open_real_store()
     submitter = waiter if through == "the same store" else open_real_store()
-    waiter.wait_for_jobs(queues=["q"], timeout=0.01)  # (a listener opened, on some stores)
-    submit = threading.Timer(0.2, lambda: submitter.submit("J", queue="q"))
-    started = time.monotonic()
-    submit.start()
-    try:
-        waiter.wait_for_jobs(queues=["q"], timeout=5)
-    finally:
-        submit.join()
-    assert time.monotonic() - started < 2
+
+    def submit_soon(over: threading.Event) -> None:
+        if not over.wait(0.2):
+            submitter.submit("J", queue="q")
+
+    assert _wait_beside(waiter, 5, submit_soon) < 2
     assert waiter.get("J").state == "ready"
+
+
+def test_wait_for_jobs_sleeps_through_claims_that_take_nothing_and_renewals(
+    open_real_store: Callable[[], tenure.Store],
+) -> None:
+    # Idle workers ask for jobs and renew what they hold: none of that makes a job
+    # claimable, so a waiter sleeps on. (On SQLite every write moves the file's change
+    # counter; waiters that woke for each one woke each other's claims in turn, an idle
+    # fleet writing to the file about 50 times a second each.)
+    waiter, other = open_real_store(), open_real_store()
+    other.submit("held", queue="q")
+    lease = other.claim("held", "w", 30)
+    assert lease is not None
+
+    def idle_worker(over: threading.Event) -> None:
+        held = lease
+        while not over.wait(0.01):
+            assert other.claim_next("w2", 30, queues=["q"]) is None
+            held = other.renew(held, 30)
+
+    assert _wait_beside(waiter, 1.0, idle_worker) >= 0.9
 
 
 def _all_pages(store: tenure.Store, **filters: object) -> list[tenure.JobPage]:

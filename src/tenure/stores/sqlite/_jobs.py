@@ -168,24 +168,39 @@ class SQLiteJobsMixin:
     def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> None:
         # SQLite cannot notify: watch PRAGMA data_version, which changes when another
         # connection commits, and this connection's own commits; and wake up when the
-        # earliest pending job falls due.
-        deadline = time.monotonic() + timeout
+        # earliest pending job falls due. A commit wakes the waiter only if it moved a
+        # queue's next due moment earlier, or ended its pending jobs (`_woken`): idle
+        # workers' claims that take nothing, and renewals, write too, and waiters woken by
+        # each of those woke each other in turn.
+        until = time.monotonic() + timeout
         with self._lock:
             version = self._version()
-            now = float(self._conn.execute(READ_CLOCK, self.clock_params()).fetchone()[0])
-            for queue in queues:
-                due = self._conn.execute(
-                    NEXT_DUE, {"queue": queue, "max_generation": MAX_GENERATION, "now": now}
-                ).fetchone()
-                if due is not None:
-                    deadline = min(deadline, time.monotonic() + max(0.0, float(due[0]) - now))
-        while (remaining := deadline - time.monotonic()) > 0:
+            now, dues = self._dues(queues)
+        ends = _sooner(until, now, dues)
+        while (remaining := ends - time.monotonic()) > 0:
             time.sleep(min(self.poll_interval, remaining))
             with self._lock:
                 if self._closed:
                     return
-                if self._version() != version:
-                    return
+                if (seen := self._version()) == version:
+                    continue
+                version = seen
+                now, later = self._dues(queues)
+            if _woken(dues, later):
+                return
+            dues, ends = later, _sooner(until, now, later)
+
+    def _dues(self, queues: Sequence[str]) -> tuple[float, list[float | None]]:
+        """The store's time, and when each queue's next job becomes claimable (None: no
+        job pending); under self._lock."""
+        now = float(self._conn.execute(READ_CLOCK, self.clock_params()).fetchone()[0])
+        dues: list[float | None] = []
+        for queue in queues:
+            due = self._conn.execute(
+                NEXT_DUE, {"queue": queue, "max_generation": MAX_GENERATION, "now": now}
+            ).fetchone()
+            dues.append(None if due is None else float(due[0]))
+        return now, dues
 
     def _version(self) -> tuple[int, int]:
         """What moves with each commit to the file, by any connection; under self._lock."""
@@ -220,3 +235,24 @@ class SQLiteJobsMixin:
         page = found[: selection.limit]
         rows = [JobRow._make(row[:-1]) for row in page]
         return as_of, rows, int(page[-1][-1]) if len(found) > selection.limit else None
+
+
+def _sooner(until: float, now: float, dues: list[float | None]) -> float:
+    """When a wait ends (monotonic time): at ``until``, or when a queue's next job falls
+    due (``dues``, store times read at store time ``now``, just now), if sooner."""
+    pending = [due for due in dues if due is not None]
+    if not pending:
+        return until
+    return min(until, time.monotonic() + max(0.0, min(pending) - now))
+
+
+def _woken(before: list[float | None], after: list[float | None]) -> bool:
+    """Whether a commit may have made a job claimable sooner than the wait expected: a
+    queue's next due moment came earlier, or its pending jobs ended (a cancel: a lock's
+    waiter must find out)."""
+    for old, new in zip(before, after, strict=True):
+        if (new is None) != (old is None):
+            return True
+        if new is not None and old is not None and new < old:
+            return True
+    return False
