@@ -222,3 +222,9 @@ def _postgres_set_generation(url: str, job_id: str, generation: int) -> None:
 
 POSTGRES = Backend("postgres", _postgres_url, _postgres_set_generation)
 BACKENDS.append(POSTGRES)
+
+
+# psycopg's async connections and pools run on asyncio only: a test of them runs there alone
+# (under trio the PostgreSQL store runs its sync driver on threads, which the tests of the
+# async API on both loops cover: tests/conformance/test_async.py and the like).
+ASYNCIO_ONLY = pytest.mark.parametrize("anyio_backend", ["asyncio"])

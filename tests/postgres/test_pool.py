@@ -12,7 +12,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 import tenure
 import tenure.aio
 from tenure.stores.postgres import AsyncPostgresDriver, PostgresDriver
-from tests.backends import POSTGRES_URL
+from tests.backends import ASYNCIO_ONLY, POSTGRES_URL
 
 
 @pytest.mark.parametrize("autocommit", [True, False])
@@ -44,6 +44,7 @@ def test_callers_sync_pool(schema: str, autocommit: bool) -> None:
 
 
 @pytest.mark.anyio
+@ASYNCIO_ONLY
 async def test_callers_async_pool(schema: str) -> None:
     pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
         POSTGRES_URL,

@@ -10,7 +10,7 @@ import pytest
 
 from tenure.stores.postgres import AsyncPostgresDriver, PostgresDriver
 from tenure.stores.postgres._connection import ReconnectingPool
-from tests.backends import POSTGRES_URL
+from tests.backends import ASYNCIO_ONLY, POSTGRES_URL
 from tests.postgres._support import backends_of
 from tests.worker._support import wait_until
 
@@ -38,6 +38,7 @@ def test_the_schema_checks_connection_is_the_pools_first(
 
 
 @pytest.mark.anyio
+@ASYNCIO_ONLY
 async def test_the_async_schema_checks_connection_is_the_pools_first(
     url: str, app_name: str, admin: Any
 ) -> None:

@@ -13,7 +13,7 @@ import pytest
 
 import tenure
 import tenure.aio
-from tests.backends import POSTGRES_URL
+from tests.backends import ASYNCIO_ONLY, POSTGRES_URL
 
 BUSINESS = "CREATE TABLE {schema}.orders (id text PRIMARY KEY)"
 
@@ -134,6 +134,7 @@ def test_a_cursor_is_refused(real_store: tenure.Store) -> None:
 
 
 @pytest.mark.anyio
+@ASYNCIO_ONLY
 async def test_async_store_with_an_async_connection(url: str, orders: str) -> None:
     store = await tenure.aio.connect(url)
     try:
@@ -153,6 +154,7 @@ async def test_async_store_with_an_async_connection(url: str, orders: str) -> No
 
 
 @pytest.mark.anyio
+@ASYNCIO_ONLY
 async def test_async_store_with_a_sqlalchemy_async_session(
     url: str, admin: Any, orders: str
 ) -> None:

@@ -10,7 +10,8 @@ import pytest
 
 import tenure
 from tenure.stores.postgres import parse_postgres_url
-from tests.backends import POSTGRES_URL, postgres_schema
+from tests.backends import POSTGRES_URL, postgres_admin, postgres_schema, postgres_schema_url
+from tests.url_refusals import refused_on_open
 
 
 def test_defaults() -> None:
@@ -62,6 +63,25 @@ def test_password_is_kept_out_of_the_public_url() -> None:
         ("postgresql://h/db?auto_migrate=maybe", "auto_migrate"),
         ("postgresql://h/db?no_such_libpq_option=1", "not a valid PostgreSQL URL"),
         ("postgresql://h/db#frag", "fragment"),
+        # Numbers only in ASCII digits: int() and float() take other scripts' digits.
+        ("postgresql://h/db?pool_max=\u0663", "pool_max"),
+        ("postgresql://h/db?pool_min=1_0", "pool_min"),
+        ("postgresql://h/db?pool_timeout=%205", "pool_timeout"),
+        ("postgresql://h/db?command_timeout=\u00b2", "command_timeout"),
+        # libpq's numbers, which libpq (or psycopg) would refuse only on connecting.
+        ("postgresql://h/db?connect_timeout=abc", "connect_timeout"),
+        ("postgresql://h/db?connect_timeout=\u00b2", "connect_timeout"),
+        ("postgresql://h/db?keepalives_idle=2147483648", "keepalives_idle"),
+        ("postgresql://h/db?tcp_user_timeout=1.5", "tcp_user_timeout"),
+        ("postgresql://h:\u00b2/db", "port"),
+        ("postgresql://h:99999/db", "port"),
+        ("postgresql://h1:5432,h2:x/db", "port"),
+        ("postgresql://[::1]:0/db", "port"),
+        ("postgresql://h/db?port=5432,abc", "port"),
+        # Malformed URLs.
+        ("postgresql://[::1", "not a valid URL"),
+        ("postgresql://h/db\n", "control characters"),
+        ("postgresql://h/db?application_name=%ED%A0%80", "UTF-8"),
     ],
 )
 def test_bad_urls(url: str, words: str) -> None:
@@ -69,6 +89,43 @@ def test_bad_urls(url: str, words: str) -> None:
         parse_postgres_url(url)
     assert caught.value.argument == "url"
     assert words in str(caught.value)
+
+
+def test_good_numbers_and_hosts_are_kept() -> None:
+    options = parse_postgres_url(
+        "postgresql://h1:5432,[::1]:5433,h3/db?port=5432,5433,&connect_timeout=7"
+        "&keepalives_idle=60&pool_timeout=.5"
+    )
+    assert options.pool_timeout == 0.5
+    assert "connect_timeout" not in options.kwargs
+
+
+@pytest.mark.parametrize(
+    ("options", "words"),
+    [
+        ("connect_timeout=abc", "connect_timeout"),
+        ("connect_timeout=%C2%B2", "connect_timeout"),
+        ("pool_max=%D9%A3", "pool_max"),  # Arabic-Indic 3: int() takes it
+        ("keepalives=x", "keepalives"),
+        ("port=%C2%B2", "port"),
+        ("application_name=%ED%A0%80", "UTF-8"),
+    ],
+)
+def test_bad_urls_are_refused_before_the_schema_is_made(options: str, words: str) -> None:
+    with postgres_schema("tu") as schema:
+
+        def no_schema() -> None:
+            with postgres_admin() as admin:
+                found = admin.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,))
+                assert found.fetchone() is None
+
+        url = f"{postgres_schema_url(schema)}&{options}"
+        refused_on_open(url, words, parse_postgres_url, no_schema)
+
+
+def test_a_malformed_url_is_refused_by_every_way_of_opening() -> None:
+    host = urlsplit(POSTGRES_URL).netloc
+    refused_on_open(f"postgresql://{host}[/postgres", "not a valid URL", parse_postgres_url)
 
 
 def test_bad_url_refused_by_connect_before_any_io() -> None:

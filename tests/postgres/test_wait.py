@@ -16,6 +16,7 @@ import pytest
 import tenure
 import tenure.aio
 from tenure.stores.postgres._common import render
+from tests.backends import ASYNCIO_ONLY
 from tests.postgres._support import backends_of
 
 pytestmark = pytest.mark.slow
@@ -172,6 +173,7 @@ def test_waiters_hold_no_pooled_connection(
 
 
 @pytest.mark.anyio
+@ASYNCIO_ONLY
 async def test_async_wait_woken_and_cancellable(url: str, admin: Any, app_name: str) -> None:
     waiter = await tenure.aio.connect(url)
     other = await tenure.aio.connect(url)

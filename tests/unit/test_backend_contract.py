@@ -94,3 +94,30 @@ def test_a_module_that_is_not_a_backend_is_refused_by_name(tmp_path: Path) -> No
             tenure.connect(f"half+sqlite:///{tmp_path / 'jobs.db'}")
     finally:
         del sys.modules["half_backend"]
+
+
+@pytest.mark.parametrize(
+    ("scheme", "module", "extra", "argument"),
+    [
+        (42, "bad_backend", None, "scheme"),
+        (None, "bad_backend", None, "scheme"),
+        (b"bad+sqlite", "bad_backend", None, "scheme"),
+        ("", "bad_backend", None, "scheme"),
+        ("Bad+sqlite", "bad_backend", None, "scheme"),
+        ("1bad", "bad_backend", None, "scheme"),
+        ("bad sqlite", "bad_backend", None, "scheme"),
+        ("bad+sqlite", 42, None, "module"),
+        ("bad+sqlite", "", None, "module"),
+        ("bad+sqlite", "bad..backend", None, "module"),
+        ("bad+sqlite", "bad_backend", 42, "extra"),
+        ("bad+sqlite", "bad_backend", "", "extra"),
+    ],
+)
+def test_bad_arguments_are_refused_and_nothing_is_registered(
+    tmp_path: Path, scheme: object, module: object, extra: object, argument: str
+) -> None:
+    with pytest.raises(tenure.InvalidArgument) as caught:
+        register_backend(scheme, module, extra)  # type: ignore[arg-type]
+    assert caught.value.argument == argument
+    with pytest.raises(tenure.InvalidArgument, match="unknown store scheme"):
+        tenure.connect(f"bad+sqlite:///{tmp_path / 'jobs.db'}")

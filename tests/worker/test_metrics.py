@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 import urllib.request
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -69,3 +70,27 @@ def test_handler_duration_is_a_histogram_by_queue_and_outcome(
         assert set(sample.labels) <= {"queue", "outcome", "le"}
     sums = [s.value for s in handled.samples if s.name.endswith("_sum")]
     assert all(0 <= value < 10 for value in sums)
+
+
+BAD_PORTS: list[object] = ["x", "9322", -1, 65536, 70000, 2.5, 9322.0, True, False, None, b"80"]
+BAD_HOSTS: list[object] = ["", " 127.0.0.1", "127.0.0.1\n", "a\x00b", 42, None, b"127.0.0.1"]
+
+
+@pytest.mark.parametrize("port", BAD_PORTS, ids=repr)
+def test_serve_metrics_refuses_a_bad_port_before_binding(tmp_path: Path, port: object) -> None:
+    worker = tenure.Worker(f"sqlite:///{tmp_path / 'store.db'}")  # not started: no store opened
+    with pytest.raises(tenure.InvalidArgument) as caught:
+        serve_metrics(worker, port)  # type: ignore[arg-type]
+    assert caught.value.argument == "port"
+    assert "65535" in caught.value.rule
+
+
+@pytest.mark.parametrize("host", BAD_HOSTS, ids=repr)
+def test_serve_metrics_refuses_a_bad_host_before_binding(tmp_path: Path, host: object) -> None:
+    worker = tenure.Worker(f"sqlite:///{tmp_path / 'store.db'}")
+    port = _free_port()
+    with pytest.raises(tenure.InvalidArgument) as caught:
+        serve_metrics(worker, port, host)  # type: ignore[arg-type]
+    assert caught.value.argument == "host"
+    with socket.socket() as sock:  # nothing was bound
+        sock.bind(("127.0.0.1", port))

@@ -39,6 +39,7 @@ __all__ = [
     "keeper_for_async",
     "lock_ids",
     "not_acquired",
+    "validate_callback",
     "validate_name",
     "validate_wait",
 ]
@@ -66,8 +67,19 @@ def validate_name(name: object) -> str:
 
 
 def lock_ids(name: str) -> tuple[str, str]:
-    """The job id and queue of the lock ``name``."""
+    """The job id and queue of the lock ``name`` (`InvalidArgument` for a name no lock can
+    have: see `validate_name`)."""
+    name = validate_name(name)
     return LOCK_ID_PREFIX + name, LOCK_QUEUE_PREFIX + name
+
+
+def validate_callback(argument: str, value: object) -> None:
+    """A leader's ``on_elected`` / ``on_lost``: None or a callable (checked when the leader
+    is made, not when the first term begins or ends)."""
+    if value is not None and not callable(value):
+        raise InvalidArgument(
+            argument, f"must be a callable taking the term's token, or None; not {value!r:.60}"
+        )
 
 
 def validate_wait(blocking: object, timeout: object) -> float | None:

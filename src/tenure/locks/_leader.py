@@ -18,6 +18,7 @@ from .._store import Store
 from ..errors import LeaseLost, LockNotAcquired, StoreUnavailable
 from ..models import FencingToken
 from ._candidacy import ATTEMPT, Candidacy
+from ._core import validate_callback, validate_wait
 from ._lock import Lock
 
 __all__ = ["Leader", "elect"]
@@ -46,6 +47,8 @@ class Leader:
         owner: str | None = None,
     ) -> None:
         self._probe = Lock(store, name, ttl, owner=owner)  # validates the arguments
+        validate_callback("on_elected", on_elected)
+        validate_callback("on_lost", on_lost)
         self._store, self._ttl = store, ttl
         self._on_elected, self._on_lost = on_elected, on_lost
         self._wake = threading.Event()
@@ -72,9 +75,10 @@ class Leader:
         """The token of the current term, or None when not the leader."""
         return self._candidacy.token
 
-    def wait_elected(self, timeout: float | None = None) -> bool:
-        """Wait until this process is the leader (True) or ``timeout`` passes."""
-        return self._elected.wait(timeout)
+    def wait_elected(self, timeout: float | timedelta | None = None) -> bool:
+        """Wait until this process is the leader (True) or ``timeout`` passes (seconds or a
+        timedelta, as `Lock.acquire` takes; None or infinity: no limit)."""
+        return self._elected.wait(validate_wait(True, timeout))
 
     def start(self) -> Leader:
         """Start the candidate thread (once: a started leader is returned as it is)."""

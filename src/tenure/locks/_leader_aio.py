@@ -23,6 +23,7 @@ from ..errors import LeaseLost, LockNotAcquired, StoreUnavailable
 from ..models import FencingToken
 from ..worker import LoopCaller
 from ._candidacy import ATTEMPT, Candidacy
+from ._core import validate_callback
 from ._lock_async import AsyncLock
 
 __all__ = ["AsyncLeader"]
@@ -48,6 +49,8 @@ class AsyncLeader:
         owner: str | None = None,
     ) -> None:
         self._probe = AsyncLock(store, name, ttl, owner=owner)  # validates the arguments
+        validate_callback("on_elected", on_elected)
+        validate_callback("on_lost", on_lost)
         self._store, self._ttl = store, ttl
         self._on_elected, self._on_lost = on_elected, on_lost
         self._candidacy: Candidacy[AsyncLock] = Candidacy(self._probe.name)

@@ -15,7 +15,7 @@ from typing import Any
 
 from .._store import Store
 from .._validate import validate_id, validate_ttl
-from ..errors import JobNotFound, LeaseLost, LockNotAcquired
+from ..errors import InvalidArgument, JobNotFound, LeaseLost, LockNotAcquired
 from ..models import FencingToken, Lease
 from ..worker import REGISTRY, LeaseHandle, default_owner
 from ._core import (
@@ -56,6 +56,11 @@ class Lock:
         blocking: bool = True,
         timeout: float | timedelta | None = None,
     ) -> None:
+        if not isinstance(store, Store):
+            raise InvalidArgument(
+                "store",
+                f"must be a tenure.Store (from tenure.connect), not {type(store).__name__}",
+            )
         self._store = store
         self._name = validate_name(name)
         self._job_id, self._queue = lock_ids(self._name)

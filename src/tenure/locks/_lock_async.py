@@ -21,7 +21,7 @@ from typing import Any
 
 from .._store_async import AsyncStore
 from .._validate import validate_id, validate_ttl
-from ..errors import JobNotFound, LeaseLost, LockNotAcquired
+from ..errors import InvalidArgument, JobNotFound, LeaseLost, LockNotAcquired
 from ..models import FencingToken, Lease
 from ..worker import REGISTRY, LeaseHandle, default_owner
 from ._core import (
@@ -62,6 +62,12 @@ class AsyncLock:
         blocking: bool = True,
         timeout: float | timedelta | None = None,
     ) -> None:
+        if not isinstance(store, AsyncStore):
+            raise InvalidArgument(
+                "store",
+                "must be a tenure.aio.AsyncStore (from tenure.aio.connect), "
+                f"not {type(store).__name__}",
+            )
         self._store = store
         self._name = validate_name(name)
         self._job_id, self._queue = lock_ids(self._name)

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import importlib
 import os
-from urllib.parse import urlsplit
+import re
+import unicodedata
+from typing import Any
+from urllib.parse import SplitResult, parse_qsl, urlsplit
 
 from .._clock import Clock
 from ..errors import InvalidArgument
@@ -24,6 +27,9 @@ __all__ = [
     "refuse_fragment",
     "register_backend",
     "resolve_url",
+    "split_url",
+    "url_number",
+    "url_query",
 ]
 
 DEFAULT_URL = "sqlite:///tenure.db"
@@ -47,8 +53,61 @@ def no_transaction(url: str, operation: str) -> InvalidArgument:
 
 def refuse_fragment(url: str) -> None:
     """`InvalidArgument` for a store URL with a fragment (even an empty one: ``x.db#``)."""
-    if urlsplit(url).fragment or url.endswith("#"):
+    if split_url(url).fragment or url.endswith("#"):
         raise InvalidArgument("url", FRAGMENT_RULE)
+
+
+def split_url(url: str) -> SplitResult:
+    """``urlsplit(url)``, refusing with `InvalidArgument` (``url``) what it cannot split (a
+    ``[`` without its ``]``) and what it would change silently or no store could use: a
+    control character (urlsplit drops a tab or newline), a lone surrogate."""
+    if not (url.isascii() and url.isprintable()):
+        for position, char in enumerate(url):
+            category = unicodedata.category(char)
+            if category == "Cc":
+                raise InvalidArgument(
+                    "url", f"must not contain control characters ({char!r} at {position})"
+                )
+            if category == "Cs":
+                raise InvalidArgument(
+                    "url", f"must be valid Unicode text (lone surrogate at {position})"
+                )
+    try:
+        return urlsplit(url)
+    except ValueError as exc:  # "Invalid IPv6 URL": a '[' without its ']', or the reverse
+        raise InvalidArgument("url", f"is not a valid URL: {exc}") from None
+
+
+def url_query(parts: SplitResult) -> list[tuple[str, str]]:
+    """The query of a split URL as (name, value) pairs, in order; `InvalidArgument` for
+    %-escapes that do not spell UTF-8 text (rather than turn them into U+FFFD)."""
+    try:
+        return parse_qsl(parts.query, keep_blank_values=True, errors="strict")
+    except UnicodeDecodeError:
+        raise InvalidArgument("url", "the query's %-escapes must spell UTF-8 text") from None
+
+
+_INT = re.compile(r"[+-]?[0-9]+")
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def url_number(name: str, text: str, low: float, high: float, kind: type[Any] = float) -> Any:
+    """The number a URL writes for ``name`` (a query option, the port...), from ``low`` to
+    ``high``: ASCII digits only (``int(text)`` and ``float(text)`` also take other scripts'
+    digits, spaces and ``_``), with a decimal point and exponent for a ``float``."""
+    what = "an int" if kind is int else "a number"
+    if (_INT if kind is int else _DECIMAL).fullmatch(text) is None:
+        raise InvalidArgument("url", f"{name} must be {what} in ASCII digits, got {text!r}")
+    bounds = f"{low:g} to {high:g}" if kind is float else f"{low} to {high}"
+    try:
+        value = kind(text)
+    except ValueError:  # an int of more digits than int() takes
+        raise InvalidArgument(
+            "url", f"{name} must be from {bounds}, got {text[:20]!r}..."
+        ) from None
+    if not low <= value <= high:
+        raise InvalidArgument("url", f"{name} must be from {bounds}, got {text!r}")
+    return value
 
 
 # scheme -> (module, the extra that installs its client library)
@@ -69,9 +128,25 @@ def register_backend(scheme: str, module: str, extra: str | None = None) -> None
     For stores that wrap another one, such as the chaos harness's history recorder
     (``chaos+sqlite://...``, see `tenure.chaos`). ``extra`` names the pip extra that installs
     the module's client library, for the error message when it is missing."""
-    if not scheme or scheme != scheme.lower() or not all(c.isalnum() or c in "+-." for c in scheme):
-        raise InvalidArgument("scheme", f"must be a lower-case URL scheme, got {scheme!r}")
+    if not isinstance(scheme, str) or _SCHEME.fullmatch(scheme) is None:
+        raise InvalidArgument(
+            "scheme",
+            f"must be a lower-case URL scheme (a str, e.g. 'chaos+sqlite'), got {scheme!r}",
+        )
+    if not isinstance(module, str) or _MODULE.fullmatch(module) is None:
+        raise InvalidArgument(
+            "module", f"must name a module (a str, e.g. 'mypackage.store'), got {module!r}"
+        )
+    if extra is not None and not (isinstance(extra, str) and extra and extra.isprintable()):
+        raise InvalidArgument(
+            "extra", f"must be None or the name of a pip extra (a str), got {extra!r}"
+        )
     _BACKENDS[scheme] = (module, extra)
+
+
+# What register_backend takes: a scheme as RFC 3986 writes one (lower-case), a module name.
+_SCHEME = re.compile(r"[a-z][a-z0-9+.\-]*")
+_MODULE = re.compile(r"[^\W\d]\w*(?:\.[^\W\d]\w*)*")
 
 
 def resolve_url(url: str | None) -> str:
@@ -81,13 +156,40 @@ def resolve_url(url: str | None) -> str:
     if not isinstance(url, str):
         raise InvalidArgument("url", f"must be a str, not {type(url).__name__}")
     refuse_fragment(url)
-    scheme = urlsplit(url).scheme
+    module_name = _served(url)[1]
+    parser = _PARSERS.get(module_name)
+    if parser is not None:
+        # The whole URL is checked here, before anything is opened (`tenure.Worker` checks
+        # its url= this way when it is made, long before it connects).
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if (exc.name or "").startswith("tenure"):
+                raise
+            return url  # a missing extra: opening the store says which one to install
+        getattr(module, parser)(url)
+    return url
+
+
+# The URL parser of each built-in backend, which resolve_url calls. A backend registered
+# for another scheme (such as the chaos recorder) checks its URLs when it opens them.
+_PARSERS = {
+    "tenure.stores.sqlite": "parse_sqlite_url",
+    "tenure.stores.postgres": "parse_postgres_url",
+    "tenure.stores.redis": "parse_redis_url",
+}
+
+
+def _served(url: str) -> tuple[str, str, str | None]:
+    """``url``'s scheme, the module serving it and the extra that installs that module's
+    client library; `InvalidArgument` for an unknown scheme."""
+    scheme = split_url(url).scheme
     if scheme not in _BACKENDS:
         known = ", ".join(f"{s}://" for s in _BACKENDS)
         raise InvalidArgument(
             "url", f"unknown store scheme {scheme + '://' if scheme else url!r} (known: {known})"
         )
-    return url
+    return (scheme, *_BACKENDS[scheme])
 
 
 # Modules found to be backends, checked once: `isinstance` against the `Backend` protocol
@@ -96,21 +198,20 @@ _CHECKED: set[str] = set()
 
 
 def _backend(url: str) -> Backend:
-    module_name, extra = _BACKENDS[urlsplit(url).scheme]
+    scheme, module_name, extra = _served(url)
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if extra is None or (exc.name or "").startswith("tenure"):
             raise
         raise ImportError(
-            f"the {urlsplit(url).scheme}:// store needs the {exc.name} package: "
-            f"pip install 'tenure[{extra}]'"
+            f"the {scheme}:// store needs the {exc.name} package: pip install 'tenure[{extra}]'"
         ) from exc
     if module_name in _CHECKED:
         return module
     if not isinstance(module, Backend):
         raise TypeError(
-            f"{module_name} serves {urlsplit(url).scheme}:// URLs but is not a store backend: "
+            f"{module_name} serves {scheme}:// URLs but is not a store backend: "
             "it must define open_sync(url, clock) and async open_async(url, clock) "
             "(see tenure.stores.abc)"
         )

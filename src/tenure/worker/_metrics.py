@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from ..errors import InvalidArgument
 from ._stats import COUNTERS, HANDLER_BUCKETS, RENEW_BUCKET_KEYS, RENEW_LATENCY_BUCKETS, Durations
 
 if TYPE_CHECKING:
@@ -103,7 +104,9 @@ class WorkerCollector:
 
 def serve_metrics(worker: Any, port: int, host: str = "127.0.0.1") -> Callable[[], None]:
     """Serve ``worker``'s metrics on ``http://host:port/metrics`` (a thread of
-    prometheus_client's); returns how to stop it."""
+    prometheus_client's); returns how to stop it. ``port``: an int from 0 to 65535 (0: one
+    the system picks); ``host``: the address to listen on."""
+    _check_address(port, host)
     try:
         from prometheus_client import CollectorRegistry, start_http_server
     except ImportError as exc:
@@ -121,3 +124,21 @@ def serve_metrics(worker: Any, port: int, host: str = "127.0.0.1") -> Callable[[
         thread.join(timeout=5)
 
     return stop
+
+
+def _check_address(port: object, host: object) -> None:
+    """`InvalidArgument` for a ``port`` that is not an int from 0 to 65535 (a bool is not
+    one) or a ``host`` that is not a non-empty str without control characters: refused
+    here rather than by the socket (gaierror, OverflowError, a TypeError)."""
+    if isinstance(port, bool) or not isinstance(port, int):
+        raise InvalidArgument("port", f"must be an int from 0 to 65535, not {type(port).__name__}")
+    if not 0 <= port <= 65535:
+        raise InvalidArgument("port", f"must be from 0 to 65535, got {port}")
+    if not isinstance(host, str):
+        raise InvalidArgument(
+            "host", f"must be a str (an address to listen on), not {type(host).__name__}"
+        )
+    if not host or not host.isprintable() or host != host.strip():
+        raise InvalidArgument(
+            "host", f"must be a host name or address to listen on (e.g. '127.0.0.1'), got {host!r}"
+        )

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from typing import Any, NamedTuple
-from urllib.parse import parse_qsl, quote, urlencode, urlsplit
+from urllib.parse import SplitResult, parse_qsl, quote, urlencode, urlsplit
 
 import psycopg
 import psycopg_pool.base
@@ -22,7 +22,7 @@ from psycopg.types.array import ListBinaryDumper
 from ..._protocol import JOB_COLUMNS, JobRow, Outcome, Status
 from ..._resources import load_text
 from ...errors import InvalidArgument, StoreLost, StoreUnavailable, TenureError
-from .. import refuse_fragment
+from .. import refuse_fragment, split_url, url_number, url_query
 from ._timeline import TIMELINE_LIMIT, timeline_limit
 
 __all__ = [
@@ -139,14 +139,32 @@ def validate_schema(schema: object, argument: str = "schema") -> str:
     return schema
 
 
-def _number(name: str, text: str, low: float, high: float, kind: type[float] | type[int]) -> Any:
-    try:
-        value = kind(text)
-    except ValueError:
-        raise InvalidArgument("url", f"{name} must be a number, got {text!r}") from None
-    if not low <= value <= high:
-        raise InvalidArgument("url", f"{name} must be from {low:g} to {high:g}, got {text!r}")
-    return value
+# libpq's integer parameters, checked here: libpq refuses a bad one only when it connects
+# (psycopg, for connect_timeout, with a ProgrammingError), as if the server were away.
+_LIBPQ_INTEGERS = (
+    "connect_timeout",
+    "keepalives",
+    "keepalives_idle",
+    "keepalives_interval",
+    "keepalives_count",
+    "tcp_user_timeout",
+)
+_INT_MAX = 2**31 - 1
+
+
+def _check_libpq(parts: SplitResult, query: list[tuple[str, str]]) -> None:
+    """Refuse a port (of each host, or the ``port`` list) or an integer libpq parameter that
+    is not written in ASCII digits or is out of range, before anything is opened."""
+    hosts = parts.netloc.rpartition("@")[2]
+    ports = [host.rpartition("]")[2].partition(":")[2] for host in hosts.split(",")]
+    for key, value in query:
+        if key == "port":
+            ports.extend(value.split(","))
+        elif key in _LIBPQ_INTEGERS:
+            url_number(key, value, 0, _INT_MAX, int)
+    for port in ports:
+        if port:
+            url_number("the port", port, 1, 65535, int)
 
 
 def _flag(name: str, text: str) -> bool:
@@ -200,31 +218,32 @@ def parse_postgres_url(url: str) -> PostgresOptions:
     ``command_timeout`` (seconds a statement may run, its wait for a synchronous standby
     included, before the client cancels it, 30; see ``_bound.py``).
     """
-    parts = urlsplit(url)
+    parts = split_url(url)
     if parts.scheme not in ("postgresql", "postgres"):
         raise InvalidArgument("url", f"must start with postgresql://, got {redact(url)!r}")
     refuse_fragment(url)
     options: dict[str, Any] = {}
     libpq_query: list[tuple[str, str]] = []
-    for key, value in parse_qsl(parts.query, keep_blank_values=True):
+    for key, value in url_query(parts):
         if key == "schema":
             options["schema"] = validate_schema(value, "url")
         elif key == "pool_min":
-            options["pool_min"] = _number(key, value, 0, 1000, int)
+            options["pool_min"] = url_number(key, value, 0, 1000, int)
         elif key == "pool_max":
-            options["pool_max"] = _number(key, value, 1, 1000, int)
+            options["pool_max"] = url_number(key, value, 1, 1000, int)
         elif key == "pool_timeout":
-            options["pool_timeout"] = _number(key, value, 0.1, 3600, float)
+            options["pool_timeout"] = url_number(key, value, 0.1, 3600, float)
         elif key == "auto_migrate":
             options["auto_migrate"] = _flag(key, value)
         elif key == "listen":
             options["listen"] = _flag(key, value)
         elif key == "command_timeout":
-            options["command_timeout"] = _number(key, value, 0.1, 86400, float)
+            options["command_timeout"] = url_number(key, value, 0.1, 86400, float)
         else:
             libpq_query.append((key, value))
     if options.get("pool_min", 1) > options.get("pool_max", 10):
         raise InvalidArgument("url", "pool_min must not exceed pool_max")
+    _check_libpq(parts, libpq_query)
     conninfo = _unsplit(parts.scheme, parts.netloc, parts.path, libpq_query)
     try:
         given = conninfo_to_dict(conninfo)

@@ -17,12 +17,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
-from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+from urllib.parse import SplitResult, quote, urlencode, urlunsplit
 
 from ..._protocol import JobRow, Outcome, Status
 from ..._resources import load_text
 from ...errors import InvalidArgument, StoreLost, StoreUnavailable
-from .. import refuse_fragment
+from .. import refuse_fragment, split_url, url_number, url_query
 from ._lua import script_text
 
 __all__ = [
@@ -85,6 +85,12 @@ _PREFIX = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
 _PASSTHROUGH = frozenset(
     {"ssl_cert_reqs", "ssl_ca_certs", "ssl_ca_path", "ssl_certfile", "ssl_keyfile", "client_name"}
 )
+# What redis-py takes for ssl_cert_reqs, and what Redis takes for a client name (CLIENT
+# SETNAME refuses spaces, newlines and other characters outside '!'..'~').
+_CERT_REQS = ("none", "optional", "required")
+_CLIENT_NAME = re.compile(r"[!-~]*")
+# The largest database number Redis parses (SELECT: a 32-bit int; `databases` bounds it).
+MAX_DB = 2**31 - 1
 
 
 # -- URL ------------------------------------------------------------------------------
@@ -104,13 +110,37 @@ class RedisOptions:
 def _seconds(name: str, value: str) -> float | None:
     if value.lower() in ("none", "0"):
         return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        raise InvalidArgument("url", f"{name} must be a number of seconds, got {value!r}") from None
-    if not 0 < seconds <= 3600:
+    seconds: float = url_number(f"{name} (seconds)", value, 0, 3600)
+    if not seconds:
         raise InvalidArgument("url", f"{name} must be from 0 to 3600 seconds, got {value!r}")
     return seconds
+
+
+def _port(parts: SplitResult) -> int:
+    """The port of a redis URL (6379 when it has none): ASCII digits from 1 to 65535 (the
+    port of ``urlsplit`` takes other scripts' digits before Python 3.11, and 0)."""
+    text = parts.netloc.rpartition("@")[2].rpartition("]")[2].partition(":")[2]
+    return url_number("the port", text, 1, 65535, int) if text else 6379
+
+
+def _passthrough(scheme: str, key: str, value: str) -> tuple[str, str]:
+    """A redis-py option of the URL, checked here rather than by redis-py at the first
+    connection (which raises a TypeError for a TLS option of a plain redis:// URL)."""
+    if key.startswith("ssl_"):
+        if scheme != "rediss":
+            raise InvalidArgument("url", f"{key} is a TLS option: it needs a rediss:// URL")
+        if key == "ssl_cert_reqs" and value not in _CERT_REQS:
+            raise InvalidArgument(
+                "url", f"ssl_cert_reqs must be one of {', '.join(_CERT_REQS)}, got {value!r}"
+            )
+        if not value:
+            raise InvalidArgument("url", f"{key} must not be empty")
+    elif not _CLIENT_NAME.fullmatch(value):
+        raise InvalidArgument(
+            "url",
+            f"client_name must be printable ASCII without spaces (as Redis takes), got {value!r}",
+        )
+    return key, value
 
 
 def parse_redis_url(url: str) -> RedisOptions:
@@ -118,25 +148,22 @@ def parse_redis_url(url: str) -> RedisOptions:
     ``rediss://`` for TLS. Options: ``prefix`` (the store's key prefix, default ``tenure``;
     letters, digits, ``_.-``), ``timeout`` and ``connect_timeout`` (seconds, default 5;
     ``none`` waits forever), ``max_connections``, and redis-py's TLS options."""
-    parts = urlsplit(url)
+    parts = split_url(url)
     if parts.scheme not in ("redis", "rediss"):
         raise InvalidArgument("url", f"must start with redis:// or rediss://, got {url!r}")
     refuse_fragment(url)
     if not parts.hostname:
         raise InvalidArgument("url", "must name a host, e.g. redis://127.0.0.1:6379/0")
-    try:
-        port = parts.port or 6379
-    except ValueError:
-        raise InvalidArgument("url", f"has an invalid port: {url!r}") from None
+    port = _port(parts)
     path = parts.path.strip("/")
-    if path and not path.isdigit():
-        raise InvalidArgument("url", f"the path must be a database number, got {parts.path!r}")
+    if path:
+        path = str(url_number("the path (a database number)", path, 0, MAX_DB, int))
     prefix = DEFAULT_PREFIX
     timeout: float | None = DEFAULT_TIMEOUT
     connect_timeout: float | None = DEFAULT_TIMEOUT
     max_connections: int | None = None
     passthrough: list[tuple[str, str]] = []
-    for key, value in parse_qsl(parts.query, keep_blank_values=True):
+    for key, value in url_query(parts):
         if key == "prefix":
             if not _PREFIX.fullmatch(value):
                 raise InvalidArgument(
@@ -150,11 +177,9 @@ def parse_redis_url(url: str) -> RedisOptions:
         elif key == "connect_timeout":
             connect_timeout = _seconds("connect_timeout", value)
         elif key == "max_connections":
-            if not value.isdigit() or int(value) < 1:
-                raise InvalidArgument("url", f"max_connections must be a positive int: {value!r}")
-            max_connections = int(value)
+            max_connections = url_number(key, value, 1, MAX_DB, int)
         elif key in _PASSTHROUGH:
-            passthrough.append((key, value))
+            passthrough.append(_passthrough(parts.scheme, key, value))
         else:
             known = ", ".join(["prefix", "timeout", "connect_timeout", "max_connections"])
             raise InvalidArgument("url", f"unknown redis option {key!r} (known: {known})")

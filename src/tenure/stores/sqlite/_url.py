@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import unquote
 
 from ...errors import InvalidArgument
-from .. import refuse_fragment
+from .. import refuse_fragment, split_url, url_number, url_query
 
 __all__ = ["parse_sqlite_url"]
 
@@ -17,7 +17,7 @@ def parse_sqlite_url(url: str) -> dict[str, Any]:
     """``sqlite:///relative.db``, ``sqlite:////absolute.db``, ``sqlite:///:memory:``;
     query options ``timeout`` (seconds to wait for the write lock, default 30) and
     ``synchronous`` (``full``, the default, or ``normal``/``extra``)."""
-    parts = urlsplit(url)
+    parts = split_url(url)
     if parts.scheme != "sqlite":
         raise InvalidArgument("url", f"must start with sqlite://, got {url!r}")
     refuse_fragment(url)
@@ -25,21 +25,10 @@ def parse_sqlite_url(url: str) -> dict[str, Any]:
         raise InvalidArgument(
             "url", "a sqlite URL has no host: use sqlite:///relative.db or sqlite:////abs.db"
         )
-    path = unquote(parts.path[1:] if parts.path.startswith("/") else parts.path)
-    if not path:
-        raise InvalidArgument("url", "must name a database file, e.g. sqlite:///tenure.db")
-    options: dict[str, Any] = {"path": path}
-    for key, values in parse_qs(parts.query, keep_blank_values=True).items():
-        value = values[-1]
+    options: dict[str, Any] = {"path": _path(parts.path)}
+    for key, value in url_query(parts):  # a repeated option: the last one counts
         if key == "timeout":
-            try:
-                options["busy_timeout"] = float(value)
-            except ValueError:
-                raise InvalidArgument(
-                    "url", f"timeout must be a number of seconds, got {value!r}"
-                ) from None
-            if not 0 <= options["busy_timeout"] <= 3600:
-                raise InvalidArgument("url", "timeout must be from 0 to 3600 seconds")
+            options["busy_timeout"] = url_number("timeout (seconds)", value, 0, 3600)
         elif key == "synchronous":
             if value.lower() not in _SYNCHRONOUS:
                 raise InvalidArgument(
@@ -51,3 +40,17 @@ def parse_sqlite_url(url: str) -> dict[str, Any]:
                 "url", f"unknown sqlite option {key!r} (known: timeout, synchronous)"
             )
     return options
+
+
+def _path(text: str) -> str:
+    """The database file a sqlite URL's path names, %-escapes decoded: they must spell
+    UTF-8 text (not be replaced by U+FFFD), and no NUL, which no file name holds."""
+    try:
+        path = unquote(text[1:] if text.startswith("/") else text, errors="strict")
+    except UnicodeDecodeError:
+        raise InvalidArgument("url", "the path's %-escapes must spell UTF-8 text") from None
+    if not path:
+        raise InvalidArgument("url", "must name a database file, e.g. sqlite:///tenure.db")
+    if "\x00" in path:
+        raise InvalidArgument("url", "the path must not contain NUL (%00): no file name holds it")
+    return path
