@@ -52,6 +52,24 @@ def test_a_cancel_and_requeue_done_right_passes_every_unit() -> None:
     assert "1 cancels" in verdict.headline()
 
 
+def test_a_claim_right_after_a_requeue_is_not_ended_by_it() -> None:
+    # Seen in a Redis chaos run (seed 7047): the requeue at store time t, the next claim
+    # (generation 3) 60 µs later. The requeue found generation 2: the lease of generation 3
+    # was granted after it, however close in time, and its completion is the holder's own.
+    h = History()
+    h.submit("j1")
+    h.claim("w1.1", A, "j1", 1, at=1.0)
+    h.fault("cancel", at=1.5, target="harness")
+    h.cancel("j1", at=1.5, row_gen=2)
+    h.holder("renew", "w1.1", A, "j1", 1, at=1.6, outcome="fail", row_gen=2, row_state="cancelled")
+    h.requeue("j1", at=1.8, row_gen=2)
+    h.claim("w2.1", B, "j1", 3, at=1.8 + 60e-6)
+    h.holder("complete", "w2.1", B, "j1", 3, at=2.0)
+    h.final("j1", "done", 3)
+    assert stale_rejection(Context(h.events)) == []
+    assert check_history(h.events).status == "VALID"
+
+
 def test_a_cancelled_holder_refused_is_a_fault_that_bit() -> None:
     h = History()
     h.submit("j1")

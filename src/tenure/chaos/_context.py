@@ -191,8 +191,10 @@ class Leases:
         return next(step for step in self.steps if step.op["op"] == op_id)
 
     def _end_live(self, op: Op, top: int | None) -> None:
-        """An accepted cancel (leases up to generation ``top``) or requeue (every lease)
-        of ``op``'s job: the leases still live at its store time end then."""
+        """An accepted cancel or requeue of ``op``'s job: the leases still live at its store
+        time end then, up to generation ``top`` (None: every one). A lease of a greater
+        generation was granted after it, however close in store time (within `EPS`: a
+        claim 60 µs after a requeue was taken for one it ended)."""
         t = float(op["store_now"])
         for (job, gen, _owner), found in self._holders.items():
             if job != op.get("job") or (top is not None and gen > top):
@@ -208,7 +210,11 @@ class Leases:
         f, kind = op["f"], op["type"]
         if f in CONTROL_OPS:
             if kind == "ok":
-                self._end_live(op, int(op.get("row_gen") or 0) if f == "cancel" else None)
+                # The generation the store answered: a cancel's own (one more than the lease
+                # it ended), or the one a requeue found (older histories may lack it).
+                found = op.get("row_gen")
+                top = int(found or 0) if f == "cancel" or found is not None else None
+                self._end_live(op, top)
             return
         lease_key = (str(op.get("job")), int(op.get("gen") or 0))
         if kind in UNKNOWN:
