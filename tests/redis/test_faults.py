@@ -7,6 +7,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 import pytest
@@ -15,6 +16,7 @@ import tenure
 import tenure.aio
 from tenure._protocol import hash_secret, settle_receipt
 from tenure.stores.redis import RedisDriver, _common
+from tests.backends import REDIS
 from tests.proxy import Proxy, proxy_for
 
 
@@ -39,6 +41,20 @@ def test_unreachable_server_at_connect() -> None:
         tenure.connect("redis://127.0.0.1:1/0?prefix=nowhere&connect_timeout=1")
     assert caught.value.outcome_unknown is False
     assert caught.value.operation == "connect"
+
+
+def test_a_database_the_server_lacks_is_the_urls_fault(tmp_path: Any) -> None:
+    # The connection's SELECT is refused ("DB index is out of range"): that raised
+    # redis-py's ResponseError as it was. The URL is wrong, and nothing was written.
+    with REDIS.isolated_url(tmp_path) as url:
+        parts = urlsplit(url)
+        missing = urlunsplit(parts._replace(path="/99"))  # a server has 16 unless told
+        with pytest.raises(tenure.InvalidArgument) as caught:
+            tenure.connect(missing)
+        assert caught.value.argument == "url"
+        assert "database" in str(caught.value)
+        with pytest.raises(tenure.InvalidArgument):
+            anyio.run(tenure.aio.connect, missing)
 
 
 def test_lost_reply_to_complete_is_unknown_and_safe_to_retry(

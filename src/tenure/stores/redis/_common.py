@@ -512,6 +512,21 @@ def unreachable(operation: str, address: str, exc: BaseException, sent: bool) ->
     )
 
 
+def handshake_refused(
+    operation: str, address: str, exc: BaseException
+) -> StoreUnavailable | InvalidArgument:
+    """The error for a connection whose handshake the server answered with an error: a
+    database number the server does not have (its ``databases`` setting) is the URL's
+    fault, nothing was sent; anything else as `refused`."""
+    if "DB index is out of range" in str(exc):
+        return InvalidArgument(
+            "url",
+            f"names a database the Redis server does not have ({address}: its 'databases' "
+            "setting, 16 by default, numbers them from 0); nothing changed",
+        )
+    return refused(operation, address, exc)
+
+
 def refused(operation: str, address: str, exc: BaseException) -> StoreUnavailable | InvalidArgument:
     """The error for an error answer from the server."""
     message = str(exc)

@@ -48,6 +48,7 @@ from ._common import (
     decode_item,
     decode_outcome,
     encode,
+    handshake_refused,
     note_server_config,
     pack_request,
     parse_redis_url,
@@ -175,6 +176,8 @@ class AsyncRedisDriver(AsyncRedisControl, AsyncJobsMixin, AsyncRedisSchedules):
             conn = await self._connection()
         except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
             raise unreachable(operation, self._address, exc, sent=False) from exc
+        except ResponseError as exc:  # the handshake refused (SELECT, CLIENT SETNAME...)
+            raise handshake_refused(operation, self._address, exc) from exc
         sent = broken = False
         try:
             # One buffer, one write (`pack_request`): redis-py's packer keeps each argument
