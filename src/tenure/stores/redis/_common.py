@@ -47,6 +47,7 @@ __all__ = [
     "pack_request",
     "parse_redis_url",
     "persistence_risk",
+    "handshake_refused",
     "refused",
     "unique_args",
     "unreachable",
