@@ -47,6 +47,7 @@ LATE_GRACE = 10.0
 # count as missed again, with LATE_GRACE.
 STALL_GRACE = 300.0
 TICK_PREFIX = "cron:"
+MAX_CRON = 1000  # characters of a cron expression: lists of every minute and hour fit
 # A schedule's longest name: its ticks' job ids (`tick_job_id`: the prefix, the name, ':'
 # and a 20-character UTC time) must fit a job id's 255 characters.
 MAX_SCHEDULE_NAME = 255 - len(TICK_PREFIX) - 1 - len("2026-01-01T00:00:00Z")
@@ -136,6 +137,8 @@ def make_schedule(
         raise InvalidArgument("catch_up", f"must be 'skip' or 'once', got {catch_up!r}")
     if not isinstance(cron, str):
         raise InvalidArgument("cron", f"must be a str, not {type(cron).__name__}")
+    if len(cron) > MAX_CRON:  # (stored with the schedule, read by every worker)
+        raise InvalidArgument("cron", f"must be at most {MAX_CRON} characters, got {len(cron)}")
     cronsim = _cronsim()
     try:
         cronsim.CronSim(cron, datetime.now(zone))

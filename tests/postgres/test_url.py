@@ -78,6 +78,10 @@ def test_password_is_kept_out_of_the_public_url() -> None:
         ("postgresql://h1:5432,h2:x/db", "port"),
         ("postgresql://[::1]:0/db", "port"),
         ("postgresql://h/db?port=5432,abc", "port"),
+        # libpq's words, which libpq refuses only on connecting too.
+        ("postgresql://h/db?sslmode=requir", "sslmode"),
+        ("postgresql://h/db?target_session_attrs=primaryy", "target_session_attrs"),
+        ("postgresql://h/db?gssencmode=", "gssencmode"),
         # Malformed URLs.
         ("postgresql://[::1", "not a valid URL"),
         ("postgresql://h/db\n", "control characters"),
@@ -107,6 +111,7 @@ def test_good_numbers_and_hosts_are_kept() -> None:
         ("connect_timeout=%C2%B2", "connect_timeout"),
         ("pool_max=%D9%A3", "pool_max"),  # Arabic-Indic 3: int() takes it
         ("keepalives=x", "keepalives"),
+        ("sslmode=requir", "sslmode"),
         ("port=%C2%B2", "port"),
         ("application_name=%ED%A0%80", "UTF-8"),
     ],

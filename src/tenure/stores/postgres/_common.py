@@ -150,11 +150,27 @@ _LIBPQ_INTEGERS = (
     "tcp_user_timeout",
 )
 _INT_MAX = 2**31 - 1
+# libpq's parameters that take one of a few words (libpq, like the integers, refuses a bad
+# one only as it connects): a typo is the URL's fault.
+_LIBPQ_WORDS = {
+    "sslmode": ("disable", "allow", "prefer", "require", "verify-ca", "verify-full"),
+    "gssencmode": ("disable", "prefer", "require"),
+    "target_session_attrs": (
+        "any",
+        "read-write",
+        "read-only",
+        "primary",
+        "standby",
+        "prefer-standby",
+    ),
+    "load_balance_hosts": ("disable", "random"),
+}
 
 
 def _check_libpq(parts: SplitResult, query: list[tuple[str, str]]) -> None:
     """Refuse a port (of each host, or the ``port`` list) or an integer libpq parameter that
-    is not written in ASCII digits or is out of range, before anything is opened."""
+    is not written in ASCII digits or is out of range, or a libpq parameter of a few words
+    given another, before anything is opened."""
     hosts = parts.netloc.rpartition("@")[2]
     ports = [host.rpartition("]")[2].partition(":")[2] for host in hosts.split(",")]
     for key, value in query:
@@ -162,6 +178,10 @@ def _check_libpq(parts: SplitResult, query: list[tuple[str, str]]) -> None:
             ports.extend(value.split(","))
         elif key in _LIBPQ_INTEGERS:
             url_number(key, value, 0, _INT_MAX, int)
+        elif key in _LIBPQ_WORDS and value not in _LIBPQ_WORDS[key]:
+            raise InvalidArgument(
+                "url", f"{key} must be one of {', '.join(_LIBPQ_WORDS[key])}, got {value!r}"
+            )
     for port in ports:
         if port:
             url_number("the port", port, 1, 65535, int)
