@@ -51,7 +51,7 @@ from ._validate import (
     validate_queues,
     validate_ttl,
 )
-from .errors import JobNotFound, LeaseLost, StoreLost, StoreUnavailable
+from .errors import InvalidArgument, JobNotFound, LeaseLost, StoreLost, StoreUnavailable
 from .models import Claim, Job, Lease
 from .stores import no_transaction, open_driver, resolve_url
 from .stores.abc import Driver, Transaction
@@ -138,6 +138,14 @@ class Store(
         no such transaction: `InvalidArgument` at once. ``operation`` (e.g.
         ``"complete"``) names what the transaction is for in errors.
         """
+        if not (
+            isinstance(operation, str) and 0 < len(operation) <= 100 and operation.isprintable()
+        ):
+            raise InvalidArgument(
+                "operation",
+                "must name what the transaction is for in its errors (e.g. 'complete'): a "
+                f"str of 1 to 100 printable characters, got {str(operation)[:40]!r}",
+            )
         opener = getattr(self._driver, "transaction", None)
         if opener is None:
             raise no_transaction(self.url, operation)

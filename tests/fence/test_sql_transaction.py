@@ -63,6 +63,13 @@ def test_a_stale_completion_is_answered_not_judged(env: Env) -> None:
     assert env.store.get("job-1").state == "leased"
 
 
+@pytest.mark.parametrize("operation", [42, None, "", "x" * 101, "line\nbreak"])
+def test_the_operation_is_named_by_a_short_printable_str(env: Env, operation: object) -> None:
+    with pytest.raises(tenure.InvalidArgument) as caught:
+        env.store.sql_transaction(operation)  # type: ignore[arg-type]
+    assert caught.value.argument == "operation"
+
+
 @pytest.fixture
 def redis_url(tmp_path: Path) -> Iterator[str]:
     backend: Backend = REDIS
