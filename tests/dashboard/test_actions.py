@@ -13,6 +13,7 @@ import pytest
 from starlette.testclient import TestClient
 
 import tenure
+import tenure.dashboard
 from tenure.dashboard import create_app
 
 HOSTILE = '<script>alert(1)</script>"onmouseover=x</textarea>é'
@@ -100,7 +101,7 @@ def test_requeue_a_dead_job_from_the_dead_jobs_view(
     assert "action=requeue" not in client.get("/jobs", params={"state": "ready"}).text
 
 
-def test_a_job_whose_state_changed_since_the_page_is_refused_by_the_store(
+def test_a_job_whose_state_changed_since_the_page_is_refused(
     client: TestClient, store: tenure.Store
 ) -> None:
     store.submit("j1")
@@ -111,13 +112,32 @@ def test_a_job_whose_state_changed_since_the_page_is_refused_by_the_store(
     refused = _act(client, "j1", "cancel", token)
     assert refused.status_code == 409  # type: ignore[attr-defined]
     text = refused.text  # type: ignore[attr-defined]
-    assert "Refused by the store" in text
-    assert "cancel refused for job &#39;j1&#39;: it is done" in text
+    assert "Job j1 is done: cancel takes only a job that is ready or leased" in text
     assert store.get("j1").state == "done"
     # Asked for an action the job's state does not take: said so, nothing offered.
     page = client.get("/job/confirm", params={"id": "j1", "action": "cancel"})
     assert page.status_code == 409
     assert "Job j1 is done: cancel takes only a job that is ready or leased" in page.text
+
+
+def test_the_stores_refusal_is_shown_as_such(store: tenure.Store) -> None:
+    # The state can change between the dashboard's look and the store's call: the store's
+    # own refusal (JobStateConflict) is the answer then. An action offered for done jobs
+    # that cancels makes that refusal every time.
+    cancel_done = tenure.dashboard.Action(
+        "cancel", "Cancel", "Cancel {job}?", states=("done",), run=lambda s, j: s.cancel(j)
+    )
+    store.submit("j1")
+    lease = store.claim("j1", "w1", 30)
+    assert lease is not None
+    store.complete(lease, None)
+    with TestClient(create_app(store, actions=[cancel_done])) as client:
+        refused = _act(client, "j1", "cancel")
+    assert refused.status_code == 409  # type: ignore[attr-defined]
+    text = refused.text  # type: ignore[attr-defined]
+    assert "Refused by the store" in text
+    assert "cancel refused for job &#39;j1&#39;: it is done" in text
+    assert store.get("j1").state == "done"
 
 
 def test_every_action_needs_the_csrf_token(client: TestClient, store: tenure.Store) -> None:

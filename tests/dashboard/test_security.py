@@ -20,6 +20,7 @@ import tenure
 from tenure._protocol import hash_secret
 from tenure.cli import main
 from tenure.dashboard import Action, Auth, check_bind, create_app, is_loopback
+from tests.backends import POSTGRES
 from tests.dashboard._support import dashboard_server
 
 
@@ -209,6 +210,51 @@ def test_unknown_action_and_job(client: TestClient, recorded: list[str]) -> None
     assert recorded == []
 
 
+def test_an_action_posted_for_a_job_in_a_state_it_does_not_take_is_refused(
+    client: TestClient, store: tenure.Store, recorded: list[str]
+) -> None:
+    # `touch` takes ready jobs: a form posted after the job moved on (or without its
+    # confirmation page) must not run it; the store would not refuse one of yours.
+    token = _confirm(client)
+    assert store.claim("<b>j1</b>", "w", 30) is not None
+    refused = client.post(
+        "/job/action",
+        data={"csrf_token": token, "id": "<b>j1</b>", "action": "touch"},
+        follow_redirects=False,
+    )
+    assert refused.status_code == 409
+    assert "takes only a job that is ready" in refused.text
+    assert recorded == []
+
+
+def test_read_only_refuses_before_it_looks_anything_up(store: tenure.Store, touch: Action) -> None:
+    with TestClient(create_app(store, actions=[touch], read_only=True)) as client:
+        for params in ({"id": "missing", "action": "touch"}, {"id": "j", "action": "nope"}):
+            assert client.get("/job/confirm", params=params).status_code == 403
+        assert client.get("/queue/confirm", params={"queue": ""}).status_code == 403
+
+
+def test_every_answer_carries_the_security_headers(store: tenure.Store) -> None:
+    # The pages set them; /metrics, static files, Starlette's 404/405 and the 401/421 of
+    # the middlewares did not.
+    app = create_app(store, auth=Auth(token="t0ken"), allowed_hosts=["testserver"])
+    with TestClient(app) as client:
+        bearer = {"authorization": "Bearer t0ken"}
+        answers = [
+            client.get("/metrics", headers=bearer),
+            client.get("/static/dashboard.css", headers=bearer),
+            client.get("/no/such/page", headers=bearer),
+            client.put("/jobs", headers=bearer),
+            client.get("/jobs"),  # no token: 401
+            client.get("/jobs", headers={**bearer, "host": "evil.example"}),  # 421
+        ]
+    assert [a.status_code for a in answers] == [200, 200, 404, 405, 401, 421]
+    for answer in answers:
+        assert answer.headers["x-content-type-options"] == "nosniff", answer.request.url
+        assert answer.headers["x-frame-options"] == "DENY", answer.request.url
+        assert "frame-ancestors 'none'" in answer.headers["content-security-policy"]
+
+
 def test_read_only_offers_nothing_and_refuses_posts(
     store: tenure.Store, touch: Action, recorded: list[str]
 ) -> None:
@@ -287,6 +333,20 @@ def test_the_served_dashboard_refuses_a_rebound_host_name(tmp_path: Path) -> Non
         assert httpx.get(f"{running.base}/jobs", timeout=5).status_code == 200
         rebound = httpx.get(f"{running.base}/jobs", headers={"host": "evil.example"}, timeout=5)
         assert rebound.status_code == 421
+
+
+def test_the_served_dashboard_never_prints_the_store_password(tmp_path: Path) -> None:
+    # Its start line named the URL as given, password and all (PostgreSQL trusts this
+    # test server's connections, so the password is carried and ignored).
+    with POSTGRES.isolated_url(tmp_path) as url:
+        tenure.connect(url).close()  # the store exists (the dashboard creates none)
+        secret = url.replace("://postgres@", "://postgres:S3CRETPW@", 1)
+        assert "S3CRETPW" in secret
+        with dashboard_server(secret) as running:
+            assert httpx.get(f"{running.base}/jobs", timeout=5).status_code == 200
+        said = running.process.communicate()[0]
+    assert "tenure dashboard of postgresql://postgres@" in said
+    assert "S3CRETPW" not in said
 
 
 @pytest.mark.parametrize("missing", ["jinja2", "starlette"])

@@ -85,8 +85,9 @@ def dashboard(
         ) from exc
     # On loopback without authentication, only loopback Host names (DNS rebinding).
     hosts = (*LOOPBACK_NAMES, host) if is_loopback(host) and not auth.enabled else None
+    store = state.store(create=False)
     app = create_app(
-        state.store(create=False),
+        store,
         read_only=read_only,
         auth=auth,
         refresh=refresh,
@@ -94,7 +95,7 @@ def dashboard(
     )
     shown = f"[{host}]" if ":" in host else host
     click.echo(
-        f"tenure dashboard of {state.store_url} on http://{shown}:{port}/"
+        f"tenure dashboard of {store.url} on http://{shown}:{port}/"  # (no password)
         + (" (read-only)" if read_only else "")
         + (" (authentication required)" if auth.enabled else ""),
         err=True,

@@ -32,6 +32,7 @@ from ._security import (
     Auth,
     AuthMiddleware,
     HostCheck,
+    SecurityHeaders,
     csrf_ok,
     new_csrf_token,
 )
@@ -152,19 +153,12 @@ class _Dashboard:
         return self.page(request, "_job_summary.html", job=job)
 
     async def confirm(self, request: Request) -> Response:
+        if self.read_only:  # first: a read-only dashboard answers every action alike
+            return self.message(request, 403, "Read-only", "This dashboard is read-only.")
         job = await self.reader.get(request.query_params.get("id", ""))
         action = self._action(request.query_params.get("action", ""))
-        if self.read_only:
-            return self.message(request, 403, "Read-only", "This dashboard is read-only.")
         if not action.offered_for(job):
-            return self.message(
-                request,
-                409,
-                "Not possible now",
-                f"Job {job.job_id} is {job.state}: {action.name} takes only a job that is "
-                f"{' or '.join(action.states)}. Nothing was changed.",
-                job.job_id,
-            )
+            return self._not_now(request, job, action)
         question = action.confirm.replace("{job}", job.job_id)
         return self.confirmation(request, "confirm.html", job=job, action=action, question=question)
 
@@ -205,7 +199,12 @@ class _Dashboard:
             return field
         action = self._action(field("action"))
         job_id = field("id")
-        await self.reader.get(job_id)  # JobNotFound: 404
+        job = await self.reader.get(job_id)  # JobNotFound: 404
+        # Checked again here: a form can be posted without its confirmation page, and an
+        # action the store does not refuse by itself (one of yours) must not run on a job
+        # in a state it does not take.
+        if not action.offered_for(job):
+            return self._not_now(request, job, action)
         store = self.reader.store
         if isinstance(store, AsyncStore):
             done = action.run(store, job_id)
@@ -221,10 +220,10 @@ class _Dashboard:
     # -- pausing a queue -----------------------------------------------------------------
 
     async def queue_confirm(self, request: Request) -> Response:
-        queue = validate_id("queue", request.query_params.get("queue", ""))
-        pause = _pause_or_resume(request.query_params.get("action", ""))
         if self.read_only:
             return self.message(request, 403, "Read-only", "This dashboard is read-only.")
+        queue = validate_id("queue", request.query_params.get("queue", ""))
+        pause = _pause_or_resume(request.query_params.get("action", ""))
         return self.confirmation(request, "confirm_queue.html", queue=queue, pause=pause)
 
     async def queue_act(self, request: Request) -> Response:
@@ -235,6 +234,17 @@ class _Dashboard:
         await self.reader.set_paused(field("queue"), pause)  # InvalidArgument: 400
         root = request.scope.get("root_path", "")
         return RedirectResponse(f"{root}/queues", status_code=303)
+
+    def _not_now(self, request: Request, job: Job, action: Action) -> Response:
+        """409: ``job``'s state is not one ``action`` takes."""
+        return self.message(
+            request,
+            409,
+            "Not possible now",
+            f"Job {job.job_id} is {job.state}: {action.name} takes only a job that is "
+            f"{' or '.join(action.states)}. Nothing was changed.",
+            job.job_id,
+        )
 
     def _action(self, name: str) -> Action:
         found = self.actions.get(name)
@@ -321,4 +331,5 @@ def create_app(
         app.add_middleware(AuthMiddleware, auth=auth)
     if allowed_hosts is not None:
         app.add_middleware(HostCheck, names=tuple(allowed_hosts))
+    app.add_middleware(SecurityHeaders)  # outermost: also on the answers of those above
     return app

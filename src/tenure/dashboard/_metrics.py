@@ -43,7 +43,8 @@ def store_families(stats: StoreStats | None, *, up: bool = True) -> list[Metric]
     store_up.add_metric([], 1.0 if up else 0.0)
     supported = GaugeMetricFamily(
         "tenure_store_stats_supported",
-        "1 when the store counts its live jobs by queue (SQLite, PostgreSQL), 0 if not (Redis)",
+        "1 when the store counts its live jobs by queue (every built-in store), 0 for a "
+        "driver that cannot",
     )
     supported.add_metric([], 0.0 if up and stats is None else 1.0)
     families: list[Metric] = [store_up, supported]

@@ -22,6 +22,7 @@ __all__ = [
     "CSRF_COOKIE",
     "CSRF_FIELD",
     "SECURITY_HEADERS",
+    "SecurityHeaders",
     "Auth",
     "AuthMiddleware",
     "LOOPBACK_NAMES",
@@ -162,6 +163,31 @@ class AuthMiddleware:
             }
         )
         await send({"type": "http.response.body", "body": body})
+
+
+class SecurityHeaders:
+    """An ASGI middleware giving every HTTP response the `SECURITY_HEADERS` it does not set
+    itself: the pages set them, and this covers the rest (``/metrics``, static files,
+    Starlette's own 404 and 405, the 401 and 421 of the middlewares inside it)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.headers = [(name.encode(), value.encode()) for name, value in SECURITY_HEADERS.items()]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers") or [])
+                present = {name.lower() for name, _ in headers}
+                headers += [(n, v) for n, v in self.headers if n not in present]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
 
 
 # The Host headers a dashboard bound to loopback answers (with any port).
