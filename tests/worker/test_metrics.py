@@ -1,17 +1,22 @@
 """The worker's handler-duration histogram, scraped over HTTP from `serve_metrics` (what
-``tenure worker --metrics-port`` serves) and parsed with prometheus_client's parser."""
+``tenure worker --metrics-port`` serves) and parsed with prometheus_client's parser; the
+lost leases by reason, whichever moment a scrape comes."""
 
 from __future__ import annotations
 
 import socket
 import urllib.request
 from collections.abc import Callable
+from itertools import pairwise
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 import tenure
-from tenure.worker import JobContext, serve_metrics
+from tenure.worker import JobContext, Stats, WorkerCollector, serve_metrics
+from tenure.worker._lease import LeaseHandle
+from tenure.worker._settle import note_loss
 from tests.worker._support import run_burst
 
 pytest.importorskip("prometheus_client")
@@ -70,6 +75,44 @@ def test_handler_duration_is_a_histogram_by_queue_and_outcome(
         assert set(sample.labels) <= {"queue", "outcome", "le"}
     sums = [s.value for s in handled.samples if s.name.endswith("_sum")]
     assert all(0 <= value < 10 for value in sums)
+
+
+class _Scraped(Stats):
+    """`Stats` scraped after each of its locked updates: every moment a scrape can see."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scrapes: list[dict[str, float]] = []
+
+    def incr(self, name: str, amount: int = 1) -> None:
+        super().incr(name, amount)
+        self._scrape()
+
+    def incr_many(self, *names: str) -> None:
+        super().incr_many(*names)
+        self._scrape()
+
+    def _scrape(self) -> None:
+        worker = SimpleNamespace(stats=self.snapshot)
+        [lost] = [m for m in WorkerCollector(worker).collect() if m.name.endswith("leases_lost")]
+        self.scrapes.append({sample.labels["reason"]: sample.value for sample in lost.samples})
+
+
+def test_lost_leases_by_reason_never_go_down_whenever_scraped() -> None:
+    # "other" is leases_lost less the known causes: a scrape between counting the total and
+    # its cause saw it 1, then 0 (a counter going down). One locked step counts both.
+    lease = tenure.Lease("J", "A", 1, 110.0, 10.0, 1, 1010.0, "0" * 48, "store")
+    stats = _Scraped()
+    kinds = ["renewal_rejected", "deadline_passed", "rejected_by_store", "renewal_rejected"]
+    for kind in kinds:
+        handle = LeaseHandle(lease, tenure.ManualClock())
+        handle.mark_lost(f"lost: {kind}", kind)  # type: ignore[arg-type]
+        note_loss(stats, handle)
+    for before, after in pairwise(stats.scrapes):
+        assert all(after[reason] >= count for reason, count in before.items()), stats.scrapes
+    assert len(stats.scrapes) == len(kinds)  # one update per loss
+    assert stats.scrapes[-1] == {"renewal_rejected": 2, "deadline_passed": 1, "other": 1}
+    assert stats.snapshot()["leases_lost"] == 4
 
 
 BAD_PORTS: list[object] = ["x", "9322", -1, 65536, 70000, 2.5, 9322.0, True, False, None, b"80"]

@@ -7,16 +7,19 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 import tenure
 from tenure.worker import JobContext
 from tests.worker import apps
-from tests.worker._support import run_burst, running, wait_until
+from tests.worker._support import run_burst, running, until_lost, wait_until
 
 pytest.importorskip("opentelemetry.sdk")
 
@@ -167,6 +170,128 @@ def test_a_lost_lease_is_an_event_and_an_error(
     settle = _one(spans, "settle q")
     assert settle.status.status_code == StatusCode.ERROR
     store.complete(lease_b, "by B")
+
+
+# -- what the settle span says was sent: the action the store got, or none -------------
+
+
+def _settled(spans: InMemorySpanExporter) -> tuple[ReadableSpan, ReadableSpan, str]:
+    """The job's handler span, its settle span and the settle's action."""
+    settle = _one(spans, "settle q")
+    assert settle.attributes is not None
+    action = settle.attributes["tenure.settle.action"]
+    assert settle.attributes["messaging.operation.name"] == action
+    return _one(spans, "process q"), settle, str(action)
+
+
+@pytest.mark.parametrize("kind", ["async", "thread", "process"])
+def test_a_timed_out_attempt_is_settled_with_a_fail(
+    make_worker: MakeWorker,
+    store: tenure.Store,
+    clock: tenure.ManualClock,
+    spans: InMemorySpanExporter,
+    tmp_path: Path,
+    kind: str,
+) -> None:
+    # The lease is still the worker's at the timeout: the attempt is failed, not dropped.
+    worker = make_worker()
+    started = threading.Event()
+
+    async def hung(ctx: JobContext) -> None:
+        started.set()
+        await anyio.sleep(60)
+
+    def hung_sync(ctx: JobContext) -> str:
+        started.set()
+        deadline = time.monotonic() + 10
+        while not ctx.lost and time.monotonic() < deadline:
+            time.sleep(0.002)
+        return "stale"
+
+    if kind == "process":
+        worker.register("q", apps.never_returns, isolation="process", timeout=5)
+    else:
+        worker.register("q", hung if kind == "async" else hung_sync, timeout=5)
+    events = tmp_path / "events.jsonl"
+    store.submit("J", {"events": str(events)}, queue="q", max_attempts=1)
+    with running(worker):
+        wait_until(lambda: started.is_set() or apps.read_events(events), what="handler start")
+        clock.advance(5.1)
+        wait_until(lambda: worker.stats()["dead"] == 1, what="the failed attempt")
+    assert store.get("J").error == "timeout: handler ran longer than 5 s"
+    process, settle, action = _settled(spans)
+    assert action == "fail"
+    assert settle.status.status_code == StatusCode.UNSET  # the fail took effect
+    assert process.status.status_code == StatusCode.ERROR
+
+
+def test_a_handler_that_returns_after_its_lease_was_lost_settles_nothing(
+    make_worker: MakeWorker,
+    store: tenure.Store,
+    clock: tenure.ManualClock,
+    spans: InMemorySpanExporter,
+) -> None:
+    worker = make_worker()
+    started = threading.Event()
+    worker.register("q", until_lost(started, {}))
+    store.submit("J", queue="q")
+    with running(worker):
+        assert started.wait(10)
+        store.cancel("J", "operator said so")
+        clock.advance(TTL / 2.5)  # a renewal falls due and is refused
+        wait_until(lambda: worker.stats()["completions_refused"] == 1, what="refusal")
+    assert store.get("J").state == "cancelled"
+    process, settle, action = _settled(spans)
+    assert action == "none"  # the result was discarded: nothing went to the store
+    assert settle.status.status_code == StatusCode.ERROR
+    assert process.status.status_code == StatusCode.ERROR
+
+
+def test_a_result_the_store_refuses_fails_the_attempt_as_a_raise_does(
+    make_worker: MakeWorker, store: tenure.Store, spans: InMemorySpanExporter
+) -> None:
+    worker = make_worker()
+    worker.register("q", lambda ctx: {1, 2})  # not JSON
+    store.submit("J", queue="q", max_attempts=1)
+    run_burst(worker)
+    job = store.get("J")
+    assert job.state == "dead"
+    assert "refused" in (job.error or "")
+    process, settle, action = _settled(spans)
+    assert action == "fail"
+    assert settle.status.status_code == StatusCode.UNSET
+    assert process.status.status_code == StatusCode.ERROR
+    assert process.attributes is not None
+    assert process.attributes["tenure.outcome"] == "ok"  # it returned, and what it returned
+    assert [event.name for event in process.events] == ["exception"]  # was refused
+
+
+def test_a_completion_rejected_as_stale_is_an_error(
+    make_worker: MakeWorker, store: tenure.Store, spans: InMemorySpanExporter
+) -> None:
+    # Cancelled while the handler runs, which returns before any renewal finds out: the
+    # completion is sent, and the store rejects it, the lease being lost there.
+    worker = make_worker()
+    started, cancelled = threading.Event(), threading.Event()
+
+    def handle(ctx: JobContext) -> str:
+        started.set()
+        assert cancelled.wait(10)
+        return "late"
+
+    worker.register("q", handle)
+    store.submit("J", queue="q")
+    with running(worker):
+        assert started.wait(10)
+        store.cancel("J", "operator said so")
+        cancelled.set()
+        wait_until(lambda: worker.stats()["stale_rejections"] == 1, what="the rejection")
+    assert store.get("J").state == "cancelled"
+    assert worker.stats()["completed"] == 0
+    process, settle, action = _settled(spans)
+    assert action == "complete"  # sent, and rejected
+    assert settle.status.status_code == StatusCode.ERROR
+    assert process.status.status_code == StatusCode.ERROR
 
 
 def test_without_the_api_nothing_is_traced(

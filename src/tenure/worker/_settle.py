@@ -43,6 +43,13 @@ def timeout_error(timeout: float | None) -> str:
     return f"timeout: handler ran longer than {timeout:g} s"
 
 
+# The "... of which" counter of `Stats` of a loss kind, counted with leases_lost.
+_LOSS_COUNTERS: dict[str | None, tuple[str, ...]] = {
+    "renewal_rejected": ("lost_renewal_rejected",),
+    "deadline_passed": ("lost_deadline_passed",),
+}
+
+
 def note_loss(
     stats: Stats,
     handle: LeaseHandle,
@@ -78,11 +85,9 @@ def note_loss(
             extra={**extra, "timeout": handle.timeout},
         )
         return
-    stats.incr("leases_lost")
-    if kind == "renewal_rejected":
-        stats.incr("lost_renewal_rejected")
-    elif kind == "deadline_passed":
-        stats.incr("lost_deadline_passed")
+    # One step for the total and its cause: the lost leases of no known cause (their
+    # difference, a Prometheus counter) must never be seen going down.
+    stats.incr_many("leases_lost", *_LOSS_COUNTERS.get(kind, ()))
     log.warning("lease lost: %s", handle.lost_reason, extra=extra)
 
 
@@ -185,7 +190,7 @@ class Settler:
         if spans is None:
             await self._settle(running, outcome)
             return
-        with spans.settling(outcome, running.handle):
+        with spans.settling(running.handle):
             await self._settle(running, outcome)
 
     async def _settle(self, running: Running, outcome: Outcome) -> None:
@@ -212,6 +217,8 @@ class Settler:
             try:
                 done = await self._store_call("complete", running, complete, extra, retry=False)
             except InvalidArgument as exc:
+                if running.spans is not None:
+                    running.spans.refused(exc)
                 await self.fail(running, f"the handler's result was refused: {exc}")
                 return
             if done:
@@ -356,10 +363,13 @@ class Settler:
         took effect. ``retry=False``: ``call`` retries by itself (the completer)."""
         handle = running.handle
         clock = handle.clock
+        spans = running.spans
         failures = 0
         while True:
             if self._outage.lost is not None:
                 return False  # the store lost its data: nothing more is sent (see Worker)
+            if spans is not None:
+                spans.sent(operation)
             try:
                 # Not cut short at the deadline: once the request has left, the store's
                 # answer (done, or stale) is the truth, and a late one is still taken.
@@ -401,6 +411,8 @@ class Settler:
         if extra is None:
             extra = _job_extra(running)
         if isinstance(error, LeaseLost):
+            if running.spans is not None:
+                running.spans.rejected(error)
             self._stats.incr("stale_rejections")
             log.warning(
                 "store rejected %s: the lease is no longer current",

@@ -93,6 +93,14 @@ class Stats:
         with self._lock:
             self._counts[name] += amount
 
+    def incr_many(self, *names: str) -> None:
+        """Add one to each of ``names`` in one step: no `snapshot` sees some and not the
+        others (a total and its "... of which" counter, say)."""
+        assert ON_LOOP.isdisjoint(names), f"{names} has counters of Stats.on_loop"
+        with self._lock:
+            for name in names:
+                self._counts[name] += 1
+
     def renewal(self, latency: float) -> None:
         with self._lock:
             self._counts["renewals"] += 1

@@ -11,12 +11,14 @@ the way the messaging semantic conventions name them:
   of jobs it took (``messaging.batch.message_count``);
 - ``process <queue>`` (kind CONSUMER) around the handler, current while it runs (spans the
   handler opens are its children), status ERROR when it raised, died, timed out or lost
-  its lease, with an event ``tenure.lease_lost`` when the lease is lost. It continues the
-  trace of the job's submit (issue #20): its parent is the context extracted from the
-  job's headers (`opentelemetry.propagate.extract`; what `Store.submit` injected while a
-  span was current), and that context (its baggage too) is current while the handler runs;
+  its lease, or its result was refused (not JSON), with an event ``tenure.lease_lost`` when
+  the lease is lost. It continues the trace of the job's submit (issue #20): its parent is
+  the context extracted from the job's headers (`opentelemetry.propagate.extract`; what
+  `Store.submit` injected while a span was current), and that context (its baggage too) is
+  current while the handler runs;
 - ``settle <queue>`` (kind CLIENT), the handler span's child, around complete, fail or
-  release (``tenure.settle.action``).
+  release (``tenure.settle.action``: the call sent to the store, ``none`` when none was),
+  status ERROR when the lease was lost by then (a call the store rejected as stale too).
 
 Attributes: ``messaging.system`` ``tenure``, ``messaging.destination.name`` the queue,
 ``messaging.message.id`` the job id, ``messaging.operation.type``, and ``tenure.generation``,
@@ -26,6 +28,7 @@ Attributes: ``messaging.system`` ``tenure``, ``messaging.destination.name`` the 
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -47,7 +50,6 @@ __all__ = [
     "continued",
     "current_carrier",
     "job_spans",
-    "settle_action",
     "tracing",
 ]
 
@@ -94,17 +96,6 @@ def _enabled() -> bool:
     return True
 
 
-def settle_action(kind: str) -> str:
-    """What `Settler.settle` asks of the store for an outcome of ``kind``."""
-    if kind == "ok":
-        return "complete"
-    if kind in ("error", "retry", "died"):
-        return "fail"
-    if kind in ("release", "abandoned"):
-        return "release"
-    return "none"  # lost: nothing is sent for a lost lease (a timeout fails it, though)
-
-
 def _destination(queues: Sequence[str]) -> str:
     return queues[0] if len(queues) == 1 else ",".join(queues)
 
@@ -149,6 +140,14 @@ class JobSpans:
         self.queue = job.queue
         self.handler: Any = None
         self.settle: Any = None
+        # What the settle did, told by `Settler`: the store call it sent last ("none": none),
+        # the store's rejection of it as stale, the error of a result the store refused.
+        self._action = "none"
+        self._rejected: str | None = None
+        self._refused: BaseException | None = None
+        # When a handler that returned ended (`time.time_ns`): its span, still open, waits
+        # for the settle to say whether its result took effect (`_settled`).
+        self._returned_at: int | None = None
         # The trace of the job's submit, None: the job carries none (a job submitted with no
         # span current, or before headers existed). The handler span is its child, not a
         # new trace with a link to it: a trace runs from the request that enqueued to the
@@ -187,46 +186,78 @@ class JobSpans:
         if span is None:
             return
         span.set_attribute("tenure.outcome", outcome.kind)
-        lost = handle.is_lost() and handle.lost_kind not in ("timed_out", "revoked")
-        if lost and outcome.kind not in _ERRORS:
-            # It returned, but after its lease was lost: nothing it did is settled.
-            reason = handle.lost_reason or "lease lost"
-            span.set_status(_trace.Status(_trace.StatusCode.ERROR, reason[:300]))
+        lost = _lost(handle, "revoked")
+        if lost is not None and outcome.kind not in _ERRORS:
+            # It returned, but after its lease was lost (nothing it did is settled) or past
+            # its timeout (the attempt is failed).
+            span.set_status(_trace.Status(_trace.StatusCode.ERROR, lost))
         elif outcome.kind in _ERRORS:
-            error = outcome.error
-            if isinstance(error, BaseException):
-                span.record_exception(error)
-            description = str(error) if error is not None else outcome.kind
-            span.set_status(_trace.Status(_trace.StatusCode.ERROR, description[:300]))
+            _failed(span, outcome.error if outcome.error is not None else outcome.kind)
         elif outcome.kind == "ok":
-            span.set_status(_trace.Status(_trace.StatusCode.OK))
+            # OK unless the settle finds its result refused or its lease lost: `_settled`
+            # says which, and ends the span at this time.
+            self._returned_at = time.time_ns()
+            return
         span.end()
 
     @contextlib.contextmanager
-    def settling(self, outcome: Outcome, handle: LeaseHandle) -> Iterator[None]:
-        """The settle span, the handler span's child; ERROR when the lease was lost by the
-        time the settle ended (nothing, or not all, took effect)."""
+    def settling(self, handle: LeaseHandle) -> Iterator[None]:
+        """The settle span, the handler span's child: its action is the store call the
+        settle sent (`sent`), ``none`` when it sent none; ERROR when the lease was lost by
+        the time the settle ended, or the store rejected the call as stale (nothing, or not
+        all, took effect)."""
         assert _trace is not None
-        action = settle_action(outcome.kind)
         parent = _trace.set_span_in_context(self.handler) if self.handler is not None else None
+        self._action = "none"
         self.settle = _tracer().start_span(
             f"settle {self.queue}",
             context=parent,
             kind=_trace.SpanKind.CLIENT,
-            attributes={
-                **self._attributes,
-                "messaging.operation.type": "settle",
-                "messaging.operation.name": action,
-                "tenure.settle.action": action,
-            },
+            attributes={**self._attributes, "messaging.operation.type": "settle"},
         )
         try:
             yield
         finally:
-            if handle.is_lost() and handle.lost_kind not in ("timed_out", "revoked"):
-                reason = handle.lost_reason or "lease lost"
-                self.settle.set_status(_trace.Status(_trace.StatusCode.ERROR, reason[:300]))
-            self.settle.end()
+            self._settled(handle)
+
+    def sent(self, action: str) -> None:
+        """The settle sends ``action`` (complete, fail, release) to the store."""
+        self._action = action
+
+    def rejected(self, error: BaseException) -> None:
+        """The store rejected the settle's call as stale: the lease was lost there."""
+        self._rejected = str(error)[:300] or "lease lost"
+
+    def refused(self, error: BaseException) -> None:
+        """The store refused the handler's result (not JSON, too large) before it was sent:
+        nothing was completed, the attempt is failed instead, and the handler span is an
+        ERROR with ``error`` as a handler's exception."""
+        self._action = "none"
+        self._refused = error
+
+    def _settled(self, handle: LeaseHandle) -> None:
+        """End the settle span, and the span of a handler that returned (at the time it
+        did): ERROR when the lease was lost (the settle span: not at a timeout, when the
+        attempt is failed), the handler span also when its result was refused."""
+        assert _trace is not None
+        settle, action = self.settle, self._action
+        settle.set_attributes({"messaging.operation.name": action, "tenure.settle.action": action})
+        lost = self._rejected or _lost(handle, "timed_out", "revoked")
+        if lost is not None:
+            settle.set_status(_trace.Status(_trace.StatusCode.ERROR, lost))
+        settle.end()
+        returned_at, self._returned_at = self._returned_at, None
+        span = self.handler
+        if returned_at is None or span is None:
+            return
+        lost = self._rejected or _lost(handle, "revoked")
+        if lost is not None:
+            span.set_status(_trace.Status(_trace.StatusCode.ERROR, lost))
+        elif self._refused is not None:
+            _failed(span, self._refused, returned_at)
+        else:
+            span.set_status(_trace.Status(_trace.StatusCode.OK))
+        span.end(end_time=returned_at)
 
     def lost(self, handle: LeaseHandle) -> None:
         """Any thread, once: the lease was lost; an event on the span open now."""
@@ -238,6 +269,22 @@ class JobSpans:
             if span is not None and span.is_recording():
                 span.add_event("tenure.lease_lost", attributes)
                 return
+
+
+def _lost(handle: LeaseHandle, *spared: str) -> str | None:
+    """Why ``handle``'s lease is lost (a span's status description), None if it is not or
+    was lost in a way of ``spared``."""
+    if handle.is_lost() and handle.lost_kind not in spared:
+        return (handle.lost_reason or "lease lost")[:300]
+    return None
+
+
+def _failed(span: Any, error: BaseException | str, at: int | None = None) -> None:
+    """``span`` is an ERROR for ``error`` (with an exception event when it is one)."""
+    assert _trace is not None
+    if isinstance(error, BaseException):
+        span.record_exception(error, timestamp=at)
+    span.set_status(_trace.Status(_trace.StatusCode.ERROR, str(error)[:300]))
 
 
 def _extracted(headers: Mapping[str, str]) -> Any:
