@@ -8,6 +8,7 @@ import contextlib
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -100,6 +101,32 @@ def test_a_store_that_is_down_reports_up_0() -> None:
     registry = CollectorRegistry()
     registry.register(StoreCollector(Down()))  # type: ignore[arg-type]
     assert _samples(generate_latest(registry).decode())[("tenure_store_up", ())] == 0
+
+
+def test_metrics_answers_up_0_in_time_when_the_store_is_slow_to_say_it_is_away(
+    store: tenure.Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A PostgreSQL store that is away took 20-30 s to say so (its pool waits for a
+    # connection): past Prometheus' scrape timeout, tenure_store_up 0 was never scraped.
+    from tenure.dashboard import _app
+
+    monkeypatch.setattr(_app, "METRICS_READ_TIMEOUT", 0.2)
+    release = threading.Event()
+
+    def hangs() -> None:
+        release.wait(10)
+
+    monkeypatch.setattr(store, "queue_stats", hangs)
+    try:
+        with TestClient(create_app(store)) as client:
+            started = time.monotonic()
+            scraped = client.get("/metrics")
+            took = time.monotonic() - started
+    finally:
+        release.set()
+    assert scraped.status_code == 200
+    assert _samples(scraped.text)[("tenure_store_up", ())] == 0
+    assert took < 2
 
 
 # -- worker metrics ---------------------------------------------------------------------

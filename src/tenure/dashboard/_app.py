@@ -3,6 +3,7 @@ or to mount in an application of your own."""
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -49,7 +50,10 @@ from ._views import (
     timeline,
 )
 
-__all__ = ["create_app"]
+__all__ = ["METRICS_READ_TIMEOUT", "create_app"]
+
+# Seconds /metrics waits for the store's counts before it answers tenure_store_up 0.
+METRICS_READ_TIMEOUT = 5.0
 
 _PACKAGE = __package__ or "tenure.dashboard"
 _MAX_FORM = 16_384  # bytes of an action's POST body (a token, a job id, a name)
@@ -255,10 +259,12 @@ class _Dashboard:
     async def metrics(self, request: Request) -> Response:
         from ._metrics import CONTENT_TYPE, render_stats
 
-        try:
-            body = render_stats(await self.reader.queue_stats())
-        except StoreUnavailable:
-            body = render_stats(None, up=False)
+        body = render_stats(None, up=False)  # unless the store answers in time
+        # Within the scrape: Prometheus gives up after 10 s by default, and a store that is
+        # away can take longer to say so (a PostgreSQL pool waits for a connection).
+        with anyio.move_on_after(METRICS_READ_TIMEOUT):
+            with contextlib.suppress(StoreUnavailable):
+                body = render_stats(await self.reader.queue_stats())
         return Response(body, headers={"content-type": CONTENT_TYPE, "cache-control": "no-store"})
 
     # -- errors ------------------------------------------------------------------------

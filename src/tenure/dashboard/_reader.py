@@ -40,7 +40,9 @@ class Reader:
         if isinstance(self.store, AsyncStore):
             return await method(*args, **kwargs)
         call: Callable[[], Any] = partial(method, *args, **kwargs)
-        return await anyio.to_thread.run_sync(call)
+        # A request given up on (its client gone, /metrics past its time) does not wait for
+        # the thread: the call ends there on its own.
+        return await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
 
     async def now(self) -> float:
         found: float = await self._run("now")
