@@ -41,7 +41,7 @@ FRAGMENT_RULE = "must not have a #fragment (write a '#' in a password or path as
 def no_transaction(url: str, operation: str) -> InvalidArgument:
     """The error for a transaction asked of a store that has none to share (Redis, or a
     driver that wraps another one)."""
-    scheme = urlsplit(url).scheme or url
+    scheme = url.partition("://")[0] or url
     return InvalidArgument(
         "store",
         f"is a {scheme} store, which has no SQL transaction to share: {operation} together "
@@ -75,7 +75,24 @@ def split_url(url: str) -> SplitResult:
     try:
         return urlsplit(url)
     except ValueError as exc:  # "Invalid IPv6 URL": a '[' without its ']', or the reverse
-        raise InvalidArgument("url", f"is not a valid URL: {exc}") from None
+        hosts = _host_list(url)
+        if hosts is None:
+            raise InvalidArgument("url", f"is not a valid URL: {exc}") from None
+        # Some Pythons (Debian's 3.11.2) refuse a bracketed IPv6 host that is not the first
+        # of a host list ("h1,[::1]:5433"), which libpq takes: split the rest without it.
+        netloc, rest = hosts
+        return urlsplit(f"{url.partition('://')[0]}://host{rest}")._replace(netloc=netloc)
+
+
+def _host_list(url: str) -> tuple[str, str] | None:
+    """A URL's authority and what follows it, if the authority is a list of hosts whose
+    brackets pair up (else None)."""
+    _scheme, sep, rest = url.partition("://")
+    ends = [at for at in (rest.find("/"), rest.find("?"), rest.find("#")) if at >= 0]
+    netloc = rest[: min(ends, default=len(rest))]
+    if not sep or "," not in netloc or netloc.count("[") != netloc.count("]"):
+        return None
+    return netloc, rest[len(netloc) :]
 
 
 def url_query(parts: SplitResult) -> list[tuple[str, str]]:

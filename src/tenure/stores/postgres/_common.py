@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from typing import Any, NamedTuple
-from urllib.parse import SplitResult, parse_qsl, quote, urlencode, urlsplit
+from urllib.parse import SplitResult, parse_qsl, quote, urlencode
 
 import psycopg
 import psycopg_pool.base
@@ -197,7 +197,7 @@ def _flag(name: str, text: str) -> bool:
 
 def redact(url: str) -> str:
     """The URL without a password (in the authority or as a query parameter)."""
-    parts = urlsplit(url)
+    parts = split_url(url)
     netloc = parts.netloc
     if "@" in netloc:
         userinfo, _, hosts = netloc.rpartition("@")
