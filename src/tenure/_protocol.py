@@ -655,7 +655,6 @@ _INSTANCES: dict[str, tuple[type, str]] = {
     "store_clock": (Clock, "tenure.Clock"),
     "timing": (LeaseTiming, "tenure.LeaseTiming"),
     "retry_policy": (RetryPolicy, "tenure.RetryPolicy"),
-    "retry": (RetryPolicy, "tenure.RetryPolicy"),
     "rng": (random.Random, "random.Random"),
 }
 

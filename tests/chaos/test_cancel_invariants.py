@@ -41,6 +41,18 @@ def _cancelled_and_rerun(*, record_cancel: bool = True) -> History:
     return h
 
 
+def _cancelled_under_its_holder() -> History:
+    """A holds j1 at gen 1; the harness cancels it at 1.5 (the store moves it to gen 2), and
+    A's next renewal is refused as cancelled."""
+    h = History()
+    h.submit("j1")
+    h.claim("w1.1", A, "j1", 1, at=1.0)
+    h.fault("cancel", at=1.5, target="harness")
+    h.cancel("j1", at=1.5, row_gen=2)
+    h.holder("renew", "w1.1", A, "j1", 1, at=1.6, outcome="fail", row_gen=2, row_state="cancelled")
+    return h
+
+
 def test_a_cancel_and_requeue_done_right_passes_every_unit() -> None:
     ctx = Context(_cancelled_and_rerun().events)
     for unit in UNITS:
@@ -56,12 +68,7 @@ def test_a_claim_right_after_a_requeue_is_not_ended_by_it() -> None:
     # Seen in a Redis chaos run (seed 7047): the requeue at store time t, the next claim
     # (generation 3) 60 µs later. The requeue found generation 2: the lease of generation 3
     # was granted after it, however close in time, and its completion is the holder's own.
-    h = History()
-    h.submit("j1")
-    h.claim("w1.1", A, "j1", 1, at=1.0)
-    h.fault("cancel", at=1.5, target="harness")
-    h.cancel("j1", at=1.5, row_gen=2)
-    h.holder("renew", "w1.1", A, "j1", 1, at=1.6, outcome="fail", row_gen=2, row_state="cancelled")
+    h = _cancelled_under_its_holder()
     h.requeue("j1", at=1.8, row_gen=2)
     h.claim("w2.1", B, "j1", 3, at=1.8 + 60e-6)
     h.holder("complete", "w2.1", B, "j1", 3, at=2.0)
@@ -71,12 +78,7 @@ def test_a_claim_right_after_a_requeue_is_not_ended_by_it() -> None:
 
 
 def test_a_cancelled_holder_refused_is_a_fault_that_bit() -> None:
-    h = History()
-    h.submit("j1")
-    h.claim("w1.1", A, "j1", 1, at=1.0)
-    h.fault("cancel", at=1.5, target="harness")
-    h.cancel("j1", at=1.5, row_gen=2)
-    h.holder("renew", "w1.1", A, "j1", 1, at=1.6, outcome="fail", row_gen=2, row_state="cancelled")
+    h = _cancelled_under_its_holder()
     h.final("j1", "cancelled", 2)
     verdict = check_history(h.events)
     assert verdict.counts["holder_calls_refused_cancelled"] == 1
