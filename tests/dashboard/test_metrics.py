@@ -5,6 +5,7 @@ prometheus_client's own parser."""
 from __future__ import annotations
 
 import contextlib
+import re
 import signal
 import subprocess
 import sys
@@ -101,6 +102,63 @@ def test_a_store_that_is_down_reports_up_0() -> None:
     registry = CollectorRegistry()
     registry.register(StoreCollector(Down()))  # type: ignore[arg-type]
     assert _samples(generate_latest(registry).decode())[("tenure_store_up", ())] == 0
+
+
+def test_the_store_collector_answers_up_0_in_time_when_the_store_hangs() -> None:
+    # A PostgreSQL store that is away takes 20-30 s to say so: the collector's scrape then
+    # outlasted Prometheus' 10 s timeout (tenure_store_up 0 never scraped), and each scrape
+    # would hold one more thread while it hangs.
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    release = threading.Event()
+    calls: list[float] = []
+
+    class Hangs:
+        def queue_stats(self) -> None:
+            calls.append(time.monotonic())
+            release.wait(10)
+            return None  # a driver that cannot count: up 1, stats_supported 0
+
+    registry = CollectorRegistry()
+    registry.register(StoreCollector(Hangs(), read_timeout=0.2))  # type: ignore[arg-type]
+    try:
+        for _ in range(3):
+            started = time.monotonic()
+            values = _samples(generate_latest(registry).decode())
+            assert time.monotonic() - started < 2
+            assert values[("tenure_store_up", ())] == 0
+            assert values[("tenure_store_stats_supported", ())] == 1
+        assert len(calls) == 1  # the scrapes while it hung waited on the one read in flight
+    finally:
+        release.set()
+    values = _samples(generate_latest(registry).decode())  # the read in flight, or a new one
+    assert values[("tenure_store_up", ())] == 1
+    assert values[("tenure_store_stats_supported", ())] == 0
+
+
+class NoCounts:
+    def queue_stats(self) -> None:
+        return None
+
+
+def test_the_store_collector_read_timeout() -> None:
+    from tenure.dashboard import _app
+
+    default = StoreCollector(NoCounts())  # type: ignore[arg-type]
+    assert default.read_timeout == _app.METRICS_READ_TIMEOUT == 5.0
+    assert StoreCollector(NoCounts(), 1).read_timeout == 1.0  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [0, -1, 0.0, float("nan"), float("inf"), 10**400, "5", True, None],
+    ids=lambda bad: repr(bad)[:12],
+)
+def test_the_store_collector_refuses_a_bad_read_timeout(bad: object) -> None:
+    with pytest.raises(tenure.InvalidArgument) as caught:
+        StoreCollector(NoCounts(), read_timeout=bad)  # type: ignore[arg-type]
+    assert caught.value.argument == "read_timeout"
+    assert "number" in caught.value.rule
 
 
 def test_metrics_answers_up_0_in_time_when_the_store_is_slow_to_say_it_is_away(
@@ -234,7 +292,8 @@ def test_worker_metrics_port_option_is_offered() -> None:
 
 
 @pytest.mark.slow
-def test_tenure_worker_metrics_port(tmp_path: Path) -> None:
+@pytest.mark.parametrize("asked", ["a free port", "port 0"])
+def test_tenure_worker_metrics_port(tmp_path: Path, asked: str) -> None:
     (tmp_path / "metrics_app.py").write_text(
         "import tenure\n"
         "worker = tenure.Worker()\n"
@@ -246,21 +305,40 @@ def test_tenure_worker_metrics_port(tmp_path: Path) -> None:
     with tenure.connect(url) as store:
         store.submit("one", 1, queue="w")
         store.submit("two", 2, queue="w")
-    port = free_port()
+    given = free_port() if asked == "a free port" else 0
     command = [sys.executable, "-m", "tenure", "--store", url, "worker", "metrics_app:worker"]
     process = subprocess.Popen(
-        [*command, "--metrics-port", str(port), "--poll-interval", "0.1"],
+        [*command, "--metrics-port", str(given), "--poll-interval", "0.1"],
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
     )
+    output = process.stdout
+    assert output is not None
+    lines: list[str] = []  # read as they come: with port 0, only the log line tells the port
+
+    def read() -> None:
+        for line in output:
+            lines.append(line)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    logged = re.compile(r"worker metrics on http://127\.0\.0\.1:(\d+)/metrics")
     try:
         deadline = time.monotonic() + 30
+        while not (said := logged.search("".join(lines))):
+            assert time.monotonic() < deadline, f"no metrics log line in 30 s: {lines}"
+            assert process.poll() is None, "".join(lines)
+            time.sleep(0.05)
+        port = int(said.group(1))
+        assert port != 0
+        if given:
+            assert port == given
         values: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
         while values.get(("tenure_worker_completed_total", ())) != 2:
             assert time.monotonic() < deadline, f"no metrics in 30 s: {values}"
-            assert process.poll() is None, process.communicate()[0]
+            assert process.poll() is None, "".join(lines)
             with contextlib.suppress(httpx.TransportError):
                 values = _samples(httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text)
             time.sleep(0.1)
@@ -268,6 +346,6 @@ def test_tenure_worker_metrics_port(tmp_path: Path) -> None:
         assert values[("tenure_worker_jobs_in_flight", ())] == 0
     finally:
         process.send_signal(signal.SIGTERM)
-        output = process.communicate(timeout=30)[0]
-    assert process.returncode == 0, output
-    assert f"worker metrics on http://127.0.0.1:{port}/metrics" in output
+        process.wait(timeout=30)
+        reader.join(timeout=30)
+    assert process.returncode == 0, "".join(lines)

@@ -5,6 +5,7 @@ lost leases by reason, whichever moment a scrape comes."""
 from __future__ import annotations
 
 import socket
+import urllib.error
 import urllib.request
 from collections.abc import Callable
 from itertools import pairwise
@@ -14,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 
 import tenure
-from tenure.worker import JobContext, Stats, WorkerCollector, serve_metrics
+from tenure.worker import JobContext, MetricsServer, Stats, WorkerCollector, serve_metrics
 from tenure.worker._lease import LeaseHandle
 from tenure.worker._settle import note_loss
 from tests.worker._support import run_burst
@@ -75,6 +76,26 @@ def test_handler_duration_is_a_histogram_by_queue_and_outcome(
         assert set(sample.labels) <= {"queue", "outcome", "le"}
     sums = [s.value for s in handled.samples if s.name.endswith("_sum")]
     assert all(0 <= value < 10 for value in sums)
+
+
+def test_serve_metrics_on_port_0_tells_the_port_it_bound(tmp_path: Path) -> None:
+    # A port 0 (the system's pick) was unknown to the caller: serve_metrics returned only
+    # how to stop it, and `tenure worker --metrics-port 0` logged http://127.0.0.1:0/metrics.
+    worker = tenure.Worker(f"sqlite:///{tmp_path / 'store.db'}")  # not started: no store opened
+    served = serve_metrics(worker, 0)
+    try:
+        assert isinstance(served, MetricsServer)
+        assert served.host == "127.0.0.1"
+        assert 0 < served.port <= 65535
+        assert served.url == f"http://127.0.0.1:{served.port}/metrics"
+        with urllib.request.urlopen(served.url, timeout=5) as answer:
+            text = answer.read().decode()
+    finally:
+        served()  # still the stop function it was
+    names = {family.name for family in text_string_to_metric_families(text)}
+    assert "tenure_worker_claimed" in names
+    with pytest.raises(urllib.error.URLError):  # stopped: connection refused
+        urllib.request.urlopen(served.url, timeout=1)
 
 
 class _Scraped(Stats):

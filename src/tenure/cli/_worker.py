@@ -322,15 +322,15 @@ def worker(
 
 def _serve_metrics(found: Worker, port: int, host: str) -> Callable[[], None]:
     try:
-        stop = serve_metrics(found, port, host)
+        served = serve_metrics(found, port, host)
     except ImportError as exc:
         raise CliError(str(exc)) from exc
     except OSError as exc:
         raise CliError(f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}") from exc
     logging.getLogger("tenure").info(
-        "worker metrics on http://%s:%d/metrics", host, port, extra={"metrics_port": port}
+        "worker metrics on %s", served.url, extra={"metrics_port": served.port}
     )
-    return stop
+    return served
 
 
 def _store_given(ctx: click.Context, state: CliState) -> bool:

@@ -25,6 +25,7 @@ from .._validate import MAX_BATCH, validate_id
 from ..errors import InvalidArgument, JobNotFound, JobStateConflict, StoreUnavailable
 from ..models import Job
 from ._actions import ACTIONS, Action, actions_by_name
+from ._metrics import METRICS_READ_TIMEOUT
 from ._reader import Reader
 from ._security import (
     CSRF_COOKIE,
@@ -51,9 +52,6 @@ from ._views import (
 )
 
 __all__ = ["METRICS_READ_TIMEOUT", "create_app"]
-
-# Seconds /metrics waits for the store's counts before it answers tenure_store_up 0.
-METRICS_READ_TIMEOUT = 5.0
 
 _PACKAGE = __package__ or "tenure.dashboard"
 _MAX_FORM = 16_384  # bytes of an action's POST body (a token, a job id, a name)

@@ -11,7 +11,9 @@ name                                 type     what
 ``tenure_leases_expired{queue}``     gauge    leased jobs whose lease expired, not claimed again
 ``tenure_oldest_ready_age_seconds``  gauge    how long the oldest due ready job of ``queue`` has
                                               waited (0 when none is due)
-``tenure_store_up``                  gauge    1 when the store answered this scrape, else 0
+``tenure_store_up``                  gauge    1 when the store answered this scrape, 0 when
+                                              it was unavailable or did not answer within
+                                              ``METRICS_READ_TIMEOUT`` seconds
 ``tenure_store_stats_supported``     gauge    0 when the driver cannot count (no queue_stats)
 ==================================== ======== ==================================================
 
@@ -20,19 +22,34 @@ Labels carry queue names only (never job ids): as many series as queues.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import TYPE_CHECKING
 
 from .._queue_stats import StoreStats
 from .._store import Store
-from ..errors import StoreUnavailable
+from .._validate import validate_real
+from ..errors import InvalidArgument, StoreUnavailable
 
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric
 
-__all__ = ["CONTENT_TYPE", "StoreCollector", "render_stats", "store_families"]
+__all__ = [
+    "CONTENT_TYPE",
+    "METRICS_READ_TIMEOUT",
+    "StoreCollector",
+    "render_stats",
+    "store_families",
+]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+# Seconds a scrape waits for the store's counts before it answers tenure_store_up 0: within
+# Prometheus' default 10 s scrape timeout, which a store that is away can outlast before it
+# says so (a PostgreSQL pool waits for a connection, twice: 20-30 s).
+METRICS_READ_TIMEOUT = 5.0
 
 
 def store_families(stats: StoreStats | None, *, up: bool = True) -> list[Metric]:
@@ -82,17 +99,48 @@ class StoreCollector:
         from prometheus_client import REGISTRY, start_http_server
         REGISTRY.register(StoreCollector(tenure.connect(url)))
         start_http_server(9321)
+
+    ``read_timeout``: seconds a scrape waits for the store (a positive finite number;
+    `METRICS_READ_TIMEOUT` by default) before it answers ``tenure_store_up 0``.
     """
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, read_timeout: float = METRICS_READ_TIMEOUT) -> None:
+        seconds = validate_real("read_timeout", read_timeout)
+        if not seconds > 0:
+            raise InvalidArgument(
+                "read_timeout", f"must be a positive number of seconds, got {read_timeout!r}"
+            )
         self.store = store
+        self.read_timeout = seconds
+        self._lock = threading.Lock()
+        self._read: Future[StoreStats | None] | None = None
 
     def collect(self) -> Iterator[Metric]:
         try:
-            stats, up = self.store.queue_stats(), True
-        except StoreUnavailable:
+            stats, up = self._reading().result(timeout=self.read_timeout), True
+        except (StoreUnavailable, FutureTimeout):
             stats, up = None, False
         yield from store_families(stats, up=up)
+
+    def _reading(self) -> Future[StoreStats | None]:
+        """The read in flight, else a new one. A store that hangs holds one thread, not one
+        per scrape: scrapes while it hangs wait on that same read (and answer 0 when it
+        outlasts their bound), and a new read starts only once it has answered."""
+        with self._lock:
+            if self._read is None or self._read.done():
+                self._read = Future()
+                # A daemon thread, not a ThreadPoolExecutor's: those are joined at exit, and
+                # a read that hangs would hold the process from exiting.
+                threading.Thread(
+                    target=self._run, args=(self._read,), name="tenure-store-metrics", daemon=True
+                ).start()
+            return self._read
+
+    def _run(self, read: Future[StoreStats | None]) -> None:
+        try:
+            read.set_result(self.store.queue_stats())
+        except BaseException as exc:  # any end settles the read, else every later scrape is 0
+            read.set_exception(exc)
 
     def describe(self) -> list[Metric]:
         return []  # no query at registration: families are known at scrape time only

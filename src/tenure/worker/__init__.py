@@ -21,7 +21,7 @@ from ._context import JobContext, current_context
 from ._keeper import LeaseKeeper, Renewer
 from ._lease import REGISTRY, LeaseHandle, TokenState, check_token, token_state
 from ._loop import LoopCaller
-from ._metrics import WorkerCollector, serve_metrics
+from ._metrics import MetricsServer, WorkerCollector, serve_metrics
 from ._periodic import SCHEDULES_EVERY
 from ._stats import COUNTERS, HANDLER_BUCKETS, Stats
 from ._worker import Worker
@@ -35,6 +35,7 @@ __all__ = [
     "LeaseHandle",
     "LeaseKeeper",
     "LoopCaller",
+    "MetricsServer",
     "REGISTRY",
     "Renewer",
     "SCHEDULES_EVERY",

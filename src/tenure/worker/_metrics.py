@@ -13,6 +13,7 @@ queues) and ``outcome`` (how the handler ended: ``ok``, ``error``, ``release``, 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +23,7 @@ from ._stats import COUNTERS, HANDLER_BUCKETS, RENEW_BUCKET_KEYS, RENEW_LATENCY_
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric
 
-__all__ = ["WorkerCollector", "serve_metrics"]
+__all__ = ["MetricsServer", "WorkerCollector", "serve_metrics"]
 
 _LOSS_REASONS = {
     "lost_renewal_rejected": "renewal_rejected",
@@ -102,10 +103,35 @@ class WorkerCollector:
         return handled  # type: ignore[no-any-return]
 
 
-def serve_metrics(worker: Any, port: int, host: str = "127.0.0.1") -> Callable[[], None]:
+class MetricsServer:
+    """What `serve_metrics` started: ``host``, ``port`` (the one bound: the system's pick
+    when 0 was asked for) and ``url`` of its ``/metrics``; call it (or `stop`) to stop."""
+
+    def __init__(self, server: Any, thread: threading.Thread, host: str) -> None:
+        self._server = server
+        self._thread = thread
+        self.host = host
+        self.port = int(server.server_address[1])
+        address = f"[{host}]" if ":" in host else host
+        self.url = f"http://{address}:{self.port}/metrics"
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    def __call__(self) -> None:
+        self.stop()  # serve_metrics returned a bare stop function before: still one
+
+    def __repr__(self) -> str:
+        return f"MetricsServer({self.url!r})"
+
+
+def serve_metrics(worker: Any, port: int, host: str = "127.0.0.1") -> MetricsServer:
     """Serve ``worker``'s metrics on ``http://host:port/metrics`` (a thread of
-    prometheus_client's); returns how to stop it. ``port``: an int from 0 to 65535 (0: one
-    the system picks); ``host``: the address to listen on."""
+    prometheus_client's); returns the `MetricsServer` (call it to stop it). ``port``: an int
+    from 0 to 65535 (0: one the system picks, then read ``.port``); ``host``: the address to
+    listen on."""
     _check_address(port, host)
     try:
         from prometheus_client import CollectorRegistry, start_http_server
@@ -117,13 +143,7 @@ def serve_metrics(worker: Any, port: int, host: str = "127.0.0.1") -> Callable[[
     registry = CollectorRegistry()
     registry.register(WorkerCollector(worker))
     server, thread = start_http_server(port, addr=host, registry=registry)
-
-    def stop() -> None:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
-
-    return stop
+    return MetricsServer(server, thread, host)
 
 
 def _check_address(port: object, host: object) -> None:
