@@ -17,11 +17,14 @@ def refused_on_open(
     words: str,
     parse: Callable[[str], object],
     unchanged: Callable[[], object] = lambda: None,
+    *,
+    argument: str = "url",
 ) -> None:
     """``parse`` (the store's URL parser), `tenure.connect`, `tenure.aio.connect` and
     `tenure.Worker` (made, not run) each refuse ``url`` with `InvalidArgument` naming
-    ``url``, whose rule says ``words``; ``unchanged()`` asserts after each that nothing was
-    created or changed (no file, no schema, no key)."""
+    ``argument`` (``url``, or e.g. an environment variable the store reads beside it), whose
+    rule says ``words``; ``unchanged()`` asserts after each that nothing was created or
+    changed (no file, no schema, no key)."""
 
     async def connect_async() -> None:
         store = await tenure.aio.connect(url)
@@ -36,6 +39,6 @@ def refused_on_open(
     for entry, attempt in attempts.items():
         with pytest.raises(tenure.InvalidArgument) as caught:
             attempt()
-        assert caught.value.argument == "url", f"{entry}: {caught.value}"
+        assert caught.value.argument == argument, f"{entry}: {caught.value}"
         assert words in caught.value.rule, f"{entry}: {caught.value}"
         unchanged()

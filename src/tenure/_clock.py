@@ -30,10 +30,23 @@ from typing import Protocol, cast, runtime_checkable
 
 from .errors import InvalidArgument
 
-__all__ = ["BootReading", "Clock", "LeaseTiming", "ManualClock", "SystemClock", "boot_clock"]
+__all__ = [
+    "BootReading",
+    "Clock",
+    "LeaseTiming",
+    "ManualClock",
+    "MAX_STORE_TIME",
+    "SystemClock",
+    "boot_clock",
+    "store_clock_refused",
+]
 
 # (boot id, seconds on that boot's clock): two readings with the same id are on one clock.
 BootReading = tuple[str, float]
+
+# The readings a store clock (`tenure.connect`'s ``store_clock``) may give: seconds since
+# the epoch from 0 to this, what the Redis store's scripts take (lua/_lib.lua's store_now).
+MAX_STORE_TIME = 1e12
 
 _BOOT_ID = "/proc/sys/kernel/random/boot_id"
 _TIME_NAMESPACE = "/proc/self/timens_offsets"
@@ -124,6 +137,18 @@ def _finite(argument: str, value: object) -> float:
     if not math.isfinite(number):
         raise InvalidArgument(argument, f"must be a finite number, got {str(value)[:40]}")
     return number
+
+
+def store_clock_refused(reading: object) -> InvalidArgument:
+    """The error for a store clock's reading that is not a number from 0 to
+    `MAX_STORE_TIME` (NaN, an infinity): raised before the store call is sent, since the
+    store would write it (a lease ending at NaN or at infinity never expires). The check
+    itself is the caller's, one comparison on its path."""
+    return InvalidArgument(
+        "store_clock",
+        f"must return a finite number of seconds from 0 to {MAX_STORE_TIME:g}, "
+        f"got {str(reading)[:40]}",
+    )
 
 
 class ManualClock:

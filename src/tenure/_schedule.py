@@ -55,6 +55,16 @@ MAX_SCHEDULE_NAME = 255 - len(TICK_PREFIX) - 1 - len("2026-01-01T00:00:00Z")
 # a long time is looked at from a recent window instead (see _latest_at_or_before).
 _WALK = 10_000
 _WINDOWS = (60.0, 3600.0, 86400.0, 32 * 86400.0, 366 * 86400.0, 5 * 366 * 86400.0)
+# Names zoneinfo finds in a host's zone directory that are not zones of the IANA database
+# but the host's own: "localtime" (a link to the host's local zone), "posixrules" (the
+# rules a host applies to POSIX TZ strings; not built by default since 2020), the "posix/"
+# and "right/" trees some distributions build beside the plain names ("right/" zones count
+# leap seconds, which epoch seconds do not). A schedule in one would tick at different
+# instants on different hosts (or not at all where the name is missing), so it is refused;
+# zoneinfo.available_timezones() leaves out all but "localtime" too. ("Factory", the IANA
+# zone of a host whose zone was never set, is kept: it is UTC with no name, everywhere.)
+_HOST_ZONES = ("localtime", "posixrules")
+_HOST_TREES = ("posix/", "right/")
 
 
 def _cronsim() -> Any:
@@ -128,6 +138,13 @@ def make_schedule(
     encode_json("payload", payload)  # refused now, not at every tick
     if not isinstance(tz, str) or not tz:
         raise InvalidArgument("tz", f"must be an IANA time zone name, got {tz!r}")
+    if _host_zone(tz):
+        raise InvalidArgument(
+            "tz",
+            f"{tz[:100]!r} is not an IANA time zone name but a zone file of this host's, "
+            "which differs from host to host (and so would a fleet's ticks); use an IANA "
+            "name such as 'Europe/Paris' or 'UTC'",
+        )
     try:
         zone = ZoneInfo(tz)
     # (OSError: a name that is a directory of the zone database, or too long a path)
@@ -146,6 +163,13 @@ def make_schedule(
         raise InvalidArgument("cron", f"not a cron expression ({exc}): {cron!r}") from exc
     attempts = None if max_attempts is None else validate_attempts(max_attempts)
     return Schedule(name_s, cron, queue_s, payload, tz, str(catch_up), attempts)
+
+
+def _host_zone(tz: str) -> bool:
+    """Whether ``tz`` names a zone of the host rather than of the IANA database (see
+    `_HOST_ZONES`), in any case: a case-insensitive file system finds "LocalTime" too."""
+    folded = tz.lower()
+    return folded in _HOST_ZONES or folded.startswith(_HOST_TREES)
 
 
 def _ticks(schedule: Schedule, after: float) -> Iterator[float]:
@@ -207,7 +231,10 @@ def due_ticks(
 
 def upcoming(cron: str, tz: str, after: float) -> float | None:
     """The first tick of ``cron`` in time zone ``tz`` strictly after ``after`` (for showing
-    a store schedule); None when this host cannot read it (no cron extra, no such zone)."""
+    a store schedule); None when this host cannot read it (no cron extra, no such zone) or
+    no worker runs it (a zone of the host's own, `_host_zone`)."""
+    if _host_zone(tz):
+        return None
     try:
         refused = _cronsim().CronSimError
     except ImportError:

@@ -42,6 +42,60 @@ def test_environment_is_not_overridden(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "connect_timeout" not in parse_postgres_url("postgresql://").kwargs
 
 
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        ("abc", "an int in ASCII digits"),
+        ("-5", "from 0 to 2147483647"),  # (libpq waits forever; a URL's -5 is refused)
+        ("1e9999", "an int in ASCII digits"),  # (psycopg: float() then int(), OverflowError)
+        ("", "an int in ASCII digits"),  # (libpq: invalid integer value "")
+        (" 5", "an int in ASCII digits"),
+        ("2.5", "an int in ASCII digits"),
+        ("\u00b2", "an int in ASCII digits"),  # int() takes a superscript two
+        ("2147483648", "from 0 to 2147483647"),
+    ],
+)
+def test_a_bad_connect_timeout_in_the_environment_is_refused_before_anything_is_opened(
+    monkeypatch: pytest.MonkeyPatch, value: str, words: str
+) -> None:
+    # (The test's own connections are libpq's too: the variable is set only around the
+    # attempts, and taken away for the look at the server.)
+    with postgres_schema("tu") as schema, monkeypatch.context() as environment:
+
+        def no_schema() -> None:
+            with monkeypatch.context() as admin_env:
+                admin_env.delenv("PGCONNECT_TIMEOUT")
+                with postgres_admin() as admin:
+                    query = "SELECT 1 FROM pg_namespace WHERE nspname = %s"
+                    assert admin.execute(query, (schema,)).fetchone() is None
+
+        environment.setenv("PGCONNECT_TIMEOUT", value)
+        refused_on_open(
+            postgres_schema_url(schema),
+            f"the environment's value (libpq's connect_timeout) must be {words}",
+            parse_postgres_url,
+            no_schema,
+            argument="PGCONNECT_TIMEOUT",
+        )
+
+
+@pytest.mark.parametrize("value", ["0", "1", "+7", "2147483647"])
+def test_a_good_connect_timeout_in_the_environment_is_left_to_libpq(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv("PGCONNECT_TIMEOUT", value)  # (libpq reads 1 as 2, 0 as no limit)
+    assert "connect_timeout" not in parse_postgres_url("postgresql://h/db").kwargs
+
+
+def test_the_urls_connect_timeout_wins_over_a_bad_one_in_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PGCONNECT_TIMEOUT", "abc")  # libpq does not read it: not checked
+    options = parse_postgres_url("postgresql://h/db?connect_timeout=3")
+    assert "connect_timeout=3" in options.conninfo
+    assert "connect_timeout" not in options.kwargs
+
+
 def test_password_is_kept_out_of_the_public_url() -> None:
     options = parse_postgres_url("postgresql://app:s3cret@h/db?password=other&schema=x")
     assert "s3cret" not in options.display_url

@@ -17,6 +17,7 @@ from tenure._schedule import (
     tick_delay,
     tick_job_id,
     ticks_back,
+    upcoming,
 )
 from tenure._validate import validate_id
 
@@ -147,6 +148,32 @@ def test_bad_schedules(arguments: dict[str, object], named: str) -> None:
     with pytest.raises(tenure.InvalidArgument) as caught:
         make_schedule(options.pop("name"), options.pop("cron"), **options)  # type: ignore[arg-type]
     assert caught.value.argument == named
+
+
+# Zone names zoneinfo may find on a host that are the host's own files, not IANA zones:
+# "localtime" is whatever zone the host is set to; the rest exist on some hosts only.
+HOST_ZONES = ["localtime", "posixrules", "posix/Europe/Paris", "right/UTC", "LocalTime"]
+
+
+@pytest.mark.parametrize("tz", HOST_ZONES)
+def test_a_zone_of_the_hosts_own_is_refused(tz: str) -> None:
+    with pytest.raises(tenure.InvalidArgument) as caught:
+        make_schedule("a", "* * * * *", queue="q", tz=tz)
+    assert caught.value.argument == "tz"
+    assert "not an IANA time zone name" in caught.value.rule
+    assert "'Europe/Paris' or 'UTC'" in caught.value.rule
+
+
+@pytest.mark.parametrize("tz", ["Factory", "Etc/UTC", "America/Argentina/Buenos_Aires"])
+def test_iana_names_are_kept(tz: str) -> None:
+    # (Factory: the IANA zone of a host whose zone was never set, UTC everywhere)
+    assert make_schedule("a", "* * * * *", queue="q", tz=tz).tz == tz
+
+
+@pytest.mark.parametrize("tz", HOST_ZONES)
+def test_no_upcoming_tick_is_shown_in_a_zone_no_worker_runs(tz: str) -> None:
+    assert upcoming("* * * * *", tz, at(2026, 1, 1)) is None
+    assert upcoming("* * * * *", "Europe/Paris", at(2026, 1, 1)) == at(2026, 1, 1, 0, 1)
 
 
 def test_ticks_back_from_a_moment() -> None:

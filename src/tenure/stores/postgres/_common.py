@@ -64,7 +64,8 @@ _FALSE = ("0", "false", "no", "off")
 
 # libpq connection parameters tenure sets when neither the URL nor the environment does.
 _LIBPQ_DEFAULTS: dict[str, tuple[str | None, int]] = {
-    # parameter: (environment variable that also sets it, value)
+    # parameter: (environment variable that also sets it, checked as the URL's parameter
+    # would be, see _check_environment; value)
     "connect_timeout": ("PGCONNECT_TIMEOUT", 10),
     # A dead peer is noticed in about a minute instead of the OS's two hours.
     "keepalives_idle": (None, 30),
@@ -187,6 +188,17 @@ def _check_libpq(parts: SplitResult, query: list[tuple[str, str]]) -> None:
             url_number("the port", port, 1, 65535, int)
 
 
+def _check_environment(env: str, name: str) -> None:
+    """Refuse the environment variable ``env``, which libpq reads for its integer parameter
+    ``name`` when the URL does not give it, as ``name`` in the URL would be refused, before
+    anything is opened: psycopg refuses a bad PGCONNECT_TIMEOUT only as it connects (with a
+    ProgrammingError), and libpq an empty one too."""
+    try:
+        url_number(f"the environment's value (libpq's {name})", os.environ[env], 0, _INT_MAX, int)
+    except InvalidArgument as exc:
+        raise InvalidArgument(env, exc.rule) from None
+
+
 def _flag(name: str, text: str) -> bool:
     if text.lower() in _TRUE:
         return True
@@ -271,7 +283,11 @@ def parse_postgres_url(url: str) -> PostgresOptions:
         raise InvalidArgument("url", f"not a valid PostgreSQL URL: {exc}") from None
     kwargs: dict[str, Any] = {}
     for name, (env, default) in _LIBPQ_DEFAULTS.items():
-        if name not in given and not (env and os.environ.get(env)):
+        if name in given:
+            continue  # the URL's own value: libpq reads no environment variable for it
+        if env is not None and env in os.environ:
+            _check_environment(env, name)
+        else:
             kwargs[name] = default
     kwargs["fallback_application_name"] = "tenure"
     return PostgresOptions(conninfo=conninfo, display_url=redact(url), kwargs=kwargs, **options)

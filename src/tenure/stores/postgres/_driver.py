@@ -17,7 +17,7 @@ import psycopg
 from psycopg import Connection
 from psycopg_pool import ConnectionPool
 
-from ..._clock import Clock
+from ..._clock import MAX_STORE_TIME, Clock, store_clock_refused
 from ..._concurrency import pause, thread_lock, uncancellable
 from ..._protocol import Completion, Outcome, Renewal
 from ..._validate import MAX_GENERATION
@@ -196,8 +196,17 @@ class PostgresDriver(PostgresControl, JobsMixin, PostgresSchedules):
     # -- plumbing ----------------------------------------------------------------------
 
     def _now(self) -> float | None:
-        # None: the server's clock decides. A store_clock is the conformance suite's hook.
-        return None if self._store_clock is None else self._store_clock.time()
+        # None: the server's clock decides. A store_clock is the conformance suite's hook:
+        # its reading is checked before a statement writes it (a NaN lease end never ends).
+        if self._store_clock is None:
+            return None
+        now = self._store_clock.time()
+        try:
+            if 0.0 <= now <= MAX_STORE_TIME:  # (False for NaN too)
+                return now
+        except TypeError:  # not a number at all
+            pass
+        raise store_clock_refused(now)
 
     def _checkout(self, operation: str) -> Hot:
         """A connection (with a cursor) for one operation. Connections of a pool tenure

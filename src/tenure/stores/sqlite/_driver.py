@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..._clock import Clock, SystemClock, boot_clock
+from ..._clock import MAX_STORE_TIME, Clock, SystemClock, boot_clock, store_clock_refused
 from ..._protocol import Completion, JobRow, Outcome, Renewal, Status, Submission
 from ..._resources import migrations
 from ..._sqlite import enter_wal
@@ -226,7 +226,14 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin, SQLiteSchedules):
         holds the write lock, so a writer that waited reads them after its predecessor."""
         boot = None if self._boot is None else self._boot()
         boot_id, boot_now = (None, None) if boot is None else boot
-        return {"host_now": self._wall(), "boot_id": boot_id, "boot_now": boot_now}
+        host_now = self._wall()
+        # A store clock's NaN or infinity would be written as lease ends that never pass
+        # (one comparison, False for NaN too; the boot reading only when there is one).
+        if not 0.0 <= host_now <= MAX_STORE_TIME or (
+            boot_now is not None and not 0.0 <= boot_now <= MAX_STORE_TIME
+        ):
+            raise store_clock_refused(host_now if boot_now is None else (host_now, boot_now))
+        return {"host_now": host_now, "boot_id": boot_id, "boot_now": boot_now}
 
     def _write(self, operation: str, body: Callable[..., T], *args: Any) -> T:
         """``body(cur, now, *args)`` in a write transaction, at the store time ``now``.
