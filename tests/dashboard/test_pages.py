@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import html as html_module
+import math
 import re
+import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -286,3 +289,72 @@ def test_create_app_checks_its_arguments(store: tenure.Store) -> None:
         create_app("sqlite:///x.db")  # type: ignore[arg-type]
     with pytest.raises(tenure.InvalidArgument, match="refresh"):
         create_app(store, refresh=0)
+
+
+# -- a store that does not answer ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "read"),
+    [
+        ("/queues", "queue_stats"),
+        ("/jobs", "jobs"),
+        ("/job?id=J", "get"),
+        ("/schedules", "schedules"),
+    ],
+)
+def test_a_page_answers_503_in_time_when_the_store_hangs(
+    store: tenure.Store, monkeypatch: pytest.MonkeyPatch, path: str, read: str
+) -> None:
+    # A PostgreSQL store that is away takes 20-30 s to say so (its pool waits for a
+    # connection, twice): the page said nothing that long.
+    store.submit("J")
+    release = threading.Event()
+
+    def hangs(*_: object, **__: object) -> None:
+        release.wait(10)
+
+    monkeypatch.setattr(store, read, hangs)
+    try:
+        with TestClient(create_app(store, read_timeout=0.2)) as client:
+            started = time.monotonic()
+            page = client.get(path)
+            took = time.monotonic() - started
+    finally:
+        release.set()
+    assert page.status_code == 503, page.text
+    assert f"did not answer ({read}) within 0.2 s" in _text(page.text)
+    assert took < 2
+
+
+def test_a_write_is_not_cut_short_by_the_read_timeout(
+    store: tenure.Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A write given up on could still take effect after the page said it failed.
+    pause = store.pause_queue
+
+    def slow_pause(queue: str) -> None:
+        time.sleep(0.3)
+        pause(queue)
+
+    monkeypatch.setattr(store, "pause_queue", slow_pause)
+    with TestClient(create_app(store, read_timeout=0.1)) as client:
+        page = client.get("/queue/confirm", params={"queue": "default", "action": "pause"})
+        token = re.search(r'name="csrf_token" value="([^"]+)"', page.text)
+        assert token is not None
+        done = client.post(
+            "/queue/action",
+            data={"csrf_token": token.group(1), "queue": "default", "action": "pause"},
+            follow_redirects=False,
+        )
+    assert done.status_code == 303, done.text
+    assert store.paused_queues() == ["default"]
+
+
+@pytest.mark.parametrize("bad", [0, -1, math.nan, math.inf, "5", True, None])
+def test_read_timeout_must_be_a_positive_number_of_seconds(
+    store: tenure.Store, bad: object
+) -> None:
+    with pytest.raises(tenure.InvalidArgument) as caught:
+        create_app(store, read_timeout=bad)  # type: ignore[arg-type]
+    assert caught.value.argument == "read_timeout"

@@ -48,6 +48,14 @@ DEFAULT_PORT = 8321
     metavar="S",
     help="Seconds between live updates of the queues and jobs tables.",
 )
+@click.option(
+    "--read-timeout",
+    type=click.FloatRange(0.1, 3600),
+    default=10.0,
+    show_envvar=True,
+    metavar="S",
+    help="Seconds a page waits for the store before it answers 503 (/metrics: 5 at most).",
+)
 @common_options
 @click.pass_obj
 def dashboard(
@@ -57,6 +65,7 @@ def dashboard(
     read_only: bool,
     auth_token: str | None,
     refresh: float,
+    read_timeout: float,
 ) -> None:
     """Serve the web dashboard of the store: queues, jobs, each job's lease, /metrics.
 
@@ -92,6 +101,7 @@ def dashboard(
         auth=auth,
         refresh=refresh,
         allowed_hosts=hosts,
+        read_timeout=read_timeout,
     )
     shown = f"[{host}]" if ":" in host else host
     click.echo(

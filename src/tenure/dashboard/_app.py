@@ -21,12 +21,12 @@ from starlette.staticfiles import StaticFiles
 
 from .._store import Store
 from .._store_async import AsyncStore
-from .._validate import MAX_BATCH, validate_id
+from .._validate import MAX_BATCH, validate_id, validate_real
 from ..errors import InvalidArgument, JobNotFound, JobStateConflict, StoreUnavailable
 from ..models import Job
 from ._actions import ACTIONS, Action, actions_by_name
 from ._metrics import METRICS_READ_TIMEOUT
-from ._reader import Reader
+from ._reader import DEFAULT_READ_TIMEOUT, Reader
 from ._security import (
     CSRF_COOKIE,
     CSRF_FIELD,
@@ -72,9 +72,14 @@ class _Dashboard:
     """The pages, over one store."""
 
     def __init__(
-        self, store: AsyncStore | Store, read_only: bool, actions: Sequence[Action], refresh: float
+        self,
+        store: AsyncStore | Store,
+        read_only: bool,
+        actions: Sequence[Action],
+        refresh: float,
+        read_timeout: float,
     ) -> None:
-        self.reader = Reader(store)
+        self.reader = Reader(store, read_timeout)
         self.read_only = read_only
         self.actions = actions_by_name(actions)
         self.refresh = refresh
@@ -289,6 +294,7 @@ def create_app(
     actions: Sequence[Action] = ACTIONS,
     refresh: float = 2.0,
     allowed_hosts: Sequence[str] | None = None,
+    read_timeout: float = DEFAULT_READ_TIMEOUT,
 ) -> Starlette:
     """The dashboard of ``store`` (an `AsyncStore`, or a blocking `Store` whose calls run in
     worker threads), an ASGI application: run it with any ASGI server, or mount it::
@@ -301,11 +307,18 @@ def create_app(
     seconds between the live updates of the queues and jobs tables. ``allowed_hosts``: the
     only ``Host`` names answered (any port; 421 for others), against DNS rebinding when the
     app listens on loopback without authentication (`tenure dashboard` then allows
-    `LOOPBACK_NAMES`); None: any. The store stays yours: the app never closes it.
+    `LOOPBACK_NAMES`); None: any. ``read_timeout``: seconds a page waits for each read of
+    the store before it answers 503 (a store that is away can take far longer to say so).
+    The store stays yours: the app never closes it.
     """
     if isinstance(refresh, bool) or not isinstance(refresh, (int, float)) or not refresh > 0:
         raise InvalidArgument("refresh", f"must be a positive number of seconds, got {refresh!r}")
-    board = _Dashboard(store, read_only, actions, float(refresh))
+    read_timeout = validate_real("read_timeout", read_timeout)
+    if not read_timeout > 0:
+        raise InvalidArgument(
+            "read_timeout", f"must be a positive number of seconds, got {read_timeout!r}"
+        )
+    board = _Dashboard(store, read_only, actions, float(refresh), read_timeout)
     static = StaticFiles(directory=str(files(_PACKAGE).joinpath("static")))
     app = Starlette(
         routes=[

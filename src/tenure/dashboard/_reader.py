@@ -1,6 +1,11 @@
 """What the dashboard reads from a store, async whatever the store: an `AsyncStore` is
 awaited, a blocking `Store` runs in a worker thread (the event loop never blocks on it).
-Also the one queue write it offers (pause and resume), the same way."""
+Also the one queue write it offers (pause and resume), the same way.
+
+A read that outlasts ``read_timeout`` is given up and answered as the store being
+unavailable (a 503 page): a store that is away can take far longer to say so (a PostgreSQL
+pool waits for a connection, twice: 20-30 s), and an operator opens the dashboard exactly
+then. Writes are not cut short: one given up on may still take effect."""
 
 from __future__ import annotations
 
@@ -13,10 +18,14 @@ import anyio.to_thread
 from .._queue_stats import StoreStats
 from .._store import Store
 from .._store_async import AsyncStore
-from ..errors import InvalidArgument
+from ..errors import InvalidArgument, StoreUnavailable
 from ..models import Attempt, Job, JobPage, QueueRate, StoredSchedule
 
-__all__ = ["Reader"]
+__all__ = ["DEFAULT_READ_TIMEOUT", "Reader"]
+
+# Seconds a page waits for one of its reads: longer than any read of a store that answers
+# (pages read a bounded page of jobs), shorter than a pool's wait for a store that is away.
+DEFAULT_READ_TIMEOUT = 10.0
 
 T = TypeVar("T")
 
@@ -24,18 +33,32 @@ T = TypeVar("T")
 class Reader:
     """The read operations of one store, as coroutines."""
 
-    def __init__(self, store: AsyncStore | Store) -> None:
+    def __init__(
+        self, store: AsyncStore | Store, read_timeout: float = DEFAULT_READ_TIMEOUT
+    ) -> None:
         if not isinstance(store, (AsyncStore, Store)):
             raise InvalidArgument(
                 "store", f"must be a tenure.Store or tenure.aio.AsyncStore, not {type(store)}"
             )
         self.store = store
+        self.read_timeout = read_timeout
 
     @property
     def url(self) -> str:
         return self.store.url
 
     async def _run(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """A read, given up after ``read_timeout`` (see the module docstring)."""
+        with anyio.move_on_after(self.read_timeout):
+            return await self._call(name, *args, **kwargs)
+        raise StoreUnavailable(
+            f"the store {self.url} did not answer ({name}) within {self.read_timeout:g} s; "
+            "it may be unreachable: reload the page to try again",
+            operation=name,
+            outcome_unknown=False,  # a read: nothing to take effect
+        )
+
+    async def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
         method = getattr(self.store, name)
         if isinstance(self.store, AsyncStore):
             return await method(*args, **kwargs)
@@ -91,4 +114,4 @@ class Reader:
         return found
 
     async def set_paused(self, queue: str, paused: bool) -> None:
-        await self._run("pause_queue" if paused else "resume_queue", queue)
+        await self._call("pause_queue" if paused else "resume_queue", queue)
