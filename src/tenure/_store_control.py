@@ -162,12 +162,13 @@ class StoreControl:
         )
         return total
 
-    def pause_queue(self: _Host, queue: str) -> None:
+    def pause(self: _Host, queue: str) -> None:
         """Pause ``queue``: `claim_next`, `claim_many`, `complete_and_claim` (and so every
-        `Worker`) take none of its jobs until `resume_queue`; other queues are served as
+        `Worker`) take none of its jobs until `resume`; other queues are served as
         before. Jobs can still be submitted to it, `claim` of a named job still takes it,
         and leases already held go on (renew, complete, fail, release). Idempotent: pausing
-        a paused queue changes nothing. Stored in the store, so it holds for every client."""
+        a paused queue changes nothing. Stored in the store, so it holds for every client.
+        Also named `pause_queue`."""
         name = validate_id("queue", queue)
 
         def call() -> None:
@@ -176,9 +177,10 @@ class StoreControl:
         self._call("pause_queue", call)
         log.info("queue %s paused", name, extra={"queue": name})
 
-    def resume_queue(self: _Host, queue: str) -> None:
+    def resume(self: _Host, queue: str) -> None:
         """Resume a paused ``queue``: its jobs are claimable again (idle workers of it are
-        woken). Idempotent: resuming a queue that is not paused changes nothing."""
+        woken). Idempotent: resuming a queue that is not paused changes nothing. Also named
+        `resume_queue`."""
         name = validate_id("queue", queue)
 
         def call() -> None:
@@ -186,6 +188,11 @@ class StoreControl:
 
         self._call("resume_queue", call)
         log.info("queue %s resumed", name, extra={"queue": name})
+
+    # The names the store had before the design's `pause` and `resume` were adopted, kept:
+    # the same methods, not wrappers.
+    pause_queue = pause
+    resume_queue = resume
 
     def paused_queues(self: _Host) -> list[str]:
         """The names of the paused queues, sorted."""

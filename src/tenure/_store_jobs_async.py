@@ -7,6 +7,7 @@ are here and in `tenure._validate`, the one store operation each in the drivers.
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import timedelta
@@ -330,14 +331,15 @@ class AsyncJobsMixin:
 
     # -- waiting ------------------------------------------------------------------------
 
-    async def wait(self, job_id: str, *, timeout: float | timedelta = 60.0) -> Job:
+    async def wait(self, job_id: str, *, timeout: float | timedelta | None = None) -> Job:
         """Wait until the job is finished (done, dead, or any other final state) and return
         its snapshot; at once if it already is. Raises `WaitTimeout` (with the job's last
-        snapshot) when ``timeout`` seconds pass first, `JobNotFound` for an unknown id.
+        snapshot) when ``timeout`` seconds pass first (None, the default: no limit),
+        `JobNotFound` for an unknown id.
         PostgreSQL is notified (LISTEN/NOTIFY), Redis blocks on a list its scripts push
         to, SQLite polls the file briefly. Waiting changes nothing: repeat it freely."""
         job_id = validate_id("job_id", job_id)
-        timeout_s = validate_wait_timeout(timeout)
+        timeout_s = math.inf if timeout is None else validate_wait_timeout(timeout)
         deadline = time.monotonic() + timeout_s
         while True:
             step = max(0.0, min(_WAIT_STEP, deadline - time.monotonic()))
@@ -364,37 +366,44 @@ class AsyncJobsMixin:
         owner: str | None = None,
         older_than: float | timedelta | None = None,
         limit: int = 100,
+        after: str | None = None,
         cursor: str | None = None,
     ) -> JobPage:
         """One page of job snapshots, oldest submitted first: of ``queue``, in ``state``,
         last claimed by ``owner``, created at least ``older_than`` seconds ago (each None:
         any). At most ``limit`` (1-1000); the page's ``next_cursor``, passed back as
-        ``cursor``, gives the next page (None: no more). A page is a list of `Job`::
+        ``after`` (or ``cursor``, its other name), gives the next page (None: no more). A
+        page is a list of `Job`::
 
             page = await store.jobs(state="dead")
             while True:
                 for job in page: ...
                 if page.next_cursor is None: break
-                page = await store.jobs(state="dead", cursor=page.next_cursor)
+                page = await store.jobs(state="dead", after=page.next_cursor)
 
         Each page is read at one store time; jobs submitted after a page was read come on
         later pages, and a job whose state changes between pages may be seen twice or not
         at all (a cursor is a position in submission order, not a snapshot)."""
+        if after is not None and cursor is not None:
+            raise InvalidArgument(
+                "after", "give after or cursor (two names of the same position), not both"
+            )
+        position = validate_cursor(cursor) if after is None else validate_cursor(after, "after")
         selection = JobFilter(
             None if queue is None else validate_id("queue", queue),
             _state(state),
             None if owner is None else validate_id("owner", owner),
             None if older_than is None else validate_age(older_than, "older_than"),
-            validate_cursor(cursor),
+            position,
             validate_limit(limit),
         )
 
         async def call() -> tuple[float, list[Any], int | None]:
             return await self._driver.list_jobs(selection)
 
-        now, rows, after = await self._call("jobs", call)
+        now, rows, last = await self._call("jobs", call)
         return JobPage(
-            [job_from_row(row, now) for row in rows], None if after is None else str(after)
+            [job_from_row(row, now) for row in rows], None if last is None else str(last)
         )
 
     async def attempts(self, job_id: str) -> list[Attempt]:

@@ -284,10 +284,12 @@ CASES: list[tuple[str, str, list[Any], Call]] = [
     ("submit_many", "conn", BAD_CONNS, lambda w, v: w.store.submit_many([{"job_id": "n"}], conn=v)),
     ("submit", "conn", BAD_CONNS, lambda w, v: w.store.submit("n", conn=v)),
     ("wait", "job_id", BAD_IDS, lambda w, v: w.store.wait(v)),
-    ("wait", "timeout", BAD_DELAYS, lambda w, v: w.store.wait("D", timeout=v)),
+    # (None is no limit, the contract's default: BAD_RETRY_IN is BAD_DELAYS without it.)
+    ("wait", "timeout", BAD_RETRY_IN, lambda w, v: w.store.wait("D", timeout=v)),
     ("jobs", "owner", BAD_OPTIONAL_IDS, lambda w, v: w.store.jobs(owner=v)),
     ("jobs", "older_than", BAD_OLDER_THAN, lambda w, v: w.store.jobs(older_than=v)),
     ("jobs", "cursor", BAD_CURSORS, lambda w, v: w.store.jobs(cursor=v)),
+    ("jobs", "after", BAD_CURSORS, lambda w, v: w.store.jobs(after=v)),
 ]
 
 

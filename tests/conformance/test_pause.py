@@ -110,7 +110,7 @@ def test_the_pause_is_seen_by_every_client(open_store: object, store: tenure.Sto
 
 @pytest.mark.parametrize("queue", ["", "x" * 300, 7, None])
 def test_bad_queue_names_are_refused(store: tenure.Store, queue: object) -> None:
-    for call in (store.pause_queue, store.resume_queue):
+    for call in (store.pause, store.resume, store.pause_queue, store.resume_queue):
         with pytest.raises(tenure.InvalidArgument) as raised:
             call(queue)  # type: ignore[arg-type]
         assert raised.value.argument == "queue"
