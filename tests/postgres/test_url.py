@@ -139,6 +139,11 @@ def test_password_is_kept_out_of_the_public_url() -> None:
         # Malformed URLs.
         ("postgresql://[::1", "not a valid URL"),
         ("postgresql://h/db\n", "control characters"),
+        # Host names no resolver takes (the connection met them as a bare UnicodeError).
+        ("postgresql://.../db", "'...' is not a valid host name"),
+        ("postgresql://u:p@a..b:5432/db", "'a..b' is not a valid host name"),
+        ("postgresql://h1,...:5433/db", "'...' is not a valid host name"),
+        ("postgresql://" + "x" * 64 + ".example/db", "not a valid host name"),
         ("postgresql://h/db?application_name=%ED%A0%80", "UTF-8"),
     ],
 )
@@ -151,7 +156,8 @@ def test_bad_urls(url: str, words: str) -> None:
 
 def test_good_numbers_and_hosts_are_kept() -> None:
     options = parse_postgres_url(
-        "postgresql://h1:5432,[::1]:5433,h3/db?port=5432,5433,&connect_timeout=7"
+        "postgresql://h1:5432,[::1]:5433,h3,%2Fvar%2Frun%2F" + "s" * 70 + "/db"
+        "?port=5432,5433,,&connect_timeout=7"
         "&keepalives_idle=60&pool_timeout=.5"
     )
     assert options.pool_timeout == 0.5
@@ -185,6 +191,7 @@ def test_bad_urls_are_refused_before_the_schema_is_made(options: str, words: str
 def test_a_malformed_url_is_refused_by_every_way_of_opening() -> None:
     host = urlsplit(POSTGRES_URL).netloc
     refused_on_open(f"postgresql://{host}[/postgres", "not a valid URL", parse_postgres_url)
+    refused_on_open("postgresql://.../postgres", "not a valid host name", parse_postgres_url)
 
 
 def test_bad_url_refused_by_connect_before_any_io() -> None:

@@ -59,6 +59,8 @@ def test_password_is_kept_out_of_the_public_url() -> None:
         ("redis://h:65536", "port"),
         # Malformed URLs, and redis-py's options checked before it sees them.
         ("redis://[::1", "not a valid URL"),
+        ("redis://...:6379/0", "'...' is not a valid host name"),
+        ("redis://" + "x" * 64 + "/0", "not a valid host name"),
         ("redis://h\n/0", "control characters"),
         ("redis://h?prefix=%FF", "UTF-8"),
         ("redis://h?ssl_cert_reqs=none", "rediss://"),

@@ -11,7 +11,7 @@ import os
 import re
 import unicodedata
 from typing import Any
-from urllib.parse import SplitResult, parse_qsl, urlsplit
+from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 
 from .._clock import Clock
 from ..errors import InvalidArgument
@@ -28,6 +28,7 @@ __all__ = [
     "register_backend",
     "resolve_url",
     "split_url",
+    "url_host",
     "url_number",
     "url_query",
 ]
@@ -106,6 +107,22 @@ def url_query(parts: SplitResult) -> list[tuple[str, str]]:
 
 _INT = re.compile(r"[+-]?[0-9]+")
 _DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def url_host(host: str) -> None:
+    """Refuse a host name no resolver could look up (an empty label, as in ``...`` or
+    ``a..b``, or a label over 63 characters), which the connection would otherwise meet
+    as a bare ``UnicodeError`` from the IDNA codec. An IP address passes, as does what is
+    not a name at all (empty, a bracketed IPv6 literal, a percent-encoded socket path)."""
+    if not host or host.startswith("[") or unquote(host).startswith("/"):
+        return
+    try:
+        host.encode("idna")
+    except UnicodeError as exc:
+        reason = str(exc).rpartition("UnicodeError: ")[2].rstrip(")") or str(exc)
+        raise InvalidArgument(
+            "url", f"the host {host[:100]!r} is not a valid host name: {reason}"
+        ) from None
 
 
 def url_number(name: str, text: str, low: float, high: float, kind: type[Any] = float) -> Any:

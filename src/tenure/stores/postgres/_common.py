@@ -22,7 +22,7 @@ from psycopg.types.array import ListBinaryDumper
 from ..._protocol import JOB_COLUMNS, JobRow, Outcome, Status
 from ..._resources import load_text
 from ...errors import InvalidArgument, StoreLost, StoreUnavailable, TenureError
-from .. import refuse_fragment, split_url, url_number, url_query
+from .. import refuse_fragment, split_url, url_host, url_number, url_query
 from ._timeline import TIMELINE_LIMIT, timeline_limit
 
 __all__ = [
@@ -174,6 +174,8 @@ def _check_libpq(parts: SplitResult, query: list[tuple[str, str]]) -> None:
     given another, before anything is opened."""
     hosts = parts.netloc.rpartition("@")[2]
     ports = [host.rpartition("]")[2].partition(":")[2] for host in hosts.split(",")]
+    for host in hosts.split(","):
+        url_host(host if host.startswith("[") else host.partition(":")[0])
     for key, value in query:
         if key == "port":
             ports.extend(value.split(","))

@@ -22,7 +22,7 @@ from urllib.parse import SplitResult, quote, urlencode, urlunsplit
 from ..._protocol import JobRow, Outcome, Status
 from ..._resources import load_text
 from ...errors import InvalidArgument, StoreLost, StoreUnavailable
-from .. import refuse_fragment, split_url, url_number, url_query
+from .. import refuse_fragment, split_url, url_host, url_number, url_query
 from ._lua import script_text
 
 __all__ = [
@@ -155,6 +155,7 @@ def parse_redis_url(url: str) -> RedisOptions:
     refuse_fragment(url)
     if not parts.hostname:
         raise InvalidArgument("url", "must name a host, e.g. redis://127.0.0.1:6379/0")
+    url_host(parts.hostname)
     port = _port(parts)
     path = parts.path.strip("/")
     if path:
