@@ -85,6 +85,25 @@ def test_an_idle_worker_names_the_store_it_looked_in(
     assert idle.endswith("(queues q): exiting (burst mode)")
 
 
+def test_a_burst_says_how_many_jobs_it_leaves_for_later(
+    make_worker: MakeWorker, store: tenure.Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    # "Run it until the queues are empty (--burst)": a burst exits while jobs wait out a
+    # delay or a retry's backoff, and says so rather than look like it ran everything.
+    caplog.set_level(logging.INFO, logger="tenure")
+    store.submit("later-1", queue="q", delay=600)
+    store.submit("later-2", queue="q", delay=600)
+    store.submit("elsewhere", queue="other", delay=600)  # not a queue of this worker
+    worker = make_worker()
+    worker.register("q", lambda ctx: None)
+    run_burst(worker)
+    (idle,) = [m for m in (r.getMessage() for r in caplog.records) if "no job to claim" in m]
+    assert idle.endswith(
+        "exiting (burst mode); 2 job(s) of these queues are not due yet (a delay or a "
+        "retry's backoff) and are left for a later run"
+    ), idle
+
+
 def test_the_store_url_is_logged_without_its_password(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -139,7 +158,7 @@ def test_a_running_worker_logs_progress_lines_and_a_short_final_line(
     finally:
         logging.getLogger("tenure").removeHandler(waiter)
     line = next(m for m in waiter.lines if "1 done" in m)
-    assert line.startswith("progress: 1 done, 0 failed, 0 retried, 0 dead, 0 lost, ")
+    assert line.startswith("progress: 1 done, 0 failed, 0 retried, 0 dead, 0 lost, 0 released, ")
     assert line.endswith(" jobs/s")
     final = [r for r in caplog.records if r.getMessage().startswith("worker stopped")]
     (record,) = final
@@ -161,15 +180,23 @@ def test_progress_lines_say_nothing_when_nothing_changed() -> None:
     assert progress.line(values, 110.0) is None  # idle from the start: silent
     values.update(completed=20, claimed=22, in_flight=2, failed=1, retried=1)
     line = progress.line(values, 120.0)
-    assert line == "progress: 20 done, 1 failed, 1 retried, 0 dead, 0 lost, 2 in flight; 1 jobs/s"
+    assert line == (
+        "progress: 20 done, 1 failed, 1 retried, 0 dead, 0 lost, 0 released, 2 in flight; 1 jobs/s"
+    )
     assert progress.line(values, 130.0) is None  # nothing changed since
     values.update(completed=25, in_flight=0)
     assert progress.line(values, 135.0) == (
-        "progress: 25 done, 1 failed, 1 retried, 0 dead, 0 lost, 0 in flight; 0.333 jobs/s"
+        "progress: 25 done, 1 failed, 1 retried, 0 dead, 0 lost, 0 released, 0 in flight; "
+        "0.333 jobs/s"
     )
     assert progress.final(values, 150.0) == (
         "worker stopped after 50.0 s: 25 done, 1 failed, 1 retried, 0 dead, 0 lost, "
         "0 released; 0.5 jobs/s on average"
+    )
+    # A handler that gives its job back again and again completes nothing: the lines say so.
+    values.update(released=7)
+    assert progress.line(values, 140.0) == (
+        "progress: 25 done, 1 failed, 1 retried, 0 dead, 0 lost, 7 released, 0 in flight; 0 jobs/s"
     )
 
 

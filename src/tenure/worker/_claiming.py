@@ -129,18 +129,28 @@ class Claiming:
                     continue
                 if not self._said_idle and not self._jobs:
                     self._said_idle = True
-                    # Said once: a worker that claims nothing names the store and queues it
-                    # looked in (the usual cause is jobs submitted to another store).
-                    log.info(
-                        "no job to claim in %s (queues %s)%s",
-                        store.url,
-                        ", ".join(queues),
-                        ": exiting (burst mode)" if burst else "; waiting for jobs",
-                        extra={"owner": self.owner, "store": store.url},
-                    )
+                    await self._say_idle(store, queues, burst)
                 if burst and not self._jobs:
                     break
                 await self._idle(store, queues, config.poll_interval)
+
+    async def _say_idle(self, store: AsyncStore, queues: tuple[str, ...], burst: bool) -> None:
+        """Said once: a worker that claims nothing names the store and queues it looked in
+        (the usual cause is jobs submitted to another store). A burst also says what it
+        leaves behind: jobs not due yet, a retry's backoff among them, which a reader of
+        "until the queues are empty" expects it to run."""
+        later = await _scheduled(store, queues) if burst else 0
+        log.info(
+            "no job to claim in %s (queues %s)%s%s",
+            store.url,
+            ", ".join(queues),
+            ": exiting (burst mode)" if burst else "; waiting for jobs",
+            f"; {later} job(s) of these queues are not due yet (a delay or a retry's "
+            "backoff) and are left for a later run"
+            if later
+            else "",
+            extra={"owner": self.owner, "store": store.url, "scheduled": later},
+        )
 
     async def _claim(self, store: AsyncStore, free: int, queues: tuple[str, ...]) -> list[Claim]:
         owner = self.owner or ""
@@ -229,3 +239,14 @@ class Claiming:
         self._slot_freed = anyio.Event()
         if not self._stop_requested and len(self._jobs) >= self._config.concurrency:
             await self._slot_freed.wait()
+
+
+async def _scheduled(store: AsyncStore, queues: tuple[str, ...]) -> int:
+    """How many jobs of ``queues`` wait to be due (0 when the store cannot count them)."""
+    try:
+        stats = await store.queue_stats()
+    except StoreUnavailable:
+        return 0
+    if stats is None:
+        return 0
+    return sum(found.scheduled for found in stats.queues if found.queue in queues)

@@ -154,6 +154,9 @@ _PROGRESS = (
     ("retried", "retried"),
     ("dead", "dead"),
     ("leases_lost", "lost"),
+    # A handler that gives its job back (ctx.release) in a loop completes nothing: counted
+    # here, such a worker's lines say what it does instead of going quiet.
+    ("released", "released"),
     ("in_flight", "in flight"),
 )
 
@@ -181,7 +184,11 @@ class Progress:
     def final(self, values: dict[str, float], now: float) -> str:
         elapsed = now - self.started
         rate = values.get("completed", 0) / elapsed if elapsed > 0 else 0.0
-        counts = {name: values.get(name, 0) for name, _ in _PROGRESS if name != "in_flight"}
+        counts = {
+            name: values.get(name, 0)
+            for name, _ in _PROGRESS
+            if name not in ("in_flight", "released")  # (released: with those at stop, below)
+        }
         released = values.get("released", 0) + values.get("released_at_stop", 0)
         return (
             f"worker stopped after {elapsed:.1f} s: {_counts(counts)}, {released:g} released; "
