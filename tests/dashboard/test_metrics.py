@@ -80,6 +80,28 @@ def test_store_metrics_by_queue_and_state(
     )
 
 
+def test_a_lock_nobody_holds_is_no_backlog(
+    store: tenure.Store, clock: tenure.ManualClock, client: TestClient
+) -> None:
+    # A lock is a job of its own queue, ready while nobody holds it: its age grew without
+    # end, and a backlog alert on tenure_oldest_ready_age_seconds fired for every idle lock.
+    with store.lock("nightly", ttl=30):
+        pass  # taken and given back: the lock's job is ready from now on
+    store.submit("work", queue="reports")
+    clock.advance(600)
+    values = _samples(client.get("/metrics").text)
+    lock_queue = (("queue", "tenure.lock:nightly"),)
+    assert values[("tenure_jobs", (*lock_queue, ("state", "ready")))] == 1  # still counted
+    assert values[("tenure_oldest_ready_age_seconds", lock_queue)] == 0
+    assert values[("tenure_oldest_ready_age_seconds", (("queue", "reports"),))] == pytest.approx(
+        600.0, abs=0.01
+    )
+    page = client.get("/queues").text
+    row = page[page.index("tenure.lock:nightly") :].split("</tr>")[0]
+    assert "10 min" not in row  # no age shown for the lock's queue
+    assert "—" in row
+
+
 def test_the_store_collector_for_a_registry_of_your_own(store: tenure.Store) -> None:
     from prometheus_client import CollectorRegistry, generate_latest
 

@@ -23,6 +23,7 @@ from .._store import Store
 from .._store_async import AsyncStore
 from .._validate import MAX_BATCH, validate_id, validate_real
 from ..errors import InvalidArgument, JobNotFound, JobStateConflict, StoreUnavailable
+from ..locks import LOCK_QUEUE_PREFIX
 from ..models import Job
 from ._actions import ACTIONS, Action, actions_by_name
 from ._metrics import METRICS_READ_TIMEOUT
@@ -94,6 +95,7 @@ class _Dashboard:
             pretty_json=pretty_json,
             states=STATES,
             max_batch=MAX_BATCH,
+            lock_queue_prefix=LOCK_QUEUE_PREFIX,  # a free lock is ready, but no work waits
             page_size=PAGE_SIZE,
             q_query=lambda queue, state: _query(queue=queue, state=state),
             owner_query=lambda owner: _query(owner=owner),

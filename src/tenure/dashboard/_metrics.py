@@ -10,7 +10,9 @@ name                                 type     what
 ``tenure_jobs_scheduled{queue}``     gauge    ready jobs not due yet (delay, retry backoff)
 ``tenure_leases_expired{queue}``     gauge    leased jobs whose lease expired, not claimed again
 ``tenure_oldest_ready_age_seconds``  gauge    how long the oldest due ready job of ``queue`` has
-                                              waited (0 when none is due)
+                                              waited (0 when none is due, and always for a
+                                              lock's queue, ``tenure.lock:<name>``: a lock
+                                              nobody holds is a ready job, but no work waits)
 ``tenure_store_up``                  gauge    1 when the store answered this scrape, 0 when
                                               it was unavailable or did not answer within
                                               ``METRICS_READ_TIMEOUT`` seconds
@@ -32,6 +34,7 @@ from .._queue_stats import StoreStats
 from .._store import Store
 from .._validate import validate_real
 from ..errors import InvalidArgument, StoreUnavailable
+from ..locks import LOCK_QUEUE_PREFIX
 
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric
@@ -88,7 +91,10 @@ def store_families(stats: StoreStats | None, *, up: bool = True) -> list[Metric]
         jobs.add_metric([queue.queue, "leased"], queue.leased + queue.expired)
         scheduled.add_metric([queue.queue], queue.scheduled)
         expired.add_metric([queue.queue], queue.expired)
-        oldest.add_metric([queue.queue], queue.oldest_ready_age)
+        # A lock nobody holds waits for no one: its age would only grow, and a backlog
+        # alert on this gauge would fire for every idle lock.
+        idle_lock = queue.queue.startswith(LOCK_QUEUE_PREFIX)
+        oldest.add_metric([queue.queue], 0.0 if idle_lock else queue.oldest_ready_age)
     return [*families, jobs, scheduled, expired, oldest]
 
 
