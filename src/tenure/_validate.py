@@ -326,7 +326,17 @@ def _check_json(argument: str, value: object, depth: int) -> None:
         if not math.isfinite(value):
             raise InvalidArgument(argument, f"must be JSON: {value!r} has no JSON form")
         return
-    raise InvalidArgument(argument, f"must be JSON-serialisable, got a {type(value).__name__}")
+    kind = type(value)
+    name = (
+        kind.__qualname__
+        if kind.__module__ == "builtins"
+        else f"{kind.__module__}.{kind.__qualname__}"
+    )
+    raise InvalidArgument(
+        argument,
+        "must be JSON-serialisable (dict, list, tuple, str, int, float, bool or None), got "
+        f"an instance of {name}: convert it first (an ISO string for a datetime, a list for a set)",
+    )
 
 
 # One encoder for every payload and result: what json.dumps(value, ensure_ascii=False,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import unicodedata
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -192,8 +192,9 @@ def test_json_is_compact_utf8() -> None:
 @pytest.mark.parametrize(
     ("value", "words"),
     [
-        ({1, 2}, "set"),
-        (object(), "object"),
+        ({1, 2}, "got an instance of set: convert it first"),
+        (object(), "got an instance of object:"),
+        (datetime(2026, 1, 1), "got an instance of datetime.datetime"),  # module named
         (math.nan, "no JSON form"),
         ([math.inf], "no JSON form"),
         ({1: "x"}, "keys must be str"),
