@@ -602,15 +602,16 @@ def lease_lost(
 CONTROL_TAKES: dict[str, tuple[tuple[str, ...], str]] = {
     "cancel": (
         (JobState.READY, JobState.LEASED),
-        "A finished job stays as it is; requeue it first (store.requeue) to run it again.",
+        "A finished job stays as it is; requeue it first (store.requeue, tenure jobs "
+        "requeue) to run it again.",
     ),
     "requeue": (
         (JobState.DONE, JobState.DEAD, JobState.CANCELLED),
-        "Wait until it is finished, or cancel it first (store.cancel).",
+        "Wait until it is finished, or cancel it first (store.cancel, tenure jobs cancel).",
     ),
     "delete": (
         (JobState.DONE, JobState.DEAD, JobState.CANCELLED),
-        "Cancel it first (store.cancel), or wait until it is finished.",
+        "Cancel it first (store.cancel, tenure jobs cancel), or wait until it is finished.",
     ),
 }
 

@@ -117,7 +117,7 @@ class JobNotFound(TenureError, LookupError):
     def __init__(self, job_id: str) -> None:
         super().__init__(
             f"job {job_id!r} does not exist in this store; submit it first "
-            "(store.submit) or check the id and the store URL"
+            "(store.submit, tenure jobs submit) or check the id and the store URL"
         )
         self.job_id = job_id
 

@@ -131,6 +131,8 @@ def test_cancel_a_finished_job_is_refused_naming_its_state(store: tenure.Store, 
     assert caught.value.state == state
     assert state in str(caught.value)
     assert "'J'" in str(caught.value)
+    # What to do, for a caller of the library and of the CLI alike.
+    assert "(store.requeue, tenure jobs requeue)" in str(caught.value)
     after = store.get("J")
     assert after == dataclasses.replace(before, as_of=after.as_of)
 
@@ -219,6 +221,7 @@ def test_requeue_a_live_job_is_refused(store: tenure.Store, leased: bool) -> Non
     with pytest.raises(tenure.JobStateConflict) as caught:
         store.requeue("J")
     assert caught.value.state == ("leased" if leased else "ready")
+    assert "(store.cancel, tenure jobs cancel)" in str(caught.value)
     assert store.get("J").state == caught.value.state
 
 

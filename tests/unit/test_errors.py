@@ -68,7 +68,7 @@ def test_invalid_argument_message() -> None:
 def test_job_not_found_message() -> None:
     error = tenure.JobNotFound("report 42")
     assert "'report 42'" in str(error)
-    assert "submit" in str(error)
+    assert "(store.submit, tenure jobs submit)" in str(error)
     assert error.job_id == "report 42"
 
 
