@@ -14,7 +14,9 @@ Shared by every command (`CliState`, `common_options`):
 * errors: a `TenureError` prints one line on stderr (a JSON object with ``--json``) and exits
   with 2 for `InvalidArgument` (like a usage error) or 1 for the others; no traceback. Usage
   errors (unknown command or option, bad value) are JSON on stderr too with ``--json``, and
-  a bad value read from an environment variable names the variable.
+  a bad value read from an environment variable names the variable: a bad type or range
+  (click's) as well as an `InvalidArgument` of the library naming an argument that an
+  option of the command gives by the same name (``--ttl`` → ``ttl``).
 """
 
 from __future__ import annotations
@@ -73,6 +75,9 @@ class CliState:
     store_url: str = DEFAULT_URL
     json: bool = False
     _store: Store | None = field(default=None, repr=False)
+    # The context of the command that runs (the last one `common_options` parsed): where
+    # an `InvalidArgument` looks for the option that gave the argument it names.
+    command: click.Context | None = field(default=None, repr=False)
 
     def output(self) -> Output:
         return Output(json_mode=self.json)
@@ -134,9 +139,18 @@ class CliError(click.ClickException):
         click.echo(text, file=file, err=file is None)
 
     @staticmethod
-    def from_tenure_error(exc: TenureError, *, json_mode: bool) -> CliError:
-        kind = CliUsageError if isinstance(exc, InvalidArgument) else CliError
-        return kind(str(exc), json_mode=json_mode, kind=type(exc).__name__)
+    def from_tenure_error(
+        exc: TenureError, *, json_mode: bool, ctx: click.Context | None = None
+    ) -> CliError:
+        """``exc`` as a CLI error; an `InvalidArgument` naming an argument that an option of
+        ``ctx``'s command gave from its environment variable names the variable instead,
+        as a bad type does (`_name_the_envvar`)."""
+        if not isinstance(exc, InvalidArgument):
+            return CliError(str(exc), json_mode=json_mode, kind=type(exc).__name__)
+        param = None if ctx is None else _option_named(ctx, exc.argument)
+        hint = None if param is None or ctx is None else _envvar_hint(param, ctx)
+        message = str(exc) if hint is None else f"{hint}: {exc.rule}"
+        return CliUsageError(message, json_mode=json_mode, kind=type(exc).__name__)
 
 
 class CliUsageError(CliError):
@@ -146,8 +160,10 @@ class CliUsageError(CliError):
 
 
 def _set_store(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    state = ctx.ensure_object(CliState)
+    state.command = ctx  # called for every command with `common_options`, given or not
     if value is not None:
-        ctx.ensure_object(CliState).store_url = value
+        state.store_url = value
 
 
 def _set_json(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
@@ -223,6 +239,34 @@ def name_envvars(command: click.Command, prefix: str) -> click.Command:
     return command
 
 
+def _envvar_hint(param: click.Parameter, ctx: click.Context) -> str | None:
+    """``TENURE_WORKER_TTL (the environment variable of --ttl)`` when ``param``'s value in
+    ``ctx`` came from its environment variable, else None."""
+    if not isinstance(param, click.Option) or param.name is None:
+        return None
+    if ctx.get_parameter_source(param.name) is not click.core.ParameterSource.ENVIRONMENT:
+        return None
+    envvar = param.envvar
+    if isinstance(envvar, (list, tuple)):
+        envvar = next((name for name in envvar if os.environ.get(name) is not None), envvar[0])
+    if not envvar:
+        return None
+    return f"{envvar} (the environment variable of {' / '.join(param.opts)})"
+
+
+def _option_named(ctx: click.Context, argument: str) -> click.Option | None:
+    """The option of ``ctx``'s command that gives the library's ``argument`` (``ttl``,
+    ``poll_interval``, ``--delay``): the one whose parameter or long name is that word."""
+    word = _env_word(argument).lower()
+    for param in ctx.command.params:
+        if not isinstance(param, click.Option):
+            continue
+        longs = [_env_word(opt).lower() for opt in param.opts if opt.startswith("--")]
+        if param.name == word or word in longs:
+            return param
+    return None
+
+
 def _name_the_envvar(exc: click.BadParameter) -> None:
     """A bad value that came from an environment variable: say which variable. One from
     the command line names the option alone (click's own hint names the variable whenever
@@ -233,15 +277,11 @@ def _name_the_envvar(exc: click.BadParameter) -> None:
         return
     if isinstance(exc, click.MissingParameter):
         return
-    if ctx.get_parameter_source(param.name) is not click.core.ParameterSource.ENVIRONMENT:
+    hint = _envvar_hint(param, ctx)
+    if hint is not None:
+        exc.param_hint = hint
+    elif ctx.get_parameter_source(param.name) is not click.core.ParameterSource.ENVIRONMENT:
         exc.param_hint = " / ".join(f"'{opt}'" for opt in param.opts)
-        return
-    envvar = param.envvar
-    if isinstance(envvar, (list, tuple)):
-        envvar = next((name for name in envvar if os.environ.get(name) is not None), envvar[0])
-    if envvar:
-        option = " / ".join(param.opts)
-        exc.param_hint = f"{envvar} (the environment variable of {option})"
 
 
 def _as_json(exc: click.UsageError) -> CliError:
@@ -301,7 +341,8 @@ class TenureGroup(click.Group):
             return super().invoke(ctx)
         except TenureError as exc:
             state = ctx.find_object(CliState)
-            raise CliError.from_tenure_error(exc, json_mode=bool(state and state.json)) from exc
+            json_mode, command = bool(state and state.json), state.command if state else None
+            raise CliError.from_tenure_error(exc, json_mode=json_mode, ctx=command) from exc
         except CliError:
             raise
         except click.UsageError as exc:

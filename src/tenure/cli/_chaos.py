@@ -5,8 +5,10 @@ history). See docs/reliability.md.
 Both print the counts, one line per invariant, and end with two lines: the verdict and the
 report's path (``tenure chaos`` prints the ``tenure dashboard`` command that shows the
 run's store just before them, unless the store was a server of the run's own, gone
-since). Exit status: 0 for a VALID verdict, 1 for INVALID (an invariant was violated), 3
-for UNPROVEN (nothing was violated but the faults did not bite), 2 for bad options.
+since; preceded by ``pip install 'tenure[dashboard]'`` when the dashboard's dependencies
+are not installed). Exit status: 0 for a VALID verdict, 1 for INVALID (an invariant was
+violated), 3 for UNPROVEN (nothing was violated but the faults did not bite), 2 for bad
+options.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import click
 
 from ..stores import DEFAULT_URL
 from . import CliError, CliState, common_options
+from ._dashboard import INSTALL_DASHBOARD, dashboard_hint, dashboard_missing
+from ._params import Duration
 
 __all__ = ["chaos", "check"]
 
@@ -106,6 +110,9 @@ def _finish(
                     "png": str(png) if png else None,
                     "no_png": no_png,
                     "dashboard": look,
+                    "dashboard_install": (
+                        INSTALL_DASHBOARD if look and dashboard_missing() else None
+                    ),
                 },
                 default=str,
             )
@@ -118,7 +125,7 @@ def _finish(
         elif no_png is not None:
             click.echo(no_png)
         if look is not None:
-            click.echo(f"look at its jobs: {look}")
+            click.echo(f"look at its jobs: {dashboard_hint(look)}")
         click.echo(f"verdict: {verdict.headline()}")
         click.echo(f"report: {report}")
     sys.exit(EXIT[verdict.status])
@@ -127,9 +134,11 @@ def _finish(
 @click.command()
 @click.option("--workers", type=click.IntRange(1, 64), default=4, help="Worker processes.")
 @click.option("--jobs", type=click.IntRange(1, 1_000_000), default=200, help="Jobs to run.")
-@click.option("--ttl", type=click.FloatRange(0.2, 600), default=2.0, help="Lease TTL, seconds.")
 @click.option(
-    "--duration", type=click.FloatRange(1, 86400), default=20.0, help="Seconds of faults."
+    "--ttl", type=Duration(0.2, 600), default=2.0, help="Lease TTL, e.g. 2, 2s, 1m (seconds)."
+)
+@click.option(
+    "--duration", type=Duration(1, 86400), default=20.0, help="How long faults go on, e.g. 20s, 5m."
 )
 @click.option(
     "--seed", type=int, default=None, help="Seed of the fault schedule (default: random)."
@@ -149,9 +158,9 @@ def _finish(
 @click.option("--concurrency", type=click.IntRange(1, 100), default=4, help="Jobs per worker.")
 @click.option(
     "--fault-interval",
-    type=click.FloatRange(0.05, 3600),
+    type=Duration(0.05, 3600),
     default=2.0,
-    help="Mean seconds between faults.",
+    help="Mean time between faults, e.g. 2s (a number alone: seconds).",
 )
 @click.option("--storm", type=click.IntRange(0, 64), default=6, help="Claim-storm processes.")
 @click.option(
@@ -165,13 +174,13 @@ def _finish(
     "run's own primary killed -9 and its streaming replica promoted).",
 )
 @click.option(
-    "--work", type=click.FloatRange(0, 60), default=0.2, help="Longest short-job work, seconds."
+    "--work", type=Duration(0, 60), default=0.2, help="Longest short-job work, e.g. 0.2 (seconds)."
 )
 @click.option(
     "--drain-timeout",
-    type=click.FloatRange(1, 86400),
+    type=Duration(1, 86400),
     default=120.0,
-    help="Seconds to wait for the queue to drain after the faults.",
+    help="How long to wait for the queue to drain after the faults, e.g. 120s, 5m.",
 )
 @click.option("--no-faketime", is_flag=True, help="Do not run workers under faketime.")
 @click.option(

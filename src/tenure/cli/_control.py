@@ -4,29 +4,15 @@ store's `cancel`, `requeue`, `delete` and `purge`; `tenure.cli._jobs` adds them 
 
 from __future__ import annotations
 
-import re
-
 import click
 
 from .._validate import FINISHED_STATES
-from ..errors import InvalidArgument
 from ..models import Job
 from . import CliState, common_options
+from ._output import job_when
+from ._params import DURATION
 
-__all__ = ["CONTROL_COMMANDS", "parse_duration"]
-
-_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
-_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", re.IGNORECASE)
-
-
-def parse_duration(argument: str, text: str) -> float:
-    """``90``, ``90s``, ``15m``, ``12h``, ``7d`` or ``2w`` as seconds."""
-    found = _DURATION.fullmatch(text)
-    if found is None:
-        raise InvalidArgument(
-            argument, f"must be a duration like 90s, 15m, 12h, 7d or 2w, got {text!r}"
-        )
-    return float(found.group(1)) * _UNITS[(found.group(2) or "s").lower()]
+__all__ = ["CONTROL_COMMANDS"]
 
 
 def _report(state: CliState, job: Job, line: str) -> None:
@@ -54,20 +40,22 @@ def cancel(state: CliState, job_id: str, reason: str | None) -> None:
 @click.command()
 @click.argument("job_id")
 @click.option(
-    "--delay", default="0", metavar="DURATION", help="Claimable after this long (e.g. 10m)."
+    "--delay",
+    type=DURATION,
+    default=0.0,
+    help="Claimable after this long, e.g. 90s, 10m, 2h (a number alone: seconds).",
 )
 @click.option("--reset-attempts", is_flag=True, default=False, help="Count attempts from 0.")
 @common_options
 @click.pass_obj
-def requeue(state: CliState, job_id: str, delay: str, reset_attempts: bool) -> None:
+def requeue(state: CliState, job_id: str, delay: float, reset_attempts: bool) -> None:
     """Make done, dead or cancelled job JOB_ID ready again (its generation is kept, so the
-    next claim takes the next token)."""
-    seconds = parse_duration("--delay", delay)
-    job = state.store(create=False).requeue(job_id, delay=seconds, reset_attempts=reset_attempts)
+    next claim takes the next token); says when it is due, as submit does."""
+    job = state.store(create=False).requeue(job_id, delay=delay, reset_attempts=reset_attempts)
     _report(
         state,
         job,
-        f"{job.job_id} requeued: ready, generation {job.generation}, "
+        f"{job.job_id} requeued: ready, {job_when(job)}, generation {job.generation}, "
         f"attempts {job.attempts} of {job.max_attempts}",
     )
 
@@ -99,27 +87,27 @@ def delete(state: CliState, job_id: str) -> None:
 @click.option(
     "--older-than",
     "older_than",
+    type=DURATION,
     required=True,
-    metavar="DURATION",
-    help="Only jobs finished at least this long ago by store time, e.g. 7d.",
+    help="Only jobs finished at least this long ago by store time, e.g. 12h, 7d, 2w (a "
+    "number alone: seconds).",
 )
 @common_options
 @click.pass_obj
-def purge(state: CliState, states: tuple[str, ...], older_than: str) -> None:
+def purge(state: CliState, states: tuple[str, ...], older_than: float) -> None:
     """Delete finished jobs older than --older-than, in small batches.
 
     --json: {"deleted": N, "states": [...], "older_than": seconds, "store": URL}."""
-    seconds = parse_duration("--older-than", older_than)
     wanted = states or FINISHED_STATES
     store = state.store(create=False)
-    deleted = store.purge(older_than=seconds, states=wanted)
+    deleted = store.purge(older_than=older_than, states=wanted)
     out = state.output()
     if out.json_mode:
         out.json(
             {
                 "deleted": deleted,
                 "states": list(wanted),
-                "older_than": seconds,
+                "older_than": older_than,
                 "store": store.url,
             }
         )

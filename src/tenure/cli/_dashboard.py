@@ -2,16 +2,35 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import socket
 
 import click
 
 from ..errors import InvalidArgument
 from . import CliError, CliState, CliUsageError, common_options
+from ._params import Duration
 
-__all__ = ["dashboard"]
+__all__ = ["INSTALL_DASHBOARD", "dashboard", "dashboard_hint", "dashboard_missing"]
 
 DEFAULT_PORT = 8321
+# What `tenure dashboard` imports: tenure.dashboard's own needs (its __init__ imports
+# jinja2 and starlette) and uvicorn, which serves it. The chaos extra has no jinja2.
+NEEDS = ("jinja2", "starlette", "uvicorn")
+INSTALL_DASHBOARD = "pip install 'tenure[dashboard]'"
+
+
+def dashboard_missing() -> list[str]:
+    """The modules `tenure dashboard` needs that are not installed (none: it can run)."""
+    return [name for name in NEEDS if importlib.util.find_spec(name) is None]
+
+
+def dashboard_hint(command: str) -> str:
+    """``command`` (a ``tenure dashboard ...`` line) as advice: as it is when the dashboard
+    can run, else after the install it needs (``pip install 'tenure[dashboard]', then
+    tenure dashboard ...``)."""
+    return f"{INSTALL_DASHBOARD}, then {command}" if dashboard_missing() else command
 
 
 @click.command("dashboard")
@@ -42,19 +61,19 @@ DEFAULT_PORT = 8321
 )
 @click.option(
     "--refresh",
-    type=click.FloatRange(0.2, 3600),
+    type=Duration(0.2, 3600),
     default=2.0,
     show_envvar=True,
-    metavar="S",
-    help="Seconds between live updates of the queues and jobs tables.",
+    help="Time between live updates of the queues and jobs tables, e.g. 2s, 1m (a number "
+    "alone: seconds).",
 )
 @click.option(
     "--read-timeout",
-    type=click.FloatRange(0.1, 3600),
+    type=Duration(0.1, 3600),
     default=10.0,
     show_envvar=True,
-    metavar="S",
-    help="Seconds a page waits for the store before it answers 503 (/metrics: 5 at most).",
+    help="How long a page waits for the store before it answers 503, e.g. 10s (a number "
+    "alone: seconds; /metrics: 5 s at most).",
 )
 @common_options
 @click.pass_obj
@@ -104,10 +123,33 @@ def dashboard(
         read_timeout=read_timeout,
     )
     shown = f"[{host}]" if ":" in host else host
-    click.echo(
-        f"tenure dashboard of {store.url} on http://{shown}:{port}/"  # (no password)
-        + (" (read-only)" if read_only else "")
-        + (" (authentication required)" if auth.enabled else ""),
-        err=True,
-    )
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    sock = _listen(host, port, shown, state.json)  # --port 0: the URL says the port picked
+    with sock:
+        bound = int(sock.getsockname()[1])
+        click.echo(
+            f"tenure dashboard of {store.url} on http://{shown}:{bound}/"  # (no password)
+            + (" (read-only)" if read_only else "")
+            + (" (authentication required)" if auth.enabled else ""),
+            err=True,
+        )
+        config = uvicorn.Config(app, host=host, port=bound, log_level="warning")
+        uvicorn.Server(config).run(sockets=[sock])
+
+
+def _listen(host: str, port: int, shown: str, json_mode: bool) -> socket.socket:
+    """A socket bound to ``host``:``port`` (0: a port the system picks), as `tenure sink`
+    binds its own, for uvicorn to serve on (it listens)."""
+    sock: socket.socket | None = None
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(family, kind, proto)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError as exc:
+        if sock is not None:
+            sock.close()
+        raise CliError(
+            f"cannot listen on {shown}:{port}: {exc.strerror or exc}", json_mode=json_mode
+        ) from exc
+    sock.set_inheritable(True)
+    return sock

@@ -26,12 +26,14 @@ from .._store import Store, connect
 from ..errors import LeaseLost, StaleToken
 from ..models import FencingToken, JobState, Lease
 from . import CliError, CliState, common_options
+from ._dashboard import INSTALL_DASHBOARD, dashboard_hint, dashboard_missing
 from ._output import Cell, Output, format_value
 
 __all__ = ["DemoResult", "Step", "dashboard_command", "demo", "run_demo"]
 
 JOB = "report-42"
 STORE_FILE = "store.db"
+WORKDIR_PREFIX = "tenure-demo-"  # of the temporary directory each run makes
 TTL = 30.0
 EARLIER = 6  # leases before worker A's: A gets generation EARLIER + 1
 
@@ -313,8 +315,8 @@ def _time(t: float | None) -> str:
 
 
 def render(out: Output, result: DemoResult, kept: Path | None = None) -> None:
-    """The story as a timeline; ``kept``: where the demo's store was kept (the dashboard
-    command that shows it is printed before the verdict lines)."""
+    """The story: the timeline, the final state, then (with ``kept``, where the demo's
+    store was kept) the dashboard command that shows it, and last the verdict lines."""
     out.line("tenure demo: worker-a stalls past its lease, worker-b takes the job over", "bold")
     out.line(
         f"Lease store: a throwaway SQLite file. Destination: another SQLite database whose "
@@ -363,7 +365,7 @@ def render(out: Output, result: DemoResult, kept: Path | None = None) -> None:
     out.fields(final, title="Final state")
     out.line()
     if kept is not None:
-        out.line(f"Look at it in the browser: {dashboard_command(kept)}")
+        out.line(f"Look at it in the browser: {dashboard_hint(dashboard_command(kept))}")
         out.line(f"(the demo's store and destination are kept in {kept}; remove it after)")
         out.line()
     if result.ok:
@@ -374,20 +376,59 @@ def render(out: Output, result: DemoResult, kept: Path | None = None) -> None:
         )
 
 
+def _refuse_store_option(ctx: click.Context) -> None:
+    """A --store given on the command line (before or after ``demo``) would be ignored:
+    refuse it (a usage error, exit code 2). TENURE_STORE_URL, set for the other commands,
+    is no reason to fail."""
+    given = click.core.ParameterSource.COMMANDLINE
+    root = ctx.find_root()
+    if given not in (ctx.get_parameter_source("store"), root.get_parameter_source("store_url")):
+        return
+    where = Path(tempfile.gettempdir()) / f"{WORKDIR_PREFIX}*"
+    raise click.UsageError(
+        f"tenure demo runs on a throwaway store of its own, in a new directory {where} "
+        "(it prints the tenure dashboard command that shows it), never on --store: run it "
+        "without --store",
+        ctx,
+    )
+
+
+def _store_help(command: click.Command) -> click.Command:
+    """The --store of `common_options` says what it does here: refuse."""
+    for param in command.params:
+        if isinstance(param, click.Option) and param.name == "store":
+            param.help = "Refused: the demo runs on a throwaway store of its own."
+    return command
+
+
+@_store_help
 @click.command(short_help="Watch a stalled worker's late write and completion be refused.")
 @common_options
-@click.pass_obj
-def demo(state: CliState) -> None:
+@click.pass_context
+def demo(ctx: click.Context) -> None:
     """Run the worked example: worker A stalls past its lease, B takes over, and A's late
-    write and completion are both refused. Exit 0 only if every step behaves so. The
-    demo's store is kept in a fresh temporary directory, and the last line is the
-    ``tenure dashboard`` command that shows it is printed before the verdict."""
-    workdir = Path(tempfile.mkdtemp(prefix="tenure-demo-"))
+    write and completion are both refused. Exit 0 only if every step behaves so.
+
+    It runs on a throwaway SQLite store of its own, in a new temporary directory
+    (tenure-demo-*) kept after the run; --store is refused. It prints the timeline, the
+    final state, the 'tenure dashboard' command that shows the demo's store (and where it
+    is kept), then the verdict."""
+    _refuse_store_option(ctx)
+    state = ctx.ensure_object(CliState)
+    workdir = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX))
     result = run_demo(workdir)
     look = dashboard_command(workdir)
     out = state.output()
     if out.json_mode:
-        out.json({**result.to_dict(), "dashboard": look, "kept": str(workdir)})
+        install = INSTALL_DASHBOARD if dashboard_missing() else None
+        out.json(
+            {
+                **result.to_dict(),
+                "dashboard": look,
+                "dashboard_install": install,
+                "kept": str(workdir),
+            }
+        )
     else:
         render(out, result, workdir)
     if not result.ok:

@@ -20,7 +20,8 @@ from ..models import Job, JobSpec, JobState
 from . import CliState, common_options
 from ._control import CONTROL_COMMANDS
 from ._jobfile import FileSubmission, batches, parse_headers, read_submissions, refuse_constant
-from ._output import Cell, format_duration, format_time, format_value, relative
+from ._output import Cell, format_duration, format_time, format_value, job_when, relative
+from ._params import DURATION
 
 _TERMINAL = (JobState.DONE, JobState.DEAD, JobState.CANCELLED)
 
@@ -56,18 +57,6 @@ def _state_cell(job: Job) -> Cell:
     return Cell(job.state, _STATE_STYLES[job.state])
 
 
-def _when(job: Job) -> str:
-    """When the job next matters, in words, relative to store time."""
-    if job.state == JobState.READY:
-        due = relative(job.available_at, job.as_of)
-        return "due now" if job.available_at <= job.as_of else f"due {due}"
-    if job.state == JobState.LEASED and job.lease_until is not None:
-        if job.lease_expired:
-            return f"lease ended {relative(job.lease_until, job.as_of)}, claimable"
-        return f"lease ends {relative(job.lease_until, job.as_of)}"
-    return f"{job.state} {relative(job.updated_at, job.as_of)}"
-
-
 @click.group()
 def jobs() -> None:
     """Submit, inspect and control jobs."""
@@ -82,7 +71,10 @@ for _command in CONTROL_COMMANDS:
 @click.option("--payload", metavar="JSON", help="The job's payload as JSON text; '-' reads stdin.")
 @click.option("--queue", default="default", metavar="Q", help="Queue to put the job in.")
 @click.option(
-    "--delay", type=float, default=0.0, metavar="S", help="Seconds before it can be claimed."
+    "--delay",
+    type=DURATION,
+    default=0.0,
+    help="How long before it can be claimed, e.g. 90s, 10m, 2h (a number alone: seconds).",
 )
 @click.option(
     "--max-attempts",
@@ -100,10 +92,10 @@ for _command in CONTROL_COMMANDS:
 )
 @click.option(
     "--timeout",
-    type=float,
+    type=DURATION,
     default=None,
-    metavar="S",
-    help="The job's own per-attempt timeout in seconds (default: its handler's).",
+    help="The job's own per-attempt timeout, e.g. 30s, 5m (a number alone: seconds; "
+    "default: its handler's).",
 )
 @click.option(
     "--from-file",
@@ -125,10 +117,10 @@ for _command in CONTROL_COMMANDS:
 )
 @click.option(
     "--unique-for",
-    type=float,
+    type=DURATION,
     default=None,
-    metavar="S",
-    help="With --unique-key: seconds this job keeps the key after it finishes.",
+    help="With --unique-key: how long this job keeps the key after it finishes, e.g. 1h "
+    "(a number alone: seconds).",
 )
 @click.option(
     "--header",
@@ -187,7 +179,7 @@ def submit(
         out.json(job.to_dict())  # "created": false when the job existed and was left as it was
         return
     if job.created:
-        out.line(f"submitted {job.job_id} to queue {job.queue}: {_when(job)}", "good")
+        out.line(f"submitted {job.job_id} to queue {job.queue}: {job_when(job)}", "good")
     elif job.job_id != job_id:  # the job holding the unique key answered instead
         out.line(
             f"not submitted: {job.job_id} holds unique key {job.unique_key!r} ({_summary(job)})",
@@ -263,7 +255,10 @@ def _summary(job: Job) -> str:
 )
 @click.option("--owner", default=None, metavar="W", help="Only jobs last claimed by W.")
 @click.option(
-    "--older-than", type=float, default=None, metavar="S", help="Only jobs created S+ seconds ago."
+    "--older-than",
+    type=DURATION,
+    default=None,
+    help="Only jobs created at least this long ago, e.g. 90s, 1m, 7d (a number alone: seconds).",
 )
 @click.option("--limit", type=int, default=100, metavar="N", help="N jobs a page (1-1000).")
 @click.option("--cursor", default=None, metavar="C", help="The page after C (a next_cursor).")
@@ -331,7 +326,7 @@ def list_jobs(
                 str(job.generation),
                 job.owner or "-",
                 f"{job.attempts}/{job.max_attempts}",
-                _when(job),
+                job_when(job),
             ]
             for job in found
         ],
@@ -340,33 +335,50 @@ def list_jobs(
         out.line(f"{len(found)} shown, more exist: next page --cursor {next_cursor} (or --all)")
 
 
+# `tenure jobs wait`'s exit codes past 0 (done), 1 (an error, e.g. an unknown job) and 2
+# (bad input): so that `tenure jobs wait ID && next` stops unless the job was done.
+WAIT_TIMEOUT = 3
+WAIT_EXIT = {JobState.DEAD: 4, JobState.CANCELLED: 5}
+
+
 @jobs.command()
 @click.argument("job_id")
 @click.option(
-    "--timeout", type=float, default=60.0, metavar="S", help="Give up after S seconds (default 60)."
+    "--timeout",
+    type=DURATION,
+    default=60.0,
+    help="Give up after this long, e.g. 30s, 10m (a number alone: seconds).",
 )
 @common_options
 @click.pass_obj
 def wait(state: CliState, job_id: str, timeout: float) -> None:
-    """Wait until job JOB_ID is finished (done, dead...) and show it. Exit code 1 for an
-    unknown job, 3 when the timeout passes first (the job is shown as it was then).
+    """Wait until job JOB_ID is finished and show it, as `jobs show` does. Exit code by
+    how it ended: 0 done, 4 dead, 5 cancelled; 3 when the timeout passes first (the job
+    is shown as it was then, followed by a line saying so); 1 for an unknown job.
 
-    --json: the job, as `jobs show --json`; on timeout {"timeout": S, "job": {...}}."""
+    --json: the job, as `jobs show --json`; on timeout {"timeout": S, "job": {...},
+    "error": "..."}."""
     store = state.store(create=False)
     out = state.output()
     try:
         job = store.wait(job_id, timeout=timeout)
     except WaitTimeout as exc:
+        last = exc.job if isinstance(exc.job, Job) else None
         if out.json_mode:
-            last = exc.job.to_dict() if isinstance(exc.job, Job) else None
-            out.json({"timeout": exc.timeout, "job": last, "error": str(exc)})
+            found = None if last is None else last.to_dict()
+            out.json({"timeout": exc.timeout, "job": found, "error": str(exc)})
         else:
+            if last is not None:
+                _show_job(state, last)
             out.line(str(exc), "warn")
-        raise click.exceptions.Exit(3) from None
+        raise click.exceptions.Exit(WAIT_TIMEOUT) from None
     if out.json_mode:
         out.json(job.to_dict())
-        return
-    _show_job(state, job)
+    else:
+        _show_job(state, job)
+    code = WAIT_EXIT.get(JobState(job.state))
+    if code is not None:
+        raise click.exceptions.Exit(code)
 
 
 @jobs.command()
@@ -443,7 +455,7 @@ def _show_job(state: CliState, job: Job) -> None:
             ("priority", str(job.priority)),
             ("timeout", "handler's" if job.timeout is None else f"{job.timeout:g} s"),
             ("state", _state_cell(job)),
-            ("when", _when(job)),
+            ("when", job_when(job)),
             ("generation", str(job.generation)),
             ("owner", job.owner or "-"),
             ("attempts", f"{job.attempts} of {job.max_attempts}"),

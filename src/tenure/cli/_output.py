@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ..models import Job, JobState
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -25,6 +27,7 @@ __all__ = [
     "format_duration",
     "format_time",
     "format_value",
+    "job_when",
     "Output",
     "relative",
 ]
@@ -199,3 +202,15 @@ def format_value(value: Any) -> str:
     if value is None:
         return "-"
     return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+
+
+def job_when(job: Job) -> str:
+    """When the job next matters, in words, relative to store time (``due in 10m00s``)."""
+    if job.state == JobState.READY:
+        due = relative(job.available_at, job.as_of)
+        return "due now" if job.available_at <= job.as_of else f"due {due}"
+    if job.state == JobState.LEASED and job.lease_until is not None:
+        if job.lease_expired:
+            return f"lease ended {relative(job.lease_until, job.as_of)}, claimable"
+        return f"lease ends {relative(job.lease_until, job.as_of)}"
+    return f"{job.state} {relative(job.updated_at, job.as_of)}"

@@ -8,6 +8,7 @@ import click
 
 from ..models import QueueRate
 from . import CliState, common_options
+from ._params import NegativeNumbers
 
 __all__ = ["queues"]
 
@@ -54,7 +55,7 @@ def resume(state: CliState, queue: str) -> None:
     _done(state, queue, False)
 
 
-@queues.command()
+@queues.command(cls=NegativeNumbers)
 @click.argument("queue")
 @click.argument("n", type=int, required=False)
 @click.option("--clear", is_flag=True, help="Remove the queue's limit.")
@@ -78,7 +79,7 @@ def limit(state: CliState, queue: str, n: int | None, clear: bool) -> None:
         out.line(f"queue {queue} limited to {n} leased at once on {store.url}", "good")
 
 
-@queues.command()
+@queues.command(cls=NegativeNumbers)
 @click.argument("queue")
 @click.argument("per_second", type=float, required=False)
 @click.option(

@@ -19,6 +19,7 @@ import click
 from ..errors import InvalidArgument
 from . import CliError, CliState, common_options
 from ._output import Cell, format_time
+from ._params import DURATION
 
 __all__ = ["sink"]
 
@@ -88,10 +89,10 @@ def sink() -> None:
 @click.option("--strict", is_flag=True, help="Accept one request per generation of a job.")
 @click.option(
     "--max-age",
-    type=float,
+    type=DURATION,
     default=None,
-    metavar="SECONDS",
-    help="Refuse signed tokens issued longer ago than this (optional; not needed for safety).",
+    help="Refuse signed tokens issued longer ago than this, e.g. 90s, 1h (a number alone: "
+    "seconds; optional, not needed for safety).",
 )
 @click.option(
     "--log-level", type=click.Choice(_LOG_LEVELS), default="warning", help="uvicorn's log level."

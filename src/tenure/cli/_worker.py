@@ -15,9 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ..errors import InvalidArgument
 from ..stores import DEFAULT_URL
 from ..worker import Worker, serve_metrics
 from . import CliError, CliState, common_options
+from ._params import DURATION, Duration
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -205,20 +207,24 @@ def _configure_logging(
 @click.option(
     "-c", "--concurrency", type=click.IntRange(1, 1000), default=None, help="Handlers at once."
 )
-@click.option("--ttl", type=float, default=None, metavar="S", help="Lease length in seconds.")
+@click.option(
+    "--ttl",
+    type=DURATION,
+    default=None,
+    help="Lease length, e.g. 30s, 5m (a number alone: seconds).",
+)
 @click.option(
     "--renew-every",
-    type=float,
+    type=DURATION,
     default=None,
-    metavar="S",
-    help="Renewal period (default: a third of the ttl).",
+    help="Renewal period, e.g. 10s (default: a third of the ttl).",
 )
 @click.option(
     "--grace",
-    type=float,
+    type=DURATION,
     default=None,
-    metavar="S",
-    help="Seconds in-flight handlers get after SIGTERM/SIGINT before their jobs are released.",
+    help="How long in-flight handlers get after SIGTERM/SIGINT before their jobs are "
+    "released, e.g. 30s, 2m.",
 )
 @click.option(
     "--isolation",
@@ -228,21 +234,21 @@ def _configure_logging(
 )
 @click.option(
     "--timeout",
-    type=float,
+    type=DURATION,
     default=None,
-    metavar="S",
-    help="Per-attempt timeout of handlers that set none: past it the handler is stopped and "
-    "the attempt failed (retried per the retry policy).",
+    help="Per-attempt timeout of handlers that set none, e.g. 90s, 10m: past it the handler "
+    "is stopped and the attempt failed (retried per the retry policy).",
 )
-@click.option("--poll-interval", type=float, default=None, metavar="S", help="Longest idle wait.")
+@click.option(
+    "--poll-interval", type=DURATION, default=None, help="Longest idle wait, e.g. 0.5, 2s."
+)
 @click.option("--owner", default=None, help="Owner id of the leases (default host:pid:random).")
 @click.option("--burst", is_flag=True, default=False, help="Exit once no job is claimable.")
 @click.option(
     "--summary-every",
-    type=click.FloatRange(0, 86400),
+    type=Duration(0, 86400),
     default=None,
-    metavar="S",
-    help="Seconds between one-line progress summaries at INFO (default 10; 0: none).",
+    help="Time between one-line progress summaries at INFO, e.g. 10s, 1m (default 10 s; 0: none).",
 )
 @click.option(
     "--metrics-port",
@@ -287,7 +293,7 @@ def worker(
 
     APP is module:attribute (a module alone means module:worker). Options given here
     override the worker's own settings. The first SIGTERM/SIGINT stops claiming and gives
-    in-flight handlers --grace seconds to finish; a second one releases their jobs at once.
+    in-flight handlers the --grace time to finish; a second one releases their jobs at once.
     On a terminal, a live line under the log shows the counters.
     """
     state = ctx.ensure_object(CliState)
@@ -323,6 +329,9 @@ def worker(
 def _serve_metrics(found: Worker, port: int, host: str) -> Callable[[], None]:
     try:
         served = serve_metrics(found, port, host)
+    except InvalidArgument as exc:  # named after the options that gave them
+        argument = {"port": "--metrics-port", "host": "--metrics-host"}.get(exc.argument)
+        raise InvalidArgument(argument or exc.argument, exc.rule) from None
     except ImportError as exc:
         raise CliError(str(exc)) from exc
     except OSError as exc:
