@@ -31,7 +31,10 @@ def actors() -> Iterator[Callable[..., subprocess.Popen[str]]]:
     started: list[subprocess.Popen[str]] = []
 
     def start(*args: str) -> subprocess.Popen[str]:
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        # The tests package first, then whatever PYTHONPATH the run has: the actors import
+        # the same tenure as this process (another checkout's, under PYTHONPATH=.../src).
+        path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+        env = {**os.environ, "PYTHONPATH": path}
         proc = subprocess.Popen(
             [sys.executable, "-m", "tests.fence._actors", *args],
             cwd=ROOT,

@@ -1,9 +1,14 @@
-"""Signed fencing tokens (`tenure.fence.Keyring`, `SignedToken`), and what the destinations
-do with them before any fence moves."""
+"""Signed fencing tokens (`tenure.fence.Keyring`, `SignedToken`), and what the SQL
+destinations (SQLite, PostgreSQL) do with them before any fence moves. Without psycopg or a
+reachable PostgreSQL server the PostgreSQL cases skip locally and fail in CI
+(tests.backends)."""
 
 from __future__ import annotations
 
 import sqlite3
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +17,7 @@ import pytest
 import tenure
 from tenure import fence
 from tenure.fence import Keyring, SignedToken
+from tests.backends import POSTGRES_URL, unavailable
 
 OLD = b"old-secret-0123456789abcdef"
 NEW = b"new-secret-0123456789abcdef"
@@ -201,23 +207,196 @@ def test_secrets_never_show(ring: Keyring) -> None:
 
 
 # -- a destination verifies before it raises its highest-seen generation ----------------
+# On a SQLite and a PostgreSQL destination (a fresh file, a fresh schema), for each guard
+# that takes a keyring: a token that does not verify, at the top generation, is refused
+# with StaleToken before anything reaches the database (the tests hold the fence tables
+# locked from another connection meanwhile: a statement sent to them would fail, not wait),
+# the fence keeps its generation, and the real owner's next generation is accepted.
+
+TOP = 2**63 - 1
+LOCK_WAIT = 0.2  # seconds a destination connection waits for a lock (then fails)
 
 
-def test_sql_fence_verifies_before_the_fence_moves(ring: Keyring, tmp_path: Path) -> None:
-    conn = sqlite3.connect(tmp_path / "dest.db")
-    with fence.sql_fence(conn, ring.sign(token(7)), keyring=ring):
-        pass
-    forged = SignedToken(JOB, 2**63 - 1, 0, "new", "A" * 43)
-    with pytest.raises(tenure.StaleToken, match="does not match"):
-        fence.sql_fence(conn, forged, keyring=ring)
-    with pytest.raises(tenure.StaleToken, match="requires signed"):
-        fence.sql_fence(conn, token(2**63 - 1), keyring=ring)
+def bad_tokens(ring: Keyring) -> dict[str, tuple[object, str]]:
+    """Tokens of JOB at the top generation that ``ring`` refuses, and why."""
+    real = ring.sign(token(8))
+    return {
+        "forged": (SignedToken(JOB, TOP, 0, "new", "A" * 43), "does not match"),
+        "lifted": (SignedToken(JOB, TOP, real.issued_at, "new", real.signature), "does not match"),
+        "other secret": (Keyring({"new": b"x" * 32}).sign(token(TOP)), "does not match"),
+        "unknown key": (Keyring({"stranger": b"s" * 32}).sign(token(TOP)), "does not hold"),
+        "unsigned": (token(TOP), "requires signed"),
+    }
+
+
+def in_transaction(conn: Any) -> bool:
+    if isinstance(conn, sqlite3.Connection):
+        return conn.in_transaction
+    return conn.info.transaction_status != 0  # psycopg: 0 is idle
+
+
+class Destination:
+    """A fresh destination database with the fence tables: a SQLite file, or a PostgreSQL
+    schema (each connection's search_path). Every connection is closed afterwards."""
+
+    def __init__(
+        self, dialect: str, opener: Callable[[], Any], lock_error: type[Exception]
+    ) -> None:
+        self.dialect = dialect
+        self.lock_error = lock_error  # what a statement on a locked destination raises
+        self._opener = opener
+        self.opened: list[Any] = []
+        fence.create_fence_table(self.connect())
+
+    def connect(self) -> Any:
+        conn = self._opener()
+        self.opened.append(conn)
+        return conn
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """Another connection holds the fence tables (SQLite: the whole file) for the
+        block: a guard's statement on them fails after LOCK_WAIT."""
+        holder = self.connect()
+        if self.dialect == "sqlite":
+            holder.isolation_level = None
+            holder.execute("BEGIN EXCLUSIVE")
+        else:
+            holder.execute("LOCK TABLE tenure_fence, tenure_effects IN ACCESS EXCLUSIVE MODE")
+        try:
+            yield
+        finally:
+            holder.rollback()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def destination(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Destination]:
+    if request.param == "sqlite":
+        path = tmp_path / "dest.db"
+        dest = Destination(
+            "sqlite", lambda: sqlite3.connect(path, timeout=LOCK_WAIT), sqlite3.OperationalError
+        )
+        yield dest
+        for conn in dest.opened:
+            conn.close()
+        return
+    try:
+        import psycopg
+    except ImportError:
+        unavailable("psycopg is not installed: pip install -e '.[postgres]'")
+    try:
+        admin = psycopg.connect(POSTGRES_URL, autocommit=True, connect_timeout=3)
+    except psycopg.OperationalError as exc:
+        unavailable(f"PostgreSQL is not reachable at {POSTGRES_URL} ({exc})")
+    schema = f"fence_{uuid.uuid4().hex[:12]}"
+    admin.execute(f'CREATE SCHEMA "{schema}"')
+    options = f"-c search_path={schema} -c lock_timeout={round(LOCK_WAIT * 1000)}"
+    dest = Destination(
+        "postgresql",
+        lambda: psycopg.connect(POSTGRES_URL, options=options),
+        psycopg.errors.LockNotAvailable,
+    )
+    yield dest
+    for conn in dest.opened:
+        conn.close()
+    admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
+    admin.close()
+
+
+@pytest.mark.parametrize("guard", ["sql_fence", "advance_fence", "apply_once"])
+def test_the_lock_stops_whatever_reaches_the_destination(
+    ring: Keyring, destination: Destination, guard: str
+) -> None:
+    # What makes the locked checks below mean something: a token that verifies does reach
+    # the database, and fails there while the destination is locked.
+    conn = destination.connect()
+    signed = ring.sign(token(7))
+    attempts: dict[str, Callable[[], object]] = {
+        "sql_fence": lambda: fence.sql_fence(conn, signed, keyring=ring).__enter__(),
+        "advance_fence": lambda: fence.advance_fence(conn, signed, keyring=ring),
+        "apply_once": lambda: fence.apply_once(conn, signed, "k", lambda cur: None, keyring=ring),
+    }
+    with destination.locked(), pytest.raises(destination.lock_error):
+        attempts[guard]()
+    conn.rollback()
+    assert fence.fence_generation(conn, JOB) is None
+
+
+def refuse_every_bad_token(
+    ring: Keyring, destination: Destination, conn: Any, attempt: Callable[[object], object]
+) -> None:
+    """``attempt(token)`` refuses every bad token with StaleToken, the destination locked
+    meanwhile (nothing may reach it), and leaves ``conn`` with no transaction open."""
+    with destination.locked():
+        for what, (bad, why) in bad_tokens(ring).items():
+            with pytest.raises(tenure.StaleToken, match=why) as caught:
+                attempt(bad)
+            assert (caught.value.job_id, caught.value.generation) == (JOB, TOP), what
+            assert not in_transaction(conn), what
+
+
+def test_sql_fence_verifies_before_the_fence_moves(ring: Keyring, destination: Destination) -> None:
+    conn = destination.connect()
+    ran: list[int] = []
+
+    def write(value: Any, keyring: Keyring | None = ring) -> None:
+        with fence.sql_fence(conn, value, keyring=keyring):
+            ran.append(value.generation)
+
+    write(ring.sign(token(7)))
+    refuse_every_bad_token(ring, destination, conn, write)
+    assert ran == [7]  # no block ran for them
     assert fence.fence_generation(conn, JOB) == 7  # the forged generation never landed
-    with fence.sql_fence(conn, ring.sign(token(8)), keyring=ring):  # the real owner goes on
-        pass
-    assert fence.fence_generation(conn, JOB) == 8
+    write(ring.sign(token(8)))  # the real owner goes on
+    assert (ran, fence.fence_generation(conn, JOB)) == ([7, 8], 8)
     # Without a keyring a signed token is just its plain token.
-    with fence.sql_fence(conn, ring.sign(token(9))):
-        pass
+    write(ring.sign(token(9)), keyring=None)
     assert fence.fence_generation(conn, JOB) == 9
-    conn.close()
+
+
+@pytest.mark.parametrize("guard", ["advance_fence", "record_effect"])
+def test_guards_in_the_callers_transaction_verify_before_the_fence_moves(
+    ring: Keyring, destination: Destination, guard: str
+) -> None:
+    conn = destination.connect()
+
+    def advance(value: object) -> None:  # first in a transaction of the caller's
+        if guard == "advance_fence":
+            fence.advance_fence(conn, value, keyring=ring)
+        else:
+            fence.record_effect(conn, value, "invoice:1", keyring=ring)
+
+    advance(ring.sign(token(7)))
+    conn.commit()
+    refuse_every_bad_token(ring, destination, conn, advance)
+    conn.commit()  # a caller that commits anyway commits nothing of the bad tokens
+    assert fence.fence_generation(conn, JOB) == 7
+    advance(ring.sign(token(8)))
+    conn.commit()
+    assert fence.fence_generation(conn, JOB) == 8
+
+
+def test_apply_once_verifies_before_the_fence_moves(
+    ring: Keyring, destination: Destination
+) -> None:
+    conn = destination.connect()
+    ran: list[str] = []
+
+    def apply(value: object, key: str) -> fence.EffectResult:
+        def effect(cur: Any) -> str:
+            ran.append(key)
+            return key
+
+        return fence.apply_once(conn, value, key, effect, keyring=ring)
+
+    assert apply(ring.sign(token(7)), "invoice:1").applied
+    refuse_every_bad_token(ring, destination, conn, lambda bad: apply(bad, "invoice:2"))
+    assert ran == ["invoice:1"]  # no effect ran for them
+    assert fence.fence_generation(conn, JOB) == 7
+    assert fence.effect_generation(conn, JOB, "invoice:2") is None  # nor was recorded
+    done = apply(ring.sign(token(8)), "invoice:2")  # the real owner goes on
+    assert (done.applied, done.generation, done.value) == (True, 8, "invoice:2")
+    again = apply(ring.sign(token(8)), "invoice:1")  # applied before, by generation 7
+    assert (again.applied, again.generation) == (False, 7)
+    assert ran == ["invoice:1", "invoice:2"]
+    assert fence.fence_generation(conn, JOB) == 8

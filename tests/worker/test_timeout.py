@@ -2,9 +2,10 @@
 no longer renewed, the handler is stopped as at a loss (cancelled, ``ctx.lost``, killed) and
 the attempt failed under the retry policy.
 
-Most tests run on SQLite with the worker and the store on one `ManualClock` (the timeout is
-measured on the worker's clock, so it passes when the test moves the clock); a few run on
-the real clock with 0.3 s timeouts, and one on every backend.
+The tests of a worker on a store run on every backend (the suite's ``backend``), but the
+one of the command line's option (SQLite: it is about the option). Most run with the worker
+and the store on one `ManualClock` (the timeout is measured on the worker's clock, so it
+passes when the test moves the clock); a few run on the real clock with 0.3 s timeouts.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,6 @@ import tenure.worker._worker as worker_module
 from tenure.cli import main
 from tenure.worker import JobContext, WorkerCollector, check_token
 from tenure.worker._invoke import attempt_timeout
-from tests.backends import BACKENDS, SQLITE, Backend
 from tests.worker import apps
 from tests.worker._support import run_burst, running, wait_until
 
@@ -36,12 +36,6 @@ MakeWorker = Callable[..., tenure.Worker]
 TTL = 10.0  # make_worker's: renewals every 2.5-3.33 s of the manual clock
 TIMEOUT = 5.0
 ERROR = "timeout: handler ran longer than 5 s"
-
-
-@pytest.fixture(params=[SQLITE], ids=str)
-def backend(request: pytest.FixtureRequest) -> Backend:
-    """This module's tests run on SQLite (the store side is the ordinary fail)."""
-    return request.param  # type: ignore[no-any-return]
 
 
 class Hung:
@@ -447,33 +441,6 @@ def test_real_time_timeouts_fail_each_attempt_after_the_timeout(
         assert len(pids) == 2
         assert os.getpid() not in pids
         assert not any(_alive(pid) for pid in pids)
-
-
-@pytest.fixture(params=BACKENDS, ids=str)
-def any_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    backend: Backend = request.param
-    with backend.isolated_url(tmp_path) as isolated:
-        yield isolated
-
-
-def test_timeouts_on_every_backend(any_url: str) -> None:
-    worker = tenure.Worker(
-        any_url, ttl=5, retry=tenure.RetryPolicy(base=0.0), poll_interval=0.02, summary_every=0
-    )
-
-    @worker.handler("q", timeout=0.3)
-    async def forever(ctx: JobContext) -> None:
-        await anyio.sleep(60)
-
-    with tenure.connect(any_url) as store:
-        store.submit("J", queue="q", max_attempts=2)
-        run_burst(worker, timeout=20)
-        job = store.get("J")
-    assert (job.state, job.attempts, job.error) == (
-        "dead",
-        2,
-        "timeout: handler ran longer than 0.3 s",
-    )
 
 
 # -- counters, options, bad input ----------------------------------------------------------
