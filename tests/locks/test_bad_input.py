@@ -15,6 +15,7 @@ import pytest
 import tenure
 import tenure.aio
 from tenure.locks import lock_ids
+from tenure.locks._core import MAX_NAME_LENGTH
 from tests.conformance._bad_values import BAD_DELAYS, BAD_IDS
 from tests.conformance._support import snapshot
 
@@ -115,3 +116,26 @@ def test_lock_ids_refuses_what_no_lock_is_named() -> None:
 
 def test_lock_ids_of_a_good_name() -> None:
     assert lock_ids("a" * 243) == ("lock:" + "a" * 243, "tenure.lock:" + "a" * 243)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("length", [0, MAX_NAME_LENGTH + 1, 255, 256, 300])
+async def test_a_name_of_a_bad_length_is_told_the_locks_own_bound(
+    store: tenure.Store, astore: tenure.aio.AsyncStore, length: int
+) -> None:
+    # Not the job id's 1-255: a lock's job id is its name behind a prefix.
+    got = "it is empty" if not length else f"got {length}"
+    rule = f"must be 1-{MAX_NAME_LENGTH} characters for a lock name, {got}"
+    for make in (
+        lambda: lock_ids("x" * length),
+        lambda: tenure.Lock(store, "x" * length, TTL),
+        lambda: store.lock("x" * length),
+        lambda: tenure.Leader(store, "x" * length, TTL),
+        lambda: tenure.AsyncLock(astore, "x" * length, TTL),
+        lambda: astore.elect("x" * length, TTL),
+    ):
+        with pytest.raises(tenure.InvalidArgument) as caught:
+            make()
+        assert (caught.value.argument, caught.value.rule) == ("name", rule)
+    assert MAX_NAME_LENGTH == 243  # as docs/locks.md says
+    assert snapshot(store) == []

@@ -59,19 +59,57 @@ async def test_handover_and_loss(
 
 
 async def test_a_leader_whose_lock_an_operator_cancelled_stops(
-    astore: tenure.aio.AsyncStore, clock: tenure.ManualClock, caplog: pytest.LogCaptureFixture
+    astore: tenure.aio.AsyncStore,
+    url: str,
+    clock: tenure.ManualClock,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.ERROR, logger="tenure")
-    async with astore.elect("scheduler", TTL, owner="a") as leader:
-        with anyio.fail_after(10):
-            await leader.wait_elected()
-        await astore.cancel("lock:scheduler", reason="operator broke the lock")
-        clock.advance(TTL / 2)  # its next renewal is refused: the lock is lost
-        with anyio.fail_after(10):
-            while not any(  # noqa: ASYNC110 (a log record, not an event, says it)
-                r.getMessage().endswith("election stopped") for r in caplog.records
-            ):
-                await anyio.sleep(0.01)
-        assert not leader.is_leader
-        assert leader.terms == 1  # it did not run again: the lock cannot be taken
+    caplog.set_level(logging.WARNING, logger="tenure")
+    other = await tenure.aio.connect(url, clock=clock, store_clock=clock)
+    try:
+        async with astore.elect("scheduler", TTL, owner="a") as leader:
+            with anyio.fail_after(10):
+                await leader.wait_elected()
+            async with other.elect("scheduler", TTL, owner="b") as follower:
+                assert (leader.stopped, leader.error) == (False, None)
+                await astore.cancel("lock:scheduler", reason="operator broke the lock")
+                clock.advance(TTL / 2)  # its next renewal is refused: the lock is lost
+                with anyio.fail_after(10):
+                    while not (leader.stopped and follower.stopped):  # noqa: ASYNC110
+                        await anyio.sleep(0.01)
+                assert not leader.is_leader
+                assert leader.terms == 1  # it did not run again: the lock cannot be taken
+                for stopped in (leader, follower):
+                    assert isinstance(stopped.error, tenure.LockNotAcquired)
+                    assert "an operator cancelled it" in str(stopped.error)
+                with anyio.fail_after(2):
+                    await leader.wait_elected()  # it was elected once: that stays true
+                    # The follower never was, and never will be: told at once, and why.
+                    with pytest.raises(tenure.LockNotAcquired) as caught:
+                        await follower.wait_elected()
+                assert str(caught.value).startswith("leader election of 'scheduler' stopped")
+                assert "'operator broke the lock'" in str(caught.value)
+                assert caught.value.__cause__ is follower.error
+    finally:
+        await other.close()
     assert (await astore.get("lock:scheduler")).state == "cancelled"
+    lines = [r for r in caplog.records if "leader election of 'scheduler' stopped" in r.message]
+    assert [(r.levelname, r.exc_info) for r in lines] == [("ERROR", None)] * 2
+
+
+async def test_a_stopped_candidate_waits_no_more(
+    astore: tenure.aio.AsyncStore, url: str, clock: tenure.ManualClock
+) -> None:
+    other = await tenure.aio.connect(url, clock=clock, store_clock=clock)
+    try:
+        async with astore.elect("scheduler", TTL, owner="a") as leader:
+            with anyio.fail_after(10):
+                await leader.wait_elected()
+            async with other.elect("scheduler", TTL, owner="b") as follower:
+                follower.stop()
+                assert (follower.stopped, follower.error) == (True, None)
+                with anyio.fail_after(2), pytest.raises(tenure.LockNotAcquired, match="stop"):
+                    await follower.wait_elected()
+        assert leader.stopped
+    finally:
+        await other.close()

@@ -182,9 +182,16 @@ def test_loss_inside_with_raises_at_the_end(store: tenure.Store, clock: tenure.M
             clock.advance(TTL + 1)
             wait_until(lambda: lock.lost)
 
-    with pytest.raises(tenure.LeaseLost, match="was lost while held"):
+    with pytest.raises(tenure.LeaseLost, match="was lost while held") as caught:
         stall()
     assert store.get("lock:report").state in ("ready", "leased")
+    message = str(caught.value)
+    assert message.startswith("lock 'report' (generation 1, ")
+    assert "its lease must be taken as expired: another holder may have it now" in message
+    assert ".." not in message
+    assert "job" not in message
+    assert lock.lost_reason is not None
+    assert lock.lost_reason in message
 
 
 def test_renewals_keep_a_long_holder(store: tenure.Store, clock: tenure.ManualClock) -> None:
@@ -252,11 +259,33 @@ def test_blocking_acquire_times_out(real_store: tenure.Store, open_real_store: A
 def test_a_lock_is_not_reentrant(store: tenure.Store) -> None:
     lock = tenure.Lock(store, "report", TTL)
     assert lock.acquire()
-    with pytest.raises(tenure.LockNotAcquired, match="not reentrant"):
-        lock.acquire()
+    token = lock.token
+    # As threading.Lock answers: not now. The holding goes on, untouched.
+    assert lock.acquire(blocking=False) is False
+    assert lock.held
+    assert lock.token == token
+    # A waiting acquire could only wait for its own release (threading.Lock: a deadlock,
+    # or the whole timeout): refused at once, saying so.
+    started = time.monotonic()
+    for wait in ({}, {"timeout": 5.0}, {"blocking": True}):
+        with pytest.raises(tenure.LockNotAcquired, match="not reentrant") as caught:
+            lock.acquire(**wait)
+        assert "blocking=False" in str(caught.value)
+    with pytest.raises(tenure.LockNotAcquired, match="not reentrant"), lock:
+        pytest.fail("entered a lock this object holds")
+    assert time.monotonic() - started < 2
+    assert lock.held
+    assert lock.token == token
     lock.release()
     with pytest.raises(tenure.LockNotAcquired, match="not held"):
         lock.release()
+    # A lock object made not to wait answers False on its own holding too.
+    quick = tenure.Lock(store, "quick", TTL, blocking=False)
+    assert quick.acquire()
+    assert quick.acquire() is False
+    with pytest.raises(tenure.LockNotAcquired, match="not reentrant"), quick:
+        pytest.fail("entered a lock this object holds")
+    quick.release()
 
 
 def test_names_are_independent(store: tenure.Store) -> None:
@@ -328,3 +357,116 @@ def test_cancel_breaks_a_lock_and_tokens_never_repeat_after_delete(
     with tenure.lock(other, "report", ttl=TTL, blocking=False) as after_delete:
         assert after_delete.token.generation > requeued  # the store's generation floor
     assert store.get("lock:report").queue == "tenure.lock:report"
+
+
+def _no_job_talk(message: str) -> None:
+    """A lock's loss in the lock's words: no sentence doubled up, nothing of a worker."""
+    assert ".." not in message, message
+    for words in ("worker", "this job", "do not retry with this lease", "Another holder"):
+        assert words not in message, message
+
+
+def test_a_lock_an_operator_cancelled_says_so(
+    store: tenure.Store, clock: tenure.ManualClock
+) -> None:
+    from tenure.worker import check_token, token_state
+
+    lock = tenure.lock(store, "breakme", ttl=TTL)
+    checked: list[str] = []
+
+    def hold() -> None:
+        with lock:
+            store.cancel("lock:breakme", reason="operator broke the lock")
+            clock.advance(TTL / 2)  # its next renewal is refused: the lock is lost
+            wait_until(lambda: lock.lost)
+            with pytest.raises(tenure.LeaseLost) as caught:
+                lock.check()
+            checked.append(str(caught.value))
+
+    with pytest.raises(tenure.LeaseLost, match="was lost while held") as caught:
+        hold()
+    message = str(caught.value)
+    assert checked == [message]  # lock.check() inside and the end of the with say the same
+    assert message.startswith("lock 'breakme' (generation 1, ")
+    assert "renewal rejected by the store: an operator cancelled the lock" in message
+    assert "'operator broke the lock'" in message  # the operator's reason, read back
+    # Nobody can hold it now (acquires refuse a cancelled lock), so the error says how to
+    # make it usable again rather than that another holder may have it.
+    assert "nobody can take it until it is requeued" in message
+    assert "store.requeue('lock:breakme')" in message
+    assert "fenced writes with its token (1:lock%3Abreakme) are refused" in message
+    _no_job_talk(message)
+    assert message.endswith("are refused.")
+    assert lock.lost_reason is not None
+    assert lock.lost_reason.startswith("renewal rejected by the store: an operator cancelled")
+    assert token_state(lock.token) == "lost"
+    with pytest.raises(tenure.LeaseLost) as fenced:
+        check_token(lock.token)
+    assert str(fenced.value) == (
+        "refusing to act for job 'lock:breakme' generation 1: its lease was lost in this "
+        "process. Stop the work done under this token."
+    )
+    with pytest.raises(tenure.LockNotAcquired, match="an operator cancelled it") as refused:
+        tenure.Lock(store, "breakme", TTL).acquire(blocking=False)
+    assert "tenure jobs requeue lock:breakme" in str(refused.value)
+
+
+def test_a_release_refused_after_a_cancel_says_so(store: tenure.Store) -> None:
+    from tenure.worker import check_token, token_state
+
+    lock = tenure.Lock(store, "breakme", TTL)
+    assert lock.acquire()
+    store.cancel("lock:breakme")  # no reason given: the store's default says nothing more
+    with pytest.raises(tenure.LeaseLost, match="was lost while held") as caught:
+        lock.release()  # before any renewal noticed it
+    message = str(caught.value)
+    assert "release rejected by the store: an operator cancelled the lock: nobody can take" in (
+        message
+    )
+    _no_job_talk(message)
+    assert lock.lost
+    assert not lock.held
+    # The registry says how it ended: lost, not released.
+    assert token_state(lock.token) == "lost"
+    with pytest.raises(tenure.LeaseLost, match="was lost in this process"):
+        check_token(lock.token)
+
+
+def test_check_token_of_a_released_lock_speaks_of_this_process(store: tenure.Store) -> None:
+    from tenure.worker import check_token
+
+    with tenure.lock(store, "res2", ttl=TTL) as lock:
+        pass
+    with pytest.raises(tenure.LeaseLost) as caught:
+        check_token(lock.token)
+    assert str(caught.value) == (
+        "refusing to act for job 'lock:res2' generation 1: its lease has already ended "
+        "(settled or released) in this process. Stop the work done under this token."
+    )
+
+
+def test_a_stale_holders_refused_renewal_is_told_in_the_locks_words() -> None:
+    from tenure.locks._core import refusal_words
+
+    def refusal(reason: str, now: int = 2, owner: str | None = "b") -> str:
+        exc = tenure.LeaseLost(
+            "store words.",
+            job_id="lock:r",
+            generation=1,
+            current_generation=now,
+            current_owner=owner,
+            reason=reason,
+        )
+        return refusal_words(exc, "r")
+
+    assert refusal("claimed") == (
+        "its lease expired and another holder took the lock (generation 2, owner 'b')"
+    )
+    assert "another holder may have it" in refusal("superseded")
+    assert refusal("expired", now=1) == refusal("ended", now=1)
+    assert "expired by the store's clock" in refusal("expired", now=1)
+    assert "no longer exists" in refusal("missing")
+    assert "mismatch" in refusal("mismatch")
+    for words in map(refusal, ("cancelled", "claimed", "superseded", "expired", "missing")):
+        assert not words.endswith("."), words  # the lock's error goes on after it
+        assert "store words" not in words, words

@@ -102,3 +102,44 @@ async def test_async_store_lock_is_an_async_lock(astore: tenure.aio.AsyncStore) 
         assert not await astore.lock("report", ttl=TTL).acquire(blocking=False)
     with pytest.raises(tenure.InvalidArgument, match="name"):
         astore.lock("")
+
+
+async def test_an_async_lock_is_not_reentrant(astore: tenure.aio.AsyncStore) -> None:
+    lock = tenure.AsyncLock(astore, "report", TTL)
+    assert await lock.acquire()
+    assert await lock.acquire(blocking=False) is False  # as threading.Lock answers
+    assert lock.held
+    with anyio.fail_after(2):
+        for wait in ({}, {"timeout": 5.0}):
+            with pytest.raises(tenure.LockNotAcquired, match="not reentrant"):
+                await lock.acquire(**wait)
+        with pytest.raises(tenure.LockNotAcquired, match="not reentrant"):
+            async with lock:
+                pytest.fail("entered a lock this object holds")
+    assert lock.held
+    await lock.release()
+    with pytest.raises(tenure.LockNotAcquired, match="not held"):
+        await lock.release()
+
+
+async def test_an_async_lock_an_operator_cancelled_says_so(
+    astore: tenure.aio.AsyncStore, clock: tenure.ManualClock
+) -> None:
+    lock = tenure.AsyncLock(astore, "breakme", TTL)
+
+    async def hold() -> None:
+        async with lock:
+            await astore.cancel("lock:breakme", reason="operator broke the lock")
+            clock.advance(TTL / 2)  # its next renewal is refused: the body is cancelled
+            await anyio.sleep(30)
+
+    with anyio.fail_after(10), pytest.raises(tenure.LeaseLost) as caught:
+        await hold()
+    message = str(caught.value)
+    assert message.startswith("lock 'breakme' (generation 1, ")
+    assert "was lost while held: renewal rejected by the store: an operator cancelled" in message
+    assert "'operator broke the lock'" in message
+    assert "nobody can take it until it is requeued" in message
+    assert ".." not in message
+    assert "Another holder" not in message
+    assert "worker" not in message

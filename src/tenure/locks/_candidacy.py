@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Generic, Protocol, TypeVar
 
+from ..errors import LockNotAcquired
 from ..models import FencingToken
 
 __all__ = ["ATTEMPT", "Candidacy", "HeldLock"]
@@ -38,12 +39,15 @@ L = TypeVar("L", bound=HeldLock)
 
 
 class Candidacy(Generic[L]):
-    """The lock of the current term (None between terms) and the number of terms won."""
+    """The lock of the current term (None between terms), the number of terms won, and
+    the error that stopped the candidate for good (None while it runs, or if it was
+    stopped)."""
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.lock: L | None = None
         self.terms = 0
+        self.error: Exception | None = None
 
     @property
     def is_leader(self) -> bool:
@@ -83,10 +87,29 @@ class Candidacy(Generic[L]):
             extra={"lock": self.name},
         )
 
-    def cannot_run(self) -> None:
-        """The lock can never be taken (`LockNotAcquired` for a reason waiting cannot mend);
-        call from the ``except`` block, whose traceback the line carries."""
-        log.exception("tenure: leader election stopped", extra={"lock": self.name})
+    def cannot_run(self, exc: Exception) -> None:
+        """The lock cannot be taken until someone mends it (`LockNotAcquired`: an operator
+        cancelled it, or its job is dead; `InvalidArgument`: its job id is another queue's
+        job): the candidate stops, and says so in one line (no traceback: this is not a
+        crash, and the error says what to do)."""
+        self.error = exc
+        log.error(
+            "leader election of %r stopped: %s",
+            self.name,
+            exc,
+            extra={"lock": self.name},
+        )
+
+    def crashed(self, exc: Exception) -> None:
+        """The candidate failed unexpectedly (a bug): it stops; logged with the traceback
+        (call from the ``except`` block)."""
+        self.error = exc
+        log.exception("tenure: leader election of %r stopped", self.name, extra={"lock": self.name})
+
+    def stopped_error(self) -> LockNotAcquired:
+        """What `wait_elected` raises once the candidate stopped before being elected."""
+        why = f": {self.error}" if self.error is not None else " (stop() was called)"
+        return LockNotAcquired(f"leader election of {self.name!r} stopped{why}", name=self.name)
 
     def not_given_back(self, exc: BaseException) -> None:
         log.warning("leader: could not give the lock back (%s)", exc, extra={"lock": self.name})

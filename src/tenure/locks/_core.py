@@ -9,6 +9,7 @@ spinning). Its fencing token is the lease's: ``FencingToken("lock:N", generation
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 import weakref
@@ -22,7 +23,7 @@ import anyio.lowlevel
 
 from .._clock import Clock
 from .._validate import MAX_ATTEMPTS, MAX_ID_LENGTH, validate_delay, validate_id
-from ..errors import InvalidArgument, LeaseLost, LockNotAcquired
+from ..errors import InvalidArgument, LeaseLost, LockNotAcquired, TenureError
 from ..models import Job, JobState, Lease
 from ..worker import LeaseHandle, LeaseKeeper, LoopCaller, Renewer, Stats
 
@@ -38,7 +39,10 @@ __all__ = [
     "keeper_for",
     "keeper_for_async",
     "lock_ids",
+    "loss_words",
+    "lost_error",
     "not_acquired",
+    "refusal_words",
     "validate_callback",
     "validate_name",
     "validate_wait",
@@ -57,13 +61,14 @@ WAIT_SLICE = 5.0
 
 
 def validate_name(name: object) -> str:
-    """Lock names: ids (1-243 characters of text, no control characters)."""
-    name = validate_id("name", name)
-    if len(name) > MAX_NAME_LENGTH:
+    """Lock names: ids of 1-243 (`MAX_NAME_LENGTH`) characters of text, no control
+    characters; the bound is the lock's own (the job id's 255 less its queue's prefix)."""
+    if isinstance(name, str) and not 0 < len(name) <= MAX_NAME_LENGTH:
+        got = "it is empty" if not name else f"got {len(name)}"
         raise InvalidArgument(
-            "name", f"must be at most {MAX_NAME_LENGTH} characters for a lock, got {len(name)}"
+            "name", f"must be 1-{MAX_NAME_LENGTH} characters for a lock name, {got}"
         )
-    return name
+    return validate_id("name", name)
 
 
 def lock_ids(name: str) -> tuple[str, str]:
@@ -104,6 +109,15 @@ def check_lock_job(job: Job, name: str) -> None:
             f"lock {name!r} needs job {job_id!r} in queue {queue!r}, but a job with that id "
             f"exists in queue {job.queue!r}; choose another lock name",
         )
+    if job.state == JobState.CANCELLED:
+        raise LockNotAcquired(
+            f"lock {name!r} cannot be acquired: an operator cancelled it{_reason(job.error)}, "
+            f"and its job {job_id!r} stays cancelled (generation {job.generation}) until it "
+            f"is requeued: store.requeue({job_id!r}) or `tenure jobs requeue {job_id}` (its "
+            "tokens go on from the same sequence). Or delete the job (the store's generation "
+            "floor keeps the next tokens above every old one).",
+            name=name,
+        )
     if job.state not in (JobState.READY, JobState.LEASED):
         raise LockNotAcquired(
             f"lock {name!r} cannot be acquired: its job {job_id!r} is {job.state} "
@@ -115,40 +129,119 @@ def check_lock_job(job: Job, name: str) -> None:
         )
 
 
+def _reason(error: str | None) -> str:
+    """The operator's reason for a cancel, when one was given (the store's default,
+    "cancelled", says nothing more)."""
+    return f" (reason: {error!r})" if error and error != "cancelled" else ""
+
+
 def not_acquired(name: str, holder: Job | None, wait: float | None) -> LockNotAcquired:
     who = f" (held by {holder.owner!r}, generation {holder.generation})" if holder else ""
     how = "it was held" if not wait else f"it was still held after {wait:g} s"
     return LockNotAcquired(f"lock {name!r} was not acquired: {how}{who}", name=name)
 
 
+# -- the words of a loss ------------------------------------------------------------------
+
+
+def refusal_words(exc: LeaseLost, name: str, error: str | None = None) -> str:
+    """What the store's refusal of a lock's renewal or release means for the lock, in the
+    lock's words (``error``: the cancelled job's reason, when it was read)."""
+    job_id = LOCK_ID_PREFIX + name
+    now = exc.current_generation
+    if exc.reason == "cancelled":
+        return (
+            f"an operator cancelled the lock{_reason(error)}: nobody can take it until it is "
+            f"requeued (store.requeue({job_id!r}) or `tenure jobs requeue {job_id}`) or its "
+            "job deleted"
+        )
+    if exc.reason == "claimed":
+        return (
+            f"its lease expired and another holder took the lock (generation {now}, owner "
+            f"{exc.current_owner!r})"
+        )
+    if exc.reason == "superseded":
+        return (
+            f"its lease expired and the lock was taken since (it is at generation {now} "
+            "now): another holder may have it"
+        )
+    if exc.reason in ("expired", "ended"):  # a lock's lease ends only by expiry
+        return "its lease expired by the store's clock: another holder may take the lock now"
+    if exc.reason == "missing":
+        return f"the lock's job {job_id!r} no longer exists"
+    return f"the store no longer accepts this holding ({exc.reason or 'no reason given'})"
+
+
+def loss_words(kind: str | None, reason: str | None) -> str | None:
+    """A lock's ``lost_reason`` from its lease handle's. A renewal the store refused is in
+    the lock's words already (`_WeakRenewer`; the keeper puts "renewal rejected by the
+    store: " before them); a lease that ran out here is told what that means."""
+    if reason is None or kind != "deadline_passed":
+        return reason
+    return f"{reason}, so its lease must be taken as expired: another holder may have it now"
+
+
+def lost_error(name: str, lease: Lease, reason: str | None) -> LeaseLost:
+    """The `LeaseLost` of a lock lost while held (``lock.check()``, the end of its ``with``,
+    a release the store refused)."""
+    reason = (reason or "no reason recorded").rstrip(" .")
+    return LeaseLost(
+        f"lock {name!r} (generation {lease.generation}, owner {lease.owner!r}) was lost "
+        f"while held: {reason}. Stop the work it guarded: fenced writes with its token "
+        f"({lease.token}) are refused.",
+        job_id=lease.job_id,
+        generation=lease.generation,
+    )
+
+
 # -- renewal keepers -----------------------------------------------------------------------
 
 
-class _WeakRenewer:
-    """Renews through a store without keeping it alive."""
+# Runs a store method with its arguments, from the renewer thread: the store's own call
+# (sync stores), or the call sent through the store's event loop (async stores).
+StoreCall = Callable[..., Any]
 
-    def __init__(self, store: Any, renew: Callable[[Any, Lease], Lease]) -> None:
+
+class _WeakRenewer:
+    """Renews through a store without keeping it alive; a refusal is told in the lock's
+    words (`refusal_words`)."""
+
+    def __init__(self, store: Any, call: StoreCall) -> None:
         self._store = weakref.ref(store)
-        self._renew = renew
+        self._call = call
 
     def renew(self, lease: Lease) -> Lease:
+        name = lease.job_id.removeprefix(LOCK_ID_PREFIX)
         store = self._store()
         if store is None:
             raise LeaseLost(
-                f"the store of lock job {lease.job_id!r} was collected",
+                f"the store of lock {name!r} was closed and collected while it was held",
                 job_id=lease.job_id,
                 generation=lease.generation,
             )
-        return self._renew(store, lease)
+        try:
+            renewed: Lease = self._call(store.renew, lease)
+        except LeaseLost as exc:
+            error = None
+            if exc.reason == "cancelled":  # the operator's reason, if the store answers
+                with contextlib.suppress(TenureError):
+                    error = self._call(store.get, lease.job_id).error
+            raise LeaseLost(
+                refusal_words(exc, name, error),
+                job_id=exc.job_id,
+                generation=exc.generation,
+                current_generation=exc.current_generation,
+                current_owner=exc.current_owner,
+                reason=exc.reason,
+            ) from exc
+        return renewed
 
 
 _KEEPERS: weakref.WeakKeyDictionary[Any, tuple[object, LeaseKeeper]] = weakref.WeakKeyDictionary()
 _KEEPERS_LOCK = threading.Lock()
 
 
-def _keeper(
-    store: Any, clock: Clock, renew: Callable[[Any, Lease], Lease], loop: object
-) -> LeaseKeeper:
+def _keeper(store: Any, clock: Clock, call: StoreCall, loop: object) -> LeaseKeeper:
     """The `LeaseKeeper` (renewer and watchdog threads) of every lock taken on ``store``
     (in event loop ``loop``, for async stores), started on first use and stopped when the
     store is collected."""
@@ -158,7 +251,7 @@ def _keeper(
             return found[1]
         if found is not None:
             found[1].stop(0)
-        renewer: Renewer = _WeakRenewer(store, renew)
+        renewer: Renewer = _WeakRenewer(store, call)
         keeper = LeaseKeeper(renewer, clock, Stats(), renew_every=lambda lease: lease.ttl / 3)
         keeper.start()
         _KEEPERS[store] = (loop, keeper)
@@ -169,7 +262,7 @@ def _keeper(
 def keeper_for(store: Any) -> LeaseKeeper:
     """The keeper of the sync locks of ``store``: renewals on the store itself (a
     `tenure.Store` is safe to share between threads)."""
-    return _keeper(store, store.clock, lambda found, lease: found.renew(lease), None)
+    return _keeper(store, store.clock, lambda method, *args: method(*args), None)
 
 
 def keeper_for_async(store: Any) -> LeaseKeeper:
@@ -179,11 +272,10 @@ def keeper_for_async(store: Any) -> LeaseKeeper:
     loop that stops answering loses the lock at its local deadline, as it should."""
     token = anyio.lowlevel.current_token()
 
-    def renew(found: Any, lease: Lease) -> Lease:
-        result: Lease = anyio.from_thread.run(found.renew, lease, token=token)
-        return result
+    def call(method: Callable[..., Any], *args: Any) -> Any:
+        return anyio.from_thread.run(method, *args, token=token)
 
-    return _keeper(store, store.clock, renew, token)
+    return _keeper(store, store.clock, call, token)
 
 
 class BodyGuard:

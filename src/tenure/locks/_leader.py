@@ -15,7 +15,7 @@ from datetime import timedelta
 from types import TracebackType
 
 from .._store import Store
-from ..errors import LeaseLost, LockNotAcquired, StoreUnavailable
+from ..errors import InvalidArgument, LeaseLost, LockNotAcquired, StoreUnavailable
 from ..models import FencingToken
 from ._candidacy import ATTEMPT, Candidacy
 from ._core import validate_callback, validate_wait
@@ -33,7 +33,9 @@ class Leader:
             ...   # while inside, this process takes its turn as leader
 
     Callbacks run on the leader's thread and must return promptly (they delay the next
-    attempt, not the renewals). ``is_leader`` and ``token`` say where it stands now.
+    attempt, not the renewals). ``is_leader`` and ``token`` say where it stands now;
+    ``stopped`` and ``error`` whether it still runs (a lock an operator cancelled stops it
+    for good: ``error`` says so, and ``wait_elected`` raises it).
     """
 
     def __init__(
@@ -53,7 +55,9 @@ class Leader:
         self._on_elected, self._on_lost = on_elected, on_lost
         self._wake = threading.Event()
         self._stopping = threading.Event()
-        self._elected = threading.Event()
+        # Notified when a term begins and when the candidate stops (`wait_elected`).
+        self._changed = threading.Condition()
+        self._leading = False
         self._candidacy: Candidacy[Lock] = Candidacy(self._probe.name)
         self._thread: threading.Thread | None = None
 
@@ -75,10 +79,31 @@ class Leader:
         """The token of the current term, or None when not the leader."""
         return self._candidacy.token
 
+    @property
+    def stopped(self) -> bool:
+        """True once the candidate no longer runs: `stop()` was called (or its ``with``
+        ended), or it stopped on its own because its lock cannot be taken (``error``)."""
+        return self._stopping.is_set()
+
+    @property
+    def error(self) -> Exception | None:
+        """Why the candidate stopped on its own (a `LockNotAcquired` saying, e.g., that an
+        operator cancelled the lock and how to use it again), or None."""
+        return self._candidacy.error
+
     def wait_elected(self, timeout: float | timedelta | None = None) -> bool:
         """Wait until this process is the leader (True) or ``timeout`` passes (seconds or a
-        timedelta, as `Lock.acquire` takes; None or infinity: no limit)."""
-        return self._elected.wait(validate_wait(True, timeout))
+        timedelta, as `Lock.acquire` takes; None or infinity: no limit). Returns at once
+        once stopped: False after `stop()`; `LockNotAcquired` (from ``error``) if it
+        stopped on its own."""
+        seconds = validate_wait(True, timeout)
+        with self._changed:
+            self._changed.wait_for(lambda: self._leading or self._stopping.is_set(), seconds)
+            if self._leading:
+                return True
+        if self._candidacy.error is not None:
+            raise self._candidacy.stopped_error() from self._candidacy.error
+        return False
 
     def start(self) -> Leader:
         """Start the candidate thread (once: a started leader is returned as it is)."""
@@ -92,8 +117,7 @@ class Leader:
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop running; a leader gives the lock back (the next candidate is woken)."""
-        self._stopping.set()
-        self._wake.set()
+        self._stop()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout)
 
@@ -110,14 +134,34 @@ class Leader:
 
     # -- the thread ----------------------------------------------------------------------
 
+    def _stop(self) -> None:
+        self._stopping.set()
+        self._wake.set()
+        with self._changed:
+            self._changed.notify_all()
+
+    def _set_leading(self, leading: bool) -> None:
+        with self._changed:
+            self._leading = leading
+            self._changed.notify_all()
+
     def _run(self) -> None:
+        try:
+            self._campaign()
+        except Exception as exc:
+            self._candidacy.crashed(exc)
+        finally:
+            self._set_leading(False)
+            self._stop()
+
+    def _campaign(self) -> None:
         while not self._stopping.is_set():
             lock = Lock(self._store, self.name, self._ttl, owner=self._probe.owner)
             try:
                 if not lock.acquire(timeout=ATTEMPT):
                     continue
-            except LockNotAcquired:
-                self._candidacy.cannot_run()
+            except (LockNotAcquired, InvalidArgument) as exc:  # until someone mends it
+                self._candidacy.cannot_run(exc)
                 return
             except StoreUnavailable as exc:
                 self._candidacy.store_down(exc)
@@ -129,10 +173,10 @@ class Leader:
         self._wake.clear()
         lock.on_loss(self._wake.set)
         token = self._candidacy.elected(lock)
-        self._elected.set()
+        self._set_leading(True)
         self._call(self._on_elected, token)
         self._wake.wait()
-        self._elected.clear()
+        self._set_leading(False)
         try:
             lock.release()
         except (LeaseLost, StoreUnavailable) as exc:

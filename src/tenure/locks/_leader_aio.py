@@ -19,7 +19,7 @@ import anyio
 import anyio.abc
 
 from .._store_async import AsyncStore
-from ..errors import LeaseLost, LockNotAcquired, StoreUnavailable
+from ..errors import InvalidArgument, LeaseLost, LockNotAcquired, StoreUnavailable
 from ..models import FencingToken
 from ..worker import LoopCaller
 from ._candidacy import ATTEMPT, Candidacy
@@ -36,6 +36,9 @@ class AsyncLeader:
 
     async with tenure.AsyncLeader(astore, "scheduler", ttl=15, on_elected=start):
         await anyio.sleep_forever()
+
+    ``stopped`` and ``error`` say whether it still runs: a lock an operator cancelled stops
+    it for good (``error`` says so, and ``wait_elected`` raises it).
     """
 
     def __init__(
@@ -55,6 +58,9 @@ class AsyncLeader:
         self._on_elected, self._on_lost = on_elected, on_lost
         self._candidacy: Candidacy[AsyncLock] = Candidacy(self._probe.name)
         self._elected = anyio.Event()
+        # Set when first elected or when stopped, whichever comes first (`wait_elected`).
+        self._changed = anyio.Event()
+        self._stopped = False
         self._group: anyio.abc.TaskGroup | None = None
         self._scope = anyio.CancelScope()
 
@@ -76,19 +82,47 @@ class AsyncLeader:
         """The token of the current term, or None when not the leader."""
         return self._candidacy.token
 
+    @property
+    def stopped(self) -> bool:
+        """True once the candidate no longer runs: `stop()` was called (or its ``async
+        with`` ended, or `run` was cancelled), or it stopped on its own because its lock
+        cannot be taken (``error``)."""
+        return self._stopped
+
+    @property
+    def error(self) -> Exception | None:
+        """Why the candidate stopped on its own (a `LockNotAcquired` saying, e.g., that an
+        operator cancelled the lock and how to use it again), or None."""
+        return self._candidacy.error
+
     async def wait_elected(self) -> None:
-        """Wait until this candidate is (or has been) elected once."""
-        await self._elected.wait()
+        """Wait until this candidate is (or has been) elected once; `LockNotAcquired` at
+        once if it stopped before (``error`` says why, when it stopped on its own)."""
+        await self._changed.wait()
+        if not self._elected.is_set():
+            error = self._candidacy.error
+            raise self._candidacy.stopped_error() from error
 
     async def run(self) -> None:
-        """Run for leader until cancelled (what ``async with`` runs in its task group)."""
+        """Run for leader until cancelled (what ``async with`` runs in its task group);
+        returns if the lock cannot be taken (``error`` says why)."""
+        try:
+            await self._campaign()
+        finally:
+            self._set_stopped()
+
+    def _set_stopped(self) -> None:
+        self._stopped = True
+        self._changed.set()
+
+    async def _campaign(self) -> None:
         while True:
             lock = AsyncLock(self._store, self.name, self._ttl, owner=self._probe.owner)
             try:
                 if not await lock.acquire(timeout=ATTEMPT):
                     continue
-            except LockNotAcquired:
-                self._candidacy.cannot_run()
+            except (LockNotAcquired, InvalidArgument) as exc:  # until someone mends it
+                self._candidacy.cannot_run(exc)
                 return
             except StoreUnavailable as exc:
                 self._candidacy.store_down(exc)
@@ -102,6 +136,7 @@ class AsyncLeader:
         lock.on_loss(lambda: caller.call_soon(lost.set))
         token = self._candidacy.elected(lock)
         self._elected.set()
+        self._changed.set()
         try:
             await self._call(self._on_elected, token)
             await lost.wait()
@@ -128,6 +163,7 @@ class AsyncLeader:
     def stop(self) -> None:
         """Stop running (a leader gives the lock back); the ``async with`` waits for it."""
         self._scope.cancel()
+        self._set_stopped()
 
     async def _run_until_stopped(self) -> None:
         with self._scope:

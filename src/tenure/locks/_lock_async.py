@@ -21,7 +21,7 @@ from typing import Any
 
 from .._store_async import AsyncStore
 from .._validate import validate_id, validate_ttl
-from ..errors import InvalidArgument, JobNotFound, LeaseLost, LockNotAcquired
+from ..errors import InvalidArgument, JobNotFound, LeaseLost, LockNotAcquired, TenureError
 from ..models import FencingToken, Lease
 from ..worker import REGISTRY, LeaseHandle, default_owner
 from ._core import (
@@ -31,7 +31,10 @@ from ._core import (
     check_lock_job,
     keeper_for_async,
     lock_ids,
+    loss_words,
+    lost_error,
     not_acquired,
+    refusal_words,
     validate_name,
     validate_wait,
 )
@@ -49,7 +52,8 @@ class AsyncLock:
             await write(report, token=lock.token)   # fenced: a stale holder is refused
 
     The body is cancelled if the lease is lost (then `LeaseLost` is raised out of the
-    ``async with``). Not reentrant; one holder per object at a time.
+    ``async with``). Not reentrant; one holder per object at a time: ``acquire(blocking=False)``
+    on an object that holds answers False, a waiting acquire raises `LockNotAcquired`.
     """
 
     def __init__(
@@ -106,7 +110,12 @@ class AsyncLock:
 
     @property
     def lost_reason(self) -> str | None:
-        return self._handle.lost_reason if self._handle is not None else self._loss
+        """Why the lock was lost (the lease expired, the store refused its renewal or its
+        release, an operator cancelled it), or None."""
+        handle = self._handle
+        if handle is not None:
+            return loss_words(handle.lost_kind, handle.lost_reason)
+        return self._loss
 
     @property
     def lease(self) -> Lease:
@@ -142,18 +151,19 @@ class AsyncLock:
     async def acquire(
         self, blocking: bool | None = None, timeout: float | timedelta | None = None
     ) -> bool:
-        """Take the lock; False if ``timeout`` passed (or, ``blocking=False``, it was held).
-        Defaults to the ``blocking``/``timeout`` given to the constructor."""
+        """Take the lock; False if ``timeout`` passed (or, ``blocking=False``, it was held,
+        by another holder or by this object itself). Defaults to the ``blocking``/``timeout``
+        given to the constructor. Not reentrant: a waiting acquire on an object that holds
+        the lock raises `LockNotAcquired` (it could only wait for its own release)."""
         wait = (
             self._wait
             if blocking is None and timeout is None
             else validate_wait(True if blocking is None else blocking, timeout)
         )
         if self._handle is not None:
-            raise LockNotAcquired(
-                f"lock {self._name!r} is already held by this object (not reentrant)",
-                name=self._name,
-            )
+            if wait == 0:  # the answer threading.Lock gives: not now
+                return False
+            raise self._reentered()
         start = time.monotonic()
         lease = await self._claim()
         if lease is None:
@@ -193,7 +203,7 @@ class AsyncLock:
         """Give the lock back (at once claimable by the next waiter). Fenced writes with
         its token are refused from now on. A lock known to be lost is released quietly;
         `LeaseLost` if the store refuses the release of one that was not (an operator
-        cancelled its job, or it expired unnoticed)."""
+        cancelled it, or it expired unnoticed). `LockNotAcquired` if it is not held."""
         handle = self._handle
         if handle is None:
             raise LockNotAcquired(f"lock {self._name!r} is not held", name=self._name)
@@ -201,30 +211,46 @@ class AsyncLock:
         loss = handle.finish()
         keeper_for_async(self._store).remove(handle)
         REGISTRY.end(handle, "lost" if loss else "ended")
-        # Kept from now on as a record of how it ended, not as the handle (as a worker's
-        # settled jobs are): a process taking many locks keeps no handles alive for it.
-        REGISTRY.keep_ended([handle])
-        self._loss = loss[1] if loss else None
-        if loss is None or loss[0] == "deadline_passed":
-            try:
-                await self._store.release(handle.lease)
-            except LeaseLost as exc:
-                if loss is None:  # lost without this process knowing (e.g. cancelled)
-                    self._loss = f"the store refused its release: {exc}"
-                    raise self._lost_error() from exc
-                # else: known lost, expired at the store meanwhile: nothing to give back
+        self._loss = loss_words(*loss) if loss else None
+        try:
+            if loss is None or loss[0] == "deadline_passed":
+                try:
+                    await self._store.release(handle.lease)
+                except LeaseLost as exc:
+                    if loss is None:  # lost without this process knowing (e.g. cancelled)
+                        REGISTRY.end(handle, "lost")
+                        words = await self._refusal_words(exc)
+                        self._loss = f"release rejected by the store: {words}"
+                        raise self._lost_error() from exc
+                    # else: known lost, expired at the store meanwhile: nothing to give back
+        finally:
+            # Kept from now on as a record of how it ended, not as the handle (as a
+            # worker's settled jobs are): a process taking many locks keeps no handles
+            # alive for it.
+            REGISTRY.keep_ended([handle])
+
+    async def _refusal_words(self, exc: LeaseLost) -> str:
+        error = None
+        if exc.reason == "cancelled":  # the operator's reason, if the store answers
+            with contextlib.suppress(TenureError):
+                job = await self._store.get(self._job_id)
+                error = job.error
+        return refusal_words(exc, self._name, error)
 
     def _lost_error(self) -> LeaseLost:
-        lease = self.lease
-        return LeaseLost(
-            f"lock {self._name!r} (token {lease.token}, owner {lease.owner!r}) was lost while "
-            f"held: {self.lost_reason or 'unknown reason'}. Another holder may have it now; "
-            "fenced writes with this token are refused.",
-            job_id=lease.job_id,
-            generation=lease.generation,
+        return lost_error(self._name, self.lease, self.lost_reason)
+
+    def _reentered(self) -> LockNotAcquired:
+        return LockNotAcquired(
+            f"lock {self._name!r} is already held by this object (not reentrant): a waiting "
+            "acquire could only wait for its own release. release() it first, or use another "
+            "lock object; acquire(blocking=False) answers False instead.",
+            name=self._name,
         )
 
     async def __aenter__(self) -> AsyncLock:
+        if self._handle is not None:
+            raise self._reentered()
         if not await self.acquire():
             holder = None
             with contextlib.suppress(JobNotFound):

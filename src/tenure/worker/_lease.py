@@ -492,10 +492,10 @@ def check_token(token: FencingToken | Lease | object) -> None:
     found = _token_of(token)
     state = REGISTRY.state(found)
     if state in ("lost", "ended"):
-        what = "was lost" if state == "lost" else "has already ended (the job was settled)"
+        what = "was lost" if state == "lost" else "has already ended (settled or released)"
         raise LeaseLost(
             f"refusing to act for job {found.job_id!r} generation {found.generation}: its "
-            f"lease {what} in this worker. Stop working on this job.",
+            f"lease {what} in this process. Stop the work done under this token.",
             job_id=found.job_id,
             generation=found.generation,
         )
