@@ -259,6 +259,31 @@ async def test_enqueued_jobs_the_store_completed_together_are_told_in_one_call(
         assert (await store.get(lease.job_id)).state == "done"
 
 
+async def test_a_completion_whose_deadline_comes_before_it_can_be_sent_is_not_blamed_on_the_store(
+    gated: tuple[tenure.aio.AsyncStore, GatedDriver], clock: tenure.ManualClock
+) -> None:
+    """Its lease's deadline is nearer than one attempt takes (a process that was paused
+    finds it so): given up unsent, with an outcome that is known (nothing was done), and a
+    message that does not say the store was away (nothing says it was)."""
+    store, driver = gated
+    driver.gate.set()
+    completer, told, (lease,) = Completer(store), Told(), await claimed(store, 1)
+
+    def nearly_over(subject: Any) -> float:
+        return clock.monotonic() + 0.01  # within RETRY.attempt_time (0.05 s)
+
+    completer.enqueue(lease, "r", nearly_over, told, "J")
+    with anyio.fail_after(10):
+        await completer.lead()
+    assert driver.sizes == []  # not sent
+    error = told.errors["J"]
+    assert isinstance(error, tenure.StoreUnavailable)
+    assert error.outcome_unknown is False
+    assert "before the call could be sent" in str(error)
+    assert "unavailable" not in str(error)
+    assert (await store.get(lease.job_id)).state == "leased"
+
+
 async def test_an_enqueued_job_the_store_refused_is_told_alone(
     gated: tuple[tenure.aio.AsyncStore, GatedDriver], clock: tenure.ManualClock
 ) -> None:

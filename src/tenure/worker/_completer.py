@@ -40,7 +40,7 @@ from ._loop import Primitives
 from ._retry import RETRY, DeadlinePassed, Outage, RetryRule
 from ._stats import Stats
 
-__all__ = ["LINGER", "Completer", "Deadline", "Refill"]
+__all__ = ["LINGER", "NOT_SENT_CAUSES", "Completer", "Deadline", "Refill"]
 
 # How long a batch waits for the next sync job's completion while handler threads still
 # run (`Completer._gather`): about ten no-op sync jobs' worth of a thread's time.
@@ -81,6 +81,10 @@ class Answers(Protocol):
     def completed(self, subjects: list[Any]) -> None: ...
 
     def answered(self, subject: Any, error: BaseException) -> None: ...
+
+
+# Why a completion can meet its lease's deadline before it is even sent.
+NOT_SENT_CAUSES = "this process was held up: paused, or starved of CPU, or calls ahead were slow"
 
 
 def _ask(deadline: Deadline) -> float | None:
@@ -389,7 +393,7 @@ class Completer:
             return False
         if deadline is not None and limit <= deadline:
             return False
-        self._answer(entry, _gave_up(entry))
+        self._answer(entry, _gave_up(entry, sent=failures > 0))
         return True
 
     async def _send(self, batch: list[_Entry], claim: bool) -> StoreUnavailable | None:
@@ -447,12 +451,24 @@ class Completer:
         return None
 
 
-def _gave_up(entry: _Entry) -> DeadlinePassed:
+def _gave_up(entry: _Entry, sent: bool = True) -> DeadlinePassed:
+    """``sent``: the batch of ``entry`` failed at least once (it may have reached the store).
+    Unsent, the store played no part that is known: the lease's deadline came before a call
+    could be made and answered, which a process paused or starved of CPU, or slow calls
+    ahead of it, explain as well as a store that is away; and nothing was done."""
     lease = entry.lease
+    what = f"complete of job {lease.job_id!r} generation {lease.generation}"
+    if not sent:
+        return DeadlinePassed(
+            f"{what}: the lease's local deadline came before the call could be sent and "
+            f"answered ({NOT_SENT_CAUSES}); given up, not sent (the job will be claimed again "
+            "once its lease expires)",
+            operation="complete",
+            outcome_unknown=False,
+        )
     return DeadlinePassed(
-        f"complete of job {lease.job_id!r} generation {lease.generation}: the store stayed "
-        "unavailable until the lease's local deadline; given up (the job will be claimed "
-        "again once its lease expires)",
+        f"{what}: the store stayed unavailable until the lease's local deadline; given up "
+        "(the job will be claimed again once its lease expires)",
         operation="complete",
         outcome_unknown=True,
     )

@@ -25,7 +25,7 @@ from .._store_async import AsyncStore
 from .._validate import error_text
 from ..errors import InvalidArgument, LeaseLost, StoreLost, StoreUnavailable, TenureError
 from ..models import Lease
-from ._completer import Completer
+from ._completer import NOT_SENT_CAUSES, Completer
 from ._invoke import Running
 from ._lease import REGISTRY, LeaseHandle, LossKind, lease_extra
 from ._outcome import Outcome
@@ -36,6 +36,11 @@ from ._telemetry import JobSpans
 __all__ = ["Settler", "note_loss", "timeout_error"]
 
 log = logging.getLogger("tenure")
+
+
+# The start of the loss reason of a settle given up before it was sent: the store is not
+# blamed for it (`note_loss` counts no outage).
+_NOT_SENT = "the local deadline came before the "
 
 
 def timeout_error(timeout: float | None) -> str:
@@ -60,9 +65,15 @@ def note_loss(
     if spans is not None:
         spans.lost(handle)
     kind = handle.lost_kind
-    if kind == "deadline_passed" and handle.is_settling and outage is not None:
+    if (
+        kind == "deadline_passed"
+        and handle.is_settling
+        and outage is not None
+        and not (handle.lost_reason or "").startswith(_NOT_SENT)
+    ):
         # A settle with no answer in a whole lease: the store is away even though no call
-        # failed yet (each may be waiting for a connection).
+        # failed yet (each may be waiting for a connection). Not one given up unsent: a
+        # paused process, not the store, is the likely cause of that.
         outage.failed(
             StoreUnavailable(
                 "no answer to a settle before its lease's local deadline",
@@ -441,15 +452,18 @@ class Settler:
                 extra={**extra, "error": str(error)},
             )
             return
-        handle.mark_lost(
-            f"the store stayed unavailable until the local deadline ({operation} not confirmed)",
-            "deadline_passed",
-        )
+        if not error.outcome_unknown:  # given up unsent (`Completer`): nothing was done
+            why = f"{_NOT_SENT}{operation} could be sent ({NOT_SENT_CAUSES})"
+        else:
+            why = (
+                f"the store stayed unavailable until the local deadline ({operation} not confirmed)"
+            )
+        handle.mark_lost(why, "deadline_passed")
         self._stats.incr("settles_given_up")
         log.warning(
-            "could not %s the job: the store stayed unavailable until its lease's local "
-            "deadline; it will be claimed again once the lease expires",
+            "could not %s the job: %s; it will be claimed again once the lease expires",
             operation,
+            why,
             extra={**extra, "error": str(error)},
         )
 

@@ -43,7 +43,8 @@ COUNTERS: dict[str, str] = {
     "settle_retries": "complete/fail/release attempts repeated after StoreUnavailable (within "
     "the lease's local deadline)",
     "settles_given_up": "complete/fail/release calls given up because the store stayed "
-    "unavailable until the lease's local deadline (the job runs again; also in leases_lost)",
+    "unavailable until the lease's local deadline, or the deadline came before they could be "
+    "sent (the job runs again; also in leases_lost)",
     "outages": "times the store became unavailable (one WARNING line each, one INFO line when "
     "it is back)",
     "renewals": "confirmed renewals",
