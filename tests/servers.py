@@ -22,7 +22,28 @@ from tenure.chaos import RedisServer as _RedisServer
 from tenure.chaos import ServerMissing, free_port
 from tests.backends import unavailable
 
-__all__ = ["PostgresServer", "RedisServer", "free_port", "postgres_server", "redis_server"]
+__all__ = [
+    "PostgresServer",
+    "RedisServer",
+    "free_port",
+    "postgres_server",
+    "redis_server",
+    "stop_process",
+]
+
+
+def stop_process(process: subprocess.Popen[str]) -> None:
+    """End a server process a test started: SIGTERM, then SIGKILL after 10 s; close its
+    stderr pipe, if it has one."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    if process.stderr is not None:
+        process.stderr.close()
 
 
 # -- PostgreSQL ---------------------------------------------------------------------------

@@ -26,7 +26,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
-from typing import Protocol, cast, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 from .errors import InvalidArgument
 
@@ -38,7 +38,7 @@ __all__ = [
     "MAX_STORE_TIME",
     "SystemClock",
     "boot_clock",
-    "store_clock_refused",
+    "checked_store_time",
 ]
 
 # (boot id, seconds on that boot's clock): two readings with the same id are on one clock.
@@ -139,12 +139,18 @@ def _finite(argument: str, value: object) -> float:
     return number
 
 
-def store_clock_refused(reading: object) -> InvalidArgument:
-    """The error for a store clock's reading that is not a number from 0 to
-    `MAX_STORE_TIME` (NaN, an infinity): raised before the store call is sent, since the
-    store would write it (a lease ending at NaN or at infinity never expires). The check
-    itself is the caller's, one comparison on its path."""
-    return InvalidArgument(
+def checked_store_time(reading: Any) -> float:
+    """A store clock's reading, if it is a number of seconds from 0 to `MAX_STORE_TIME`;
+    else `InvalidArgument` (``store_clock``), before the store call is sent, since the
+    store would write it (a lease ending at NaN or at infinity never expires). One
+    comparison (False for NaN too) on the stores' path; only a clock other than the
+    system's is read through it."""
+    try:
+        if 0.0 <= reading <= MAX_STORE_TIME:
+            return float(reading)
+    except TypeError:  # not a number at all
+        pass
+    raise InvalidArgument(
         "store_clock",
         f"must return a finite number of seconds from 0 to {MAX_STORE_TIME:g}, "
         f"got {str(reading)[:40]}",

@@ -57,6 +57,7 @@ __all__ = [
     "validate_queue_rate",
     "validate_priority",
     "validate_queues",
+    "validate_positive_seconds",
     "validate_real",
     "validate_reason",
     "validate_secret",
@@ -146,6 +147,14 @@ def validate_secret(argument: str, value: object) -> str:
 def validate_real(argument: str, value: object) -> float:
     """A finite real number (a time on some clock): int or float, not bool, NaN or inf."""
     return _finite(argument, value, "a number", "finite number")
+
+
+def validate_positive_seconds(argument: str, value: object) -> float:
+    """A finite number of seconds above 0 (how long to wait for something)."""
+    seconds = validate_real(argument, value)
+    if not seconds > 0:
+        raise InvalidArgument(argument, f"must be a positive number of seconds, got {value!r}")
+    return seconds
 
 
 def _seconds(argument: str, value: object) -> float:

@@ -61,18 +61,20 @@ def fresh_secret() -> str:
     return secrets.token_hex(24)
 
 
-class LosingReplies:
-    """Wraps a real driver. The next call of each named operation runs in the store (and
-    takes effect there), then its reply is lost: the caller sees `StoreUnavailable` with
-    ``outcome_unknown=True``, exactly what a dropped connection after COMMIT looks like."""
+class CountingCalls:
+    """Wraps a real driver and counts the calls of each operation. A subclass sees each
+    call's arguments before it goes on to the driver (`_called`, which may raise instead)
+    and its answer after (`_answered`, which may raise instead of returning it)."""
 
-    def __init__(self, driver: Any, *operations: str) -> None:
+    def __init__(self, driver: Any) -> None:
         self._driver = driver
-        self.pending = set(operations)
         self.calls: Counter[str] = Counter()
 
-    def lose_next(self, *operations: str) -> None:
-        self.pending.update(operations)
+    def _called(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        pass
+
+    def _answered(self, name: str) -> None:
+        pass
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._driver, name)
@@ -81,17 +83,34 @@ class LosingReplies:
 
         def call(*args: Any, **kwargs: Any) -> Any:
             self.calls[name] += 1
+            self._called(name, args, kwargs)
             result = attr(*args, **kwargs)
-            if name in self.pending:
-                self.pending.discard(name)
-                raise tenure.StoreUnavailable(
-                    f"{name}: reply lost after the store applied it (test wrapper)",
-                    operation=name,
-                    outcome_unknown=True,
-                )
+            self._answered(name)
             return result
 
         return call
+
+
+class LosingReplies(CountingCalls):
+    """Wraps a real driver. The next call of each named operation runs in the store (and
+    takes effect there), then its reply is lost: the caller sees `StoreUnavailable` with
+    ``outcome_unknown=True``, exactly what a dropped connection after COMMIT looks like."""
+
+    def __init__(self, driver: Any, *operations: str) -> None:
+        super().__init__(driver)
+        self.pending = set(operations)
+
+    def lose_next(self, *operations: str) -> None:
+        self.pending.update(operations)
+
+    def _answered(self, name: str) -> None:
+        if name in self.pending:
+            self.pending.discard(name)
+            raise tenure.StoreUnavailable(
+                f"{name}: reply lost after the store applied it (test wrapper)",
+                operation=name,
+                outcome_unknown=True,
+            )
 
 
 def json_answers(procs: list[subprocess.Popen[str]], what: str, timeout: float = 90) -> list[Any]:

@@ -16,39 +16,29 @@ import tenure
 from tenure._protocol import CLAIM_RECOVERY_TRIES, Status, hash_secret, settle_receipt
 from tenure.aio import AsyncStore
 from tenure.stores import open_driver, open_driver_async
-from tests.conformance._support import LosingReplies, fresh_secret, snapshot
+from tests.conformance._support import CountingCalls, LosingReplies, fresh_secret, snapshot
 
 QUEUES = ("default",)
 
 
-class Unreachable:
+class Unreachable(CountingCalls):
     """Wraps a real driver: the next ``lost_before`` calls of each named operation fail as
     a connection lost on the way there would (outcome unknown; the store never got them),
     and every call of an operation in ``down`` fails as a store that cannot be reached."""
 
     def __init__(self, driver: Any, *, lost_before: str = "", down: str = "") -> None:
-        self._driver = driver
+        super().__init__(driver)
         self.lost_before = set(lost_before.split())
         self.down = set(down.split())
-        self.calls: Counter[str] = Counter()
 
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._driver, name)
-        if not callable(attr):
-            return attr
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            self.calls[name] += 1
-            if name in self.lost_before or name in self.down:
-                self.lost_before.discard(name)
-                raise tenure.StoreUnavailable(
-                    f"{name}: connection lost (test wrapper)",
-                    operation=name,
-                    outcome_unknown=name not in self.down,
-                )
-            return attr(*args, **kwargs)
-
-        return call
+    def _called(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        if name in self.lost_before or name in self.down:
+            self.lost_before.discard(name)
+            raise tenure.StoreUnavailable(
+                f"{name}: connection lost (test wrapper)",
+                operation=name,
+                outcome_unknown=name not in self.down,
+            )
 
 
 @pytest.fixture

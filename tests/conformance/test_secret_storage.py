@@ -18,36 +18,26 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
-from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 import tenure
 from tenure._protocol import settle_receipt
 from tests.backends import Backend, postgres_admin, redis_client, sqlite_path
+from tests.conformance._support import CountingCalls
 
 TTL = 30
 
 
-class RecordingArgs:
+class RecordingArgs(CountingCalls):
     """Wraps a real driver and keeps the repr of every argument of every call."""
 
     def __init__(self, driver: Any) -> None:
-        self._driver = driver
+        super().__init__(driver)
         self.args: list[tuple[str, str]] = []
-        self.calls: Counter[str] = Counter()
 
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._driver, name)
-        if not callable(attr):
-            return attr
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            self.calls[name] += 1
-            self.args += [(name, repr(arg)) for arg in (*args, *kwargs.values())]
-            return attr(*args, **kwargs)
-
-        return call
+    def _called(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        self.args += [(name, repr(arg)) for arg in (*args, *kwargs.values())]
 
 
 def secret_forms(secret: str) -> list[bytes]:

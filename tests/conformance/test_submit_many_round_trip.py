@@ -29,27 +29,9 @@ import pytest
 
 import tenure
 from tests.backends import Backend, postgres_admin
+from tests.conformance._support import CountingCalls
 
 BATCH = 1000
-
-
-class CountingCalls:
-    """Wraps a real driver and counts the calls of each operation."""
-
-    def __init__(self, driver: Any) -> None:
-        self._driver = driver
-        self.calls: Counter[str] = Counter()
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._driver, name)
-        if not callable(attr):
-            return attr
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            self.calls[name] += 1
-            return attr(*args, **kwargs)
-
-        return call
 
 
 # -- the taps: what the client library sends, per store ------------------------------------
@@ -57,12 +39,25 @@ class CountingCalls:
 # makes) and records only inside its ``recording()`` block.
 
 
-class SQLiteTap:
+class _Tap:
+    """What every tap shares: it records only inside `recording`."""
+
+    _on = False
+
+    @contextmanager
+    def recording(self) -> Iterator[None]:
+        self._on = True
+        try:
+            yield
+        finally:
+            self._on = False
+
+
+class SQLiteTap(_Tap):
     """Every statement SQLite runs on the store's connections (their trace callbacks)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
         self.statements: list[str] = []
-        self._on = False
         original = sqlite3.connect
 
         def connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
@@ -76,14 +71,6 @@ class SQLiteTap:
         if self._on:  # the statement's words, without its comments
             code = (line.partition("--")[0] for line in statement.splitlines())
             self.statements.append(" ".join(" ".join(code).split()))
-
-    @contextmanager
-    def recording(self) -> Iterator[None]:
-        self._on = True
-        try:
-            yield
-        finally:
-            self._on = False
 
     def assert_one_operation(self, store: tenure.Store, url: str, new_ids: list[str]) -> None:
         """One transaction: it begins first and commits last, once; nothing runs outside
@@ -102,7 +89,7 @@ _TRACED_MESSAGE = re.compile(
 )
 
 
-class PostgresTap:
+class PostgresTap(_Tap):
     """Every protocol message between the store's connections and the server: libpq's own
     trace of each connection (``PQtrace``), one file per connection."""
 
@@ -114,7 +101,6 @@ class PostgresTap:
         self._dir.mkdir()
         self._conns: list[Any] = []
         self._traced: list[Any] = []
-        self._on = False
         original = psycopg.Connection.connect
 
         def connect(cls: Any, *args: Any, **kwargs: Any) -> Any:
@@ -139,11 +125,10 @@ class PostgresTap:
         for conn in self._conns:
             if not conn.closed:
                 self._trace(conn)
-        self._on = True
         try:
-            yield
+            with super().recording():
+                yield
         finally:
-            self._on = False
             for conn in self._traced:
                 conn.pgconn.untrace()  # flushes the trace
 
@@ -183,7 +168,7 @@ class PostgresTap:
         assert row == (len(new_ids), 1), row
 
 
-class RedisTap:
+class RedisTap(_Tap):
     """Every request written to the store's redis-py connections, and which replies were
     ``NOSCRIPT`` (a request the server refused without running anything)."""
 
@@ -193,7 +178,6 @@ class RedisTap:
 
         self.requests: list[list[bytes]] = []
         self.noscript = 0
-        self._on = False
         send: Any = AbstractConnection.send_packed_command
         read: Any = AbstractConnection.read_response
 
@@ -212,14 +196,6 @@ class RedisTap:
 
         monkeypatch.setattr(AbstractConnection, "send_packed_command", send_packed_command)
         monkeypatch.setattr(AbstractConnection, "read_response", read_response)
-
-    @contextmanager
-    def recording(self) -> Iterator[None]:
-        self._on = True
-        try:
-            yield
-        finally:
-            self._on = False
 
     def assert_one_operation(self, store: tenure.Store, url: str, new_ids: list[str]) -> None:
         """One script run: the one request that ran is ``submit_many.lua`` (EVALSHA, or

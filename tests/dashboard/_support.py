@@ -16,7 +16,7 @@ import httpx
 
 from tenure.chaos._report import chromium
 from tests.backends import unavailable
-from tests.servers import free_port
+from tests.servers import free_port, stop_process
 
 MISSING_BROWSER = "Chromium is not installed (apt-get install chromium, or TENURE_CHROMIUM=PATH)"
 MISSING_PLAYWRIGHT = "the playwright package is not installed (pip install -e '.[test]')"
@@ -69,9 +69,4 @@ def dashboard_server(url: str, *args: str, env: dict[str, str] | None = None) ->
                 time.sleep(0.1)
         yield Running(base, process)
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process)

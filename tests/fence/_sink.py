@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from tests.servers import stop_process
+
 ROOT = Path(__file__).resolve().parents[2]
 SINK_KEYS = ("k2=the-new-key-0123456789abcdef", "k1=worked-example-secret-0123456789")
 
@@ -58,15 +60,8 @@ def read_line(proc: subprocess.Popen[str], timeout: float = 20.0) -> str:
 
 def stop(proc: subprocess.Popen[str]) -> None:
     if proc.poll() is None:
-        proc.send_signal(signal.SIGCONT)
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    if proc.stderr is not None:
-        proc.stderr.close()
+        proc.send_signal(signal.SIGCONT)  # a stopped process would not hear the SIGTERM
+    stop_process(proc)
     _READERS.pop(id(proc), None)
 
 

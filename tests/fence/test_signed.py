@@ -17,7 +17,7 @@ import pytest
 import tenure
 from tenure import fence
 from tenure.fence import Keyring, SignedToken
-from tests.backends import POSTGRES_URL, unavailable
+from tests.backends import POSTGRES_URL, postgres_admin
 
 OLD = b"old-secret-0123456789abcdef"
 NEW = b"new-secret-0123456789abcdef"
@@ -280,14 +280,9 @@ def destination(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Dest
         for conn in dest.opened:
             conn.close()
         return
-    try:
-        import psycopg
-    except ImportError:
-        unavailable("psycopg is not installed: pip install -e '.[postgres]'")
-    try:
-        admin = psycopg.connect(POSTGRES_URL, autocommit=True, connect_timeout=3)
-    except psycopg.OperationalError as exc:
-        unavailable(f"PostgreSQL is not reachable at {POSTGRES_URL} ({exc})")
+    admin = postgres_admin()  # (or `unavailable`: no psycopg, no server)
+    import psycopg
+
     schema = f"fence_{uuid.uuid4().hex[:12]}"
     admin.execute(f'CREATE SCHEMA "{schema}"')
     options = f"-c search_path={schema} -c lock_timeout={round(LOCK_WAIT * 1000)}"

@@ -6,7 +6,6 @@ psycopg or a reachable server the tests skip locally and fail in CI (tests.backe
 
 from __future__ import annotations
 
-import os
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -16,26 +15,18 @@ import pytest
 
 import tenure
 from tenure import fence
-from tests.backends import unavailable
+from tests.backends import POSTGRES_URL, postgres_admin
 from tests.fence import _writers
 
-POSTGRES_URL = os.environ.get(
-    "TENURE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
-)
 JOB = "report-42"
 
 
 @pytest.fixture
 def connect() -> Iterator[Callable[..., Any]]:
     """Open psycopg connections whose search_path is a fresh schema."""
-    try:
-        import psycopg
-    except ImportError:
-        unavailable("psycopg is not installed: pip install -e '.[postgres]'")
-    try:
-        admin = psycopg.connect(POSTGRES_URL, autocommit=True, connect_timeout=3)
-    except psycopg.OperationalError as exc:
-        unavailable(f"PostgreSQL is not reachable at {POSTGRES_URL} ({exc})")
+    admin = postgres_admin()  # (or `unavailable`: no psycopg, no server)
+    import psycopg
+
     schema = f"fence_{uuid.uuid4().hex[:12]}"
     admin.execute(f'CREATE SCHEMA "{schema}"')
     admin.execute(

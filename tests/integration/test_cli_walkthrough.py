@@ -26,6 +26,7 @@ import pytest
 import tenure
 from tenure.cli import main
 from tests.integration._support import as_json, ok
+from tests.servers import stop_process
 
 ROOT = Path(__file__).resolve().parents[2]
 INSTALL = "pip install 'tenure[dashboard]'"
@@ -219,14 +220,7 @@ def dashboard_process(url: str) -> Iterator[subprocess.Popen[str]]:
     try:
         yield process
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        assert process.stderr is not None
-        process.stderr.close()
+        stop_process(process)
 
 
 def test_dashboard_on_port_0_prints_the_port_it_listens_on(

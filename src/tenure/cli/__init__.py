@@ -25,6 +25,7 @@ import difflib
 import importlib
 import json
 import os
+import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any, TypeVar
@@ -43,6 +44,7 @@ __all__ = [
     "CliError",
     "CliState",
     "CliUsageError",
+    "bind_socket",
     "common_options",
     "main",
     "name_envvars",
@@ -151,6 +153,27 @@ class CliError(click.ClickException):
         hint = None if param is None or ctx is None else _envvar_hint(param, ctx)
         message = str(exc) if hint is None else f"{hint}: {exc.rule}"
         return CliUsageError(message, json_mode=json_mode, kind=type(exc).__name__)
+
+
+def bind_socket(host: str, port: int, *, json_mode: bool = False) -> socket.socket:
+    """A socket bound to ``host``:``port`` (0: a port the system picks, read back from the
+    socket) for a command that serves HTTP (`tenure sink`, `tenure dashboard`); inheritable,
+    not yet listening. `CliError` when the address cannot be had."""
+    shown = f"[{host}]" if ":" in host else host
+    sock: socket.socket | None = None
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(family, kind, proto)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError as exc:
+        if sock is not None:
+            sock.close()
+        raise CliError(
+            f"cannot listen on {shown}:{port}: {exc.strerror or exc}", json_mode=json_mode
+        ) from exc
+    sock.set_inheritable(True)
+    return sock
 
 
 class CliUsageError(CliError):

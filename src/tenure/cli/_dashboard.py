@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import socket
 
 import click
 
 from ..errors import InvalidArgument
-from . import CliError, CliState, CliUsageError, common_options
+from . import CliError, CliState, CliUsageError, bind_socket, common_options
 from ._params import Duration
 
 __all__ = ["INSTALL_DASHBOARD", "dashboard", "dashboard_hint", "dashboard_missing"]
@@ -123,7 +122,7 @@ def dashboard(
         read_timeout=read_timeout,
     )
     shown = f"[{host}]" if ":" in host else host
-    sock = _listen(host, port, shown, state.json)  # --port 0: the URL says the port picked
+    sock = bind_socket(host, port, json_mode=state.json)  # --port 0: the URL says the port
     with sock:
         bound = int(sock.getsockname()[1])
         click.echo(
@@ -134,22 +133,3 @@ def dashboard(
         )
         config = uvicorn.Config(app, host=host, port=bound, log_level="warning")
         uvicorn.Server(config).run(sockets=[sock])
-
-
-def _listen(host: str, port: int, shown: str, json_mode: bool) -> socket.socket:
-    """A socket bound to ``host``:``port`` (0: a port the system picks), as `tenure sink`
-    binds its own, for uvicorn to serve on (it listens)."""
-    sock: socket.socket | None = None
-    try:
-        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
-        sock = socket.socket(family, kind, proto)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(address)
-    except OSError as exc:
-        if sock is not None:
-            sock.close()
-        raise CliError(
-            f"cannot listen on {shown}:{port}: {exc.strerror or exc}", json_mode=json_mode
-        ) from exc
-    sock.set_inheritable(True)
-    return sock

@@ -9,7 +9,6 @@ object with ``--json``), so scripts and tests can start it and read the URL.
 from __future__ import annotations
 
 import os
-import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ from typing import Any
 import click
 
 from ..errors import InvalidArgument
-from . import CliError, CliState, common_options
+from . import CliError, CliState, bind_socket, common_options
 from ._output import Cell, format_time
 from ._params import DURATION
 
@@ -40,18 +39,6 @@ def _keyring(keys: tuple[str, ...], key_file: str | None, max_age: float | None)
             raise InvalidArgument("--max-age", "only applies to signed tokens: give --key too")
         return None
     return Keyring.parse(specs, max_age=max_age)
-
-
-def _listen(host: str, port: int) -> socket.socket:
-    try:
-        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
-        sock = socket.socket(family, kind, proto)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(address)
-        sock.listen(128)
-    except OSError as exc:
-        raise CliError(f"cannot listen on {host}:{port}: {exc}") from exc
-    return sock
 
 
 @click.group()
@@ -121,7 +108,8 @@ def serve(
         ) from exc
     keyring = _keyring(keys, key_file, max_age)
     app = create_app(db, keyring=keyring, strict=strict)
-    sock = _listen(host, port)
+    sock = bind_socket(host, port, json_mode=state.json)
+    sock.listen(128)
     bound_host, bound_port = sock.getsockname()[:2]
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host
     url = f"http://{shown}:{bound_port}"

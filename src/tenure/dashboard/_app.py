@@ -21,7 +21,7 @@ from starlette.staticfiles import StaticFiles
 
 from .._store import Store
 from .._store_async import AsyncStore
-from .._validate import MAX_BATCH, validate_id, validate_real
+from .._validate import MAX_BATCH, validate_id, validate_positive_seconds
 from ..errors import InvalidArgument, JobNotFound, JobStateConflict, StoreUnavailable
 from ..locks import LOCK_QUEUE_PREFIX
 from ..models import Job
@@ -31,7 +31,6 @@ from ._reader import DEFAULT_READ_TIMEOUT, Reader
 from ._security import (
     CSRF_COOKIE,
     CSRF_FIELD,
-    SECURITY_HEADERS,
     Auth,
     AuthMiddleware,
     HostCheck,
@@ -121,7 +120,7 @@ class _Dashboard:
             **values,
         }
         text = self.templates.get_template(name).render(context)
-        return HTMLResponse(text, status_code=status, headers=SECURITY_HEADERS)
+        return HTMLResponse(text, status_code=status)  # (`SecurityHeaders` adds its headers)
 
     def message(
         self, request: Request, status: int, heading: str, text: str, job_id: str | None = None
@@ -264,12 +263,14 @@ class _Dashboard:
     async def metrics(self, request: Request) -> Response:
         from ._metrics import CONTENT_TYPE, render_stats
 
-        body = render_stats(None, up=False)  # unless the store answers in time
+        body = None
         # Within the scrape: Prometheus gives up after 10 s by default, and a store that is
         # away can take longer to say so (a PostgreSQL pool waits for a connection).
         with anyio.move_on_after(METRICS_READ_TIMEOUT):
             with contextlib.suppress(StoreUnavailable):
                 body = render_stats(await self.reader.queue_stats())
+        if body is None:  # the store did not answer in time
+            body = render_stats(None, up=False)
         return Response(body, headers={"content-type": CONTENT_TYPE, "cache-control": "no-store"})
 
     # -- errors ------------------------------------------------------------------------
@@ -315,11 +316,7 @@ def create_app(
     """
     if isinstance(refresh, bool) or not isinstance(refresh, (int, float)) or not refresh > 0:
         raise InvalidArgument("refresh", f"must be a positive number of seconds, got {refresh!r}")
-    read_timeout = validate_real("read_timeout", read_timeout)
-    if not read_timeout > 0:
-        raise InvalidArgument(
-            "read_timeout", f"must be a positive number of seconds, got {read_timeout!r}"
-        )
+    read_timeout = validate_positive_seconds("read_timeout", read_timeout)
     board = _Dashboard(store, read_only, actions, float(refresh), read_timeout)
     static = StaticFiles(directory=str(files(_PACKAGE).joinpath("static")))
     app = Starlette(

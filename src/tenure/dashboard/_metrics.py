@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING
 
 from .._queue_stats import StoreStats
 from .._store import Store
-from .._validate import validate_real
-from ..errors import InvalidArgument, StoreUnavailable
+from .._validate import validate_positive_seconds
+from ..errors import StoreUnavailable
 from ..locks import LOCK_QUEUE_PREFIX
 
 if TYPE_CHECKING:
@@ -111,11 +111,7 @@ class StoreCollector:
     """
 
     def __init__(self, store: Store, read_timeout: float = METRICS_READ_TIMEOUT) -> None:
-        seconds = validate_real("read_timeout", read_timeout)
-        if not seconds > 0:
-            raise InvalidArgument(
-                "read_timeout", f"must be a positive number of seconds, got {read_timeout!r}"
-            )
+        seconds = validate_positive_seconds("read_timeout", read_timeout)
         self.store = store
         self.read_timeout = seconds
         self._lock = threading.Lock()

@@ -19,7 +19,7 @@ import psycopg
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
-from ..._clock import MAX_STORE_TIME, Clock, store_clock_refused
+from ..._clock import Clock, checked_store_time
 from ..._concurrency import pause_async, thread_lock_async, uncancellable_async
 from ..._protocol import Completion, Outcome, Renewal
 from ..._validate import MAX_GENERATION
@@ -206,13 +206,7 @@ class AsyncPostgresDriver(AsyncPostgresControl, AsyncJobsMixin, AsyncPostgresSch
         # its reading is checked before a statement writes it (a NaN lease end never ends).
         if self._store_clock is None:
             return None
-        now = self._store_clock.time()
-        try:
-            if 0.0 <= now <= MAX_STORE_TIME:  # (False for NaN too)
-                return now
-        except TypeError:  # not a number at all
-            pass
-        raise store_clock_refused(now)
+        return checked_store_time(self._store_clock.time())
 
     async def _checkout(self, operation: str) -> Hot:
         """A connection (with a cursor) for one operation. Connections of a pool tenure

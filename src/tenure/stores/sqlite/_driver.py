@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..._clock import MAX_STORE_TIME, Clock, SystemClock, boot_clock, store_clock_refused
+from ..._clock import Clock, SystemClock, boot_clock, checked_store_time
 from ..._protocol import Completion, JobRow, Outcome, Renewal, Status, Submission
 from ..._resources import migrations
 from ..._sqlite import enter_wal
@@ -81,8 +81,11 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin, SQLiteSchedules):
         self._clock = clock or SystemClock()
         self._boot = boot_clock(self._clock)
         # The host's wall clock, read twice a claim -> complete cycle: time.time itself for
-        # the system clock (whose `time` only calls it), a call fewer each.
-        self._wall = time.time if type(self._clock) is SystemClock else self._clock.time
+        # the system clock (whose `time` only calls it), a call fewer each. Another clock's
+        # readings are checked (`checked_store_time`): a NaN or an infinity would be
+        # written as lease ends that never pass.
+        self._checked = type(self._clock) is not SystemClock
+        self._wall: Callable[[], float] = self._checked_wall if self._checked else time.time
         self._lock = threading.Lock()
         self._closed = False
         self.poll_interval = 0.02
@@ -221,19 +224,17 @@ class SQLiteDriver(SQLiteControl, SQLiteJobsMixin, SQLiteSchedules):
                 raise
             self._commit(cur, operation)
 
+    def _checked_wall(self) -> float:
+        return checked_store_time(self._clock.time())
+
     def clock_params(self) -> dict[str, Any]:
         """The host's clocks for clock.sql and read_clock.sql. A write reads them once it
         holds the write lock, so a writer that waited reads them after its predecessor."""
         boot = None if self._boot is None else self._boot()
         boot_id, boot_now = (None, None) if boot is None else boot
-        host_now = self._wall()
-        # A store clock's NaN or infinity would be written as lease ends that never pass
-        # (one comparison, False for NaN too; the boot reading only when there is one).
-        if not 0.0 <= host_now <= MAX_STORE_TIME or (
-            boot_now is not None and not 0.0 <= boot_now <= MAX_STORE_TIME
-        ):
-            raise store_clock_refused(host_now if boot_now is None else (host_now, boot_now))
-        return {"host_now": host_now, "boot_id": boot_id, "boot_now": boot_now}
+        if boot_now is not None and self._checked:
+            boot_now = checked_store_time(boot_now)
+        return {"host_now": self._wall(), "boot_id": boot_id, "boot_now": boot_now}
 
     def _write(self, operation: str, body: Callable[..., T], *args: Any) -> T:
         """``body(cur, now, *args)`` in a write transaction, at the store time ``now``.
